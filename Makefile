@@ -1,0 +1,33 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   - the main job
+#   make test   - the full test suite
+# Both create .venv and install what they need on first use.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test bench install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/perceptlab demo-analysis --out demo_output
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/scaling.py
+	$(PY) benchmarks/screening.py
+
+clean:
+	rm -rf $(VENV) demo_output

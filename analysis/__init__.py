@@ -1,0 +1,16 @@
+"""Analysis of crowd judgements: pure numpy/scipy, no Flask.
+
+Thurstone Case V scaling with virtual anchors (:mod:`analysis.thurstone`),
+worker screening (:mod:`analysis.screening`), bootstrap intervals
+(:mod:`analysis.bootstrap`), correlations (:mod:`analysis.correlation`),
+across-set rankings and Pareto groups (:mod:`analysis.ranking`), the file
+formats of DESIGN.md (:mod:`analysis.formats`), the whole pipeline
+(:mod:`analysis.pipeline`), simulated crowds (:mod:`analysis.simulate`) and
+plots (:mod:`analysis.plots`).
+"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("perceptlab")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

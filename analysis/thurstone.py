@@ -1,0 +1,363 @@
+"""Thurstone Case V scaling of paired comparisons.
+
+Model and units
+---------------
+Item ``i`` has scale value ``s_i``; an observer prefers ``i`` over ``j`` with
+probability ``Phi(s_i - s_j)``, ``Phi`` the standard normal CDF. Raw scales are
+therefore in *z units*: the discriminal difference ``A - B`` has unit variance
+(sureal's convention). pwcmp's JOD units are ``z * 1.4826`` (1 JOD = 75 %
+preference); :data:`JOD_PER_Z` converts. Anchored scales are unit free.
+
+Estimators
+----------
+* :func:`thurstone_mle` maximises the likelihood with a weak Gaussian prior
+  (ridge) ``prior_strength/2 * sum(s**2)``. Unanimous pairs, the normal case in
+  sparse crowd designs, make the unregularised MLE diverge; the ridge keeps
+  every estimate finite and fixes the gauge (at the optimum ``sum(s) == 0``
+  exactly). Newton's method with the exact Hessian and a backtracking line
+  search; likelihoods in log space (``scipy.special.log_ndtr``).
+* :func:`thurstone_ls` is the classical least-squares method of StudyMB 1.0/2.0:
+  minimise ``sum over compared pairs (s_i - s_j - z_ij)**2`` with ``sum(s) == 0``,
+  where ``z_ij = Phi^-1(p_ij)`` and ``p_ij = (w_ij + c) / (n_ij + 2c)`` with the
+  continuity correction ``c = 0.5`` so unanimous pairs give finite z-scores.
+
+Both work on incomplete designs and take aggregated counts: ``pairs`` is an
+``(P, 2)`` array of item indices and ``wins`` a ``(P, 2)`` array whose columns
+count how often the first and the second item of each pair won.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg
+from scipy.sparse.csgraph import connected_components
+from scipy.special import log_ndtr, ndtri
+
+JOD_PER_Z = 1.4826
+"""Multiply z-unit scales by this to get pwcmp's JOD units (1 JOD = 75 % preference)."""
+
+DEFAULT_PRIOR_STRENGTH = 0.01
+DENSE_LIMIT = 1000  # above this many items, Newton steps use sparse conjugate gradients
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+class DisconnectedDesignError(ValueError):
+    """The comparison graph of a set falls apart into several components.
+
+    Scale values of different components are not comparable: every peer but
+    pwcmp silently places the components at arbitrary offsets.
+    """
+
+    def __init__(self, message: str, components: list[np.ndarray]):
+        super().__init__(message)
+        self.components = components
+
+
+# --------------------------------------------------------------------------- counts
+
+def aggregate_pairs(first: np.ndarray, second: np.ndarray, first_won: np.ndarray,
+                    weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Aggregate individual votes into per-pair win counts.
+
+    Parameters
+    ----------
+    first, second : int arrays of shape (V,)
+        The two items of each vote (any order).
+    first_won : bool array of shape (V,)
+        True where ``first`` won.
+    weights : array of shape (V,), optional
+        Multiplicity of each vote (bootstrap resampling); default 1.
+
+    Returns
+    -------
+    pairs : (P, 2) int array, ``pairs[:, 0] < pairs[:, 1]``, sorted
+    wins : (P, 2) float array; ``wins[p, 0]`` counts wins of ``pairs[p, 0]``
+    """
+    first = np.asarray(first, dtype=np.int64)
+    second = np.asarray(second, dtype=np.int64)
+    first_won = np.asarray(first_won, dtype=bool)
+    w = np.ones(len(first)) if weights is None else np.asarray(weights, dtype=float)
+    low, high = np.minimum(first, second), np.maximum(first, second)
+    low_won = np.where(first == low, first_won, ~first_won)
+    n = int(high.max()) + 1 if len(high) else 0
+    keys, inverse = np.unique(low * n + high, return_inverse=True)
+    pairs = np.column_stack([keys // max(n, 1), keys % max(n, 1)]).astype(np.int64)
+    wins = np.column_stack([
+        np.bincount(inverse, weights=w * low_won, minlength=len(keys)),
+        np.bincount(inverse, weights=w * ~low_won, minlength=len(keys)),
+    ])
+    return pairs, wins
+
+
+def comparison_components(pairs: np.ndarray, n_items: int) -> np.ndarray:
+    """Component label of every item in the comparison graph (isolated items get their own)."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    graph = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n_items, n_items))
+    return connected_components(graph, directed=False)[1]
+
+
+def check_connected(pairs: np.ndarray, n_items: int, item_ids=None, set_id=None) -> None:
+    """Raise :class:`DisconnectedDesignError` naming unreachable items, if any.
+
+    The largest component is taken as the main one; the message lists the
+    items of every other component (up to 20 names).
+    """
+    labels = comparison_components(pairs, n_items)
+    sizes = np.bincount(labels)
+    if len(sizes) <= 1:
+        return
+    main = int(np.argmax(sizes))
+    components = [np.flatnonzero(labels == c) for c in np.argsort(-sizes)]
+    stray = np.flatnonzero(labels != main)
+    names = [str(item_ids[k]) if item_ids is not None else str(k) for k in stray[:20]]
+    more = f" and {len(stray) - 20} more" if len(stray) > 20 else ""
+    where = f"set {set_id!r}: " if set_id is not None else ""
+    raise DisconnectedDesignError(
+        f"{where}comparison graph has {len(sizes)} disconnected components; "
+        f"{len(stray)} of {n_items} items cannot be reached from the largest component "
+        f"({sizes[main]} items): {', '.join(names)}{more}. Scales of separate components "
+        "are not comparable: add comparisons that link them, or allow a weak prior "
+        "(--allow-disconnected) to tie each component to the common mean.",
+        components,
+    )
+
+
+# --------------------------------------------------------------------------- anchors
+
+def add_anchors(pairs: np.ndarray, wins: np.ndarray, n_items: int,
+                anchor_votes: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Append the two virtual anchors of StudyMB 1.0/2.0 to a set's comparisons.
+
+    The worst anchor gets index ``n_items``, the best ``n_items + 1``. Every
+    real item gets ``anchor_votes`` virtual comparisons against each anchor: it
+    wins all of them against the worst anchor and loses all of them against the
+    best one. The anchors are estimated jointly with the real items (the
+    papers reconstructed "155 + 2 images" per set); under the MLE the ridge
+    prior keeps them finite, a few z units beyond the most extreme real items.
+    """
+    items = np.arange(n_items, dtype=np.int64)
+    worst = np.full(n_items, n_items, dtype=np.int64)
+    best = np.full(n_items, n_items + 1, dtype=np.int64)
+    v = float(anchor_votes)
+    anchor_pairs = np.vstack([np.column_stack([items, worst]), np.column_stack([items, best])])
+    anchor_wins = np.vstack([np.tile([v, 0.0], (n_items, 1)), np.tile([0.0, v], (n_items, 1))])
+    if wins.ndim == 3:  # a batch of count vectors sharing the same pairs
+        anchor_wins = np.broadcast_to(anchor_wins, (wins.shape[0],) + anchor_wins.shape)
+        return np.vstack([pairs, anchor_pairs]), np.concatenate([wins, anchor_wins], axis=1)
+    return np.vstack([pairs, anchor_pairs]), np.vstack([wins, anchor_wins])
+
+
+def rescale_to_anchors(scales: np.ndarray, n_items: int) -> np.ndarray:
+    """Map raw scales linearly so the worst anchor is 0 and the best is 1; drop the anchors.
+
+    Works on a single ``(n_items + 2,)`` vector or a ``(B, n_items + 2)`` batch.
+    """
+    worst = scales[..., n_items:n_items + 1]
+    best = scales[..., n_items + 1:n_items + 2]
+    return (scales[..., :n_items] - worst) / (best - worst)
+
+
+# --------------------------------------------------------------------------- MLE
+
+def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
+    """Negative log-likelihood, its first and second derivative per pair w.r.t. ``diff``."""
+    log_pos, log_neg = log_ndtr(diff), log_ndtr(-diff)
+    log_pdf = -0.5 * diff * diff - _LOG_SQRT_2PI
+    mills_pos = np.exp(log_pdf - log_pos)  # phi(d) / Phi(d)
+    mills_neg = np.exp(log_pdf - log_neg)  # phi(d) / Phi(-d)
+    nll = -(w * log_pos + l * log_neg)
+    grad = l * mills_neg - w * mills_pos
+    curv = w * mills_pos * (diff + mills_pos) + l * mills_neg * (mills_neg - diff)
+    return nll, grad, curv
+
+
+def _incidence(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(len(pairs)), 2)
+    vals = np.tile([1.0, -1.0], len(pairs))
+    return sp.csr_matrix((vals, (rows, pairs.ravel())), shape=(len(pairs), n))
+
+
+def _hessian(pairs: np.ndarray, curv: np.ndarray, n: int, ridge: float, dense: bool):
+    i, j = pairs[:, 0], pairs[:, 1]
+    if dense:
+        flat = np.bincount(np.concatenate([i * n + i, j * n + j, i * n + j, j * n + i]),
+                           weights=np.concatenate([curv, curv, -curv, -curv]), minlength=n * n)
+        hess = flat.reshape(n, n)
+        hess[np.diag_indices(n)] += ridge
+        return hess
+    diag = np.bincount(i, curv, minlength=n) + np.bincount(j, curv, minlength=n) + ridge
+    off = sp.coo_matrix((np.concatenate([-curv, -curv]), (np.concatenate([i, j]), np.concatenate([j, i]))),
+                        shape=(n, n))
+    return (off + sp.diags(diag)).tocsr()
+
+
+def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
+                  prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
+                  tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
+    """Maximum-likelihood Thurstone Case V scale values with a weak ridge prior.
+
+    Parameters
+    ----------
+    pairs : (P, 2) int array
+    wins : (P, 2) float array of win counts of the first and second item
+    n_items : int
+    prior_strength : float
+        Precision ``lambda`` of the zero-mean Gaussian prior on each scale value
+        (``0.01``: a prior SD of 10 z units, negligible next to a few votes but
+        enough to keep never-winning items finite). Must be positive.
+    init : (n_items,) array, optional
+        Warm start (e.g. the full-data solution when bootstrapping).
+    tol : float
+        Stop when the largest Newton step is below ``tol``.
+
+    Returns
+    -------
+    (n_items,) array of scale values in z units, summing to zero.
+    """
+    if prior_strength <= 0:
+        raise ValueError("prior_strength must be positive (the ridge keeps unanimous pairs finite)")
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    wins = np.asarray(wins, dtype=float).reshape(-1, 2)
+    w, l = wins[:, 0], wins[:, 1]
+    s = np.zeros(n_items) if init is None else np.array(init, dtype=float)
+    dense = n_items <= DENSE_LIMIT
+    inc = _incidence(pairs, n_items)
+
+    def objective(x):
+        return _pair_terms(x[pairs[:, 0]] - x[pairs[:, 1]], w, l)[0].sum() + 0.5 * prior_strength * x @ x
+
+    f = objective(s)
+    for _ in range(max_iter):
+        _, g_pair, curv = _pair_terms(s[pairs[:, 0]] - s[pairs[:, 1]], w, l)
+        grad = inc.T @ g_pair + prior_strength * s
+        hess = _hessian(pairs, curv, n_items, prior_strength, dense)
+        if dense:
+            step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hess), grad)
+        else:
+            precond = sp.diags(1.0 / hess.diagonal())
+            step, _ = scipy.sparse.linalg.cg(hess, -grad, rtol=1e-10, maxiter=500, M=precond)
+        t = 1.0
+        while True:  # backtracking keeps every step a descent step
+            candidate = s + t * step
+            f_new = objective(candidate)
+            if f_new <= f + 1e-4 * t * (grad @ step) or t < 1e-8:
+                break
+            t *= 0.5
+        s, f = candidate, f_new
+        if np.max(np.abs(t * step)) < tol:
+            break
+    return s
+
+
+def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
+                        prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
+                        tol: float = 1e-7, max_iter: int = 60) -> np.ndarray:
+    """MLE for a batch of count vectors on the same pairs (bootstrap resamples).
+
+    Each resample is solved to the same optimum as :func:`thurstone_mle`, but
+    all resamples iterate together: every step uses the Hessian of the
+    warm-start solution, factorised once and rescaled to each resample's own
+    diagonal (so items whose curvature collapsed, e.g. that stopped winning in a
+    resample, still take full-size steps), with a per-resample backtracking
+    line search. Resamples that have not converged after ``max_iter`` steps
+    are finished one by one with exact Newton.
+
+    Parameters
+    ----------
+    wins : (B, P, 2) array
+    init : (n_items,) array; defaults to the MLE of the summed counts.
+
+    Returns
+    -------
+    (B, n_items) array
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    wins = np.asarray(wins, dtype=float)
+    n_batch = wins.shape[0]
+    if init is None:
+        init = thurstone_mle(pairs, wins.mean(axis=0), n_items, prior_strength)
+    if n_items > DENSE_LIMIT:  # one factorisation would not pay off: solve each resample exactly
+        return np.stack([thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init)
+                         for b in range(n_batch)])
+    w, l = wins[..., 0], wins[..., 1]
+    i, j = pairs[:, 0], pairs[:, 1]
+    inc_t = _incidence(pairs, n_items).T.tocsr()
+    _, _, curv0 = _pair_terms(init[i] - init[j], wins.mean(axis=0)[:, 0], wins.mean(axis=0)[:, 1])
+    hess0 = _hessian(pairs, curv0, n_items, prior_strength, dense=True)
+    sqrt_diag0 = np.sqrt(np.diag(hess0))
+    factor = scipy.linalg.cho_factor(hess0)
+
+    def diagonal(curv):  # (B, n) diagonal of each resample's Hessian
+        return (inc_t.multiply(inc_t) @ curv.T).T + prior_strength
+
+    s = np.tile(init, (n_batch, 1))
+    nll, g_pair, curv = _pair_terms(s[:, i] - s[:, j], w, l)
+    f = nll.sum(axis=1) + 0.5 * prior_strength * np.einsum("bn,bn->b", s, s)
+    active = np.ones(n_batch, dtype=bool)
+    for _ in range(max_iter):
+        grad = (inc_t @ g_pair.T).T + prior_strength * s
+        scale = sqrt_diag0 / np.sqrt(diagonal(curv))
+        step = -scale * scipy.linalg.cho_solve(factor, (scale * grad).T).T
+        step[~active] = 0.0
+        t = np.ones(n_batch)
+        descent = np.einsum("bn,bn->b", grad, step)
+        for _ in range(30):
+            cand = s + t[:, None] * step
+            nll_c, g_c, curv_c = _pair_terms(cand[:, i] - cand[:, j], w, l)
+            f_c = nll_c.sum(axis=1) + 0.5 * prior_strength * np.einsum("bn,bn->b", cand, cand)
+            ok = f_c <= f + 1e-4 * t * descent
+            if ok.all():
+                break
+            t = np.where(ok, t, 0.5 * t)
+        moved = np.max(np.abs(t[:, None] * step), axis=1)
+        s, f, g_pair, curv = cand, f_c, g_c, curv_c
+        active &= moved >= tol
+        if not active.any():
+            break
+    for b in np.flatnonzero(active):
+        s[b] = thurstone_mle(pairs, wins[b], n_items, prior_strength, init=s[b])
+    return s
+
+
+# --------------------------------------------------------------------------- least squares
+
+def thurstone_ls(pairs: np.ndarray, wins: np.ndarray, n_items: int, correction: float = 0.5,
+                 ridge: float = 0.0) -> np.ndarray:
+    """Classical least-squares Thurstone Case V scaling on z-scores of proportions.
+
+    Parameters
+    ----------
+    correction : float
+        Continuity correction ``c``: ``p = (w + c) / (n + 2c)``. With the
+        default 0.5 a pair won 20:0 gives ``z = Phi^-1(20.5/21) = 1.98``.
+    ridge : float
+        Adds ``ridge * sum(s**2)`` (used only for disconnected designs when a
+        weak prior is asked for); 0 gives the classical solution with
+        ``sum(s) == 0``.
+
+    Returns
+    -------
+    (n_items,) array in z units.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    wins = np.asarray(wins, dtype=float).reshape(-1, 2)
+    total = wins.sum(axis=1)
+    compared = total > 0
+    pairs, wins, total = pairs[compared], wins[compared], total[compared]
+    z = ndtri((wins[:, 0] + correction) / (total + 2.0 * correction))
+    inc = _incidence(pairs, n_items)
+    # Normal equations of the incidence system: a weighted graph Laplacian. The
+    # rank-one term fixes the gauge sum(s) == 0 without changing the solution.
+    laplacian = (inc.T @ inc).tocsr()
+    rhs = inc.T @ z
+    system = laplacian + (sp.identity(n_items) * ridge if ridge > 0 else 0)
+    if n_items <= DENSE_LIMIT:
+        dense = system.toarray() + (0.0 if ridge > 0 else 1.0 / n_items)
+        s = scipy.linalg.solve(dense, rhs, assume_a="pos")
+    else:
+        s, _ = scipy.sparse.linalg.cg(system, rhs, rtol=1e-12, maxiter=5000,
+                                      M=sp.diags(1.0 / np.maximum(system.diagonal(), 1e-12)))
+    return s - s.mean() if ridge == 0 else s

@@ -1,0 +1,9 @@
+"""``perceptlab stimuli ...``: stimulus preparation commands (package :mod:`stimuli`)."""
+from __future__ import annotations
+
+from . import cli
+
+
+@cli.group("stimuli")
+def stimuli_group() -> None:
+    """Prepare stimuli: amplification, zoom crops, pair designs, demo data."""
