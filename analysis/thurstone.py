@@ -254,21 +254,22 @@ def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
 
 def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                         prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
-                        tol: float = 1e-7, max_iter: int = 60) -> np.ndarray:
+                        tol: float = 1e-7, max_iter: int = 30) -> np.ndarray:
     """MLE for a batch of count vectors on the same pairs (bootstrap resamples).
 
-    Each resample is solved to the same optimum as :func:`thurstone_mle`, but
-    all resamples iterate together: every step uses the Hessian of the
-    warm-start solution, factorised once and rescaled to each resample's own
-    diagonal (so items whose curvature collapsed, e.g. that stopped winning in a
-    resample, still take full-size steps), with a per-resample backtracking
-    line search. Resamples that have not converged after ``max_iter`` steps
-    are finished one by one with exact Newton.
+    Each resample is solved to the same optimum as :func:`thurstone_mle`
+    (damped Newton with the exact Hessian), but all resamples iterate
+    together: each Newton system is solved by conjugate gradients
+    preconditioned with the Cholesky factor of the warm-start Hessian,
+    factorised once. A resample's Hessian differs from it in few directions
+    (the items whose votes changed most), so a handful of CG steps per Newton
+    step suffice. Resamples not converged after ``max_iter`` Newton steps are
+    finished one by one.
 
     Parameters
     ----------
     wins : (B, P, 2) array
-    init : (n_items,) array; defaults to the MLE of the summed counts.
+    init : (n_items,) array; defaults to the MLE of the mean counts.
 
     Returns
     -------
@@ -277,49 +278,81 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     wins = np.asarray(wins, dtype=float)
     n_batch = wins.shape[0]
+    mean_wins = wins.mean(axis=0)
     if init is None:
-        init = thurstone_mle(pairs, wins.mean(axis=0), n_items, prior_strength)
-    if n_items > DENSE_LIMIT:  # one factorisation would not pay off: solve each resample exactly
+        init = thurstone_mle(pairs, mean_wins, n_items, prior_strength)
+    if n_items > DENSE_LIMIT:  # one dense factorisation would not pay off: solve each resample exactly
         return np.stack([thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init)
                          for b in range(n_batch)])
     w, l = wins[..., 0], wins[..., 1]
     i, j = pairs[:, 0], pairs[:, 1]
-    inc_t = _incidence(pairs, n_items).T.tocsr()
-    _, _, curv0 = _pair_terms(init[i] - init[j], wins.mean(axis=0)[:, 0], wins.mean(axis=0)[:, 1])
-    hess0 = _hessian(pairs, curv0, n_items, prior_strength, dense=True)
-    sqrt_diag0 = np.sqrt(np.diag(hess0))
-    factor = scipy.linalg.cho_factor(hess0)
+    inc = _incidence(pairs, n_items)
+    inc_t = inc.T.tocsr()
+    _, _, curv0 = _pair_terms(init[i] - init[j], mean_wins[:, 0], mean_wins[:, 1])
+    factor = scipy.linalg.cho_factor(_hessian(pairs, curv0, n_items, prior_strength, dense=True))
 
-    def diagonal(curv):  # (B, n) diagonal of each resample's Hessian
-        return (inc_t.multiply(inc_t) @ curv.T).T + prior_strength
+    def penalised_nll(x, rows):
+        d = x[:, i] - x[:, j]
+        nll = -(w[rows] * log_ndtr(d) + l[rows] * log_ndtr(-d)).sum(axis=1)
+        return nll + 0.5 * prior_strength * np.einsum("bn,bn->b", x, x)
 
     s = np.tile(init, (n_batch, 1))
-    nll, g_pair, curv = _pair_terms(s[:, i] - s[:, j], w, l)
-    f = nll.sum(axis=1) + 0.5 * prior_strength * np.einsum("bn,bn->b", s, s)
+    f = penalised_nll(s, slice(None))
     active = np.ones(n_batch, dtype=bool)
     for _ in range(max_iter):
-        grad = (inc_t @ g_pair.T).T + prior_strength * s
-        scale = sqrt_diag0 / np.sqrt(diagonal(curv))
-        step = -scale * scipy.linalg.cho_solve(factor, (scale * grad).T).T
-        step[~active] = 0.0
-        t = np.ones(n_batch)
+        a = np.flatnonzero(active)
+        _, g_pair, curv = _pair_terms(s[a][:, i] - s[a][:, j], w[a], l[a])
+        grad = (inc_t @ g_pair.T).T + prior_strength * s[a]
+        step = _pcg_newton_step(grad, curv, inc, inc_t, factor, prior_strength)
         descent = np.einsum("bn,bn->b", grad, step)
-        for _ in range(30):
-            cand = s + t[:, None] * step
-            nll_c, g_c, curv_c = _pair_terms(cand[:, i] - cand[:, j], w, l)
-            f_c = nll_c.sum(axis=1) + 0.5 * prior_strength * np.einsum("bn,bn->b", cand, cand)
-            ok = f_c <= f + 1e-4 * t * descent
-            if ok.all():
+        t = np.ones(len(a))
+        new_f = np.empty(len(a))
+        pending = np.arange(len(a))
+        for _ in range(40):  # backtracking, re-evaluating only the resamples that still need it
+            rows = a[pending]
+            trial = penalised_nll(s[rows] + t[pending, None] * step[pending], rows)
+            ok = trial <= f[rows] + 1e-4 * t[pending] * descent[pending]
+            new_f[pending[ok]] = trial[ok]
+            pending = pending[~ok]
+            if not len(pending):
                 break
-            t = np.where(ok, t, 0.5 * t)
-        moved = np.max(np.abs(t[:, None] * step), axis=1)
-        s, f, g_pair, curv = cand, f_c, g_c, curv_c
-        active &= moved >= tol
+            t[pending] *= 0.5
+        if len(pending):  # no decrease found: stay put; the exact solver below finishes these
+            t[pending], new_f[pending] = 0.0, f[a[pending]]
+        s[a] += t[:, None] * step
+        f[a] = new_f
+        active[a] = (np.max(np.abs(t[:, None] * step), axis=1) >= tol) & (t > 0)
         if not active.any():
             break
-    for b in np.flatnonzero(active):
-        s[b] = thurstone_mle(pairs, wins[b], n_items, prior_strength, init=s[b])
+    unfinished = np.flatnonzero(active | ~np.isfinite(s).all(axis=1))
+    for b in unfinished:
+        s[b] = thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init)
     return s
+
+
+def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-10, max_iter=100):
+    """Solve ``H_b step_b = -grad_b`` for every row b by preconditioned conjugate gradients."""
+    def hess_times(p):  # H_b p_b = Inc^T (curv_b * (Inc p_b)) + ridge p_b, for all b at once
+        return (inc_t @ (curv * (inc @ p.T).T).T).T + ridge * p
+
+    x = np.zeros_like(grad)
+    r = -grad
+    z = scipy.linalg.cho_solve(factor, r.T).T
+    p = z.copy()
+    rz = np.einsum("bn,bn->b", r, z)
+    stop = rtol * np.maximum(np.einsum("bn,bn->b", r, r), 1e-300)
+    for _ in range(max_iter):
+        hp = hess_times(p)
+        alpha = rz / np.einsum("bn,bn->b", p, hp)
+        x += alpha[:, None] * p
+        r -= alpha[:, None] * hp
+        if (np.einsum("bn,bn->b", r, r) <= stop).all():
+            break
+        z = scipy.linalg.cho_solve(factor, r.T).T
+        rz_new = np.einsum("bn,bn->b", r, z)
+        p = z + (rz_new / rz)[:, None] * p
+        rz = rz_new
+    return x
 
 
 # --------------------------------------------------------------------------- least squares

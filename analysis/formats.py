@@ -1,0 +1,279 @@
+"""The file formats of DESIGN.md: votes.csv in, scales/overall/workers CSV and summary JSON out.
+
+:func:`read_votes` validates the whole file before anything is computed and
+raises :class:`VotesFormatError` naming the first offending line. Writers go
+through :func:`atomic_write_text`, so a file is either complete or absent.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REQUIRED_VOTE_COLUMNS = ("worker_id", "set_id", "item_a", "item_b", "winner")
+OPTIONAL_VOTE_COLUMNS = ("position_a", "trial_id", "is_gold", "gold_winner", "created_at")
+SCALES_COLUMNS = ("set_id", "item_id", "scale", "ci_low", "ci_high", "rank", "n_votes",
+                  "rank_ci_low", "rank_ci_high")
+OVERALL_COLUMNS = ("item_id", "mean_scale", "rank", "n_sets")
+WORKERS_COLUMNS = ("worker_id", "n_votes", "tpr", "kept")
+_TRUE = {"1", "true", "yes", "y", "t"}
+_FALSE = {"0", "false", "no", "n", "f", ""}
+
+
+class VotesFormatError(ValueError):
+    """A votes file that cannot be analysed; ``str()`` is one line naming the file and line."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        self.path, self.line = path, line
+        where = f"{path}, line {line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Votes:
+    """Paired-comparison votes with their labels, as integer arrays.
+
+    Items are indexed globally; ``item_set[g]`` is the set of item ``g`` and
+    the items of each set are contiguous, in the order of ``set_ids``.
+    """
+
+    worker: np.ndarray        # (V,) index into worker_ids
+    item_a: np.ndarray        # (V,) global item index
+    item_b: np.ndarray        # (V,)
+    a_won: np.ndarray         # (V,) bool
+    is_gold: np.ndarray       # (V,) bool
+    gold_correct: np.ndarray  # (V,) bool, True where a gold row was answered as expected
+    worker_ids: np.ndarray    # (W,) str
+    set_ids: np.ndarray       # (S,) str
+    item_set: np.ndarray      # (I,) set index of each global item
+    item_ids: np.ndarray      # (I,) item ID (unique within its set)
+    line: np.ndarray          # (V,) line of the vote in its file (0 when generated)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # optional columns kept verbatim
+
+    def __len__(self) -> int:
+        return len(self.worker)
+
+    @property
+    def winner(self) -> np.ndarray:
+        return np.where(self.a_won, self.item_a, self.item_b)
+
+    @property
+    def vote_set(self) -> np.ndarray:
+        return self.item_set[self.item_a]
+
+    @property
+    def has_gold_answers(self) -> bool:
+        return "gold_winner" in self.extra
+
+    def set_slice(self, s: int) -> slice:
+        """Global item indices of set ``s``."""
+        members = np.flatnonzero(self.item_set == s)
+        return slice(int(members[0]), int(members[-1]) + 1)
+
+    def subset(self, mask: np.ndarray) -> "Votes":
+        """The votes where ``mask`` is true, with the same label tables."""
+        pick = lambda a: a[mask]  # noqa: E731
+        return Votes(pick(self.worker), pick(self.item_a), pick(self.item_b), pick(self.a_won),
+                     pick(self.is_gold), pick(self.gold_correct), self.worker_ids, self.set_ids,
+                     self.item_set, self.item_ids, pick(self.line),
+                     {k: pick(v) for k, v in self.extra.items()})
+
+
+# --------------------------------------------------------------------------- building
+
+def build_votes(worker_id, set_id, item_a, item_b, winner, *, is_gold=None, gold_winner=None,
+                extra: dict | None = None, line=None, path: str = "votes") -> Votes:
+    """Index string columns into a :class:`Votes`, validating every row.
+
+    Raises :class:`VotesFormatError` for a winner that is neither item, a
+    pair of identical items, empty IDs, or a set with fewer than two items.
+    """
+    cols = {name: np.asarray(values, dtype=str) for name, values in
+            dict(worker_id=worker_id, set_id=set_id, item_a=item_a, item_b=item_b, winner=winner).items()}
+    n = len(cols["worker_id"])
+    line = np.arange(2, n + 2) if line is None else np.asarray(line)
+    if n == 0:
+        raise VotesFormatError(path, None, "no votes (the file has a header but no data rows)")
+    for name, values in cols.items():
+        empty = np.flatnonzero(np.char.str_len(np.char.strip(values)) == 0)
+        if empty.size:
+            raise VotesFormatError(path, int(line[empty[0]]), f"empty {name}")
+    a_won = cols["winner"] == cols["item_a"]
+    bad = np.flatnonzero(~a_won & (cols["winner"] != cols["item_b"]))
+    if bad.size:
+        k = bad[0]
+        raise VotesFormatError(path, int(line[k]), f"winner {str(cols['winner'][k])!r} is neither item_a "
+                               f"{str(cols['item_a'][k])!r} nor item_b {str(cols['item_b'][k])!r}")
+    set_ids, set_index = np.unique(cols["set_id"], return_inverse=True)
+    # Items are keyed by (set, item ID): the same ID in two sets is two items.
+    keys = np.concatenate([np.char.add(np.char.add(cols["set_id"], "\x1f"), cols["item_a"]),
+                           np.char.add(np.char.add(cols["set_id"], "\x1f"), cols["item_b"])])
+    item_keys, item_index = np.unique(keys, return_inverse=True)
+    item_set_ids, item_ids = np.char.partition(item_keys, "\x1f")[:, 0], np.char.partition(item_keys, "\x1f")[:, 2]
+    item_set = np.searchsorted(set_ids, item_set_ids)
+    counts = np.bincount(item_set, minlength=len(set_ids))
+    lonely = np.flatnonzero(counts < 2)
+    if lonely.size:
+        s = lonely[0]
+        k = np.flatnonzero(set_index == s)[0]
+        raise VotesFormatError(path, int(line[k]), f"set {str(set_ids[s])!r} has only one item "
+                               f"({str(item_ids[item_set == s][0])!r}); a set needs at least two")
+    same = np.flatnonzero(cols["item_a"] == cols["item_b"])
+    if same.size:
+        k = same[0]
+        raise VotesFormatError(path, int(line[k]), f"item_a and item_b are the same item {str(cols['item_a'][k])!r}")
+    workers, worker_index = np.unique(cols["worker_id"], return_inverse=True)
+    gold = np.zeros(n, dtype=bool) if is_gold is None else _parse_bool(is_gold, line, path)
+    extra = {k: np.asarray(v, dtype=str) for k, v in (extra or {}).items()}
+    gold_correct = np.zeros(n, dtype=bool)
+    if gold_winner is not None:
+        gw = np.asarray(gold_winner, dtype=str)
+        extra["gold_winner"] = gw
+        rows = np.flatnonzero(gold)
+        wrong = rows[(gw[rows] != cols["item_a"][rows]) & (gw[rows] != cols["item_b"][rows])]
+        if wrong.size:
+            k = wrong[0]
+            raise VotesFormatError(path, int(line[k]), f"gold_winner {str(gw[k])!r} is neither item_a "
+                                   f"{str(cols['item_a'][k])!r} nor item_b {str(cols['item_b'][k])!r}")
+        gold_correct = gold & (gw == cols["winner"])
+    return Votes(worker=worker_index.astype(np.int64), item_a=item_index[:n].astype(np.int64),
+                 item_b=item_index[n:].astype(np.int64), a_won=a_won, is_gold=gold,
+                 gold_correct=gold_correct, worker_ids=workers.astype(object), set_ids=set_ids.astype(object),
+                 item_set=item_set.astype(np.int64), item_ids=item_ids.astype(object), line=line, extra=extra)
+
+
+def _parse_bool(values, line, path) -> np.ndarray:
+    text = np.char.lower(np.char.strip(np.asarray(values, dtype=str)))
+    true, false = np.isin(text, list(_TRUE)), np.isin(text, list(_FALSE))
+    bad = np.flatnonzero(~(true | false))
+    if bad.size:
+        raise VotesFormatError(path, int(line[bad[0]]), f"is_gold {str(values[bad[0]])!r} is not a boolean "
+                               "(use 1/0 or true/false)")
+    return true
+
+
+# --------------------------------------------------------------------------- reading
+
+def read_votes(path: str | os.PathLike) -> Votes:
+    """Read and validate a votes.csv (DESIGN.md format)."""
+    name = os.fspath(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise VotesFormatError(name, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise VotesFormatError(name, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); "
+                               "save the file as UTF-8") from None
+    if not text.strip():
+        raise VotesFormatError(name, None, "file is empty (expected a header: " + ",".join(REQUIRED_VOTE_COLUMNS) + ")")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader)]
+    missing = [c for c in REQUIRED_VOTE_COLUMNS if c not in header]
+    if missing:
+        raise VotesFormatError(name, 1, f"missing column{'s' if len(missing) > 1 else ''} "
+                               f"{', '.join(missing)} (the header has: {', '.join(header)})")
+    wanted = [c for c in REQUIRED_VOTE_COLUMNS + OPTIONAL_VOTE_COLUMNS if c in header]
+    index = [header.index(c) for c in wanted]
+    rows, lines = [], []
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line
+            if len(row) < len(header):
+                raise VotesFormatError(name, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
+            rows.append([row[i] for i in index])
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise VotesFormatError(name, reader.line_num, f"malformed CSV: {exc}") from None
+    columns = dict(zip(wanted, zip(*rows))) if rows else {c: () for c in wanted}
+    extra = {c: columns[c] for c in ("position_a", "trial_id", "created_at") if c in columns}
+    return build_votes(columns["worker_id"], columns["set_id"], columns["item_a"], columns["item_b"],
+                       columns["winner"], is_gold=columns.get("is_gold"), gold_winner=columns.get("gold_winner"),
+                       extra=extra, line=np.asarray(lines, dtype=np.int64), path=name)
+
+
+# --------------------------------------------------------------------------- writing
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and an atomic rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _csv_text(columns: tuple[str, ...], rows) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _fmt(x) -> str:
+    """Floats with 17 significant digits round-trip exactly; NaN as an empty field."""
+    if isinstance(x, (float, np.floating)):
+        return "" if not np.isfinite(x) else repr(float(x))
+    return str(x)
+
+
+def votes_csv(votes: Votes) -> str:
+    """The votes as votes.csv text (required columns, then the optional ones present)."""
+    optional = [c for c in ("position_a", "trial_id", "created_at") if c in votes.extra]
+    columns = REQUIRED_VOTE_COLUMNS + tuple(optional) + (("is_gold",) if votes.is_gold.any() else ()) \
+        + (("gold_winner",) if votes.has_gold_answers else ())
+    set_of = votes.set_ids[votes.vote_set]
+    parts = [votes.worker_ids[votes.worker], set_of, votes.item_ids[votes.item_a],
+             votes.item_ids[votes.item_b], votes.item_ids[votes.winner]]
+    parts += [votes.extra[c] for c in optional]
+    if votes.is_gold.any():
+        parts.append(np.where(votes.is_gold, "1", "0"))
+    if votes.has_gold_answers:
+        parts.append(votes.extra["gold_winner"])
+    return _csv_text(columns, zip(*parts))
+
+
+def write_votes(path, votes: Votes) -> None:
+    atomic_write_text(path, votes_csv(votes))
+
+
+def table_csv(columns: tuple[str, ...], records: list[dict]) -> str:
+    """CSV text of dict records in a fixed column order."""
+    return _csv_text(columns, ([_fmt(r[c]) for c in columns] for r in records))
+
+
+def read_table(path, columns: tuple[str, ...], numeric: tuple[str, ...] = ()) -> list[dict]:
+    """Read one of the output CSVs back (for round trips and downstream tools)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+        return [{c: (float(r[c]) if r[c] != "" else float("nan")) if c in numeric else r[c] for c in columns}
+                for r in reader]
+
+
+def json_text(obj) -> str:
+    def default(o):
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return float(o)
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return json.dumps(obj, indent=2, default=default, allow_nan=False) + "\n"

@@ -1,0 +1,174 @@
+"""Scaling the votes of several sets: one Thurstone scale per set.
+
+A :class:`SetDesign` fixes, once per set, which items are scaled and which
+pair every vote belongs to; fits then only change vote weights (1/0 for the
+votes kept by screening, multiplicities for bootstrap resamples), so the pair
+structure, the anchors and the warm starts are shared by every fit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from .formats import Votes
+from .thurstone import (DEFAULT_PRIOR_STRENGTH, add_anchors, check_connected, rescale_to_anchors,
+                        thurstone_ls, thurstone_mle, thurstone_mle_batch)
+
+
+@dataclass(frozen=True)
+class ScalingOptions:
+    """How each set is scaled.
+
+    Attributes
+    ----------
+    method : "mle" or "ls"
+        Maximum likelihood with a weak ridge prior (default) or classical least squares.
+    anchors : bool
+        Add a virtual worst and best item to every set and rescale so they sit at 0 and 1.
+    anchor_votes : float
+        Virtual comparisons each real item gets against each anchor (won against
+        the worst, lost against the best).
+    prior_strength : float
+        Ridge of the MLE (precision of a zero-mean Gaussian prior, z units).
+    correction : float
+        Continuity correction of the LS proportions, ``(w + c) / (n + 2c)``.
+    allow_disconnected : bool
+        Scale disconnected designs anyway: the ridge (MLE) or a ridge of the
+        same strength (LS) ties each component to the common mean of zero.
+        Otherwise a disconnected set raises :class:`~analysis.thurstone.DisconnectedDesignError`.
+    """
+
+    method: str = "mle"
+    anchors: bool = True
+    anchor_votes: float = 1.0
+    prior_strength: float = DEFAULT_PRIOR_STRENGTH
+    correction: float = 0.5
+    allow_disconnected: bool = False
+
+    def __post_init__(self):
+        if self.method not in ("mle", "ls"):
+            raise ValueError(f"method must be 'mle' or 'ls', got {self.method!r}")
+        if self.anchor_votes <= 0:
+            raise ValueError(f"anchor_votes must be positive, got {self.anchor_votes}")
+        if self.prior_strength <= 0:
+            raise ValueError(f"prior_strength must be positive, got {self.prior_strength}")
+
+    def without_anchors(self) -> "ScalingOptions":
+        return replace(self, anchors=False)
+
+
+@dataclass(frozen=True)
+class SetDesign:
+    """The comparisons of one set, indexed once."""
+
+    set_index: int
+    set_id: str
+    items: np.ndarray       # (n,) global item indices scaled in this set
+    votes: np.ndarray       # (V_s,) indices of the set's scaling votes in the Votes
+    pairs: np.ndarray       # (P, 2) local item indices, first < second
+    vote_pair: np.ndarray   # (V_s,) pair of each vote
+    first_won: np.ndarray   # (V_s,) the pair's first item won
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    def wins(self, weights: np.ndarray | None = None) -> np.ndarray:
+        """(P, 2) win counts; ``weights`` are per-vote multiplicities of this set's votes."""
+        w = np.ones(len(self.votes)) if weights is None else weights
+        P = len(self.pairs)
+        return np.column_stack([np.bincount(self.vote_pair, w * self.first_won, P),
+                                np.bincount(self.vote_pair, w * ~self.first_won, P)])
+
+    def wins_batch(self, weights: np.ndarray) -> np.ndarray:
+        """(B, P, 2) win counts for a (B, V_s) batch of vote weights."""
+        P, V = len(self.pairs), len(self.votes)
+        rows = np.arange(V)
+        first = sp.csr_matrix((self.first_won.astype(float), (rows, self.vote_pair)), shape=(V, P))
+        second = sp.csr_matrix(((~self.first_won).astype(float), (rows, self.vote_pair)), shape=(V, P))
+        return np.stack([(first.T @ weights.T).T, (second.T @ weights.T).T], axis=-1)
+
+
+def set_designs(votes: Votes, scaling_votes: np.ndarray | None = None) -> list[SetDesign]:
+    """Index the scaling votes (default: every non-gold vote) of each set.
+
+    The items of a set are those that appear in its scaling votes; items seen
+    only in gold rows are not scaled.
+    """
+    use = ~votes.is_gold if scaling_votes is None else np.asarray(scaling_votes, dtype=bool)
+    vote_set = votes.vote_set
+    designs = []
+    for s, set_id in enumerate(votes.set_ids):
+        idx = np.flatnonzero(use & (vote_set == s))
+        a, b = votes.item_a[idx], votes.item_b[idx]
+        items, local = np.unique(np.concatenate([a, b]), return_inverse=True)
+        la, lb = local[:len(idx)], local[len(idx):]
+        low, high = np.minimum(la, lb), np.maximum(la, lb)
+        first_won = np.where(la == low, votes.a_won[idx], ~votes.a_won[idx])
+        keys, vote_pair = np.unique(low * max(len(items), 1) + high, return_inverse=True)
+        pairs = np.column_stack([keys // max(len(items), 1), keys % max(len(items), 1)]).astype(np.int64)
+        designs.append(SetDesign(s, str(set_id), items, idx, pairs, vote_pair, first_won))
+    return designs
+
+
+def _prepare(design: SetDesign, wins: np.ndarray, options: ScalingOptions, check: bool, item_ids=None):
+    pairs, n = design.pairs, design.n_items
+    if check:
+        present = wins.reshape(-1, len(pairs), 2).sum(axis=(0, 2)) > 0
+        if not options.allow_disconnected:
+            check_connected(pairs[present], n, item_ids, design.set_id)
+    if options.anchors:
+        pairs, wins = add_anchors(pairs, wins, n, options.anchor_votes)
+        n += 2
+    return pairs, wins, n
+
+
+def fit_set(design: SetDesign, options: ScalingOptions, weights: np.ndarray | None = None,
+            init: np.ndarray | None = None, item_ids=None) -> np.ndarray:
+    """Raw scale of one set (z units), anchors appended last when ``options.anchors``.
+
+    ``weights`` are per-vote multiplicities (0 drops a vote). Checks the
+    comparison graph of the votes with positive weight unless disconnected
+    designs are allowed.
+    """
+    if len(design.votes) == 0:
+        raise ValueError(f"set {design.set_id!r} has no votes to scale")
+    pairs, wins, n = _prepare(design, design.wins(weights), options, check=True, item_ids=item_ids)
+    if options.method == "mle":
+        return thurstone_mle(pairs, wins, n, options.prior_strength, init=init)
+    ridge = options.prior_strength if options.allow_disconnected else 0.0
+    return thurstone_ls(pairs, wins, n, options.correction, ridge=ridge)
+
+
+def fit_set_batch(design: SetDesign, options: ScalingOptions, weights: np.ndarray,
+                  init: np.ndarray) -> np.ndarray:
+    """Raw scales for a (B, V_s) batch of vote weights, warm-started at ``init``.
+
+    Resamples are not checked for connectivity: the ridge keeps a component
+    that lost all its links in one resample finite, and the spread this adds is
+    part of the interval.
+    """
+    pairs, wins, n = _prepare(design, design.wins_batch(weights), options, check=False)
+    if options.method == "mle":
+        return thurstone_mle_batch(pairs, wins, n, options.prior_strength, init=init)
+    ridge = options.prior_strength
+    return np.stack([thurstone_ls(pairs, wins[b], n, options.correction, ridge=ridge if
+                                  options.allow_disconnected else 0.0) for b in range(len(wins))])
+
+
+def anchored(raw: np.ndarray, design: SetDesign, options: ScalingOptions) -> np.ndarray:
+    """Reported scale values: anchored to [0, 1] when anchors are on, else raw z units."""
+    return rescale_to_anchors(raw, design.n_items) if options.anchors else raw
+
+
+def global_scale(designs: list[SetDesign], raws: list[np.ndarray], n_items: int) -> np.ndarray:
+    """Concatenate per-set raw scales (anchors dropped) into one vector over all global items.
+
+    Items that are not scaled (seen only in gold rows) are NaN.
+    """
+    out = np.full(n_items, np.nan)
+    for design, raw in zip(designs, raws):
+        out[design.items] = raw[:design.n_items]
+    return out

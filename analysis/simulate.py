@@ -1,0 +1,120 @@
+"""Synthetic crowd studies with a known truth, for demos, tests and benchmarks.
+
+Each set compares the same item IDs (methods across scenes, as in StudyMB):
+the true scale of item ``k`` in a set is ``method_effect[k] + scene_effect``,
+both Gaussian. Pairs come from a random ``degree``-regular design; each pair
+gets ``votes_per_pair`` votes from distinct workers, drawn with per-worker
+activity weights so that some workers answer much more than others.
+
+Worker types
+------------
+honest
+    Thurstone Case V observer: picks ``a`` with probability ``Phi(s_a - s_b)``.
+random
+    Clicks either side with probability 1/2.
+left
+    Always clicks the left image; the left/right placement of ``item_a`` is
+    randomised per trial (``position_a``), as the server does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.special import ndtr
+
+from stimuli.designs import random_regular_design
+
+from .formats import Votes, atomic_write_text, build_votes, table_csv, write_votes
+
+
+@dataclass(frozen=True)
+class SimulatedStudy:
+    votes: Votes
+    truth: dict[str, np.ndarray]   # set_id -> true scale per item, ordered like item_ids
+    item_ids: np.ndarray           # item IDs shared by every set
+    worker_ids: np.ndarray
+    worker_type: np.ndarray        # "honest", "random" or "left" per worker (ordered like worker_ids)
+
+    @property
+    def honest_mask(self) -> np.ndarray:
+        """(W,) mask over ``votes.worker_ids`` of honest workers."""
+        lookup = dict(zip(self.worker_ids, self.worker_type))
+        return np.array([lookup[w] == "honest" for w in self.votes.worker_ids])
+
+
+def simulate_study(n_sets: int = 8, n_items: int = 155, degree: int = 6, votes_per_pair: int = 20,
+                   n_workers: int = 300, random_clickers: float = 0.25, left_clickers: float = 0.05,
+                   method_sd: float = 0.8, scene_sd: float = 0.6, activity_sd: float = 0.5,
+                   seed: int | np.random.Generator | None = 0) -> SimulatedStudy:
+    """Simulate a paired-comparison crowd study.
+
+    Parameters
+    ----------
+    n_sets, n_items, degree, votes_per_pair
+        Study size: ``n_sets * n_items * degree / 2`` pairs, each voted ``votes_per_pair`` times.
+    n_workers : int
+        Crowd size; must be at least ``votes_per_pair`` (a pair's votes come from distinct workers).
+    random_clickers, left_clickers : float
+        Shares of workers of each bad type (rounded to whole workers); the rest are honest.
+    method_sd, scene_sd : float
+        SD of the item effect shared across sets and of its per-set deviation (z units).
+    activity_sd : float
+        SD of the log activity weight of workers (0: everyone answers about equally often).
+    """
+    if n_workers < votes_per_pair:
+        raise ValueError(f"n_workers ({n_workers}) must be at least votes_per_pair ({votes_per_pair})")
+    if not 0 <= random_clickers + left_clickers <= 1:
+        raise ValueError("random_clickers + left_clickers must be between 0 and 1")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    n_random, n_left = round(n_workers * random_clickers), round(n_workers * left_clickers)
+    worker_type = np.array(["random"] * n_random + ["left"] * n_left + ["honest"] * (n_workers - n_random - n_left))
+    worker_type = worker_type[rng.permutation(n_workers)]
+    worker_ids = np.array([f"W{k:05d}" for k in range(n_workers)])
+    log_activity = rng.normal(0.0, activity_sd, n_workers)
+    item_ids = np.array([f"m{k:03d}" for k in range(n_items)])
+    method_effect = rng.normal(0.0, method_sd, n_items)
+
+    truth, columns = {}, {k: [] for k in ("worker", "set", "a", "b", "a_won", "left")}
+    for s in range(n_sets):
+        set_id = f"set{s + 1:02d}"
+        true_scale = method_effect + rng.normal(0.0, scene_sd, n_items)
+        truth[set_id] = true_scale
+        pairs = random_regular_design(n_items, degree, rng)
+        # Weighted sampling of distinct workers per pair (Gumbel top-k).
+        keys = log_activity + rng.gumbel(size=(len(pairs), n_workers))
+        workers = np.argpartition(-keys, votes_per_pair - 1, axis=1)[:, :votes_per_pair].ravel()
+        a = np.repeat(pairs[:, 0], votes_per_pair)
+        b = np.repeat(pairs[:, 1], votes_per_pair)
+        swap = rng.random(len(a)) < 0.5  # which item is item_a is arbitrary in a votes file
+        a, b = np.where(swap, b, a), np.where(swap, a, b)
+        a_left = rng.random(len(a)) < 0.5
+        kind = worker_type[workers]
+        p_a = np.select([kind == "honest", kind == "random"],
+                        [ndtr(true_scale[a] - true_scale[b]), np.full(len(a), 0.5)], default=np.nan)
+        a_won = np.where(kind == "left", a_left, rng.random(len(a)) < p_a)
+        for key, value in zip(columns, (workers, np.full(len(a), s), a, b, a_won, a_left)):
+            columns[key].append(value)
+    c = {k: np.concatenate(v) for k, v in columns.items()}
+    order = rng.permutation(len(c["worker"]))  # votes arrive interleaved, not set by set
+    c = {k: v[order] for k, v in c.items()}
+    set_ids = np.array(list(truth))
+    votes = build_votes(worker_ids[c["worker"]], set_ids[c["set"]], item_ids[c["a"]], item_ids[c["b"]],
+                        np.where(c["a_won"], item_ids[c["a"]], item_ids[c["b"]]),
+                        extra={"position_a": np.where(c["left"], "left", "right")}, path="simulation")
+    return SimulatedStudy(votes, truth, item_ids, worker_ids, worker_type)
+
+
+def write_study(study: SimulatedStudy, out: str | Path) -> dict[str, Path]:
+    """Write votes.csv, truth.csv (``set_id,item_id,true_scale``) and workers_truth.csv."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"votes": out / "votes.csv", "truth": out / "truth.csv", "workers": out / "workers_truth.csv"}
+    write_votes(paths["votes"], study.votes)
+    truth_rows = [{"set_id": s, "item_id": i, "true_scale": v}
+                  for s, values in study.truth.items() for i, v in zip(study.item_ids, values)]
+    atomic_write_text(paths["truth"], table_csv(("set_id", "item_id", "true_scale"), truth_rows))
+    worker_rows = [{"worker_id": w, "type": t} for w, t in zip(study.worker_ids, study.worker_type)]
+    atomic_write_text(paths["workers"], table_csv(("worker_id", "type"), worker_rows))
+    return paths

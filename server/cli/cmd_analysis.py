@@ -1,0 +1,182 @@
+"""``perceptlab analyze``, ``perceptlab simulate-votes`` and ``perceptlab demo``."""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import click
+
+from . import UserError, cli
+
+_ANALYSIS = None
+
+
+def _defaults() -> dict:
+    """The [analysis] section of the configuration, read once."""
+    global _ANALYSIS
+    if _ANALYSIS is None:
+        from ..config import load_config
+        _ANALYSIS = load_config()["analysis"]
+    return _ANALYSIS
+
+
+def _keep(value: str) -> str | float:
+    if value in ("auto", "none"):
+        return value
+    try:
+        fraction = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither 'auto', 'none' nor a number") from None
+    if not 0 < fraction <= 1:
+        raise click.BadParameter(f"the kept fraction must be in (0, 1], got {fraction}")
+    return fraction
+
+
+def read_objective(path: Path, column: str | None) -> dict[str, float]:
+    """``item_id`` plus one numeric column (``--objective-column``, else ``rank``, ``score`` or the second column)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            fields = reader.fieldnames or []
+            if "item_id" not in fields:
+                raise UserError(f"{path}, line 1: objective ranking needs an item_id column (has: {', '.join(fields)})")
+            value_column = column or next((c for c in ("rank", "score", "value") if c in fields),
+                                          next((c for c in fields if c != "item_id"), None))
+            if value_column not in fields:
+                raise UserError(f"{path}, line 1: no column {value_column!r} (has: {', '.join(fields)})")
+            values = {}
+            for row in reader:
+                try:
+                    values[row["item_id"]] = float(row[value_column])
+                except (TypeError, ValueError):
+                    raise UserError(f"{path}, line {reader.line_num}: {value_column} "
+                                    f"{row[value_column]!r} is not a number") from None
+            return values
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid UTF-8") from None
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror or exc}") from None
+
+
+@cli.command("analyze")
+@click.argument("votes_csv", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for scales.csv, overall.csv, workers.csv, summary.json and plots.")
+@click.option("--method", type=click.Choice(["mle", "ls"]), default=lambda: _defaults()["method"],
+              show_default="mle", help="Thurstone Case V by maximum likelihood or least squares.")
+@click.option("--keep", default=lambda: str(_defaults()["keep"]), show_default="auto",
+              help="Worker screening: 'auto' (likelihood-ratio test against guessing), a fraction of votes "
+                   "to keep (0.6 as in StudyMB 2.0), or 'none'.")
+@click.option("--min-tpr", type=click.FloatRange(0, 1), default=None,
+              help="Screen by a minimum TPR instead of --keep.")
+@click.option("--no-anchors", is_flag=True, help="Report raw z-unit scales instead of [0, 1] anchored ones.")
+@click.option("--anchor-votes", type=click.FloatRange(min=0, min_open=True),
+              default=lambda: _defaults()["anchor_votes"], show_default="1",
+              help="Virtual comparisons of each item against each anchor.")
+@click.option("--prior", "prior_strength", type=click.FloatRange(min=0, min_open=True),
+              default=lambda: _defaults()["prior_strength"], show_default="0.01",
+              help="Ridge (prior precision) of the MLE, z units.")
+@click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=lambda: _defaults()["bootstrap"],
+              show_default="1000", help="Bootstrap resamples for confidence intervals (0: none).")
+@click.option("--bootstrap-unit", type=click.Choice(["worker", "vote"]),
+              default=lambda: _defaults()["bootstrap_unit"], show_default="worker",
+              help="Resample workers (all their votes) or individual votes.")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=lambda: _defaults()["confidence"], show_default="0.95")
+@click.option("--gold-accuracy", type=click.FloatRange(0, 1), default=lambda: _defaults()["gold_accuracy"],
+              show_default="0.7", help="Exclude workers below this accuracy on is_gold rows (needs gold_winner).")
+@click.option("--no-gold", is_flag=True, help="Do not screen by gold questions.")
+@click.option("--allow-disconnected", is_flag=True,
+              help="Scale disconnected comparison graphs, tying components by the weak prior.")
+@click.option("--objective", type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV with item_id and an objective score or rank (e.g. RMSE): writes rerank.csv.")
+@click.option("--objective-column", help="Column of --objective to use (default: rank, score, value).")
+@click.option("--higher-is-better", is_flag=True, help="The objective's higher values are better (default: lower).")
+@click.option("--seed", type=int, default=lambda: _defaults()["seed"], show_default="0")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_votes, prior_strength, n_boot,
+                    bootstrap_unit, confidence, gold_accuracy, no_gold, allow_disconnected, objective,
+                    objective_column, higher_is_better, seed, no_plots):
+    """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
+    from analysis.formats import VotesFormatError, read_votes
+    from analysis.pipeline import AnalysisOptions, analyze, write_results
+    from analysis.scaling import ScalingOptions
+    from analysis.thurstone import DisconnectedDesignError
+
+    keep = _keep(str(keep))
+    objective_values = read_objective(objective, objective_column) if objective else None
+    try:
+        votes = read_votes(votes_csv)
+        options = AnalysisOptions(
+            scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
+                                   prior_strength=prior_strength, allow_disconnected=allow_disconnected),
+            keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
+            bootstrap_unit=bootstrap_unit, confidence=confidence, seed=seed)
+        result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better)
+    except (VotesFormatError, DisconnectedDesignError) as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:
+        raise UserError(f"{votes_csv}: {exc}") from None
+    written = write_results(result, out, plots=not no_plots)
+    s = result.summary["screening"]
+    click.echo(f"{len(votes)} votes, {result.summary['counts']['sets']} sets, {len(votes.worker_ids)} workers; "
+               f"screening ({s['rule']}): kept {s['kept_workers']} workers, "
+               f"{100 * s['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
+               f"{s['iterations']} iteration(s){'' if s['converged'] else ' (did not converge)'}")
+    click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
+
+
+@cli.command("simulate-votes")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for votes.csv, truth.csv and workers_truth.csv.")
+@click.option("--sets", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--items", type=click.IntRange(min=3), default=155, show_default=True, help="Items per set.")
+@click.option("--degree", type=click.IntRange(min=2), default=6, show_default=True,
+              help="Pairs per item (random regular design).")
+@click.option("--votes-per-pair", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=300, show_default=True)
+@click.option("--random-clickers", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Share of workers who click at random.")
+@click.option("--left-clickers", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="Share of workers who always click the left image.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def simulate_votes_command(out, sets, items, degree, votes_per_pair, workers, random_clickers, left_clickers, seed):
+    """Write a synthetic crowd study with known truth (honest Thurstone observers and spammers)."""
+    from analysis.simulate import simulate_study, write_study
+    try:
+        study = simulate_study(sets, items, degree, votes_per_pair, workers, random_clickers, left_clickers,
+                               seed=seed)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    paths = write_study(study, out)
+    click.echo(f"simulated {len(study.votes)} votes from {workers} workers on {sets} sets x {items} items")
+    click.echo("wrote " + ", ".join(str(p) for p in paths.values()))
+
+
+@cli.command("demo")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo_output"),
+              show_default=True, help="Folder for the simulated study and its analysis.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.pass_context
+def demo_command(ctx, out, seed):
+    """Simulate a StudyMB 2.0-sized crowd study, analyse it and report how well the truth was recovered."""
+    import numpy as np
+
+    from analysis.correlation import srocc
+    from analysis.formats import read_table
+    from analysis.simulate import simulate_study, write_study
+
+    study = simulate_study(seed=seed)
+    paths = write_study(study, out / "study")
+    click.echo(f"1/2 simulated {len(study.votes)} votes (8 sets x 155 items, 25% random and 5% left clickers) "
+               f"-> {paths['votes']}")
+    ctx.invoke(analyze_command, votes_csv=paths["votes"], out=out / "analysis", seed=seed)
+    rows = read_table(out / "analysis" / "scales.csv", ("set_id", "item_id", "scale"), numeric=("scale",))
+    scores = []
+    for set_id, truth in study.truth.items():
+        estimated = {r["item_id"]: r["scale"] for r in rows if r["set_id"] == set_id}
+        scores.append(srocc([estimated[i] for i in study.item_ids], truth))
+    click.echo(f"2/2 mean SROCC against the true scales over {len(scores)} sets: {np.mean(scores):.4f}")
+    click.echo(f"results: {(out / 'analysis').resolve()}")
+    sys.stdout.flush()

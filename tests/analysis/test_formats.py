@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from analysis.formats import (OVERALL_COLUMNS, SCALES_COLUMNS, VotesFormatError, build_votes, read_table,
+                              read_votes, table_csv, votes_csv, write_votes)
+
+HEADER = "worker_id,set_id,item_a,item_b,winner\n"
+
+
+def write(tmp_path, text, name="votes.csv", mode="w"):
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_reads_quoted_ids_and_optional_columns(tmp_path):
+    path = write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,position_a,is_gold,gold_winner,extra\n'
+                 'w1,"Set, one","a ""x""",b,b,left,0,,ignored\n'
+                 'w2,"Set, one",b,ref,ref,right,1,ref,\n')
+    v = read_votes(path)
+    assert list(v.set_ids) == ["Set, one"]
+    assert sorted(v.item_ids) == ['a "x"', "b", "ref"]
+    assert v.is_gold.tolist() == [False, True] and v.gold_correct.tolist() == [False, True]
+    assert v.extra["position_a"].tolist() == ["left", "right"]
+    assert v.line.tolist() == [2, 3]
+
+
+def test_votes_round_trip(tmp_path):
+    path = write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,position_a,trial_id,is_gold,gold_winner\n'
+                 'w1,s1,a,b,a,left,t1,0,\nw2,s1,b,c,c,right,t2,1,c\nw1,s2,a,"b,2","b,2",left,t3,0,\n')
+    first = read_votes(path)
+    write_votes(tmp_path / "again.csv", first)
+    second = read_votes(tmp_path / "again.csv")
+    assert votes_csv(first) == votes_csv(second)
+    assert (tmp_path / "again.csv").read_text() == path.read_text()
+
+
+def test_output_tables_round_trip(tmp_path):
+    rows = [{"set_id": "s", "item_id": "m,1", "scale": 0.1 + 0.2, "ci_low": float("nan"), "ci_high": 1.0,
+             "rank": 1, "n_votes": 3, "rank_ci_low": 1, "rank_ci_high": 2}]
+    (tmp_path / "scales.csv").write_text(table_csv(SCALES_COLUMNS, rows))
+    back = read_table(tmp_path / "scales.csv", SCALES_COLUMNS, numeric=("scale", "ci_low", "ci_high", "rank"))
+    assert back[0]["item_id"] == "m,1" and back[0]["scale"] == 0.1 + 0.2  # exact float round trip
+    assert np.isnan(back[0]["ci_low"]) and back[0]["rank"] == 1.0
+    with pytest.raises(ValueError, match="missing column"):
+        read_table(tmp_path / "scales.csv", OVERALL_COLUMNS)
+
+
+@pytest.mark.parametrize("text, line, fragment", [
+    ("worker_id,set_id,item_a,winner\nw,s,a,a\n", 1, "missing column item_b"),
+    (HEADER + "w1,s,a,b,a\nw1,s,a,b,c\n", 3, "winner 'c' is neither item_a 'a' nor item_b 'b'"),
+    (HEADER + "w1,s,a,b,a\nw1,t,x,x,x\n", 3, "set 't' has only one item ('x')"),
+    (HEADER + "w1,s,a,b,a\nw1,s,a,a,a\nw,s,c,a,c\n", 3, "same item 'a'"),
+    (HEADER + "w1,s,a,b,a\n,s,a,b,a\n", 3, "empty worker_id"),
+    (HEADER + "w1,s,a,b\n", 2, "4 fields, the header has 5"),
+    ("worker_id,set_id,item_a,item_b,winner,is_gold\nw,s,a,b,a,maybe\n", 2, "is_gold 'maybe' is not a boolean"),
+])
+def test_bad_rows_name_the_line(tmp_path, text, line, fragment):
+    with pytest.raises(VotesFormatError) as err:
+        read_votes(write(tmp_path, text))
+    assert err.value.line == line
+    assert fragment in str(err.value)
+    assert f"line {line}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_empty_and_header_only_files(tmp_path):
+    with pytest.raises(VotesFormatError, match="file is empty"):
+        read_votes(write(tmp_path, ""))
+    with pytest.raises(VotesFormatError, match="no votes"):
+        read_votes(write(tmp_path, HEADER))
+
+
+def test_non_utf8_bytes_name_the_line(tmp_path):
+    path = write(tmp_path, (HEADER + "w1,s,a,b,a\nw2,s,caf").encode() + b"\xe9,b,b\n")
+    with pytest.raises(VotesFormatError) as err:
+        read_votes(path)
+    assert err.value.line == 3 and "not valid UTF-8 (byte 0xe9)" in str(err.value)
+
+
+def test_same_item_id_in_two_sets_is_two_items():
+    v = build_votes(["w", "w"], ["s1", "s2"], ["a", "a"], ["b", "b"], ["a", "b"])
+    assert len(v.item_ids) == 4 and v.item_set.tolist() == [0, 0, 1, 1]
