@@ -2,9 +2,13 @@
 
 Every function takes a seed or a :class:`numpy.random.Generator` and returns an
 ``(n_pairs, 2)`` integer array of item indices with ``i < j`` in each row,
-sorted lexicographically, with no repeated pair.
+sorted lexicographically, with no repeated pair. :func:`gold_pairs` works on
+item IDs instead and returns pairs with a known correct answer.
 """
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -111,3 +115,108 @@ def _pairing_with_repair(n_items: int, degree: int, rng: np.random.Generator) ->
         else:
             return None
     return pairs
+
+
+def banded_design(n_items: int, bandwidth: int) -> np.ndarray:
+    """All pairs ``(k, l)`` with ``0 < l - k <= bandwidth``, items taken in their given order.
+
+    StudyMB 2.0's JPEG experiment compared 13 images ordered by distortion with
+    ``bandwidth=6`` (57 pairs): neighbours in quality are compared, far-apart
+    ones (whose order is obvious) are not. ``bandwidth >= n_items - 1`` gives
+    the full design.
+
+    Returns
+    -------
+    ndarray of shape (n_pairs, 2), ``i < j``, sorted lexicographically.
+    """
+    if n_items < 2:
+        raise ValueError(f"a design needs at least 2 items, got {n_items}")
+    if bandwidth < 1:
+        raise ValueError(f"bandwidth must be >= 1, got {bandwidth}")
+    i, j = np.triu_indices(n_items, k=1)
+    keep = j - i <= bandwidth
+    return np.column_stack([i[keep], j[keep]]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class GoldPair:
+    """A comparison with a known correct answer, for quizzes and hidden attention checks.
+
+    ``item_a`` is shown on the left and ``item_b`` on the right; ``better`` is the
+    one an attentive worker must choose (the reference, or the undegraded item).
+    """
+
+    item_a: str
+    item_b: str
+    better: str
+
+    @property
+    def worse(self) -> str:
+        return self.item_b if self.better == self.item_a else self.item_a
+
+
+def gold_pairs(good_items: Sequence[str], bad_items: Sequence[str] | None = None, *,
+               degrade: Callable[[str], str] | None = None, n_pairs: int | None = None,
+               seed: SeedLike = None) -> list[GoldPair]:
+    """Gold pairs: a good item against a strongly degraded one, with the answer known.
+
+    Give exactly one source of bad items:
+
+    * ``bad_items``: IDs known to be clearly worse than every good item (e.g. a
+      heavily blurred or noised reference prepared in advance). Each pair joins
+      a good item with a bad item; bad items are used as evenly as possible.
+    * ``degrade``: a callable mapping a good item's ID to the ID of its strongly
+      degraded version (the caller creates that image, e.g. while building the
+      stimuli); each pair is ``(item, degrade(item))``.
+
+    Good items are used in a random order, each at most once before any repeats,
+    and the left/right position of the better item is drawn at random, so the
+    correct answer is not always on the same side.
+
+    Parameters
+    ----------
+    good_items : sequence of str
+        The references / undegraded items (the correct answers).
+    bad_items : sequence of str, optional
+        Known-bad items.
+    degrade : callable, optional
+        ``good_id -> degraded_id``.
+    n_pairs : int, optional
+        Number of pairs (default: one per good item).
+    seed : int, Generator or None
+        Source of randomness.
+
+    Returns
+    -------
+    list of GoldPair
+    """
+    if (bad_items is None) == (degrade is None):
+        raise ValueError("gold_pairs needs exactly one of bad_items or degrade")
+    good = [str(item) for item in good_items]
+    if not good:
+        raise ValueError("gold_pairs needs at least one good item")
+    if bad_items is not None:
+        bad = [str(item) for item in bad_items]
+        if not bad:
+            raise ValueError("bad_items is empty")
+        if overlap := set(good) & set(bad):
+            raise ValueError(f"items both good and bad: {sorted(overlap)}")
+    n_pairs = len(good) if n_pairs is None else int(n_pairs)
+    if n_pairs < 1:
+        raise ValueError(f"n_pairs must be >= 1, got {n_pairs}")
+    rng = _as_generator(seed)
+    chosen_good = _balanced_draw(good, n_pairs, rng)
+    partners = _balanced_draw(bad, n_pairs, rng) if bad_items is not None else [degrade(g) for g in chosen_good]
+    pairs = []
+    for g, b in zip(chosen_good, partners):
+        if b == g:
+            raise ValueError(f"degrade({g!r}) returned the item itself")
+        left, right = (g, b) if rng.random() < 0.5 else (b, g)
+        pairs.append(GoldPair(left, right, g))
+    return pairs
+
+
+def _balanced_draw(items: list[str], n: int, rng: np.random.Generator) -> list[str]:
+    """``n`` items: whole random permutations of ``items`` repeated, so usage counts differ by at most 1."""
+    rounds = -(-n // len(items))
+    return [items[k] for _ in range(rounds) for k in rng.permutation(len(items))][:n]

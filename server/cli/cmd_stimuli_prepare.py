@@ -1,0 +1,158 @@
+"""``perceptlab stimuli prepare`` and ``perceptlab stimuli metrics``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import UserError
+from .cmd_stimuli import stimuli_group
+
+_FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one-line errors
+
+
+@stimuli_group.command("prepare")
+@click.argument("scene_dirs", nargs=-1, required=True, type=_FOLDER)
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+              help="Output folder (one subfolder per scene plus manifest.json); must not exist or be empty.")
+@click.option("--alpha", default=1.5, show_default=True, type=float,
+              help="Artefact amplification factor (> 1), lowered per pixel where it would leave the value range.")
+@click.option("--sigma", default=20.0, show_default=True, type=float,
+              help="Gaussian smoothing (pixels) of the average error image before Otsu segmentation.")
+@click.option("--zoom", default=1.5, show_default=True, type=float,
+              help="Display magnification recorded for the crops.")
+@click.option("--top-k", default=3, show_default=True, type=int, help="Zoom regions (crops) per scene.")
+@click.option("--levels", default=2, show_default=True, type=int,
+              help="Otsu classes: 2 = Otsu's threshold, 3 or more = multi-Otsu keeping the most degraded class.")
+@click.option("--degree", default=6, show_default=True, type=int,
+              help="Comparisons per candidate in the random regular pair design (full design for small scenes).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the pair designs.")
+@click.option("--reference", default=None,
+              help="File name of the reference inside each scene folder [default: reference.<ext>].")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output folder.")
+def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma: float, zoom: float,
+                    top_k: int, levels: int, degree: int, seed: int, reference: str | None,
+                    overwrite: bool) -> None:
+    """Amplify artefacts, cut zoom crops and draw pair designs for SCENE_DIRS.
+
+    A scene folder holds reference.<ext> and two or more candidate images of the
+    same size (candidate ID = file stem). A folder of scene folders works too.
+    """
+    from stimuli.io import StimulusInputError
+    from stimuli.prepare import prepare_study
+
+    try:
+        manifest = prepare_study(list(scene_dirs), out, alpha=alpha, sigma=sigma, zoom=zoom, top_k=top_k,
+                                 levels=levels, degree=degree, seed=seed, reference=reference,
+                                 overwrite=overwrite)
+    except StimulusInputError as exc:
+        raise UserError(str(exc)) from None
+    n_candidates = sum(scene["n_candidates"] for scene in manifest["scenes"])
+    n_pairs = sum(scene["n_pairs"] for scene in manifest["scenes"])
+    click.echo(f"prepared {len(manifest['scenes'])} scene(s), {n_candidates} candidates, {n_pairs} pairs -> {out}")
+
+
+METRIC_COLUMNS = ("rmse", "psnr", "ssim", "ms_ssim", "gmsd", "ie", "ne", "wae")
+
+
+@stimuli_group.command("metrics")
+@click.argument("scene_dir", type=_FOLDER)
+@click.option("--subjective", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="scales.csv (set_id,item_id,scale,...) to correlate with: prints the SROCC table per scene.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the per-candidate metrics to this CSV instead of printing them.")
+@click.option("--reference", default=None,
+              help="File name of the reference inside each scene folder [default: reference.<ext>].")
+def metrics_command(scene_dir: Path, subjective: Path | None, out: Path | None, reference: str | None) -> None:
+    """Full-reference metrics of every candidate against its reference.
+
+    SCENE_DIR is a scene folder or a folder of scene folders. Columns: RMSE, PSNR,
+    SSIM, MS-SSIM (NaN below 176 px), GMSD, IE and NE (Middlebury), WAE-IQA
+    (StudyMB 2.0's Fig. 20 parameters).
+    """
+    from stimuli.io import StimulusInputError
+
+    try:
+        rows = _scene_metrics(scene_dir, reference)
+        table = _srocc_rows(rows, subjective) if subjective is not None else None
+    except StimulusInputError as exc:
+        raise UserError(str(exc)) from None
+    text = _csv_text(rows)
+    if out is not None:
+        from stimuli.io import write_bytes_atomic
+
+        try:
+            write_bytes_atomic(out, text.encode())
+        except OSError as exc:
+            raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        click.echo(f"wrote metrics of {len(rows)} candidates -> {out}")
+    else:
+        click.echo(text, nl=False)
+    if table is not None:
+        from stimuli.metrics import format_srocc_table
+
+        click.echo("SROCC between metrics and subjective scale values:")
+        click.echo(format_srocc_table(table))
+
+
+def _scene_metrics(scene_dir: Path, reference: str | None) -> list[dict]:
+    from stimuli.metrics import compare_images
+    from stimuli.prepare import load_scene, scene_folders
+
+    rows = []
+    for folder in scene_folders(scene_dir):
+        scene = load_scene(folder, reference)
+        for item_id in sorted(scene.candidates):
+            values = compare_images(scene.reference, scene.candidates[item_id])
+            rows.append({"set_id": scene.scene_id, "item_id": item_id, **values})
+    return rows
+
+
+def _csv_text(rows: list[dict]) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["set_id", "item_id", *METRIC_COLUMNS], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def _read_scales(path: Path) -> dict[tuple[str, str], float]:
+    import csv
+
+    from stimuli.io import StimulusInputError
+
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"set_id", "item_id", "scale"} - set(reader.fieldnames or [])
+            if missing:
+                raise StimulusInputError(f"{path}: missing columns {sorted(missing)} (need set_id,item_id,scale)")
+            scales = {}
+            for line, row in enumerate(reader, start=2):
+                try:
+                    scales[(row["set_id"], row["item_id"])] = float(row["scale"])
+                except (TypeError, ValueError):
+                    raise StimulusInputError(f"{path}:{line}: scale {row['scale']!r} is not a number") from None
+    except OSError as exc:
+        raise StimulusInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return scales
+
+
+def _srocc_rows(rows: list[dict], subjective: Path) -> list[dict]:
+    import numpy as np
+
+    from stimuli.io import StimulusInputError
+    from stimuli.metrics import metric_srocc_table
+
+    scales = _read_scales(subjective)
+    matched = [row for row in rows if (row["set_id"], row["item_id"]) in scales]
+    sets = list(dict.fromkeys(row["set_id"] for row in matched))
+    if not sets:
+        raise StimulusInputError(f"{subjective}: no (set_id, item_id) matches the scenes' candidates")
+    scale = {s: np.array([scales[(r["set_id"], r["item_id"])] for r in matched if r["set_id"] == s]) for s in sets}
+    values = {m: {s: np.array([r[m] for r in matched if r["set_id"] == s]) for s in sets} for m in METRIC_COLUMNS}
+    return metric_srocc_table(values, scale)
