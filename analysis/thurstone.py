@@ -330,8 +330,12 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     return s
 
 
-def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-10, max_iter=100):
-    """Solve ``H_b step_b = -grad_b`` for every row b by preconditioned conjugate gradients."""
+def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-6, max_iter=100):
+    """Solve ``H_b step_b = -grad_b`` for every row b by preconditioned conjugate gradients.
+
+    An inexact Newton step (relative residual ``rtol``) converges to the same
+    optimum: the outer loop stops on the step size, not on the CG residual.
+    """
     def hess_times(p):  # H_b p_b = Inc^T (curv_b * (Inc p_b)) + ridge p_b, for all b at once
         return (inc_t @ (curv * (inc @ p.T).T).T).T + ridge * p
 
