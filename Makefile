@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/perceptlab demo-analysis --out demo_output
+	$(VENV)/bin/perceptlab demo --out demo_output
 
 test: $(STAMP)
 	$(PY) -m pytest -q
