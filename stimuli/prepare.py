@@ -16,6 +16,8 @@ whose ID is its file stem. In memory, pass a :class:`SceneImages`.
     crops/<rank>/reference.png        zoom crops: reference,
     crops/<rank>/original/<id>.png    each candidate,
     crops/<rank>/amplified/<id>.png   and each amplified candidate
+    gold/degraded.png                 a strongly degraded reference for gold trials
+    crops/<rank>/gold/degraded.png    and its crops (the reference is the correct answer)
 
 :func:`prepare_study` writes several scenes into one subfolder each plus a
 top-level ``manifest.json``. Both build into a temporary folder beside the
@@ -69,6 +71,8 @@ class PrepareParameters:
     degree: int = 6               # comparisons per candidate in the random regular design
     seed: int = 0                 # seed of the pair design
     compression: int = 3          # PNG zlib level
+    gold_blur: float = 4.0        # Gaussian blur (px) of the gold trials' degraded reference
+    gold_noise: float = 0.08      # noise SD (fraction of full range) of the degraded reference
 
     def validate(self) -> None:
         """Raise :class:`PrepareError` naming the first bad parameter."""
@@ -226,6 +230,7 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
     write_png(folder / "overview.png", draw_overview(scene.reference, boxes), png)
     for box in boxes:
         write_png(folder / f"crops/{box.rank}/reference.png", crop(scene.reference, box), png)
+    gold = _write_gold(scene, folder, boxes, params)
     candidates = []
     for item_id in _progress(ids, len(ids), scene.scene_id, progress):
         image = scene.candidates[item_id]
@@ -254,9 +259,28 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
         "candidates": candidates,
         "parameters": params.to_dict(),
         "design": design,
+        "gold": gold,
     }
     _write_json(folder / MANIFEST, manifest)
     return manifest
+
+
+def _write_gold(scene: SceneImages, folder: Path, boxes, params: PrepareParameters) -> dict:
+    """Write the degraded reference of gold trials and its crops; return the manifest entry."""
+    from .gold import degrade_for_gold
+    from .zoom import crop
+
+    degraded = degrade_for_gold(scene.reference, params.gold_blur, params.gold_noise, seed=params.seed)
+    entry = {"degraded": "gold/degraded.png", "better": "reference", "crops": [],
+             "degradation": {"blur_sigma": params.gold_blur, "noise_sd": params.gold_noise, "seed": params.seed}}
+    (folder / "gold").mkdir(exist_ok=True)
+    write_png(folder / entry["degraded"], degraded, params.compression)
+    for box in boxes:
+        path = f"crops/{box.rank}/gold/degraded.png"
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        write_png(folder / path, crop(degraded, box), params.compression)
+        entry["crops"].append({"rank": box.rank, "degraded": path})
+    return entry
 
 
 def _write_json(path: Path, data: dict) -> None:
