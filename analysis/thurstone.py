@@ -27,7 +27,6 @@ count how often the first and the second item of each pair won.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
