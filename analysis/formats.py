@@ -64,6 +64,10 @@ class Votes:
         return np.where(self.a_won, self.item_a, self.item_b)
 
     @property
+    def loser(self) -> np.ndarray:
+        return np.where(self.a_won, self.item_b, self.item_a)
+
+    @property
     def vote_set(self) -> np.ndarray:
         return self.item_set[self.item_a]
 
@@ -115,7 +119,8 @@ def build_votes(worker_id, set_id, item_a, item_b, winner, *, is_gold=None, gold
     keys = np.concatenate([np.char.add(np.char.add(cols["set_id"], "\x1f"), cols["item_a"]),
                            np.char.add(np.char.add(cols["set_id"], "\x1f"), cols["item_b"])])
     item_keys, item_index = np.unique(keys, return_inverse=True)
-    item_set_ids, item_ids = np.char.partition(item_keys, "\x1f")[:, 0], np.char.partition(item_keys, "\x1f")[:, 2]
+    parts = np.char.partition(item_keys, "\x1f")
+    item_set_ids, item_ids = parts[:, 0], parts[:, 2]
     item_set = np.searchsorted(set_ids, item_set_ids)
     counts = np.bincount(item_set, minlength=len(set_ids))
     lonely = np.flatnonzero(counts < 2)

@@ -75,10 +75,10 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     for k, (design, raw) in enumerate(zip(designs, raws)):
         value = anchored(raw, design, so)
         rank = ranks_descending(value)
-        kept = kept_vote[design.votes]
-        local_a = np.searchsorted(design.items, votes.item_a[design.votes[kept]])
-        local_b = np.searchsorted(design.items, votes.item_b[design.votes[kept]])
-        n_votes = np.bincount(local_a, minlength=design.n_items) + np.bincount(local_b, minlength=design.n_items)
+        wins = design.wins(kept_vote[design.votes].astype(float))
+        total = wins.sum(axis=1)
+        n_votes = (np.bincount(design.pairs[:, 0], total, design.n_items)
+                   + np.bincount(design.pairs[:, 1], total, design.n_items)).astype(int)
         nan = np.full(design.n_items, np.nan)
         iv = intervals[k] if intervals else None
         ids = votes.item_ids[design.items]
@@ -92,8 +92,6 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
         set_scales[design.set_id] = dict(zip(map(str, ids), value.tolist()))
         plot_sets.append({"set_id": design.set_id, "scale": value,
                           "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value})
-        wins = design.wins(kept.astype(float))
-        total = wins.sum(axis=1)
         proportions.append(wins[total > 0, 0] / total[total > 0])
     overall = overall_scores(set_scales)
     pareto = _pareto_records(set_scales) if len(set_scales) > 1 else None

@@ -13,8 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .formats import Votes
-from .thurstone import (DEFAULT_PRIOR_STRENGTH, add_anchors, check_connected, rescale_to_anchors,
-                        thurstone_ls, thurstone_mle, thurstone_mle_batch)
+from .thurstone import (DEFAULT_PRIOR_STRENGTH, add_anchors, check_connected, index_pairs,
+                        rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch)
 
 
 @dataclass(frozen=True)
@@ -104,11 +104,7 @@ def set_designs(votes: Votes, scaling_votes: np.ndarray | None = None) -> list[S
         idx = np.flatnonzero(use & (vote_set == s))
         a, b = votes.item_a[idx], votes.item_b[idx]
         items, local = np.unique(np.concatenate([a, b]), return_inverse=True)
-        la, lb = local[:len(idx)], local[len(idx):]
-        low, high = np.minimum(la, lb), np.maximum(la, lb)
-        first_won = np.where(la == low, votes.a_won[idx], ~votes.a_won[idx])
-        keys, vote_pair = np.unique(low * max(len(items), 1) + high, return_inverse=True)
-        pairs = np.column_stack([keys // max(len(items), 1), keys % max(len(items), 1)]).astype(np.int64)
+        pairs, vote_pair, first_won = index_pairs(local[:len(idx)], local[len(idx):], votes.a_won[idx])
         designs.append(SetDesign(s, str(set_id), items, idx, pairs, vote_pair, first_won))
     return designs
 

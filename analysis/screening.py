@@ -82,27 +82,29 @@ def gold_accuracy(votes: Votes) -> np.ndarray:
         return np.where(answered > 0, correct / answered, np.nan)
 
 
+def _winner_gaps(votes: Votes, scale: np.ndarray, scaling_votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Worker of each scaling vote and the scale of its winner minus that of its loser."""
+    idx = np.flatnonzero(scaling_votes)
+    return votes.worker[idx], scale[votes.winner[idx]] - scale[votes.loser[idx]]
+
+
 def worker_tpr(votes: Votes, scale: np.ndarray, scaling_votes: np.ndarray) -> np.ndarray:
     """TPR of every worker over the ``scaling_votes`` mask, against a global item scale."""
-    idx = np.flatnonzero(scaling_votes)
-    winner, loser = votes.winner[idx], np.where(votes.a_won[idx], votes.item_b[idx], votes.item_a[idx])
-    diff = scale[winner] - scale[loser]
+    worker, diff = _winner_gaps(votes, scale, scaling_votes)
     agree = np.where(diff > 0, 1.0, np.where(diff == 0, 0.5, 0.0))
     agree[np.isnan(diff)] = 0.5
     W = len(votes.worker_ids)
-    n = np.bincount(votes.worker[idx], minlength=W)
+    n = np.bincount(worker, minlength=W)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, np.bincount(votes.worker[idx], agree, W) / n, np.nan)
+        return np.where(n > 0, np.bincount(worker, agree, W) / n, np.nan)
 
 
 def honest_log_likelihood_ratio(votes: Votes, scale: np.ndarray, scaling_votes: np.ndarray,
                                 lapse: float = DEFAULT_LAPSE) -> np.ndarray:
     """Per-worker log-likelihood ratio of honest Thurstone observer vs guessing."""
-    idx = np.flatnonzero(scaling_votes)
-    winner, loser = votes.winner[idx], np.where(votes.a_won[idx], votes.item_b[idx], votes.item_a[idx])
-    diff = np.nan_to_num(scale[winner] - scale[loser])
-    p_honest = lapse / 2 + (1 - lapse) * np.exp(log_ndtr(diff))
-    return np.bincount(votes.worker[idx], np.log(2 * p_honest), len(votes.worker_ids))
+    worker, diff = _winner_gaps(votes, scale, scaling_votes)
+    p_honest = lapse / 2 + (1 - lapse) * np.exp(log_ndtr(np.nan_to_num(diff)))
+    return np.bincount(worker, np.log(2 * p_honest), len(votes.worker_ids))
 
 
 def _select_auto(llr: np.ndarray, has_votes: np.ndarray, iterations: int = 200):
@@ -182,14 +184,9 @@ def screen_workers(votes: Votes, options: ScalingOptions, keep: str | float = "a
 
     kept = eligible.copy()
     scale = scale_from(kept)
-    history, seen, converged, posterior, share = [], [], False, None, None
-    iterations = 0
-    if rule == "none":
-        converged = True
-    for iterations in range(1, max_iterations + 1):
-        if rule == "none":
-            iterations = 0
-            break
+    history, seen, posterior, share = [], [], None, None
+    converged, iterations = rule == "none", 0
+    for iterations in range(1, max_iterations + 1 if rule != "none" else 1):
         tpr = worker_tpr(votes, scale, scaling_votes)
         if rule == "auto":
             llr = honest_log_likelihood_ratio(votes, scale, scaling_votes, lapse)

@@ -74,20 +74,32 @@ def aggregate_pairs(first: np.ndarray, second: np.ndarray, first_won: np.ndarray
     pairs : (P, 2) int array, ``pairs[:, 0] < pairs[:, 1]``, sorted
     wins : (P, 2) float array; ``wins[p, 0]`` counts wins of ``pairs[p, 0]``
     """
+    pairs, vote_pair, low_won = index_pairs(first, second, first_won)
+    w = np.ones(len(vote_pair)) if weights is None else np.asarray(weights, dtype=float)
+    wins = np.column_stack([np.bincount(vote_pair, weights=w * low_won, minlength=len(pairs)),
+                            np.bincount(vote_pair, weights=w * ~low_won, minlength=len(pairs))])
+    return pairs, wins
+
+
+def index_pairs(first: np.ndarray, second: np.ndarray,
+                first_won: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct pairs of a list of votes, and which pair each vote belongs to.
+
+    Returns
+    -------
+    pairs : (P, 2) int array, ``pairs[:, 0] < pairs[:, 1]``, sorted
+    vote_pair : (V,) int array, the pair of each vote
+    low_won : (V,) bool array, True where the pair's first (lower-index) item won
+    """
     first = np.asarray(first, dtype=np.int64)
     second = np.asarray(second, dtype=np.int64)
     first_won = np.asarray(first_won, dtype=bool)
-    w = np.ones(len(first)) if weights is None else np.asarray(weights, dtype=float)
     low, high = np.minimum(first, second), np.maximum(first, second)
     low_won = np.where(first == low, first_won, ~first_won)
-    n = int(high.max()) + 1 if len(high) else 0
-    keys, inverse = np.unique(low * n + high, return_inverse=True)
-    pairs = np.column_stack([keys // max(n, 1), keys % max(n, 1)]).astype(np.int64)
-    wins = np.column_stack([
-        np.bincount(inverse, weights=w * low_won, minlength=len(keys)),
-        np.bincount(inverse, weights=w * ~low_won, minlength=len(keys)),
-    ])
-    return pairs, wins
+    n = max(int(high.max()) + 1 if len(high) else 0, 1)
+    keys, vote_pair = np.unique(low * n + high, return_inverse=True)
+    pairs = np.column_stack([keys // n, keys % n]).astype(np.int64)
+    return pairs, vote_pair, low_won
 
 
 def comparison_components(pairs: np.ndarray, n_items: int) -> np.ndarray:
@@ -172,6 +184,13 @@ def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
     return nll, grad, curv
 
 
+def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
+    """Objective of the MLE at ``x`` (last axis = items; a batch when 2-D): no derivatives, for line searches."""
+    d = x[..., pairs[:, 0]] - x[..., pairs[:, 1]]
+    nll = -(w * log_ndtr(d) + l * log_ndtr(-d)).sum(axis=-1)
+    return nll + 0.5 * ridge * np.einsum("...n,...n->...", x, x)
+
+
 def _incidence(pairs: np.ndarray, n: int) -> sp.csr_matrix:
     rows = np.repeat(np.arange(len(pairs)), 2)
     vals = np.tile([1.0, -1.0], len(pairs))
@@ -225,7 +244,7 @@ def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     inc = _incidence(pairs, n_items)
 
     def objective(x):
-        return _pair_terms(x[pairs[:, 0]] - x[pairs[:, 1]], w, l)[0].sum() + 0.5 * prior_strength * x @ x
+        return _penalised_nll(x, pairs, w, l, prior_strength)
 
     f = objective(s)
     for _ in range(max_iter):
@@ -290,9 +309,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     factor = scipy.linalg.cho_factor(_hessian(pairs, curv0, n_items, prior_strength, dense=True))
 
     def penalised_nll(x, rows):
-        d = x[:, i] - x[:, j]
-        nll = -(w[rows] * log_ndtr(d) + l[rows] * log_ndtr(-d)).sum(axis=1)
-        return nll + 0.5 * prior_strength * np.einsum("bn,bn->b", x, x)
+        return _penalised_nll(x, pairs, w[rows], l[rows], prior_strength)
 
     s = np.tile(init, (n_batch, 1))
     f = penalised_nll(s, slice(None))
@@ -331,8 +348,9 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
 def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-6, max_iter=100):
     """Solve ``H_b step_b = -grad_b`` for every row b by preconditioned conjugate gradients.
 
-    An inexact Newton step (relative residual ``rtol``) converges to the same
-    optimum: the outer loop stops on the step size, not on the CG residual.
+    CG stops once every row's squared residual is below ``rtol`` times its
+    initial value (relative residual sqrt(rtol)). Such inexact Newton steps
+    converge to the same optimum: the outer loop stops on the step size.
     """
     def hess_times(p):  # H_b p_b = Inc^T (curv_b * (Inc p_b)) + ridge p_b, for all b at once
         return (inc_t @ (curv * (inc @ p.T).T).T).T + ridge * p
