@@ -10,11 +10,12 @@ import csv
 import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from stimuli.io import write_bytes_atomic
 
 REQUIRED_VOTE_COLUMNS = ("worker_id", "set_id", "item_a", "item_b", "winner")
 OPTIONAL_VOTE_COLUMNS = ("position_a", "trial_id", "is_gold", "gold_winner", "created_at")
@@ -209,16 +210,8 @@ def read_votes(path: str | os.PathLike) -> Votes:
 # --------------------------------------------------------------------------- writing
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and an atomic rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write UTF-8 ``text`` to ``path`` through a temporary file and an atomic rename."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def _csv_text(columns: tuple[str, ...], rows) -> str:

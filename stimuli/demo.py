@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy import ndimage
+
+from .prepare import staged_output
 
 SeedLike = int | np.random.Generator | None
 
@@ -522,9 +522,8 @@ def build_demo(out_dir: str | Path, n_scenes: int = 4, size: tuple[int, int] = D
     specs = scene_specs(n_scenes, size, master)
     design_seed = seed if isinstance(seed, int) else int(master.integers(2 ** 31 - 1))
     seed_info = seed if isinstance(seed, int) else None
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.building-"))
-    try:
+    # out_dir was checked above, so the staged folder may replace it whatever it holds.
+    with staged_output(out_dir, overwrite=True) as building:
         metrics = {}
         with tqdm(total=len(specs) * len(names), desc="demo scenes", unit="method",
                   disable=None if progress is None else not progress) as bar:
@@ -539,27 +538,7 @@ def build_demo(out_dir: str | Path, n_scenes: int = 4, size: tuple[int, int] = D
                    "size": list(_check_size(size)), "methods": names, "scenes": metrics,
                    "prepared": PREPARED_DIR if prepare else None}
         (building / DEMO_JSON).write_bytes(_json_bytes(summary))
-        _replace_folder(building, out_dir)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
     if manifest is not None:  # re-read: the paths in it now name out_dir
         manifest = json.loads((out_dir / PREPARED_DIR / "manifest.json").read_text())
     return DemoResult(path=out_dir, scenes=[s.name for s in specs], methods=names,
                       seconds=time.perf_counter() - start, manifest=manifest, metrics=metrics)
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Rename ``new`` to ``target``; an old ``target`` is moved aside first and deleted last."""
-    if not target.exists():
-        new.rename(target)
-        return
-    aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
-    target.rename(aside / "old")
-    try:
-        new.rename(target)
-    except BaseException:
-        (aside / "old").rename(target)
-        raise
-    finally:
-        shutil.rmtree(aside, ignore_errors=True)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from .io import write_bytes_atomic
 
 FLO_MAGIC = 202021.25
 FLO_MAGIC_BYTES = b"PIEH"
@@ -109,20 +110,6 @@ def read_flo(path: PathLike) -> np.ndarray:
     return _mark_unknown_as_nan(flow)
 
 
-def _atomic_write_bytes(path: Path, payload: bytes) -> None:
-    # Write beside the target and rename, so a reader never sees half a file.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-
-
 def write_flo(path: PathLike, flow: np.ndarray) -> None:
     """Write ``flow`` as a Middlebury ``.flo`` file, atomically.
 
@@ -139,7 +126,7 @@ def write_flo(path: PathLike, flow: np.ndarray) -> None:
     flow[unknown_mask(flow)] = UNKNOWN_FLOW
     height, width = flow.shape[:2]
     header = FLO_MAGIC_BYTES + np.array([width, height], dtype="<i4").tobytes()
-    _atomic_write_bytes(path, header + np.ascontiguousarray(flow).tobytes())
+    write_bytes_atomic(path, header + np.ascontiguousarray(flow).tobytes())
 
 
 def read_npy_flow(path: PathLike) -> np.ndarray:
@@ -158,7 +145,7 @@ def write_npy_flow(path: PathLike, flow: np.ndarray) -> None:
     flow = _check_flow_array(flow, str(path)).astype(np.float32)
     buffer = io.BytesIO()
     np.save(buffer, _mark_unknown_as_nan(flow), allow_pickle=False)
-    _atomic_write_bytes(path, buffer.getvalue())
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 _READERS = {".flo": read_flo, ".npy": read_npy_flow}

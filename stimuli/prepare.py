@@ -304,7 +304,7 @@ def _check_output(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> No
 
 
 @contextmanager
-def _staging(out: Path, overwrite: bool) -> Iterator[Path]:
+def staged_output(out: Path, overwrite: bool) -> Iterator[Path]:
     """A temporary folder beside ``out`` that replaces ``out`` when the block succeeds, else vanishes."""
     created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -392,7 +392,7 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
     inputs = [Path(scene)] if isinstance(scene, (str, os.PathLike)) else []
     _check_output(out_dir, overwrite, inputs)
     loaded = _as_scene(scene, reference, scene_id)
-    with _staging(out_dir, overwrite) as staging:
+    with staged_output(out_dir, overwrite) as staging:
         return _write_scene(loaded, staging, params, progress)
 
 
@@ -423,7 +423,7 @@ def prepare_study(scene_dirs: Sequence[str | os.PathLike], out: str | os.PathLik
         raise PrepareError(f"several scene folders are named {duplicates}; scene IDs must be unique")
     _check_output(out, overwrite, folders)
     entries = []
-    with _staging(out, overwrite) as staging:
+    with staged_output(out, overwrite) as staging:
         for k, folder in enumerate(tqdm(folders, desc="scenes", disable=None if progress else True)):
             scene = load_scene(folder, reference)
             scene_seed = int(np.random.SeedSequence([params.seed, k]).generate_state(1)[0])
