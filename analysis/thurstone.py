@@ -186,7 +186,8 @@ def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
 
 def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
     """Objective of the MLE at ``x`` (last axis = items; a batch when 2-D): no derivatives, for line searches."""
-    d = x[..., pairs[:, 0]] - x[..., pairs[:, 1]]
+    # np.take keeps the batch C-ordered (x[..., idx] does not), which the products below need to be fast.
+    d = np.take(x, pairs[:, 0], axis=-1) - np.take(x, pairs[:, 1], axis=-1)
     nll = -(w * log_ndtr(d) + l * log_ndtr(-d)).sum(axis=-1)
     return nll + 0.5 * ridge * np.einsum("...n,...n->...", x, x)
 
