@@ -1,5 +1,26 @@
 """perceptlab server: Flask app, models, MTurk and storage services, and the CLI.
 
 Importing this package stays cheap: the CLI's analysis and stimulus commands
-must not pay for Flask or SQLAlchemy.
+must not pay for Flask or SQLAlchemy, so :func:`create_app` imports them itself.
 """
+from __future__ import annotations
+
+from typing import Any
+
+
+def create_app(config: dict[str, Any] | None = None, **overrides: Any):
+    """Build the Flask application.
+
+    Parameters
+    ----------
+    config : dict, optional
+        Nested configuration as returned by :func:`server.config.load_config`
+        (default: load it now: ``config/default.toml``, ``PERCEPTLAB_CONFIG``,
+        ``PERCEPTLAB_*`` environment variables).
+    **overrides
+        Keys of the ``[server]`` section to override, e.g. ``database_url=...``,
+        ``instance_path=...``, ``secret_key=...``, ``testing=True``.
+    """
+    from .app import build_app
+
+    return build_app(config, overrides)

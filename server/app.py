@@ -1,0 +1,118 @@
+"""The application factory's body: configuration, database, secret key, blueprints."""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+import experiment_ui
+
+from .config import load_config
+from .db import default_database_url, make_engine, make_session_factory, upgrade
+from .errors import ApiError
+
+
+def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask:
+    config = load_config() if config is None else config
+    server = {**config.get("server", {}), **overrides}
+    app = Flask("perceptlab", template_folder=str(experiment_ui.TEMPLATES), static_folder=str(experiment_ui.STATIC),
+                instance_path=str(Path(server.get("instance_path", "instance")).resolve()))
+    app.config["TESTING"] = bool(server.get("testing", False))
+    app.config["PERCEPTLAB"] = config
+    app.config["SERVER"] = server
+    url = server.get("database_url") or os.environ.get("PERCEPTLAB_DATABASE_URL") or default_database_url(app.instance_path)
+    app.config["DATABASE_URL"] = url
+    app.config["SECRET_KEY"] = server.get("secret_key") or os.environ.get("PERCEPTLAB_SECRET_KEY") \
+        or _instance_secret(Path(app.instance_path))
+    app.config["SESSION_COOKIE_HTTPONLY"] = True
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+    app.config["MAX_CONTENT_LENGTH"] = 1 << 20  # no legitimate request is larger than a few kB
+    app.json.sort_keys = False
+    if server.get("auto_migrate", True):
+        upgrade(url)
+    engine = make_engine(url)
+    app.extensions["perceptlab.engine"] = engine
+    app.extensions["perceptlab.sessions"] = make_session_factory(engine)
+
+    from .storage import make_storage
+    from .views import admin, api, stimuli, worker
+
+    app.extensions["perceptlab.storage"] = make_storage(config)
+    app.register_blueprint(worker.bp)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(admin.bp)
+    app.register_blueprint(stimuli.bp)
+    app.teardown_appcontext(_close_session)
+    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(HTTPException, _http_error)
+
+    @app.after_request
+    def _security_headers(response):
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+    if server.get("live_scales_interval", 0) and not app.config["TESTING"]:
+        from .live_scales import start_background_refresh
+
+        start_background_refresh(app)
+    return app
+
+
+def db_session():
+    """The request's database session (opened on first use, closed at teardown)."""
+    from flask import current_app
+
+    if "db_session" not in g:
+        g.db_session = current_app.extensions["perceptlab.sessions"]()
+    return g.db_session
+
+
+def _close_session(_exc) -> None:
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()
+
+
+def _wants_json() -> bool:
+    return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
+
+
+def _api_error(exc: ApiError):
+    if _wants_json():
+        return jsonify(exc.to_dict()), exc.status
+    from flask import render_template
+
+    return render_template("error.html", title="Cannot continue", message=exc.message), exc.status
+
+
+def _http_error(exc: HTTPException):
+    if _wants_json():
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 400: "invalid_request"}.get(
+            exc.code, "http_error")
+        return jsonify({"error": code, "message": exc.description}), exc.code
+    return exc
+
+
+def _instance_secret(instance: Path) -> str:
+    """A random secret kept in the instance folder, so tokens survive restarts without configuration."""
+    instance.mkdir(parents=True, exist_ok=True)
+    path = instance / "secret_key"
+    if not path.exists():
+        # Written whole, then linked into place: several server processes starting together
+        # agree on one key, and none ever reads a half-written file.
+        temporary = instance / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            temporary.unlink()
+    return path.read_text().strip()

@@ -1,0 +1,494 @@
+"""The worker's path through a paired-comparison study, as database transactions.
+
+Stages of an assignment::
+
+    consent -> instructions -> quiz -> trials <-> page_done -> completed
+                                  \\-> disqualified (quiz failed: for good)
+                                          trials -> stopped (hidden gold accuracy below the threshold)
+
+Every function here runs inside the caller's session and leaves committing to
+it, so that a request either stores everything it changes or nothing.
+Concurrency: the assignment row is locked (``SELECT ... FOR UPDATE``) while a
+vote or an action changes it, and page allocation takes a per-study advisory
+lock on PostgreSQL (SQLite serialises writers already), so two workers never
+take the last open slot of a pair together.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from sqlalchemy import and_, case, func, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .errors import ApiError, invalid
+from .models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from .studies import StudySpec
+from .tokens import new_nonce
+
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# The only places a completed MTurk assignment may be posted to; anything else in turkSubmitTo
+# would let a crafted link send the worker's submission to a third party.
+MTURK_SUBMIT_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
+ACTIVE_STAGES = ("quiz", "trials", "page_done")
+VOTING_STAGES = ("quiz", "trials", "page_done", "completed", "stopped", "disqualified")
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
+
+UrlFor = Callable[[str], str]
+
+
+# ---------------------------------------------------------------- entry
+
+def enter(session: Session, study: Study, *, platform: str, worker_id: str | None, assignment_id: str | None = None,
+          hit_id: str | None = None, turk_submit_to: str | None = None) -> Assignment:
+    """Find or create the assignment a worker arrives with (a reload returns the same one)."""
+    if study.status != "active":
+        raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+    if platform == "mturk":
+        for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
+            if not value or not _ID_PATTERN.fullmatch(value):
+                raise invalid(f"{name} is missing or malformed")
+        if assignment_id == PREVIEW_ASSIGNMENT:
+            raise invalid("a preview cannot start the task: accept the HIT first")
+        if not turk_submit_to or urlsplit(turk_submit_to).scheme != "https" \
+                or urlsplit(turk_submit_to).hostname not in MTURK_SUBMIT_HOSTS:
+            raise invalid("turkSubmitTo must be MTurk's own https address")
+    elif platform == "link":
+        worker_id = worker_id or f"anon-{secrets.token_hex(6)}"
+        if not _ID_PATTERN.fullmatch(worker_id):
+            raise invalid("participant ID is malformed (letters, digits and _.:@- only, at most 200)")
+        assignment_id = worker_id  # one assignment per participant and study
+        hit_id = turk_submit_to = None
+    else:
+        raise invalid(f"unknown platform {platform!r}")
+    try:
+        with session.begin_nested():
+            return _find_or_create(session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to)
+    except IntegrityError:
+        # A concurrent request (double click, reload) created the same rows first: use them.
+        return _find_or_create(session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to)
+
+
+def _find_or_create(session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
+                    hit_id: str | None, turk_submit_to: str | None) -> Assignment:
+    worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
+                                                 Worker.external_id == worker_id))
+    if worker is None:
+        worker = Worker(study_id=study.id, platform=platform, external_id=worker_id)
+        session.add(worker)
+        session.flush()
+    assignment = session.scalar(select(Assignment).where(
+        Assignment.study_id == study.id, Assignment.platform == platform, Assignment.external_id == assignment_id))
+    if assignment is not None:
+        if assignment.worker_id != worker.id:
+            raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
+        return assignment
+    stage = {"disqualified": "disqualified", "stopped": "stopped"}.get(worker.status, "consent")
+    assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform, external_id=assignment_id,
+                            hit_id=hit_id, turk_submit_to=turk_submit_to, stage=stage, token_nonce=new_nonce())
+    session.add(assignment)
+    session.flush()
+    return assignment
+
+
+def spec_of(study: Study) -> StudySpec:
+    return StudySpec.from_config(study.config)
+
+
+def lock_assignment(session: Session, assignment_id: int) -> Assignment:
+    """The assignment row, locked for this transaction (no-op lock on SQLite, which serialises writers)."""
+    assignment = session.scalar(select(Assignment).where(Assignment.id == assignment_id).with_for_update())
+    if assignment is None:
+        raise ApiError(404, "not_found", "no such assignment")
+    return assignment
+
+
+# ---------------------------------------------------------------- stage actions
+
+def perform_action(session: Session, assignment: Assignment, action: str) -> None:
+    """Move the assignment on: consent, instructions_done, continue (another page), finish."""
+    spec = spec_of(assignment.study)
+    expected = {"consent": "consent", "instructions_done": "instructions", "continue": "page_done",
+                "finish": "page_done"}
+    if action not in expected:
+        raise invalid(f"unknown action {action!r}")
+    if assignment.stage != expected[action]:
+        if _already_done(assignment.stage, action):
+            return  # a repeated click or a retried request: the first one did it
+        raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {assignment.stage}")
+    if action == "consent":
+        assignment.stage = "instructions"
+    elif action == "instructions_done":
+        if _passed_quiz_before(session, assignment) or spec.quiz_size == 0:
+            _start_trials_page(session, assignment, spec)
+        else:
+            _allocate_quiz_page(session, assignment, spec)
+            assignment.stage = "quiz"
+    elif action == "continue":
+        if assignment.pages_completed >= spec.max_pages:
+            raise ApiError(409, "wrong_stage", "the page limit of this study is reached")
+        _start_trials_page(session, assignment, spec)
+    else:
+        if assignment.pages_completed < spec.min_pages:
+            raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
+        _complete(assignment)
+
+
+def _already_done(stage: str, action: str) -> bool:
+    order = ["consent", "instructions", "quiz", "trials", "page_done", "completed"]
+    first = {"consent": "instructions", "instructions_done": "quiz", "finish": "completed", "continue": "trials"}[action]
+    if stage in ("disqualified", "stopped"):
+        return True
+    return stage in order and order.index(stage) >= order.index(first)
+
+
+def _passed_quiz_before(session: Session, assignment: Assignment) -> bool:
+    """A worker who passed the quiz in an earlier assignment of the study does not take it again."""
+    passed = session.scalar(select(func.count()).select_from(Page).join(Assignment).where(
+        Assignment.worker_id == assignment.worker_id, Page.kind == "trials"))
+    return bool(passed)
+
+
+def _complete(assignment: Assignment) -> None:
+    assignment.stage = "completed"
+    assignment.completed_at = utcnow()
+    if assignment.completion_code is None:
+        assignment.completion_code = secrets.token_hex(5).upper()
+
+
+def _rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Generator:
+    return np.random.default_rng([study.seed, assignment.id, page_index])
+
+
+def _new_page(session: Session, assignment: Assignment, kind: str) -> Page:
+    index = session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id))
+    page = Page(assignment_id=assignment.id, index=int(index), kind=kind)
+    session.add(page)
+    session.flush()
+    return page
+
+
+def _add_trials(session: Session, page: Page, assignment: Assignment, pair_ids: list[int], gold_ids: list[int],
+                rng: np.random.Generator, is_quiz: bool) -> None:
+    entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
+    order = rng.permutation(len(entries))
+    sides = rng.random(len(entries)) < 0.5
+    for position, k in enumerate(order):
+        pair_id, is_gold = entries[k]
+        session.add(Trial(page_id=page.id, assignment_id=assignment.id, worker_id=assignment.worker_id,
+                          position=position, pair_id=int(pair_id), left_is_a=bool(sides[position]),
+                          is_gold=is_gold or is_quiz, is_quiz=is_quiz))
+    session.flush()
+
+
+def _gold_pair_ids(session: Session, study: Study) -> list[int]:
+    return list(session.scalars(select(Pair.id).join(StudySet).where(
+        StudySet.study_id == study.id, Pair.is_gold).order_by(Pair.id)))
+
+
+def _pick_gold(gold: list[int], n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` gold pairs spread over the sets: a shuffled cycle, so repeats only when n exceeds their number."""
+    if not gold or n == 0:
+        return []
+    picks: list[int] = []
+    while len(picks) < n:
+        picks.extend(int(gold[i]) for i in rng.permutation(len(gold)))
+    return picks[:n]
+
+
+def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+    study = assignment.study
+    gold = _gold_pair_ids(session, study)
+    if not gold:
+        raise ApiError(409, "wrong_stage", "this study has no gold pairs for its quiz")
+    page = _new_page(session, assignment, "quiz")
+    _add_trials(session, page, assignment, [], _pick_gold(gold, spec.quiz_size, _rng(study, assignment, page.index)),
+                _rng(study, assignment, 10_000 + page.index), is_quiz=True)
+
+
+def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+    """Give the worker a new page, or complete the assignment when no pair needs votes any more."""
+    study = assignment.study
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_000_000 + study.id})
+    page_index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
+    rng = _rng(study, assignment, page_index)
+    n_gold = spec.gold_per_page
+    pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, rng)
+    if not pair_ids:
+        _complete(assignment)
+        return
+    page = _new_page(session, assignment, "trials")
+    _add_trials(session, page, assignment, pair_ids, _pick_gold(_gold_pair_ids(session, study), n_gold, rng),
+                rng, is_quiz=False)
+    assignment.stage = "trials"
+
+
+def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: StudySpec,
+                 rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
+
+    A pair's filled count is its votes plus the trials showing it that are still open
+    (unanswered and younger than the assignment timeout), so concurrent workers share out
+    the remaining votes instead of all taking the same pairs. Ties break at random, which
+    mixes the sets.
+    """
+    cutoff = utcnow() - dt.timedelta(minutes=spec.assignment_timeout_minutes)
+    filled = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
+              .join(Pair, Trial.pair_id == Pair.id).join(StudySet, Pair.set_id == StudySet.id)
+              .where(StudySet.study_id == study.id, ~Pair.is_gold,
+                     or_(Trial.answered, Page.created_at > cutoff))
+              .group_by(Trial.pair_id).subquery())
+    seen = select(Trial.pair_id).where(Trial.worker_id == worker_id, Trial.pair_id.is_not(None))
+    rows = session.execute(
+        select(Pair.id, Pair.target_votes - func.coalesce(filled.c.n, 0))
+        .join(StudySet, Pair.set_id == StudySet.id).outerjoin(filled, filled.c.pair_id == Pair.id)
+        .where(StudySet.study_id == study.id, ~Pair.is_gold, Pair.id.not_in(seen),
+               Pair.target_votes > func.coalesce(filled.c.n, 0))).all()
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    deficit = np.array([r[1] for r in rows], dtype=np.int64)
+    order = np.lexsort((rng.random(len(ids)), -deficit))
+    return [int(i) for i in ids[order[:n]]]
+
+
+# ---------------------------------------------------------------- votes
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def parse_vote(payload: Any) -> dict[str, Any]:
+    """Validate a vote body (see the OpenAPI file); raise a 400 naming the first problem."""
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    vote_id = payload.get("vote_id")
+    if not isinstance(vote_id, str) or not _UUID.fullmatch(vote_id):
+        raise invalid("vote_id must be a UUID made by the browser")
+    trial_id = payload.get("trial_id")
+    if not isinstance(trial_id, str) or not trial_id.isdigit() or len(trial_id) > 18:
+        raise invalid("trial_id must be the trial's ID string")
+    if payload.get("choice") not in ("left", "right"):
+        raise invalid("choice must be 'left' or 'right'")
+    rt = payload.get("rt_ms")
+    if isinstance(rt, bool) or not isinstance(rt, (int, float)) or not 0 <= rt < 86_400_000:
+        raise invalid("rt_ms must be a number of milliseconds >= 0")
+    if payload.get("input", "mouse") not in ("mouse", "keyboard", "touch"):
+        raise invalid("input must be 'mouse', 'keyboard' or 'touch'")
+    client_time = payload.get("client_time")
+    if client_time is not None and (not isinstance(client_time, str) or len(client_time) > 40):
+        raise invalid("client_time must be an ISO-8601 string")
+    window = payload.get("window") or {}
+    if not isinstance(window, dict):
+        raise invalid("window must be an object")
+    for key in ("width", "height"):
+        value = window.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 100_000):
+            raise invalid(f"window.{key} must be a positive integer")
+    dpr = window.get("dpr")
+    if dpr is not None and (isinstance(dpr, bool) or not isinstance(dpr, (int, float)) or not 0 < dpr < 20):
+        raise invalid("window.dpr must be a positive number")
+    return {"vote_id": vote_id.lower(), "trial_id": int(trial_id), "chose_left": payload["choice"] == "left",
+            "rt_ms": float(rt), "input": payload.get("input", "mouse"), "client_time": client_time,
+            "window_width": window.get("width"), "window_height": window.get("height"),
+            "device_pixel_ratio": float(dpr) if dpr is not None else None}
+
+
+def record_vote(session: Session, assignment_id: int, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Store one vote; return ``(HTTP status, body)``. A retry of a stored vote returns 200 "duplicate"."""
+    vote = parse_vote(payload)
+    existing = session.scalar(select(Vote).where(Vote.client_vote_id == vote["vote_id"]))
+    if existing is not None:
+        return _replay(session, existing, assignment_id, vote)
+    assignment = lock_assignment(session, assignment_id)
+    trial = session.scalar(select(Trial).where(Trial.id == vote["trial_id"], Trial.assignment_id == assignment.id))
+    if trial is None:
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
+    if assignment.stage not in VOTING_STAGES:
+        raise ApiError(409, "wrong_stage", f"no votes are accepted at stage {assignment.stage}")
+    if trial.answered:
+        existing = session.scalar(select(Vote).where(Vote.client_vote_id == vote["vote_id"]))
+        if existing is not None:  # the same vote committed by a concurrent retry while we waited for the lock
+            return _replay(session, existing, assignment_id, vote)
+        raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    pair = trial.pair
+    chose_a = vote["chose_left"] == trial.left_is_a
+    winner = pair.stimulus_a_id if chose_a else pair.stimulus_b_id
+    try:
+        with session.begin_nested():
+            claimed = session.execute(update(Trial).where(Trial.id == trial.id, ~Trial.answered)
+                                      .values(answered=True)).rowcount
+            if claimed != 1:
+                raise ApiError(409, "trial_already_answered", "this trial was answered already")
+            stored = Vote(client_vote_id=vote["vote_id"], trial_id=trial.id, assignment_id=assignment.id,
+                          worker_id=assignment.worker_id, study_id=assignment.study_id, pair_id=pair.id,
+                          winner_id=winner, chose_left=vote["chose_left"], rt_ms=vote["rt_ms"], input=vote["input"],
+                          client_time=vote["client_time"], window_width=vote["window_width"],
+                          window_height=vote["window_height"], device_pixel_ratio=vote["device_pixel_ratio"])
+            session.add(stored)
+            session.flush()
+            if trial.is_gold:
+                session.add(GoldResult(vote_id=stored.id, worker_id=assignment.worker_id,
+                                       assignment_id=assignment.id, is_quiz=trial.is_quiz,
+                                       correct=winner == pair.gold_winner_id))
+                session.flush()
+    except IntegrityError:
+        raise ApiError(409, "conflict", "this vote_id was used already") from None
+    session.refresh(trial)
+    _after_vote(session, assignment, trial)
+    return 201, _vote_body(session, assignment, trial, stored, "stored")
+
+
+def _replay(session: Session, existing: Vote, assignment_id: int, vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    same = (existing.assignment_id == assignment_id and existing.trial_id == vote["trial_id"]
+            and existing.chose_left == vote["chose_left"])
+    if not same:
+        raise ApiError(409, "conflict", "this vote_id was already used for a different response")
+    assignment = session.get(Assignment, assignment_id)
+    trial = session.get(Trial, existing.trial_id)
+    return 200, _vote_body(session, assignment, trial, existing, "duplicate")
+
+
+def _vote_body(session: Session, assignment: Assignment, trial: Trial, vote: Vote, status: str) -> dict[str, Any]:
+    open_left = session.scalar(select(func.count()).select_from(Trial).where(Trial.page_id == trial.page_id,
+                                                                             ~Trial.answered))
+    body: dict[str, Any] = {"vote_id": vote.client_vote_id, "status": status, "stage": assignment.stage,
+                            "page_complete": open_left == 0}
+    if trial.is_quiz:
+        body["feedback"] = {"correct": vote.winner_id == trial.pair.gold_winner_id}
+    return body
+
+
+def _after_vote(session: Session, assignment: Assignment, trial: Trial) -> None:
+    """Apply the quiz rule, the hidden-gold rule and the end of a page."""
+    spec = spec_of(assignment.study)
+    page = trial.page
+    open_left = session.scalar(select(func.count()).select_from(Trial).where(Trial.page_id == page.id, ~Trial.answered))
+    if trial.is_quiz:
+        if open_left == 0 and assignment.stage == "quiz":
+            correct, total = _gold_score(session, [GoldResult.assignment_id == assignment.id, GoldResult.is_quiz])
+            page.completed_at = utcnow()
+            if correct < spec.accuracy_threshold * total - 1e-9:
+                _stop(assignment, "disqualified",
+                      f"You answered {correct} of {total} quiz questions correctly; {spec.accuracy_threshold:.0%} "
+                      "are needed. You cannot take part in this study. Please return the HIT.")
+            else:
+                _start_trials_page(session, assignment, spec)
+        return
+    if trial.is_gold and assignment.stage in ("trials", "page_done"):
+        correct, total = _gold_score(session, [GoldResult.worker_id == assignment.worker_id, ~GoldResult.is_quiz])
+        if total >= spec.gold_min_answered and correct < spec.accuracy_threshold * total - 1e-9:
+            _stop(assignment, "stopped",
+                  f"Too many check questions were answered wrongly ({total - correct} of {total}). "
+                  "Thank you for your time; you cannot continue with this study.")
+            return
+    if open_left == 0 and page.completed_at is None and assignment.stage == "trials":
+        page.completed_at = utcnow()
+        assignment.pages_completed += 1
+        if assignment.pages_completed >= spec.max_pages:
+            _complete(assignment)
+        else:
+            assignment.stage = "page_done"
+
+
+def _gold_score(session: Session, where: list) -> tuple[int, int]:
+    correct, total = session.execute(select(func.coalesce(func.sum(case((GoldResult.correct, 1), else_=0)), 0),
+                                            func.count()).where(and_(*where))).one()
+    return int(correct), int(total)
+
+
+def _stop(assignment: Assignment, stage: str, message: str) -> None:
+    assignment.stage = stage
+    worker = assignment.worker
+    worker.status = stage
+    worker.status_reason = message
+
+
+# ---------------------------------------------------------------- state for the browser
+
+def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+    """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
+    spec = spec_of(assignment.study)
+    page = session.scalar(select(Page).where(Page.assignment_id == assignment.id).order_by(Page.index.desc()).limit(1))
+    page_data = None
+    if page is not None and assignment.stage in ("quiz", "trials", "page_done"):
+        page_data = _page_data(session, page, url_for)
+    return {
+        "assignment_id": str(assignment.id),
+        "stage": assignment.stage,
+        "message": assignment.worker.status_reason if assignment.stage in ("disqualified", "stopped") else None,
+        "page": page_data,
+        "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
+                     "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
+                     "bonus_per_page": spec.bonus_per_page},
+        "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height},
+        "completion": completion_info(assignment),
+    }
+
+
+def completion_info(assignment: Assignment) -> dict[str, Any] | None:
+    if assignment.stage != "completed":
+        return None
+    if assignment.platform == "mturk":
+        return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",
+                "assignment_id": assignment.external_id, "code": assignment.completion_code}
+    return {"mode": "code", "code": assignment.completion_code}
+
+
+def _page_data(session: Session, page: Page, url_for: UrlFor) -> dict[str, Any]:
+    trials = list(session.scalars(select(Trial).where(Trial.page_id == page.id).order_by(Trial.position)))
+    pair_ids = {t.pair_id for t in trials}
+    pairs = {p.id: p for p in session.scalars(select(Pair).where(Pair.id.in_(pair_ids)))}
+    stimulus_ids = {s for p in pairs.values() for s in (p.stimulus_a_id, p.stimulus_b_id)}
+    stimuli = {s.id: s for s in session.scalars(select(Stimulus).where(Stimulus.id.in_(stimulus_ids)))}
+    sets = {s.id: s for s in session.scalars(select(StudySet).where(StudySet.id.in_({p.set_id for p in pairs.values()})))}
+    out = []
+    for trial in trials:
+        pair = pairs[trial.pair_id]
+        study_set = sets[pair.set_id]
+        a, b = stimuli[pair.stimulus_a_id], stimuli[pair.stimulus_b_id]
+        left, right = (a, b) if trial.left_is_a else (b, a)
+        boxes = study_set.crops.get("boxes", [])
+        out.append({"trial_id": str(trial.id), "position": trial.position, "answered": trial.answered,
+                    "reference": _image(study_set.reference["full"], study_set.reference["crops"], study_set, boxes,
+                                        url_for),
+                    "left": _image(left.full, left.crops["paths"], study_set, boxes, url_for),
+                    "right": _image(right.full, right.crops["paths"], study_set, boxes, url_for)})
+    return {"index": page.index, "kind": page.kind, "n_trials": len(trials),
+            "n_answered": sum(t.answered for t in trials), "trials": out}
+
+
+def _image(full: str, crops: list[str], study_set: StudySet, boxes: list[dict], url_for: UrlFor) -> dict[str, Any]:
+    crop_list = []
+    for path, box in zip(crops, boxes):
+        crop_list.append({"url": url_for(path), "display_width": int(box.get("display_width", box["width"])),
+                          "display_height": int(box.get("display_height", box["height"])), "rank": int(box["rank"])})
+    return {"full": url_for(full), "crops": crop_list, "width": study_set.image_width,
+            "height": study_set.image_height}
+
+
+def record_environment(assignment: Assignment, payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    clean: dict[str, Any] = {}
+    for key in ("window", "screen"):
+        value = payload.get(key) or {}
+        if not isinstance(value, dict):
+            raise invalid(f"{key} must be an object")
+        clean[key] = {k: v for k, v in value.items() if k in ("width", "height", "dpr")
+                      and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    agent = payload.get("user_agent")
+    clean["user_agent"] = agent[:400] if isinstance(agent, str) else None
+    clean["recorded_at"] = utcnow().isoformat()
+    assignment.environment = clean
+
+
+def new_vote_id() -> str:
+    return str(uuid.uuid4())

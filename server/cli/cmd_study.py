@@ -1,0 +1,119 @@
+"""``perceptlab study create | list | show | pause | resume | template``."""
+from __future__ import annotations
+
+import click
+
+from . import UserError, cli
+
+DATABASE_OPTION = click.option("--database-url", envvar="PERCEPTLAB_DATABASE_URL", default=None,
+                               help="Database URL (default: [server] database_url, else SQLite in the instance folder).")
+
+
+@cli.group("study")
+def study_group() -> None:
+    """Create and manage studies (stored in the server's database)."""
+
+
+@study_group.command("create")
+@click.argument("study_file", type=click.Path(dir_okay=False))
+@DATABASE_OPTION
+def create(study_file: str, database_url: str | None) -> None:
+    """Create a study from STUDY_FILE (TOML; `perceptlab study template` prints a documented one)."""
+    from server.cli._db import cli_session
+    from server.studies import StudyDefinitionError, create_study, read_study_file
+
+    try:
+        spec = read_study_file(study_file)
+        with cli_session(database_url) as session:
+            study = create_study(session, spec)
+            summary = _summary(session, study)
+    except StudyDefinitionError as exc:
+        raise UserError(str(exc)) from None
+    click.echo(f"created study {spec.slug!r}: {summary}")
+    click.echo(f"worker link: /s/{spec.slug}  (MTurk appends assignmentId, hitId, workerId, turkSubmitTo)")
+
+
+@study_group.command("template")
+def template() -> None:
+    """Print a documented study.toml with every key at its default."""
+    from server.studies import STUDY_TEMPLATE
+
+    click.echo(STUDY_TEMPLATE, nl=False)
+
+
+@study_group.command("list")
+@DATABASE_OPTION
+def list_studies(database_url: str | None) -> None:
+    """List studies with their status and vote counts."""
+    from sqlalchemy import select
+
+    from server.cli._db import cli_session
+    from server.models import Study
+
+    with cli_session(database_url) as session:
+        studies = list(session.scalars(select(Study).order_by(Study.id)))
+        if not studies:
+            click.echo("no studies yet: perceptlab study create study.toml")
+        for study in studies:
+            click.echo(f"{study.slug:24} {study.status:7} {_summary(session, study)}  {study.name}")
+
+
+@study_group.command("show")
+@click.argument("slug")
+@DATABASE_OPTION
+def show(slug: str, database_url: str | None) -> None:
+    """Show a study's parameters and progress."""
+    from server.cli._db import cli_session
+
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        click.echo(f"{study.slug}: {study.name} ({study.status}), created {study.created_at:%Y-%m-%d %H:%M}")
+        click.echo(f"stimuli: {study.stimulus_root}")
+        click.echo(_summary(session, study))
+        for key, value in study.config.items():
+            if key not in ("consent", "instructions", "base_dir"):
+                click.echo(f"  {key} = {value!r}")
+
+
+@study_group.command("pause")
+@click.argument("slug")
+@DATABASE_OPTION
+def pause(slug: str, database_url: str | None) -> None:
+    """Stop new workers from starting (workers already in the study can finish)."""
+    _set_status(slug, "paused", database_url)
+
+
+@study_group.command("resume")
+@click.argument("slug")
+@DATABASE_OPTION
+def resume(slug: str, database_url: str | None) -> None:
+    """Let new workers start again."""
+    _set_status(slug, "active", database_url)
+
+
+def _set_status(slug: str, status: str, database_url: str | None) -> None:
+    from server.cli._db import cli_session
+
+    with cli_session(database_url) as session:
+        _find(session, slug).status = status
+    click.echo(f"{slug}: {status}")
+
+
+def _find(session, slug: str):
+    from sqlalchemy import select
+
+    from server.models import Study
+
+    study = session.scalar(select(Study).where(Study.slug == slug))
+    if study is None:
+        known = ", ".join(session.scalars(select(Study.slug))) or "none"
+        raise UserError(f"no study {slug!r} (known: {known})")
+    return study
+
+
+def _summary(session, study) -> str:
+    from server.progress import study_progress
+
+    p = study_progress(session, study.id)
+    return (f"{p['n_sets']} sets, {p['n_pairs']} pairs, {p['n_votes']}/{p['target_votes']} votes "
+            f"({p['fill']:.0%}), {p['n_workers']} workers")

@@ -1,0 +1,223 @@
+"""Database models (SQLAlchemy 2.0 declarative, typed ``Mapped[...]``).
+
+Every schema change is an Alembic migration in ``server/migrations/versions``;
+``tests/server/test_migrations.py`` fails when these models and the migrations
+disagree.
+
+The tables follow the worker's path through a study::
+
+    Study -< StudySet -< Stimulus
+                      -< Pair (two stimuli of one set; gold pairs have a known better stimulus)
+    Study -< Worker -< Assignment -< Page -< Trial -- Vote (at most one per trial)
+                                                   -- GoldResult (gold trials only)
+
+``Trial.kind`` leaves room for the motion-matching trials of a later issue.
+Votes are append-only: nothing updates or deletes them.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
+                        UniqueConstraint, func)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, dt.datetime: DateTime(timezone=True)}
+
+
+class Study(Base):
+    __tablename__ = "study"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="active")  # active | paused
+    seed: Mapped[int] = mapped_column(Integer)
+    # The parsed study.toml (every parameter, with defaults filled in) and where its stimuli live.
+    config: Mapped[dict[str, Any]]
+    stimulus_root: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    sets: Mapped[list[StudySet]] = relationship(back_populates="study", order_by="StudySet.id")
+
+
+class StudySet(Base):
+    """One scene: a reference and the candidates compared against each other."""
+    __tablename__ = "study_set"
+    __table_args__ = (UniqueConstraint("study_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))  # set_id in votes.csv
+    # Paths relative to the study's stimulus root.
+    reference: Mapped[dict[str, Any]]               # {"full": path, "crops": [path...]}
+    overview: Mapped[str | None] = mapped_column(Text)
+    crops: Mapped[dict[str, Any]]                   # {"boxes": [...]} with display sizes
+    image_width: Mapped[int]
+    image_height: Mapped[int]
+
+    study: Mapped[Study] = relationship(back_populates="sets")
+
+
+class Stimulus(Base):
+    __tablename__ = "stimulus"
+    __table_args__ = (UniqueConstraint("set_id", "item_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    set_id: Mapped[int] = mapped_column(ForeignKey("study_set.id", ondelete="CASCADE"), index=True)
+    item_id: Mapped[str] = mapped_column(String(200))  # candidate ID; "__gold_reference__"/"__gold_degraded__" for gold
+    kind: Mapped[str] = mapped_column(String(16))       # candidate | gold_good | gold_bad
+    full: Mapped[str] = mapped_column(Text)             # displayed image (amplified for candidates)
+    crops: Mapped[dict[str, Any]]                       # {"paths": [path per crop box]}
+
+
+class Pair(Base):
+    __tablename__ = "pair"
+    __table_args__ = (UniqueConstraint("set_id", "stimulus_a_id", "stimulus_b_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    set_id: Mapped[int] = mapped_column(ForeignKey("study_set.id", ondelete="CASCADE"), index=True)
+    stimulus_a_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
+    stimulus_b_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
+    target_votes: Mapped[int]  # 0 for gold pairs: they are shown as often as needed
+    is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
+    gold_winner_id: Mapped[int | None] = mapped_column(ForeignKey("stimulus.id"))
+
+    stimulus_a: Mapped[Stimulus] = relationship(foreign_keys=[stimulus_a_id])
+    stimulus_b: Mapped[Stimulus] = relationship(foreign_keys=[stimulus_b_id])
+    set: Mapped[StudySet] = relationship()
+
+
+class Worker(Base):
+    """A crowd worker within one study (the same person in two studies is two rows)."""
+    __tablename__ = "worker"
+    __table_args__ = (UniqueConstraint("study_id", "platform", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    platform: Mapped[str] = mapped_column(String(16))   # mturk | link
+    external_id: Mapped[str] = mapped_column(String(200))  # MTurk WorkerId: PII, never exported by default
+    # active | disqualified (failed the quiz: for good) | stopped (hidden gold accuracy fell below the threshold)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Assignment(Base):
+    __tablename__ = "assignment"
+    __table_args__ = (UniqueConstraint("study_id", "platform", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    platform: Mapped[str] = mapped_column(String(16))
+    external_id: Mapped[str] = mapped_column(String(200))  # MTurk AssignmentId, or a generated one
+    hit_id: Mapped[str | None] = mapped_column(String(200))
+    turk_submit_to: Mapped[str | None] = mapped_column(Text)
+    # consent | instructions | quiz | trials | page_done | completed | disqualified | stopped
+    stage: Mapped[str] = mapped_column(String(16), default="consent")
+    token_nonce: Mapped[str] = mapped_column(String(32))
+    completion_code: Mapped[str | None] = mapped_column(String(64))
+    pages_completed: Mapped[int] = mapped_column(Integer, default=0)
+    environment: Mapped[dict[str, Any] | None]
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[dt.datetime | None]
+
+    worker: Mapped[Worker] = relationship()
+    study: Mapped[Study] = relationship()
+
+
+class Page(Base):
+    __tablename__ = "page"
+    __table_args__ = (UniqueConstraint("assignment_id", "index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(16))  # quiz | trials
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[dt.datetime | None]
+
+    trials: Mapped[list[Trial]] = relationship(back_populates="page", order_by="Trial.position")
+
+
+class Trial(Base):
+    __tablename__ = "trial"
+    __table_args__ = (UniqueConstraint("page_id", "position"),
+                      Index("ix_trial_pair_open", "pair_id", "answered"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    page_id: Mapped[int] = mapped_column(ForeignKey("page.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(16), default="pc")  # pc | (motion, later)
+    pair_id: Mapped[int | None] = mapped_column(ForeignKey("pair.id"))
+    left_is_a: Mapped[bool] = mapped_column(Boolean)  # randomised side, logged
+    is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_quiz: Mapped[bool] = mapped_column(Boolean, default=False)
+    answered: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    page: Mapped[Page] = relationship(back_populates="trials")
+    pair: Mapped[Pair | None] = relationship()
+
+
+class Vote(Base):
+    """One forced-choice response. Append-only; ``client_vote_id`` makes retries idempotent."""
+    __tablename__ = "vote"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    client_vote_id: Mapped[str] = mapped_column(String(36), unique=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"), unique=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    pair_id: Mapped[int] = mapped_column(ForeignKey("pair.id"), index=True)
+    winner_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
+    chose_left: Mapped[bool] = mapped_column(Boolean)
+    rt_ms: Mapped[float] = mapped_column(Float)
+    input: Mapped[str] = mapped_column(String(16))
+    client_time: Mapped[str | None] = mapped_column(String(40))
+    window_width: Mapped[int | None]
+    window_height: Mapped[int | None]
+    device_pixel_ratio: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+
+class GoldResult(Base):
+    __tablename__ = "gold_result"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vote_id: Mapped[int] = mapped_column(ForeignKey("vote.id", ondelete="CASCADE"), unique=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    is_quiz: Mapped[bool] = mapped_column(Boolean)
+    correct: Mapped[bool] = mapped_column(Boolean)
+
+
+class User(Base):
+    """An experimenter who may log in to the dashboard."""
+    __tablename__ = "user_account"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(100), unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class ScaleSnapshot(Base):
+    """Running scale estimates of a study, computed in the background and cached here
+    so that every server process shows the same figures."""
+    __tablename__ = "scale_snapshot"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
+    n_votes: Mapped[int]
+    computed_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    payload: Mapped[dict[str, Any]]

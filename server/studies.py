@@ -1,0 +1,330 @@
+"""Study definitions: ``study.toml`` -> a Study with its sets, stimuli and pairs.
+
+A study file is TOML; ``STUDY_TEMPLATE`` (``perceptlab study template``) documents
+every key. Only ``study.manifests`` is required.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .models import Pair, Stimulus, Study, StudySet
+
+GOLD_GOOD = "__gold_reference__"
+GOLD_BAD = "__gold_degraded__"
+
+DEFAULT_CONSENT = """\
+This task is part of a research study on how people perceive image quality. You will compare \
+images and click the one that looks closer to a reference image. It takes about 5 minutes per page.
+
+Participation is voluntary: you may stop at any time by returning the task. We record your \
+choices, response times, window size and your platform worker ID. Worker IDs are replaced by \
+pseudonyms in every exported data set and are never published.
+
+Some comparisons have a known answer; workers who answer too many of them wrongly are stopped."""
+
+DEFAULT_INSTRUCTIONS = """\
+In every trial you see three images. The middle one is the reference (the ground truth). \
+Click the image on the LEFT or on the RIGHT that looks more like the reference, or press the \
+left or right arrow key. There is no time limit, but please decide at your natural pace.
+
+Under each image, enlarged crops show the regions where the images differ most (outlined in \
+the overview below). Look there first. The differences have been amplified so they are easier to see.
+
+First comes a short quiz with obvious differences: you must pass it to continue."""
+
+
+STUDY_TEMPLATE = '''\
+# perceptlab study definition: `perceptlab study create study.toml`
+[study]
+slug = "interp-2026"              # URL-safe name used in worker links
+name = "Frame interpolation quality"
+manifests = ["prepared/manifest.json"]  # from `perceptlab stimuli prepare`, relative to this file
+seed = 0
+
+[design]
+degree = 0            # 0 = the design stored in each manifest; >0 = draw a new random regular design
+votes_per_pair = 20   # StudyMB 2.0: 20; StudyMB 1.0: 30
+stimulus = "amplified"   # candidate images shown: "amplified" (artefacts amplified) or "original"
+
+[pages]
+pairs_per_page = 20   # StudyMB 1.0: 20 pairs per page, paid per page
+min_pages = 1         # pages a worker must complete before submitting
+max_pages = 10        # cap on pages (and so on trials) per worker
+reward_per_page = "0.50"
+bonus_per_page = "0.40"   # paid for every page after min_pages
+
+[quality]
+quiz_size = 5             # gold pairs in the quiz; failing it disqualifies for good
+gold_rate = 0.1           # share of each page's trials that are hidden gold pairs
+accuracy_threshold = 0.7  # quiz and hidden gold (StudyMB 1.0: more than 30% wrong stops a worker)
+gold_min_answered = 3     # hidden gold answers needed before the threshold is applied
+assignment_timeout_minutes = 60  # trials left unanswered this long are offered to other workers
+
+[display]
+min_window_width = 1000
+min_window_height = 600
+
+[texts]
+# consent = """..."""       # plain text shown before the task; blank lines separate paragraphs
+# instructions = """..."""  # shown before the quiz, beside the overview image
+'''
+
+
+class StudyDefinitionError(ValueError):
+    """The study file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """Every parameter of a study, validated; stored as ``Study.config``."""
+    slug: str
+    name: str
+    manifests: tuple[str, ...]
+    seed: int = 0
+    degree: int = 0
+    votes_per_pair: int = 20
+    stimulus: str = "amplified"
+    pairs_per_page: int = 20
+    min_pages: int = 1
+    max_pages: int = 10
+    reward_per_page: str = "0.50"
+    bonus_per_page: str = "0.40"
+    quiz_size: int = 5
+    gold_rate: float = 0.1
+    accuracy_threshold: float = 0.7
+    gold_min_answered: int = 3
+    assignment_timeout_minutes: int = 60
+    min_window_width: int = 1000
+    min_window_height: int = 600
+    consent: str = DEFAULT_CONSENT
+    instructions: str = DEFAULT_INSTRUCTIONS
+    base_dir: str = field(default=".", compare=False)
+
+    def to_config(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> StudySpec:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in config.items() if k in known}
+        values["manifests"] = tuple(values.get("manifests", ()))
+        return cls(**values)
+
+    @property
+    def gold_per_page(self) -> int:
+        """Hidden gold trials per page: the rate rounded, at least one when the rate is positive."""
+        if self.gold_rate <= 0:
+            return 0
+        return max(1, int(round(self.gold_rate * self.pairs_per_page)))
+
+
+_SECTIONS = {
+    "study": {"slug": str, "name": str, "manifests": list, "seed": int},
+    "design": {"degree": int, "votes_per_pair": int, "stimulus": str},
+    "pages": {"pairs_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
+              "bonus_per_page": str},
+    "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
+                "assignment_timeout_minutes": int},
+    "display": {"min_window_width": int, "min_window_height": int},
+    "texts": {"consent": str, "instructions": str},
+}
+
+
+def read_study_file(path: str | Path) -> StudySpec:
+    """Parse and validate a ``study.toml``; raise :class:`StudyDefinitionError` naming the problem."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise StudyDefinitionError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
+    values: dict[str, Any] = {}
+    for section, content in data.items():
+        if section not in _SECTIONS:
+            raise StudyDefinitionError(f"{path}: unknown section [{section}] (known: {', '.join(_SECTIONS)})")
+        if not isinstance(content, dict):
+            raise StudyDefinitionError(f"{path}: [{section}] must be a table")
+        for key, value in content.items():
+            expected = _SECTIONS[section].get(key)
+            if expected is None:
+                raise StudyDefinitionError(f"{path}: unknown key {section}.{key}")
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if expected is str and key.endswith("_page") and isinstance(value, (int, float)):
+                value = str(value)
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
+            values[key] = value
+    if "manifests" not in values or not values["manifests"]:
+        raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
+    values.setdefault("slug", _slugify(path.stem))
+    values.setdefault("name", values["slug"])
+    spec = StudySpec(**{**values, "manifests": tuple(values["manifests"])}, base_dir=str(path.parent.resolve()))
+    validate_spec(spec, str(path))
+    return spec
+
+
+def _slugify(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "study"
+
+
+def validate_spec(spec: StudySpec, where: str = "study") -> None:
+    def fail(message: str) -> None:
+        raise StudyDefinitionError(f"{where}: {message}")
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", spec.slug):
+        fail(f"study.slug {spec.slug!r} must be 1-64 lowercase letters, digits or '-'")
+    if spec.stimulus not in ("amplified", "original"):
+        fail(f"design.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
+    for key in ("votes_per_pair", "pairs_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
+                "min_window_width", "min_window_height"):
+        if getattr(spec, key) < 1:
+            fail(f"{key} must be at least 1")
+    for key in ("degree", "quiz_size", "gold_min_answered", "seed"):
+        if getattr(spec, key) < 0:
+            fail(f"{key} must not be negative")
+    if spec.max_pages < spec.min_pages:
+        fail(f"max_pages ({spec.max_pages}) is below min_pages ({spec.min_pages})")
+    if not 0 <= spec.gold_rate < 1:
+        fail(f"gold_rate must be in [0, 1), got {spec.gold_rate}")
+    if not 0 < spec.accuracy_threshold <= 1:
+        fail(f"accuracy_threshold must be in (0, 1], got {spec.accuracy_threshold}")
+    if spec.gold_per_page >= spec.pairs_per_page:
+        fail("gold_rate leaves no real pairs on a page")
+    for key in ("reward_per_page", "bonus_per_page"):
+        try:
+            amount = Decimal(getattr(spec, key))
+        except InvalidOperation:
+            amount = Decimal(-1)
+        if amount < 0 or amount.as_tuple().exponent < -2:
+            fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
+
+
+# ---------------------------------------------------------------- manifests -> rows
+
+def _scene_manifests(spec: StudySpec) -> list[tuple[Path, dict]]:
+    """``(scene folder, scene manifest)`` for every scene the study's manifests name."""
+    scenes: list[tuple[Path, dict]] = []
+    for name in spec.manifests:
+        path = Path(spec.base_dir) / name
+        manifest = _load_json(path)
+        if manifest.get("kind") == "study":
+            for entry in manifest.get("scenes", []):
+                scene_path = path.parent / entry["manifest"]
+                scenes.append((scene_path.parent, _load_json(scene_path)))
+        elif manifest.get("kind") == "scene":
+            scenes.append((path.parent, manifest))
+        else:
+            raise StudyDefinitionError(f"{path}: not a manifest written by `perceptlab stimuli prepare`")
+    ids = [m["scene_id"] for _, m in scenes]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise StudyDefinitionError(f"scene IDs appear twice across the manifests: {', '.join(duplicates)}")
+    if not scenes:
+        raise StudyDefinitionError("the manifests name no scenes")
+    return scenes
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StudyDefinitionError(f"{path}: no such manifest") from None
+    except json.JSONDecodeError as exc:
+        raise StudyDefinitionError(f"{path}: not valid JSON ({exc})") from None
+
+
+def stimulus_root(spec: StudySpec) -> Path:
+    """The folder every stored stimulus path is relative to: the common parent of the scenes."""
+    folders = [folder.resolve() for folder, _ in _scene_manifests(spec)]
+    common = Path(*Path(folders[0]).parts)
+    for folder in folders[1:]:
+        while common not in (folder, *folder.parents):
+            common = common.parent
+    return common
+
+
+def create_study(session: Session, spec: StudySpec) -> Study:
+    """Store a study with its sets, stimuli and pairs; the caller commits.
+
+    Every image the study will show must exist: a missing file is an error now,
+    not a broken image in a worker's browser later.
+    """
+    if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
+        raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
+    scenes = _scene_manifests(spec)
+    root = stimulus_root(spec)
+    study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=spec.to_config(), stimulus_root=str(root))
+    session.add(study)
+    rng = np.random.default_rng(spec.seed)
+    for folder, manifest in scenes:
+        _add_scene(session, study, spec, root, folder.resolve(), manifest, rng)
+    session.flush()
+    return study
+
+
+def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, folder: Path, manifest: dict,
+               rng: np.random.Generator) -> None:
+    def rel(path: str) -> str:
+        full = folder / path
+        if not full.is_file():
+            raise StudyDefinitionError(f"{full}: listed in {folder / 'manifest.json'} but missing")
+        return full.relative_to(root).as_posix()
+
+    scene_id = manifest["scene_id"]
+    study_set = StudySet(study=study, name=scene_id,
+                         reference={"full": rel(manifest["reference"]["path"]),
+                                    "crops": [rel(p) for p in manifest["reference"]["crops"]]},
+                         overview=rel(manifest["overview"]) if manifest.get("overview") else None,
+                         crops={"boxes": manifest.get("crops", [])},
+                         image_width=manifest["image_size"]["width"], image_height=manifest["image_size"]["height"])
+    session.add(study_set)
+    session.flush()
+    stimuli: dict[str, Stimulus] = {}
+    for candidate in manifest["candidates"]:
+        crops = [rel(c[spec.stimulus]) for c in sorted(candidate["crops"], key=lambda c: c["rank"])]
+        stimuli[candidate["id"]] = Stimulus(item_id=candidate["id"], kind="candidate",
+                                            full=rel(candidate[spec.stimulus]), crops={"paths": crops})
+    gold = manifest.get("gold")
+    if gold:
+        stimuli[GOLD_GOOD] = Stimulus(item_id=GOLD_GOOD, kind="gold_good", full=study_set.reference["full"],
+                                      crops={"paths": list(study_set.reference["crops"])})
+        bad_crops = [rel(c["degraded"]) for c in sorted(gold["crops"], key=lambda c: c["rank"])]
+        stimuli[GOLD_BAD] = Stimulus(item_id=GOLD_BAD, kind="gold_bad", full=rel(gold["degraded"]),
+                                     crops={"paths": bad_crops})
+    for stimulus in stimuli.values():
+        stimulus.set_id = study_set.id
+        session.add(stimulus)
+    session.flush()
+    for a, b in _design_pairs(spec, manifest, rng):
+        session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[a].id, stimulus_b_id=stimuli[b].id,
+                         target_votes=spec.votes_per_pair))
+    if gold:
+        session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[GOLD_GOOD].id,
+                         stimulus_b_id=stimuli[GOLD_BAD].id, target_votes=0, is_gold=True,
+                         gold_winner_id=stimuli[GOLD_GOOD].id))
+
+
+def _design_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> list[tuple[str, str]]:
+    if spec.degree == 0:
+        return [tuple(p) for p in manifest["design"]["pairs"]]
+    from stimuli.prepare import PrepareError, scene_design
+
+    ids = [c["id"] for c in manifest["candidates"]]
+    try:
+        design = scene_design(ids, spec.degree, int(rng.integers(2**31)))
+    except PrepareError as exc:
+        raise StudyDefinitionError(f"scene {manifest['scene_id']}: {exc}") from None
+    return [tuple(p) for p in design["pairs"]]

@@ -1,0 +1,4 @@
+"""Experimenter pages (placeholder until the dashboard lands)."""
+from flask import Blueprint
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")

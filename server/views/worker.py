@@ -1,0 +1,112 @@
+"""Worker pages: entry from a HIT or a plain link, consent, instructions, the trial app, the end."""
+from __future__ import annotations
+
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from sqlalchemy import select
+
+from .. import assignments as flow
+from ..app import db_session
+from ..errors import ApiError
+from ..models import Assignment, Study, StudySet
+from ..tokens import BadToken, make_token, read_token
+
+bp = Blueprint("worker", __name__)
+
+
+def _study(slug: str) -> Study:
+    study = db_session().scalar(select(Study).where(Study.slug == slug))
+    if study is None:
+        abort(404)
+    return study
+
+
+@bp.get("/s/<slug>")
+def entry(slug: str):
+    """MTurk's ExternalQuestion URL (with assignmentId, hitId, workerId, turkSubmitTo) or a plain link."""
+    study = _study(slug)
+    args = request.args
+    spec = flow.spec_of(study)
+    if args.get("assignmentId") == flow.PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
+        storage = current_app.extensions["perceptlab.storage"]
+        return render_template("preview.html", study=study, spec=spec, example=_example_set(study),
+                               stimulus_url=lambda path: storage.url(study.slug, path))
+    session = db_session()
+    try:
+        if "assignmentId" in args:
+            assignment = flow.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
+                                    assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
+                                    turk_submit_to=args.get("turkSubmitTo"))
+        else:
+            assignment = flow.enter(session, study, platform="link",
+                                    worker_id=args.get("participant") or args.get("PROLIFIC_PID"))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
+    return redirect(url_for("worker.stage_page", token=token))
+
+
+def _assignment(token: str) -> Assignment:
+    try:
+        assignment_id, nonce = read_token(current_app.config["SECRET_KEY"], token)
+    except BadToken:
+        raise ApiError(403, "bad_token", "This link is not valid. Please open the task again from its HIT.")
+    assignment = db_session().get(Assignment, assignment_id)
+    if assignment is None or assignment.token_nonce != nonce:
+        raise ApiError(403, "bad_token", "This link is no longer valid.")
+    return assignment
+
+
+def _example_set(study: Study) -> StudySet | None:
+    return study.sets[0] if study.sets else None
+
+
+@bp.get("/w/<token>/")
+def stage_page(token: str):
+    assignment = _assignment(token)
+    study = assignment.study
+    spec = flow.spec_of(study)
+    storage = current_app.extensions["perceptlab.storage"]
+    common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
+              "stimulus_url": lambda path: storage.url(study.slug, path)}
+    stage = assignment.stage
+    if stage == "consent":
+        return render_template("consent.html", paragraphs=_paragraphs(spec.consent), **common)
+    if stage == "instructions":
+        return render_template("instructions.html", paragraphs=_paragraphs(spec.instructions),
+                               example=_example_set(study), **common)
+    if stage in ("quiz", "trials", "page_done"):
+        return render_template("trials.html", api_base=request.script_root + "/api/v1",
+                               assignment_id=str(assignment.id), study_name=study.name, **common)
+    if stage == "completed":
+        return render_template("done.html", completion=flow.completion_info(assignment), **common)
+    return render_template("stopped.html", message=assignment.worker.status_reason, **common)
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in text.split("\n\n") if p.strip()]
+
+
+def _advance(token: str, action: str):
+    session = db_session()
+    try:
+        assignment = _assignment(token)
+        flow.perform_action(session, flow.lock_assignment(session, assignment.id), action)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return redirect(url_for("worker.stage_page", token=token), code=303)
+
+
+@bp.post("/w/<token>/consent")
+def consent(token: str):
+    if request.form.get("agree") != "yes":
+        return redirect(url_for("worker.stage_page", token=token), code=303)
+    return _advance(token, "consent")
+
+
+@bp.post("/w/<token>/instructions")
+def instructions(token: str):
+    return _advance(token, "instructions_done")
