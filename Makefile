@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,12 +22,19 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/perceptlab demo --out demo_output
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
+
+# Browser tests drive Debian's chromium through Playwright (never `playwright install`).
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 bench: $(STAMP)
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/screening.py
+	$(PY) benchmarks/server_load.py
 
 clean:
 	rm -rf $(VENV) demo_output

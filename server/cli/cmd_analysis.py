@@ -1,4 +1,4 @@
-"""``perceptlab analyze``, ``perceptlab simulate-votes`` and ``perceptlab demo``."""
+"""``perceptlab analyze``, ``perceptlab simulate-votes`` and ``perceptlab demo-analysis``."""
 from __future__ import annotations
 
 import csv
@@ -154,8 +154,8 @@ def simulate_votes_command(out, sets, items, degree, votes_per_pair, workers, ra
     click.echo("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
-@cli.command("demo")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo_output"),
+@cli.command("demo-analysis")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo_output/analysis-demo"),
               show_default=True, help="Folder for the simulated study and its analysis.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.pass_context

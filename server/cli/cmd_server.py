@@ -1,0 +1,164 @@
+"""``perceptlab demo`` (the main job), ``perceptlab serve`` and ``perceptlab db upgrade``."""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from pathlib import Path
+
+import click
+
+from . import UserError, cli
+
+DEMO_SLUG = "demo"
+
+
+@cli.command("demo")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo_output"),
+              show_default=True, help="Folder for the demo stimuli, the SQLite database and the admin password.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=int, default=5000, show_default=True, help="Port to listen on (0 = any free port).")
+@click.option("--simulate", "simulate_workers", type=int, default=0, show_default=True,
+              help="Once the server is up, send this many simulated workers (25% random clickers) through "
+                   "it, so the dashboard fills while you watch.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the demo stimuli and study.")
+def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: int) -> None:
+    """Run the demo: build stimuli if missing, create the demo study, serve it on SQLite.
+
+    Prints the worker link (plain-link mode and an MTurk-style link) and the
+    dashboard link with its login. Stop with Ctrl-C; a second run reuses
+    everything in --out.
+    """
+    out = out.resolve()
+    stimuli_dir = out / "stimuli"
+    if not (stimuli_dir / "prepared" / "manifest.json").is_file():
+        from stimuli.demo import build_demo
+
+        click.echo(f"building demo stimuli in {stimuli_dir} (once; about 5 s) ...")
+        build_demo(stimuli_dir, seed=seed, overwrite=stimuli_dir.exists())
+    instance = out / "instance"
+    url = f"sqlite:///{instance / 'perceptlab.db'}"
+    os.environ.setdefault("PERCEPTLAB_DATABASE_URL", url)
+    database_url = os.environ["PERCEPTLAB_DATABASE_URL"]
+    password = _prepare_demo_database(out, database_url, stimuli_dir, seed)
+
+    from server import create_app
+
+    app = create_app(database_url=database_url, instance_path=str(instance))
+    server = _make_server(app, host, port)
+    base = f"http://{host}:{server.server_port}"
+    click.echo("")
+    click.echo(f"perceptlab demo server on {base}  (SQLite: {database_url.removeprefix('sqlite:///')})")
+    click.echo(f"  worker link (plain):   {base}/s/{DEMO_SLUG}?participant=demo-worker-1")
+    click.echo(f"  worker link (MTurk):   {base}/s/{DEMO_SLUG}?assignmentId=DEMOASSIGN1&hitId=DEMOHIT"
+               f"&workerId=DEMOWORKER1&turkSubmitTo=https://workersandbox.mturk.com")
+    click.echo(f"  HIT preview:           {base}/s/{DEMO_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=DEMOHIT")
+    click.echo(f"  dashboard:             {base}/admin/   login: admin / {password}")
+    click.echo(f"  fill it with workers:  perceptlab simulate {DEMO_SLUG} --url {base} --workers 20")
+    click.echo("Ctrl-C stops the server.")
+    if simulate_workers > 0:
+        threading.Thread(target=_simulate, args=(base, simulate_workers, seed), daemon=True).start()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("\nstopped")
+    finally:
+        server.server_close()
+
+
+def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed: int) -> str:
+    """Create the demo study and the admin account if missing; return the admin password."""
+    from sqlalchemy import select
+
+    from server.auth import create_user
+    from server.cli._db import cli_session
+    from server.models import Study, User
+    from server.studies import create_study, read_study_file
+
+    study_file = out / "demo_study.toml"
+    if not study_file.exists():
+        study_file.write_text(
+            f'[study]\nslug = "{DEMO_SLUG}"\nname = "Demo: which interpolated frame is closer to the truth?"\n'
+            f'manifests = ["stimuli/prepared/manifest.json"]\nseed = {seed}\n\n'
+            "[design]\nvotes_per_pair = 10\n\n"
+            "[pages]\npairs_per_page = 12\nmin_pages = 1\nmax_pages = 5\n"
+            'reward_per_page = "0.50"\nbonus_per_page = "0.40"\n\n'
+            "[quality]\nquiz_size = 4\ngold_rate = 0.1\naccuracy_threshold = 0.7\ngold_min_answered = 2\n")
+    password_file = out / "admin_password.txt"
+    with cli_session(database_url) as session:
+        if session.scalar(select(Study).where(Study.slug == DEMO_SLUG)) is None:
+            create_study(session, read_study_file(study_file))
+        if session.scalar(select(User).where(User.username == "admin")) is None or not password_file.exists():
+            password = secrets.token_urlsafe(9)
+            user = session.scalar(select(User).where(User.username == "admin"))
+            if user is None:
+                create_user(session, "admin", password)
+            else:
+                from server.auth import set_password
+
+                set_password(user, password)
+            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password + "\n")
+    return password_file.read_text().strip()
+
+
+def _make_server(app, host: str, port: int):
+    from werkzeug.serving import make_server
+
+    try:
+        return make_server(host, port, app, threaded=True)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (try --port 0)") from None
+
+
+def _simulate(base: str, workers: int, seed: int) -> None:
+    from server.simulate_client import run_simulation
+
+    try:
+        report = run_simulation(base, DEMO_SLUG, workers=workers, spam=0.25, concurrency=min(workers, 10),
+                                seed=seed, pace=0.5, progress=False)
+        click.echo(f"simulated workers done: {report.votes_acknowledged} votes")
+    except Exception as exc:  # noqa: BLE001 - the demo server keeps running whatever the simulation does
+        click.echo(f"simulation stopped: {exc}", err=True)
+
+
+@cli.command("serve")
+@click.option("--host", default=None, help="Interface (default: [server] host).")
+@click.option("--port", type=int, default=None, help="Port (default: [server] port).")
+def serve_command(host: str | None, port: int | None) -> None:
+    """Serve the configured database with a threaded server (small studies; use gunicorn in production:
+    gunicorn 'server:create_app()' -k gthread --workers 4 --threads 16)."""
+    from server import create_app
+    from server.config import load_config
+
+    settings = load_config().get("server", {})
+    host = host or settings.get("host", "127.0.0.1")
+    port = settings.get("port", 5000) if port is None else port
+    app = create_app()
+    server = _make_server(app, host, port)
+    click.echo(f"perceptlab on http://{host}:{server.server_port} (database: {app.config['DATABASE_URL']})")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@cli.group("db")
+def db_group() -> None:
+    """Database maintenance."""
+
+
+@db_group.command("upgrade")
+@click.option("--database-url", envvar="PERCEPTLAB_DATABASE_URL", default=None,
+              help="Database URL (default: [server] database_url, else SQLite in the instance folder).")
+def upgrade_command(database_url: str | None) -> None:
+    """Apply every Alembic migration the database lacks (the server does this at start-up too)."""
+    from server.cli._db import database_url as resolve
+    from server.db import upgrade
+
+    url = resolve(database_url)
+    upgrade(url)
+    click.echo(f"database at the newest schema: {url}")

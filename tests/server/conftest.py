@@ -1,0 +1,203 @@
+"""Fixtures for server tests: demo stimuli, a database per test (SQLite and PostgreSQL), apps, studies,
+and a live HTTP server in a thread.
+
+PostgreSQL tests need the server at ``PERCEPTLAB_TEST_POSTGRES`` (default
+``postgresql+psycopg://postgres@127.0.0.1:5432/test``). Without it they skip with the
+reason, except when ``PERCEPTLAB_REQUIRE_POSTGRES=1`` (set by ``.ci/run``): then they fail.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+POSTGRES_URL = os.environ.get("PERCEPTLAB_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+TEMPLATE_DB = f"perceptlab_template_{os.getpid()}"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def demo_stimuli(tmp_path_factory) -> Path:
+    """The demo builder's output (4 scenes x 11 methods, prepared), built once per session."""
+    from stimuli.demo import build_demo
+
+    out = tmp_path_factory.mktemp("demo") / "stimuli"
+    build_demo(out, progress=False)
+    return out
+
+
+def _admin_connection():
+    import psycopg
+
+    return psycopg.connect(POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
+                           connect_timeout=3)
+
+
+@pytest.fixture(scope="session")
+def postgres_template():
+    """A migrated template database; each test copies it (CREATE DATABASE ... TEMPLATE is fast)."""
+    try:
+        connection = _admin_connection()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
+        message = f"PostgreSQL not reachable at {POSTGRES_URL}: {exc}"
+        if os.environ.get("PERCEPTLAB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (PERCEPTLAB_REQUIRE_POSTGRES=1)")
+        pytest.skip(message)
+    from server.db import upgrade
+
+    with connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
+        connection.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
+    upgrade(_database_url(TEMPLATE_DB))
+    yield TEMPLATE_DB
+    with _admin_connection() as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
+
+
+def _database_url(name: str) -> str:
+    return POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture
+def postgres_url(postgres_template):
+    name = f"perceptlab_t{os.getpid()}_{next(_counter)}"
+    with _admin_connection() as connection:
+        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+    yield _database_url(name)
+    with _admin_connection() as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'perceptlab.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request) -> str:
+    """Each test using this runs twice: on SQLite (WAL) and on PostgreSQL."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+def make_test_app(database_url: str, instance_path: Path, **overrides):
+    from server import create_app
+
+    return create_app(database_url=database_url, instance_path=str(instance_path), secret_key="test-secret",
+                      testing=True, **overrides)
+
+
+@pytest.fixture
+def app(database_url, tmp_path):
+    app = make_test_app(database_url, tmp_path / "instance")
+    yield app
+    app.extensions["perceptlab.engine"].dispose()
+
+
+def write_study_file(folder: Path, demo_stimuli: Path, slug: str = "demo", **sections) -> Path:
+    """A study.toml over the demo stimuli; ``sections`` like ``pages={"pairs_per_page": 6}``."""
+    lines = ["[study]", f'slug = "{slug}"', 'name = "Test study"',
+             f'manifests = ["{(demo_stimuli / "prepared" / "manifest.json").as_posix()}"]']
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {value!r}" if not isinstance(value, str) else f'{key} = "{value}"')
+    path = folder / f"{slug}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def create_test_study(app, demo_stimuli: Path, folder: Path, slug: str = "demo", **sections):
+    from server.studies import create_study, read_study_file
+
+    spec = read_study_file(write_study_file(folder, demo_stimuli, slug, **sections))
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = create_study(session, spec)
+        session.commit()
+        return study.slug
+
+
+# Small pages so a test can walk through several quickly.
+SMALL_STUDY = {"pages": {"pairs_per_page": 6, "min_pages": 1, "max_pages": 3},
+               "quality": {"quiz_size": 3, "gold_rate": 0.2, "gold_min_answered": 2}}
+
+
+@pytest.fixture
+def study(app, demo_stimuli, tmp_path) -> str:
+    """Slug of a small demo study in the test database."""
+    return create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+
+
+class WorkerClient:
+    """A simulated worker over the Flask test client, for API tests."""
+
+    def __init__(self, client, slug: str, worker_id: str | None = None, platform: str = "mturk"):
+        self.client = client
+        worker_id = worker_id or f"W{uuid.uuid4().hex[:10].upper()}"
+        body = {"platform": platform, "worker_id": worker_id}
+        if platform == "mturk":
+            body.update(assignment_id=f"A{uuid.uuid4().hex[:12].upper()}", hit_id="HIT1",
+                        turk_submit_to="https://workersandbox.mturk.com")
+        response = client.post(f"/api/v1/studies/{slug}/assignments", json=body)
+        assert response.status_code == 201, response.json
+        self.entry = response.json
+        self.assignment_id = response.json["assignment_id"]
+        self.token = response.json["token"]
+        self.worker_id = worker_id
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def state(self) -> dict:
+        response = self.client.get(f"/api/v1/assignments/{self.assignment_id}/state", headers=self.headers)
+        assert response.status_code == 200, response.json
+        return response.json
+
+    def action(self, action: str):
+        return self.client.post(f"/api/v1/assignments/{self.assignment_id}/actions", headers=self.headers,
+                                json={"action": action})
+
+    def vote(self, trial_id: str, choice: str, vote_id: str | None = None, **extra):
+        body = {"vote_id": vote_id or str(uuid.uuid4()), "trial_id": trial_id, "choice": choice, "rt_ms": 1234.5,
+                "input": "mouse", "client_time": "2026-11-21T10:00:00Z",
+                "window": {"width": 1366, "height": 768, "dpr": 1}, **extra}
+        return self.client.post(f"/api/v1/assignments/{self.assignment_id}/votes", headers=self.headers, json=body)
+
+    def start(self) -> dict:
+        """Consent and instructions: returns the state at the quiz."""
+        assert self.action("consent").status_code == 200
+        response = self.action("instructions_done")
+        assert response.status_code == 200, response.json
+        return response.json
+
+    @staticmethod
+    def correct_side(trial: dict) -> str:
+        """The side showing the reference image itself (the right answer of gold trials)."""
+        return "left" if trial["left"]["full"] == trial["reference"]["full"] else "right"
+
+    def answer_page(self, choose) -> dict:
+        """Answer every open trial of the current page with ``choose(trial) -> side``; return the last body."""
+        body = {}
+        for trial in self.state()["page"]["trials"]:
+            if not trial["answered"]:
+                response = self.vote(trial["trial_id"], choose(trial))
+                assert response.status_code == 201, response.json
+                body = response.json
+        return body
+
+
+@pytest.fixture
+def live_server(app):
+    """The app served over real HTTP by a threaded werkzeug server on a free loopback port."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(timeout=10)
