@@ -102,6 +102,18 @@ def spec_of(study: Study) -> StudySpec:
     return StudySpec.from_config(study.config)
 
 
+# A study's parameters never change after creation (pausing changes only Study.status),
+# so each process parses them once.
+_SPECS: dict[tuple[str, int], StudySpec] = {}
+
+
+def spec_for(session: Session, study_id: int) -> StudySpec:
+    key = (str(session.get_bind().url), study_id)
+    if key not in _SPECS:
+        _SPECS[key] = StudySpec.from_config(session.scalar(select(Study.config).where(Study.id == study_id)))
+    return _SPECS[key]
+
+
 def lock_assignment(session: Session, assignment_id: int) -> Assignment:
     """The assignment row, locked for this transaction (no-op lock on SQLite, which serialises writers)."""
     assignment = session.scalar(select(Assignment).where(Assignment.id == assignment_id).with_for_update())
@@ -114,7 +126,7 @@ def lock_assignment(session: Session, assignment_id: int) -> Assignment:
 
 def perform_action(session: Session, assignment: Assignment, action: str) -> None:
     """Move the assignment on: consent, instructions_done, continue (another page), finish."""
-    spec = spec_of(assignment.study)
+    spec = spec_for(session, assignment.study_id)
     expected = {"consent": "consent", "instructions_done": "instructions", "continue": "page_done",
                 "finish": "page_done"}
     if action not in expected:
@@ -301,80 +313,83 @@ def parse_vote(payload: Any) -> dict[str, Any]:
             "device_pixel_ratio": float(dpr) if dpr is not None else None}
 
 
-def record_vote(session: Session, assignment_id: int, payload: Any) -> tuple[int, dict[str, Any]]:
-    """Store one vote; return ``(HTTP status, body)``. A retry of a stored vote returns 200 "duplicate"."""
+def record_vote(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Store one vote; return ``(HTTP status, body)``. A retry of a stored vote returns 200 "duplicate".
+
+    ``assignment`` must be locked (:func:`lock_assignment`): votes of one assignment are then
+    applied one at a time, so the end of a page or of the quiz is seen exactly once. The
+    common path is five statements: the trial with its pair, claiming the trial, inserting
+    the vote, counting the page's open trials, and the commit.
+    """
     vote = parse_vote(payload)
-    existing = session.scalar(select(Vote).where(Vote.client_vote_id == vote["vote_id"]))
-    if existing is not None:
-        return _replay(session, existing, assignment_id, vote)
-    assignment = lock_assignment(session, assignment_id)
-    trial = session.scalar(select(Trial).where(Trial.id == vote["trial_id"], Trial.assignment_id == assignment.id))
-    if trial is None:
+    row = session.execute(select(Trial, Pair).join(Pair, Trial.pair_id == Pair.id)
+                          .where(Trial.id == vote["trial_id"], Trial.assignment_id == assignment.id)).first()
+    if row is None:
         raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
-    if assignment.stage not in VOTING_STAGES:
-        raise ApiError(409, "wrong_stage", f"no votes are accepted at stage {assignment.stage}")
+    trial, pair = row
     if trial.answered:
         existing = session.scalar(select(Vote).where(Vote.client_vote_id == vote["vote_id"]))
-        if existing is not None:  # the same vote committed by a concurrent retry while we waited for the lock
-            return _replay(session, existing, assignment_id, vote)
-        raise ApiError(409, "trial_already_answered", "this trial was answered already")
-    pair = trial.pair
+        if existing is None:
+            raise ApiError(409, "trial_already_answered", "this trial was answered already")
+        return _replay(session, existing, assignment, trial, pair, vote)
+    if assignment.stage not in VOTING_STAGES:
+        raise ApiError(409, "wrong_stage", f"no votes are accepted at stage {assignment.stage}")
     chose_a = vote["chose_left"] == trial.left_is_a
     winner = pair.stimulus_a_id if chose_a else pair.stimulus_b_id
+    # The assignment lock makes this claim uncontested; the WHERE clause still guards the invariant.
+    claimed = session.execute(update(Trial).where(Trial.id == trial.id, ~Trial.answered)
+                              .values(answered=True).execution_options(synchronize_session=False)).rowcount
+    if claimed != 1:
+        raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    stored = Vote(client_vote_id=vote["vote_id"], trial_id=trial.id, assignment_id=assignment.id,
+                  worker_id=assignment.worker_id, study_id=assignment.study_id, pair_id=pair.id,
+                  winner_id=winner, chose_left=vote["chose_left"], rt_ms=vote["rt_ms"], input=vote["input"],
+                  client_time=vote["client_time"], window_width=vote["window_width"],
+                  window_height=vote["window_height"], device_pixel_ratio=vote["device_pixel_ratio"])
+    session.add(stored)
+    if trial.is_gold:
+        session.add(GoldResult(vote=stored, worker_id=assignment.worker_id, assignment_id=assignment.id,
+                               is_quiz=trial.is_quiz, correct=winner == pair.gold_winner_id))
     try:
-        with session.begin_nested():
-            claimed = session.execute(update(Trial).where(Trial.id == trial.id, ~Trial.answered)
-                                      .values(answered=True)).rowcount
-            if claimed != 1:
-                raise ApiError(409, "trial_already_answered", "this trial was answered already")
-            stored = Vote(client_vote_id=vote["vote_id"], trial_id=trial.id, assignment_id=assignment.id,
-                          worker_id=assignment.worker_id, study_id=assignment.study_id, pair_id=pair.id,
-                          winner_id=winner, chose_left=vote["chose_left"], rt_ms=vote["rt_ms"], input=vote["input"],
-                          client_time=vote["client_time"], window_width=vote["window_width"],
-                          window_height=vote["window_height"], device_pixel_ratio=vote["device_pixel_ratio"])
-            session.add(stored)
-            session.flush()
-            if trial.is_gold:
-                session.add(GoldResult(vote_id=stored.id, worker_id=assignment.worker_id,
-                                       assignment_id=assignment.id, is_quiz=trial.is_quiz,
-                                       correct=winner == pair.gold_winner_id))
-                session.flush()
+        session.flush()
     except IntegrityError:
-        raise ApiError(409, "conflict", "this vote_id was used already") from None
-    session.refresh(trial)
-    _after_vote(session, assignment, trial)
-    return 201, _vote_body(session, assignment, trial, stored, "stored")
+        # Only the unique client_vote_id can clash here (the trial is ours and locked): the browser
+        # reused a vote ID for another trial. The caller rolls the whole request back.
+        raise ApiError(409, "conflict", "this vote_id was already used for a different response") from None
+    open_left = _open_trials(session, trial.page_id)
+    _after_vote(session, assignment, trial, open_left)
+    return 201, _vote_body(assignment, trial, pair, winner, stored.client_vote_id, "stored", open_left)
 
 
-def _replay(session: Session, existing: Vote, assignment_id: int, vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    same = (existing.assignment_id == assignment_id and existing.trial_id == vote["trial_id"]
-            and existing.chose_left == vote["chose_left"])
-    if not same:
+def _open_trials(session: Session, page_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(Trial).where(Trial.page_id == page_id,
+                                                                              ~Trial.answered)))
+
+
+def _replay(session: Session, existing: Vote, assignment: Assignment, trial: Trial, pair: Pair,
+            vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if existing.trial_id != trial.id or existing.chose_left != vote["chose_left"]:
         raise ApiError(409, "conflict", "this vote_id was already used for a different response")
-    assignment = session.get(Assignment, assignment_id)
-    trial = session.get(Trial, existing.trial_id)
-    return 200, _vote_body(session, assignment, trial, existing, "duplicate")
+    return 200, _vote_body(assignment, trial, pair, existing.winner_id, existing.client_vote_id, "duplicate",
+                           _open_trials(session, trial.page_id))
 
 
-def _vote_body(session: Session, assignment: Assignment, trial: Trial, vote: Vote, status: str) -> dict[str, Any]:
-    open_left = session.scalar(select(func.count()).select_from(Trial).where(Trial.page_id == trial.page_id,
-                                                                             ~Trial.answered))
-    body: dict[str, Any] = {"vote_id": vote.client_vote_id, "status": status, "stage": assignment.stage,
+def _vote_body(assignment: Assignment, trial: Trial, pair: Pair, winner_id: int, vote_id: str, status: str,
+               open_left: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"vote_id": vote_id, "status": status, "stage": assignment.stage,
                             "page_complete": open_left == 0}
     if trial.is_quiz:
-        body["feedback"] = {"correct": vote.winner_id == trial.pair.gold_winner_id}
+        body["feedback"] = {"correct": winner_id == pair.gold_winner_id}
     return body
 
 
-def _after_vote(session: Session, assignment: Assignment, trial: Trial) -> None:
+def _after_vote(session: Session, assignment: Assignment, trial: Trial, open_left: int) -> None:
     """Apply the quiz rule, the hidden-gold rule and the end of a page."""
-    spec = spec_of(assignment.study)
-    page = trial.page
-    open_left = session.scalar(select(func.count()).select_from(Trial).where(Trial.page_id == page.id, ~Trial.answered))
+    spec = spec_for(session, assignment.study_id)
     if trial.is_quiz:
         if open_left == 0 and assignment.stage == "quiz":
             correct, total = _gold_score(session, [GoldResult.assignment_id == assignment.id, GoldResult.is_quiz])
-            page.completed_at = utcnow()
+            _mark_page_done(session, trial.page_id)
             if correct < spec.accuracy_threshold * total - 1e-9:
                 _stop(assignment, "disqualified",
                       f"You answered {correct} of {total} quiz questions correctly; {spec.accuracy_threshold:.0%} "
@@ -389,13 +404,18 @@ def _after_vote(session: Session, assignment: Assignment, trial: Trial) -> None:
                   f"Too many check questions were answered wrongly ({total - correct} of {total}). "
                   "Thank you for your time; you cannot continue with this study.")
             return
-    if open_left == 0 and page.completed_at is None and assignment.stage == "trials":
-        page.completed_at = utcnow()
+    if open_left == 0 and assignment.stage == "trials":
+        _mark_page_done(session, trial.page_id)
         assignment.pages_completed += 1
         if assignment.pages_completed >= spec.max_pages:
             _complete(assignment)
         else:
             assignment.stage = "page_done"
+
+
+def _mark_page_done(session: Session, page_id: int) -> None:
+    session.execute(update(Page).where(Page.id == page_id).values(completed_at=utcnow())
+                    .execution_options(synchronize_session=False))
 
 
 def _gold_score(session: Session, where: list) -> tuple[int, int]:
@@ -415,7 +435,7 @@ def _stop(assignment: Assignment, stage: str, message: str) -> None:
 
 def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
     """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
-    spec = spec_of(assignment.study)
+    spec = spec_for(session, assignment.study_id)
     page = session.scalar(select(Page).where(Page.assignment_id == assignment.id).order_by(Page.index.desc()).limit(1))
     page_data = None
     if page is not None and assignment.stage in ("quiz", "trials", "page_done"):

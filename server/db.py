@@ -35,7 +35,9 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it would cost a round trip per request; recycled connections and the
+    # pool's invalidation on a failed statement cover server restarts.
+    return create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -201,6 +201,8 @@ class GoldResult(Base):
     is_quiz: Mapped[bool] = mapped_column(Boolean)
     correct: Mapped[bool] = mapped_column(Boolean)
 
+    vote: Mapped[Vote] = relationship()
+
 
 class User(Base):
     """An experimenter who may log in to the dashboard."""

@@ -118,8 +118,8 @@ def post_environment(assignment_id: str):
 @_committed
 def post_vote(assignment_id: str):
     body = _json_body()
-    assignment = authorised_assignment(assignment_id)
-    status, result = flow.record_vote(db_session(), assignment.id, body)
+    assignment = authorised_assignment(assignment_id, lock=True)
+    status, result = flow.record_vote(db_session(), assignment, body)
     return jsonify(result), status
 
 
