@@ -1,0 +1,307 @@
+"""Browser tests of experiment_ui/static/js/vote_queue.js (the worker's vote upload queue).
+
+A tiny threaded HTTP server serves the real module, a harness page and a fake
+``POST /api/v1/assignments/A1/votes`` whose failures the test scripts (503,
+429, dropped connections, "stored but the answer was lost").  Debian's
+chromium runs the page.  What must hold: no vote is lost (they survive
+failures, a reload and a closed page), none is stored twice, retries back
+off, and a vote the server refuses for good is dropped and reported.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[2]
+MODULE = REPO / "experiment_ui" / "static" / "js" / "vote_queue.js"
+TOKEN = "T0K"
+
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"),
+                       reason="Debian chromium (/usr/bin/chromium) is not installed"),
+    pytest.mark.timeout(60),
+]
+
+HARNESS = """<!doctype html>
+<meta charset="utf-8">
+<title>VoteQueue harness</title>
+<script type="module">
+import { VoteQueue, backoffDelay, uuid4 } from "/static/js/vote_queue.js";
+const params = new URLSearchParams(location.search);
+window.rejected = [];
+window.delivered = [];
+window.q = new VoteQueue({
+  apiBase: "/api/v1/", assignmentId: "A1", token: "%s",
+  baseDelayMs: Number(params.get("base") || 40), maxDelayMs: Number(params.get("max") || 400),
+  onRejected: (vote, error) => window.rejected.push({ trial_id: vote.trial_id, ...error }),
+  onDelivered: (vote, body) => window.delivered.push({ trial_id: vote.trial_id, status: body.status }),
+});
+window.lib = { backoffDelay, uuid4 };
+window.vote = (trial) => window.q.enqueue({
+  trial_id: trial, choice: "left", rt_ms: 512, input: "mouse",
+  client_time: new Date().toISOString(), window: { width: 1366, height: 657, dpr: 1 },
+});
+window.harnessReady = true;
+</script>
+""" % TOKEN
+
+
+class FakeVotes:
+    """State of the fake vote endpoint: a script of failures, then the contract's answers."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.failures: list[str] = []   # consumed one per request: "503", "429", "drop", "store_then_503"
+        self.fail_all = False
+        self.stored: dict[str, str] = {}  # vote_id -> exact body
+        self.attempts: list[tuple[float, str, int]] = []  # (time, vote_id, status)
+
+    def reset(self):
+        with self.lock:
+            self.failures, self.fail_all = [], False
+            self.stored.clear()
+            self.attempts.clear()
+
+    def trial_ids(self):
+        with self.lock:
+            return sorted(json.loads(body)["trial_id"] for body in self.stored.values())
+
+
+def make_handler(fake: FakeVotes):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep pytest output clean
+            pass
+
+        def _send(self, status, body=None, content_type="application/json", headers=()):
+            data = body.encode() if isinstance(body, str) else (json.dumps(body).encode() if body is not None else b"")
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            for key, value in headers:
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            if path == "/harness.html":
+                self._send(200, HARNESS, "text/html; charset=utf-8")
+            elif path == "/static/js/vote_queue.js":
+                self._send(200, MODULE.read_text(encoding="utf-8"), "text/javascript; charset=utf-8")
+            else:
+                self._send(404, {"error": "not_found", "message": path})
+
+        def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+            if self.path != "/api/v1/assignments/A1/votes":
+                return self._send(404, {"error": "not_found", "message": self.path})
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._send(403, {"error": "bad_token", "message": "bad token"})
+            body = json.loads(raw)
+            vote_id = body["vote_id"]
+            with fake.lock:
+                action = "503" if fake.fail_all else (fake.failures.pop(0) if fake.failures else None)
+                if action == "drop":
+                    fake.attempts.append((time.monotonic(), vote_id, 0))
+                elif action in ("503", "429"):
+                    fake.attempts.append((time.monotonic(), vote_id, int(action)))
+                else:
+                    if body["trial_id"] == "bad":
+                        fake.attempts.append((time.monotonic(), vote_id, 422))
+                        action = "422"
+                    elif vote_id in fake.stored:
+                        status = 200 if fake.stored[vote_id] == raw else 409
+                        fake.attempts.append((time.monotonic(), vote_id, status))
+                        action = str(status)
+                    else:
+                        fake.stored[vote_id] = raw
+                        fake.attempts.append((time.monotonic(), vote_id, 201))
+                        action = "503" if action == "store_then_503" else "201"
+            if action == "drop":
+                # No response at all: the browser sees a network error.
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+            elif action == "503":
+                self._send(503, {"error": "unavailable", "message": "try later"})
+            elif action == "429":
+                self._send(429, {"error": "rate_limited", "message": "slow down"}, headers=[("Retry-After", "0")])
+            elif action == "422":
+                self._send(422, {"error": "invalid_request", "message": "trial_id is bad"})
+            elif action == "409":
+                self._send(409, {"error": "conflict", "message": "same vote_id, other payload"})
+            else:
+                self._send(int(action), {"vote_id": vote_id, "status": "stored" if action == "201" else "duplicate",
+                                         "stage": "trials", "page_complete": False})
+
+    return Handler
+
+
+@pytest.fixture(scope="module")
+def server():
+    fake = FakeVotes()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(fake))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield fake, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    fake, base = server
+    fake.reset()
+    context = browser.new_context()  # fresh localStorage per test
+    page = context.new_page()
+    page.set_default_timeout(8000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{base}/harness.html")
+    page.wait_for_function("window.harnessReady === true")
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def stored_queue(page):
+    return page.evaluate("JSON.parse(localStorage.getItem('perceptlab.votes.A1') || '[]')")
+
+
+def wait_until(predicate, timeout=8.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_retries_through_failures_without_losing_or_duplicating(page, server):
+    fake, _ = server
+    fake.failures = ["503", "drop", "429", "503", "store_then_503"]
+    page.evaluate("['t1', 't2', 't3'].forEach((t) => window.vote(t))")
+    # Written to localStorage before the first attempt returns.
+    assert [json.loads(e["body"])["trial_id"] for e in stored_queue(page)] == ["t1", "t2", "t3"]
+    page.wait_for_function("window.q.pending === 0")
+
+    assert fake.trial_ids() == ["t1", "t2", "t3"]
+    assert stored_queue(page) == []
+    # "store_then_503" lost the server's answer: the identical resend was answered 200 "duplicate".
+    statuses = [status for _, _, status in fake.attempts]
+    assert statuses.count(201) == 3 and statuses.count(200) == 1 and 409 not in statuses
+    assert page.evaluate("window.delivered.map((d) => d.trial_id)") == ["t1", "t2", "t3"]
+    # Delivered in the order they were made.
+    first_success = {}
+    for _, vote_id, status in fake.attempts:
+        if status == 201:
+            first_success.setdefault(vote_id, len(first_success))
+    order = [json.loads(fake.stored[v])["trial_id"] for v in sorted(first_success, key=first_success.get)]
+    assert order == ["t1", "t2", "t3"]
+
+
+def test_backoff_grows_and_is_capped(page, server):
+    fake, _ = server
+    fake.failures = ["503"] * 5
+    page.evaluate("() => { window.vote('t1'); }")
+    page.wait_for_function("window.q.pending === 0")
+    times = [t for t, _, _ in fake.attempts]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert len(gaps) == 5
+    # base 40 ms with jitter in [0.5, 1): gap 1 in [20, 40) ms, gap 4 in [160, 320) ms, gap 5 capped at < 400 ms.
+    assert gaps[3] > gaps[0] * 2
+    assert max(gaps) < 1.5
+
+    delays = page.evaluate("""() => {
+      const out = [];
+      for (const r of [0, 0.999999]) for (let a = 1; a <= 40; a++)
+        out.push(window.lib.backoffDelay(a, { baseDelayMs: 1000, maxDelayMs: 30000, random: () => r }));
+      return out;
+    }""")
+    assert max(delays) <= 30000
+    assert delays[0] == 500 and delays[40] == 1000   # attempt 1: 0.5..1 x base
+    assert delays[39] == 15000                       # capped, low jitter
+    assert all(b >= a for a, b in zip(delays[:40], delays[1:40]))
+
+
+def test_queued_votes_survive_a_reload(page, server):
+    fake, base = server
+    fake.fail_all = True
+    page.evaluate("['r1', 'r2', 'r3'].forEach((t) => window.vote(t))")
+    assert wait_until(lambda: len(fake.attempts) >= 2)
+    before = [e["vote_id"] for e in stored_queue(page)]
+    assert len(before) == 3
+
+    page.reload()
+    page.wait_for_function("window.harnessReady === true")
+    assert [e["vote_id"] for e in stored_queue(page)] == before
+    assert page.evaluate("window.q.pending") == 3
+    fake.fail_all = False  # the new page's queue is backing off and retries on its own
+    page.wait_for_function("window.q.pending === 0")
+    assert sorted(fake.stored) == sorted(before)
+    assert fake.trial_ids() == ["r1", "r2", "r3"]
+    assert stored_queue(page) == []
+
+
+def test_rejected_vote_is_dropped_and_reported(page, server):
+    fake, _ = server
+    result = page.evaluate("""async () => {
+      const bad = window.vote('bad').then(() => 'delivered', (e) => e.error);
+      window.vote('ok1');
+      const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000));
+      return await Promise.race([bad, timeout]);
+    }""")
+    assert result == "invalid_request"
+    page.wait_for_function("window.q.pending === 0")
+    assert page.evaluate("window.rejected") == [
+        {"trial_id": "bad", "status": 422, "error": "invalid_request", "message": "trial_id is bad"}]
+    assert fake.trial_ids() == ["ok1"]
+    assert stored_queue(page) == []
+
+
+def test_pagehide_sends_pending_votes_with_keepalive(page, server):
+    fake, base = server
+    # One failure, then a long backoff: only the pagehide send can deliver in time.
+    page.goto(f"{base}/harness.html?base=20000&max=30000")
+    page.wait_for_function("window.harnessReady === true")
+    fake.failures = ["503"]
+    page.evaluate("() => { window.vote('k1'); }")  # not awaiting the delivery promise
+    assert wait_until(lambda: len(fake.attempts) == 1), fake.attempts
+    page.goto("about:blank")
+    assert wait_until(lambda: fake.trial_ids() == ["k1"], timeout=5)
+
+
+def test_uuid4_fallback_without_random_uuid(page):
+    ids = page.evaluate("""() => {
+      const original = crypto.randomUUID;
+      crypto.randomUUID = undefined;   // as in a non-secure context
+      try { return Array.from({ length: 50 }, () => window.lib.uuid4()); }
+      finally { crypto.randomUUID = original; }
+    }""")
+    pattern = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+    assert all(pattern.match(i) for i in ids)
+    assert len(set(ids)) == 50
