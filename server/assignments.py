@@ -393,7 +393,7 @@ def _after_vote(session: Session, assignment: Assignment, trial: Trial, open_lef
             if correct < spec.accuracy_threshold * total - 1e-9:
                 _stop(assignment, "disqualified",
                       f"You answered {correct} of {total} quiz questions correctly; {spec.accuracy_threshold:.0%} "
-                      "are needed. You cannot take part in this study. Please return the HIT.")
+                      "are needed. You cannot take part in this study.")
             else:
                 _start_trials_page(session, assignment, spec)
         return
@@ -426,6 +426,8 @@ def _gold_score(session: Session, where: list) -> tuple[int, int]:
 
 def _stop(assignment: Assignment, stage: str, message: str) -> None:
     assignment.stage = stage
+    if assignment.completion_code is None:
+        assignment.completion_code = secrets.token_hex(5).upper()
     worker = assignment.worker
     worker.status = stage
     worker.status_reason = message
@@ -454,7 +456,9 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
 
 
 def completion_info(assignment: Assignment) -> dict[str, Any] | None:
-    if assignment.stage != "completed":
+    """How the worker submits: MTurk's form or a completion code. A worker stopped by hidden gold
+    after completing pages may still submit them; the experimenter decides at review."""
+    if assignment.stage != "completed" and not (assignment.stage == "stopped" and assignment.pages_completed > 0):
         return None
     if assignment.platform == "mturk":
         return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",

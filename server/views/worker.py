@@ -81,7 +81,8 @@ def stage_page(token: str):
                                assignment_id=str(assignment.id), study_name=study.name, **common)
     if stage == "completed":
         return render_template("done.html", completion=flow.completion_info(assignment), **common)
-    return render_template("stopped.html", message=assignment.worker.status_reason, **common)
+    return render_template("stopped.html", message=assignment.worker.status_reason,
+                           completion=flow.completion_info(assignment), **common)
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -109,6 +109,14 @@ class PcTrialApp {
       token: this.token,
       onChange: () => this.renderPending(),
       onRejected: (vote, error) => this.onVoteRejected(vote, error),
+      // Main-trial votes are not awaited, so a stop caused by a hidden gold answer arrives here:
+      // follow it at once instead of letting the worker answer the rest of the page for nothing.
+      onDelivered: (vote, body) => {
+        // (Quiz votes are awaited and show their feedback first; they move on by themselves.)
+        const stopped = body.stage === 'stopped' || body.stage === 'disqualified';
+        const mainTrials = this.state && this.state.page && this.state.page.kind === 'trials';
+        if (stopped && mainTrials && this.state.stage !== body.stage) this.refresh();
+      },
     });
     this.renderPending();
     this.onKeyDown = this.onKeyDown.bind(this);
@@ -205,9 +213,14 @@ class PcTrialApp {
     const show = inTrial && !tooSmall && this.trial !== null && this.imagesShown;
     const wasHidden = this.trialEl.hidden;
     this.trialEl.hidden = !show;
+    // Nothing to click while the trial is hidden: the instruction line would only confuse.
+    this.instructionEl.hidden = !show || !this.feedbackEl.hidden;
     if (!show) {
       // Hidden images cannot be judged: stop the clock and refuse choices.
-      if (this.mode === 'trial') this.accepting = false;
+      if (this.mode === 'trial') {
+        this.accepting = false;
+        this.trialEl.dataset.accepting = 'false';
+      }
     } else if (wasHidden && this.mode === 'trial' && this.awaitingChoice) {
       // Shown again (window enlarged): the response time starts afresh.
       this.armClock();
