@@ -26,8 +26,7 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
     app.config["SERVER"] = server
     url = server.get("database_url") or os.environ.get("PERCEPTLAB_DATABASE_URL") or default_database_url(app.instance_path)
     app.config["DATABASE_URL"] = url
-    app.config["SECRET_KEY"] = server.get("secret_key") or os.environ.get("PERCEPTLAB_SECRET_KEY") \
-        or _instance_secret(Path(app.instance_path))
+    app.config["SECRET_KEY"] = secret_key(server)
     app.config["SESSION_COOKIE_HTTPONLY"] = True
     app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20  # no legitimate request is larger than a few kB
@@ -96,6 +95,13 @@ def _http_error(exc: HTTPException):
             exc.code, "http_error")
         return jsonify({"error": code, "message": exc.description}), exc.code
     return exc
+
+
+def secret_key(server: dict[str, Any]) -> str:
+    """The key that signs worker tokens and sessions: ``[server] secret_key``, else
+    ``PERCEPTLAB_SECRET_KEY``, else a random key kept in the instance folder (made when missing)."""
+    return server.get("secret_key") or os.environ.get("PERCEPTLAB_SECRET_KEY") \
+        or _instance_secret(Path(server.get("instance_path", "instance")).resolve())
 
 
 def _instance_secret(instance: Path) -> str:

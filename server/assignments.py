@@ -21,45 +21,44 @@ import secrets
 import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
-from sqlalchemy import and_, case, func, or_, select, text, update
+from sqlalchemy import and_, case, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .errors import ApiError, invalid
+from .errors import ApiError, invalid, reject_unknown
 from .models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from .studies import StudySpec
 from .tokens import new_nonce
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
-# The only places a completed MTurk assignment may be posted to; anything else in turkSubmitTo
-# would let a crafted link send the worker's submission to a third party.
-MTURK_SUBMIT_HOSTS = {"www.mturk.com", "workersandbox.mturk.com"}
 ACTIVE_STAGES = ("quiz", "trials", "page_done")
 VOTING_STAGES = ("quiz", "trials", "page_done", "completed", "stopped", "disqualified")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
 
 UrlFor = Callable[[str], str]
+# The only places a completed MTurk assignment may be posted to, compared as whole strings: a crafted
+# turkSubmitTo would otherwise send the worker's submission to a third party (and URL parsers disagree
+# with browsers about hosts like "https://evil.example\\@www.mturk.com").
+MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 
 
 # ---------------------------------------------------------------- entry
 
 def enter(session: Session, study: Study, *, platform: str, worker_id: str | None, assignment_id: str | None = None,
-          hit_id: str | None = None, turk_submit_to: str | None = None) -> Assignment:
-    """Find or create the assignment a worker arrives with (a reload returns the same one)."""
-    if study.status != "active":
-        raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+          hit_id: str | None = None, turk_submit_to: str | None = None) -> tuple[Assignment, bool]:
+    """Find or create the assignment a worker arrives with; return it and whether it is new
+    (a reload returns the same one)."""
     if platform == "mturk":
         for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
             if not value or not _ID_PATTERN.fullmatch(value):
                 raise invalid(f"{name} is missing or malformed")
         if assignment_id == PREVIEW_ASSIGNMENT:
             raise invalid("a preview cannot start the task: accept the HIT first")
-        if not turk_submit_to or urlsplit(turk_submit_to).scheme != "https" \
-                or urlsplit(turk_submit_to).hostname not in MTURK_SUBMIT_HOSTS:
+        if (turk_submit_to or "").rstrip("/") not in MTURK_SUBMIT_URLS:
             raise invalid("turkSubmitTo must be MTurk's own https address")
+        turk_submit_to = turk_submit_to.rstrip("/")
     elif platform == "link":
         worker_id = worker_id or f"anon-{secrets.token_hex(6)}"
         if not _ID_PATTERN.fullmatch(worker_id):
@@ -77,7 +76,7 @@ def enter(session: Session, study: Study, *, platform: str, worker_id: str | Non
 
 
 def _find_or_create(session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
-                    hit_id: str | None, turk_submit_to: str | None) -> Assignment:
+                    hit_id: str | None, turk_submit_to: str | None) -> tuple[Assignment, bool]:
     worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
                                                  Worker.external_id == worker_id))
     if worker is None:
@@ -89,13 +88,15 @@ def _find_or_create(session: Session, study: Study, platform: str, worker_id: st
     if assignment is not None:
         if assignment.worker_id != worker.id:
             raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
-        return assignment
+        return assignment, False
+    if study.status != "active":
+        raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
     stage = {"disqualified": "disqualified", "stopped": "stopped"}.get(worker.status, "consent")
     assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform, external_id=assignment_id,
                             hit_id=hit_id, turk_submit_to=turk_submit_to, stage=stage, token_nonce=new_nonce())
     session.add(assignment)
     session.flush()
-    return assignment
+    return assignment, True
 
 
 def spec_of(study: Study) -> StudySpec:
@@ -228,6 +229,15 @@ def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpe
 def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
     """Give the worker a new page, or complete the assignment when no pair needs votes any more."""
     study = assignment.study
+    worker = assignment.worker
+    if worker.status in ("stopped", "disqualified"):  # stopped in another of the worker's HITs
+        _stop(assignment, worker.status, worker.status_reason)
+        return
+    worker_pages = session.scalar(select(func.count()).select_from(Page).join(Assignment, Page.assignment_id == Assignment.id)
+                                  .where(Assignment.worker_id == assignment.worker_id, Page.kind == "trials"))
+    if worker_pages >= spec.max_pages:
+        _complete(assignment)
+        return
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_000_000 + study.id})
     page_index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
@@ -253,17 +263,16 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
     mixes the sets.
     """
     cutoff = utcnow() - dt.timedelta(minutes=spec.assignment_timeout_minutes)
-    filled = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
-              .join(Pair, Trial.pair_id == Pair.id).join(StudySet, Pair.set_id == StudySet.id)
-              .where(StudySet.study_id == study.id, ~Pair.is_gold,
-                     or_(Trial.answered, Page.created_at > cutoff))
-              .group_by(Trial.pair_id).subquery())
+    open_trials = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
+                   .join(Assignment, Page.assignment_id == Assignment.id)
+                   .where(~Trial.answered, ~Trial.is_gold, Page.created_at > cutoff, Assignment.study_id == study.id)
+                   .group_by(Trial.pair_id).subquery())
     seen = select(Trial.pair_id).where(Trial.worker_id == worker_id, Trial.pair_id.is_not(None))
+    deficit = Pair.target_votes - Pair.n_votes - func.coalesce(open_trials.c.n, 0)
     rows = session.execute(
-        select(Pair.id, Pair.target_votes - func.coalesce(filled.c.n, 0))
-        .join(StudySet, Pair.set_id == StudySet.id).outerjoin(filled, filled.c.pair_id == Pair.id)
-        .where(StudySet.study_id == study.id, ~Pair.is_gold, Pair.id.not_in(seen),
-               Pair.target_votes > func.coalesce(filled.c.n, 0))).all()
+        select(Pair.id, deficit)
+        .join(StudySet, Pair.set_id == StudySet.id).outerjoin(open_trials, open_trials.c.pair_id == Pair.id)
+        .where(StudySet.study_id == study.id, ~Pair.is_gold, Pair.id.not_in(seen), deficit > 0)).all()
     if not rows:
         return []
     ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -281,11 +290,12 @@ def parse_vote(payload: Any) -> dict[str, Any]:
     """Validate a vote body (see the OpenAPI file); raise a 400 naming the first problem."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
+    reject_unknown(payload, ("vote_id", "trial_id", "choice", "rt_ms", "input", "client_time", "window"))
     vote_id = payload.get("vote_id")
     if not isinstance(vote_id, str) or not _UUID.fullmatch(vote_id):
         raise invalid("vote_id must be a UUID made by the browser")
     trial_id = payload.get("trial_id")
-    if not isinstance(trial_id, str) or not trial_id.isdigit() or len(trial_id) > 18:
+    if not isinstance(trial_id, str) or not (trial_id.isascii() and trial_id.isdigit()) or len(trial_id) > 18:
         raise invalid("trial_id must be the trial's ID string")
     if payload.get("choice") not in ("left", "right"):
         raise invalid("choice must be 'left' or 'right'")
@@ -300,6 +310,7 @@ def parse_vote(payload: Any) -> dict[str, Any]:
     window = payload.get("window") or {}
     if not isinstance(window, dict):
         raise invalid("window must be an object")
+    reject_unknown(window, ("width", "height", "dpr"))
     for key in ("width", "height"):
         value = window.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 100_000):
@@ -322,6 +333,8 @@ def record_vote(session: Session, assignment: Assignment, payload: Any) -> tuple
     the vote, counting the page's open trials, and the commit.
     """
     vote = parse_vote(payload)
+    if vote["trial_id"] > 2_147_483_647:  # beyond Trial.id's INTEGER: no such trial (PostgreSQL would raise)
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
     row = session.execute(select(Trial, Pair).join(Pair, Trial.pair_id == Pair.id)
                           .where(Trial.id == vote["trial_id"], Trial.assignment_id == assignment.id)).first()
     if row is None:
@@ -341,6 +354,9 @@ def record_vote(session: Session, assignment: Assignment, payload: Any) -> tuple
                               .values(answered=True).execution_options(synchronize_session=False)).rowcount
     if claimed != 1:
         raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    if not pair.is_gold:  # gold pairs are shared by every worker: no counter, so no hot row
+        session.execute(update(Pair).where(Pair.id == pair.id).values(n_votes=Pair.n_votes + 1)
+                        .execution_options(synchronize_session=False))
     stored = Vote(client_vote_id=vote["vote_id"], trial_id=trial.id, assignment_id=assignment.id,
                   worker_id=assignment.worker_id, study_id=assignment.study_id, pair_id=pair.id,
                   winner_id=winner, chose_left=vote["chose_left"], rt_ms=vote["rt_ms"], input=vote["input"],
@@ -501,14 +517,20 @@ def _image(full: str, crops: list[str], study_set: StudySet, boxes: list[dict], 
 def record_environment(assignment: Assignment, payload: Any) -> None:
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
+    reject_unknown(payload, ("window", "screen", "user_agent"))
     clean: dict[str, Any] = {}
     for key in ("window", "screen"):
         value = payload.get(key) or {}
         if not isinstance(value, dict):
             raise invalid(f"{key} must be an object")
-        clean[key] = {k: v for k, v in value.items() if k in ("width", "height", "dpr")
-                      and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        reject_unknown(value, ("width", "height", "dpr") if key == "window" else ("width", "height"))
+        for k, v in value.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int if k != "dpr" else (int, float))):
+                raise invalid(f"{key}.{k} must be a number")
+        clean[key] = {k: v for k, v in value.items() if v is not None}
     agent = payload.get("user_agent")
+    if agent is not None and not isinstance(agent, str):
+        raise invalid("user_agent must be a string")
     clean["user_agent"] = agent[:400] if isinstance(agent, str) else None
     clean["recorded_at"] = utcnow().isoformat()
     assignment.environment = clean

@@ -17,3 +17,10 @@ class ApiError(Exception):
 
 def invalid(message: str) -> ApiError:
     return ApiError(400, "invalid_request", message)
+
+
+def reject_unknown(body: dict, known) -> None:
+    """A 400 naming the fields of ``body`` outside ``known``: a typo must not be silently ignored."""
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise invalid(f"unknown field(s): {', '.join(unknown)}")

@@ -20,7 +20,7 @@ import datetime as dt
 from typing import Any
 
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
-                        UniqueConstraint, func)
+                        UniqueConstraint, func, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -87,6 +87,9 @@ class Pair(Base):
     stimulus_a_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
     stimulus_b_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
     target_votes: Mapped[int]  # 0 for gold pairs: they are shown as often as needed
+    # Votes stored for this pair (real pairs only), kept by the vote transaction so that choosing
+    # the next page's pairs never has to count a study's whole vote table.
+    n_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
     gold_winner_id: Mapped[int | None] = mapped_column(ForeignKey("stimulus.id"))
 
@@ -151,7 +154,9 @@ class Page(Base):
 class Trial(Base):
     __tablename__ = "trial"
     __table_args__ = (UniqueConstraint("page_id", "position"),
-                      Index("ix_trial_pair_open", "pair_id", "answered"))
+                      # Open trials are few (one page per active worker): a partial index finds them.
+                      Index("ix_trial_open", "pair_id", postgresql_where=text("NOT answered"),
+                            sqlite_where=text("NOT answered")))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     page_id: Mapped[int] = mapped_column(ForeignKey("page.id", ondelete="CASCADE"), index=True)

@@ -42,7 +42,10 @@ trials. This mode measures only the API/vote path (used by
 
 *Random clickers* (a fraction ``spam`` of the workers, exactly
 ``round(spam * workers)`` of them, chosen by the seed) pick left or right with
-probability 1/2 and never look.
+probability 1/2. Their choice ignores the images, but the simulator still
+works out which side was closer to the reference for the report's agreement
+figures (:meth:`SimulationReport.agreement`), so with ``observer="images"``
+their trials' images are fetched too (once, through the shared cache).
 
 Retries and accounting
 ----------------------
@@ -61,8 +64,9 @@ reached or the study does not exist at the start.
 Pacing: ``pace=None`` is a closed loop (the next vote is sent as soon as the
 previous one is answered). ``pace=S`` is an open loop: each worker's votes are
 scheduled at exponential gaps of mean S seconds from the previous *scheduled*
-time (not from the previous answer), so a slow server does not slow the
-arrival of votes down (as long as a worker is not behind its own schedule).
+time (not from the previous answer), starting at its first vote, so a slow
+server does not slow the arrival of votes down; a worker that fell behind its
+schedule (a slow answer, a page change) sends its overdue votes at once.
 
 Seeds: the worker IDs, types, choices and timings derive from ``seed`` and the
 worker index (``np.random.default_rng([seed, index])``). Two runs against the
@@ -131,6 +135,7 @@ class VoteRecord:
     correct: bool | None     # chose the candidate closer to the reference (None: unknown or tie)
     status: str = "pending"  # stored | duplicate | rejected:<code> | unresolved
     attempts: int = 0
+    answered_s: float | None = None  # seconds from the start of the run to the final answer
 
 
 @dataclass
@@ -165,6 +170,9 @@ class SimulationReport:
     latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     outcomes: Counter = field(default_factory=Counter)
     elapsed_s: float = 0.0
+    #: Seconds from the start until the first of the ``concurrency`` slots ran out of workers:
+    #: until then exactly ``concurrency`` workers were running.
+    full_concurrency_s: float = 0.0
     votes: list[VoteRecord] = field(default_factory=list)
     images_downloaded: int = 0
 
@@ -183,6 +191,17 @@ class SimulationReport:
     def votes_per_second(self) -> float:
         """Acknowledged votes per second of the whole run (entry and page changes included)."""
         return self.votes_acknowledged / self.elapsed_s if self.elapsed_s > 0 else math.nan
+
+    def votes_per_second_full(self) -> float:
+        """Acknowledged votes per second while all ``concurrency`` workers were running
+        (from the start to :attr:`full_concurrency_s`), so the tail of the run, with fewer
+        workers left, does not dilute the rate."""
+        t = self.full_concurrency_s
+        if t <= 0:
+            return math.nan
+        n = sum(1 for v in self.votes if v.status in ("stored", "duplicate") and v.answered_s is not None
+                and v.answered_s <= t)
+        return n / t
 
     @property
     def error_count(self) -> int:
@@ -210,6 +229,8 @@ class SimulationReport:
             "duplicates": self.duplicates, "vote_attempts": self.vote_attempts, "retries": self.retries,
             "errors": dict(self.errors), "outcomes": dict(self.outcomes),
             "elapsed_s": self.elapsed_s, "votes_per_second": self.votes_per_second(),
+            "full_concurrency_s": self.full_concurrency_s,
+            "votes_per_second_full_concurrency": self.votes_per_second_full(),
             "images_downloaded": self.images_downloaded,
             "latency_ms": {kind: {"n": len(s), "p50": self.p50(kind), "p99": self.p99(kind),
                                   "max": float(max(s)) if s else math.nan}
@@ -232,7 +253,9 @@ class SimulationReport:
             f"disqualified {self.outcomes.get('disqualified', 0)}, gave up {self.outcomes.get('error', 0)}",
             f"votes: sent {self.votes_sent}, acknowledged {self.votes_acknowledged}, "
             f"duplicates {self.duplicates}, rejected {self.votes_rejected}, unresolved {self.votes_unresolved}",
-            f"rate: {self.votes_per_second():.1f} votes/s over {self.elapsed_s:.1f} s",
+            f"rate: {self.votes_per_second():.1f} votes/s over {self.elapsed_s:.1f} s "
+            f"({self.votes_per_second_full():.1f} votes/s in the first {self.full_concurrency_s:.1f} s, "
+            f"all {self.concurrency} workers running)",
             f"vote latency: p50 {self.p50():.1f} ms, p99 {self.p99():.1f} ms "
             f"({len(self.latencies_ms.get('vote', []))} answers)",
             f"errors: {errors} (retries {self.retries})",
@@ -286,6 +309,7 @@ class _Session:
         self._images: dict[str, asyncio.Future] = {}
         self._rmse: dict[tuple[str, str], float | None] = {}
         self._latent: dict[str, float] = {}
+        self.started = time.perf_counter()
 
     def url(self, path: str) -> str:
         return urljoin(self.base_url, path.lstrip("/")) if not path.startswith("http") else path
@@ -412,7 +436,7 @@ class _Worker:
         self.input = "keyboard" if rng.random() < 0.3 else "mouse"
         self.token: str | None = None
         self.aid: str | None = None
-        self.next_send = time.monotonic()
+        self.next_send: float | None = None  # open loop: when the next vote is due
 
     async def api(self, kind: str, method: str, path: str, body: Any = None,
                   stats: dict | None = None) -> tuple[int, Any]:
@@ -506,6 +530,8 @@ class _Worker:
             choice = "right" if self.rng.random() < 0.5 else "left"
         correct = None if gap is None or gap == 0 else (choice == "right") == (gap > 0)
         if self.pace is not None:
+            if self.next_send is None:  # the schedule starts at the first vote, not at the entry
+                self.next_send = time.monotonic()
             self.next_send += self.rng.exponential(self.pace)
             wait = self.next_send - time.monotonic()
             if wait > 0:
@@ -527,6 +553,7 @@ class _Worker:
             raise
         finally:
             record.attempts = stats.get("attempts", 0)
+            record.answered_s = time.perf_counter() - sim.started
             report.vote_attempts += record.attempts
         if status in (200, 201) and isinstance(answer, dict):
             record.status = "duplicate" if answer.get("status") == "duplicate" else "stored"
@@ -603,7 +630,7 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
                        seed=seed, max_retry_s=max_retry_s, max_attempts=max_attempts)
         await _preflight(sim)
         indices: Iterable[int] = iter(range(workers))
-        started = time.perf_counter()
+        started = sim.started = time.perf_counter()
 
         async def runner() -> None:
             for index in indices:  # a shared iterator: each runner takes the next worker
@@ -619,6 +646,8 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
                 report.outcomes[outcome] += 1
                 if bar is not None:
                     bar.update(1)
+            if not report.full_concurrency_s:  # the first runner left without a next worker
+                report.full_concurrency_s = time.perf_counter() - started
 
         try:
             await asyncio.gather(*(runner() for _ in range(min(concurrency, workers))))

@@ -167,6 +167,8 @@ def read_study_file(path: str | Path) -> StudySpec:
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
             values[key] = value
+    if not all(isinstance(m, str) and m for m in values.get("manifests", [])):
+        raise StudyDefinitionError(f"{path}: study.manifests must be a list of paths (strings)")
     if "manifests" not in values or not values["manifests"]:
         raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
     values.setdefault("slug", _slugify(path.stem))

@@ -37,6 +37,7 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
         click.echo(f"building demo stimuli in {stimuli_dir} (once; about 5 s) ...")
         build_demo(stimuli_dir, seed=seed, overwrite=stimuli_dir.exists())
     instance = out / "instance"
+    instance.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{instance / 'perceptlab.db'}"
     os.environ.setdefault("PERCEPTLAB_DATABASE_URL", url)
     database_url = os.environ["PERCEPTLAB_DATABASE_URL"]

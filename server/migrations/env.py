@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import pool
 
 from server.db import make_engine
 from server.models import Base

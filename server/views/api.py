@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from .. import assignments as flow
 from ..app import db_session
-from ..errors import ApiError, invalid
+from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
 from ..tokens import BadToken, make_token, read_token
 
@@ -26,6 +26,8 @@ def _json_body() -> dict:
     body = request.get_json(silent=True)
     if body is None:
         raise invalid("the body must be JSON (Content-Type: application/json)")
+    if not isinstance(body, dict):
+        raise invalid("the body must be a JSON object")
     return body
 
 
@@ -38,7 +40,7 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
         token_assignment, nonce = read_token(current_app.config["SECRET_KEY"], header[7:].strip())
     except BadToken as exc:
         raise ApiError(403, "bad_token", str(exc)) from None
-    if not assignment_id.isdigit() or int(assignment_id) != token_assignment:
+    if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != token_assignment:
         raise ApiError(403, "bad_token", "the token belongs to another assignment")
     session = db_session()
     assignment = flow.lock_assignment(session, token_assignment) if lock else session.get(Assignment, token_assignment)
@@ -78,15 +80,16 @@ def create_assignment(slug: str):
     study = db_session().scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise ApiError(404, "not_found", f"no study {slug!r}")
+    reject_unknown(body, ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to"))
     for key in ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to"):
         if body.get(key) is not None and not isinstance(body[key], str):
             raise invalid(f"{key} must be a string")
-    assignment = flow.enter(db_session(), study, platform=body.get("platform", "link"),
+    assignment, created = flow.enter(db_session(), study, platform=body.get("platform", "link"),
                             worker_id=body.get("worker_id"), assignment_id=body.get("assignment_id"),
                             hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"))
     token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
-                    "worker_url": f"/w/{token}/"}), 201
+                    "worker_url": f"/w/{token}/"}), 201 if created else 200
 
 
 @bp.get("/assignments/<assignment_id>/state")
@@ -101,6 +104,7 @@ def post_action(assignment_id: str):
     assignment = authorised_assignment(assignment_id, lock=True)
     if not isinstance(body, dict) or not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
+    reject_unknown(body, ("action",))
     flow.perform_action(db_session(), assignment, body["action"])
     return state_response(assignment)
 

@@ -33,11 +33,11 @@ def entry(slug: str):
     session = db_session()
     try:
         if "assignmentId" in args:
-            assignment = flow.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
+            assignment, _ = flow.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                     assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
                                     turk_submit_to=args.get("turkSubmitTo"))
         else:
-            assignment = flow.enter(session, study, platform="link",
+            assignment, _ = flow.enter(session, study, platform="link",
                                     worker_id=args.get("participant") or args.get("PROLIFIC_PID"))
         session.commit()
     except BaseException:

@@ -20,7 +20,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 
 @pytest.fixture
-def database_url(sqlite_url):
+def database_url(sqlite_url):  # noqa: F811 - overrides the server tests' two-database fixture
     """Browser tests run on the default SQLite database; the API tests cover PostgreSQL."""
     return sqlite_url
 

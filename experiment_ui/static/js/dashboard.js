@@ -37,6 +37,10 @@ function percent(x, digits = 0) {
   return x === null || x === undefined ? "–" : `${(100 * x).toFixed(digits)}%`;
 }
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function ago(iso) {
   if (!iso) return "never";
   const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
@@ -138,10 +142,10 @@ function renderHeadline(study) {
 }
 
 function histogram(bins, target) {
-  const width = 160, height = 28, gap = 1;
+  const width = 160, height = 28, gap = 1, axis = 11;
   const most = Math.max(1, ...bins.map((b) => b.pairs));
   const w = width / bins.length;
-  const chart = svg("svg", { class: "hist", viewBox: `0 0 ${width} ${height}`, role: "img",
+  const chart = svg("svg", { class: "hist", viewBox: `0 0 ${width} ${height + axis}`, role: "img",
                              "aria-label": "pairs by number of votes" });
   bins.forEach((bin, k) => {
     const h = bin.pairs ? Math.max(2, (height - 2) * bin.pairs / most) : 0;
@@ -153,6 +157,10 @@ function histogram(bins, target) {
     chart.append(bar);
   });
   chart.append(svg("line", { class: "base", x1: 0, x2: width, y1: height - 0.5, y2: height - 0.5 }));
+  const last = bins[bins.length - 1];
+  chart.append(svg("text", { class: "hist-label", x: 0, y: height + axis - 1 }, "0 votes"));
+  chart.append(svg("text", { class: "hist-label", x: width, y: height + axis - 1, "text-anchor": "end" },
+                   last.low === target ? `${target} (target)` : `${last.low}–${last.high}`));
   return chart;
 }
 
@@ -161,7 +169,7 @@ function renderFill(sets) {
   const rows = sets.map((s) => el("tr", { "data-set": s.set_id },
     el("td", { text: s.set_id }),
     el("td", { className: "num", text: s.n_pairs }),
-    el("td", {}, el("span", { text: `${s.n_votes} / ${s.target_votes} ` }),
+    el("td", { className: "fill-cell" }, el("span", { text: `${s.n_votes} / ${s.target_votes} ` }),
        el("span", { className: "muted small", text: `(${percent(s.fill)})` }),
        el("progress", { max: 1, value: s.fill })),
     el("td", { className: "num", text: s.per_pair.min ?? "–" }),
@@ -229,7 +237,7 @@ function renderScaleSet(set, bootstrap) {
   const scaled = set.items.filter((i) => i.scale !== null).sort((a, b) => a.rank - b.rank);
   const waiting = set.items.filter((i) => i.scale === null);
   const article = el("article", { className: "scale-set", "data-set": set.set_id },
-    el("h3", {}, set.set_id, el("span", { className: "muted small", text: `  ${set.n_votes} votes` })));
+    el("h3", {}, set.set_id, el("span", { className: "muted small", text: `  ${plural(set.n_votes, "vote")}` })));
   if (set.message) article.append(el("p", { className: "set-message", text: set.message }));
   if (scaled.length) {
     const details = el("details", { open: openTables.has(set.set_id) ? openTables.get(set.set_id) : scaled.length <= 30 },

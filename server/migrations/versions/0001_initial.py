@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-21 03:10:13.732212
+Create Date: 2026-11-21 03:54:41.345124
 """
 from __future__ import annotations
 
@@ -135,6 +135,7 @@ def upgrade() -> None:
     sa.Column('stimulus_a_id', sa.Integer(), nullable=False),
     sa.Column('stimulus_b_id', sa.Integer(), nullable=False),
     sa.Column('target_votes', sa.Integer(), nullable=False),
+    sa.Column('n_votes', sa.Integer(), server_default='0', nullable=False),
     sa.Column('is_gold', sa.Boolean(), nullable=False),
     sa.Column('gold_winner_id', sa.Integer(), nullable=True),
     sa.ForeignKeyConstraint(['gold_winner_id'], ['stimulus.id'], ),
@@ -168,8 +169,8 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('trial', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_trial_assignment_id'), ['assignment_id'], unique=False)
+        batch_op.create_index('ix_trial_open', ['pair_id'], unique=False, postgresql_where=sa.text('NOT answered'), sqlite_where=sa.text('NOT answered'))
         batch_op.create_index(batch_op.f('ix_trial_page_id'), ['page_id'], unique=False)
-        batch_op.create_index('ix_trial_pair_open', ['pair_id', 'answered'], unique=False)
         batch_op.create_index(batch_op.f('ix_trial_worker_id'), ['worker_id'], unique=False)
 
     op.create_table('vote',
@@ -241,8 +242,8 @@ def downgrade() -> None:
     op.drop_table('vote')
     with op.batch_alter_table('trial', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_trial_worker_id'))
-        batch_op.drop_index('ix_trial_pair_open')
         batch_op.drop_index(batch_op.f('ix_trial_page_id'))
+        batch_op.drop_index('ix_trial_open', postgresql_where=sa.text('NOT answered'), sqlite_where=sa.text('NOT answered'))
         batch_op.drop_index(batch_op.f('ix_trial_assignment_id'))
 
     op.drop_table('trial')

@@ -1,0 +1,399 @@
+"""Server load: perceptlab under gunicorn + PostgreSQL, driven by simulated workers over HTTP.
+
+Creates a fresh PostgreSQL database (``perceptlab_bench_<pid>`` on
+127.0.0.1:5432, user postgres), builds demo stimuli and one study per run,
+starts ``gunicorn 'server:create_app()' -k gthread`` on a free loopback port
+and drives it with :mod:`server.simulate_client` (honest workers in the
+``latent`` observer mode, so that no image is downloaded and only the API and
+vote path is measured):
+
+(a) closed loop (each worker sends its next vote as soon as the previous one is
+    answered) at each of --workers-list concurrent workers: saved votes/s,
+    p50/p99 latency of the vote POSTs, errors;
+(b) open loop at --open-workers concurrent workers, each answering every
+    --pace seconds on average (exponential gaps): p99 latency and errors;
+(c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
+    whole process group) and a new gunicorn starts on the same port; clients
+    retry (same vote_id) until they are done.
+
+After every run the database is checked against what the clients saw: every
+vote_id the clients sent must be acknowledged and present exactly once, no
+trial may hold two votes, and the database may hold no vote the clients did
+not get acknowledged. The psiTurk figures printed beside ours are the measured
+facts quoted in shared/PLATFORM_NOTES.md (psiTurk 3.3.1, gunicorn with 5 gevent
+workers, SQLite, 100 trials per participant re-sending the whole data blob),
+not re-measured here.
+
+The benchmark database is always dropped at the end (unless --keep-db).
+
+Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick] [--keep-db]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import print_table  # noqa: E402
+from server.simulate_client import SimulationReport, run_simulation  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+# gunicorn closes idle keep-alive connections after 2 s by default; a worker pausing ~2 s between
+# votes (open loop) would then race the server's close and see "server disconnected" on reuse.
+# 30 s is longer than the client's own idle limit (aiohttp: 15 s), so the client always closes first.
+KEEP_ALIVE_S = 30
+
+# psiTurk 3.3.1 on a machine of this kind, quoted from shared/PLATFORM_NOTES.md (measured there, not here).
+PSITURK = {
+    "rate": "115-190 saved trials/s",
+    "p99": {50: "about 1 s", 200: "3.4-6.1 s", 500: "10.5-13.6 s"},
+    "errors_500": "0.7% of requests reset; 5-17 of 500 participants with missing trials",
+}
+
+
+# ----------------------------------------------------------------------------- database
+
+def create_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class Check:
+    """The database against the clients' record of one run."""
+
+    acknowledged: int
+    in_db: int
+    lost: int            # acknowledged or sent, but not in the database
+    unacknowledged: int  # in the database but never acknowledged to a client (e.g. a retry gave up)
+    duplicated: int      # vote_ids stored twice + trials with two votes
+    unresolved: int      # sent, never answered definitely (retries exhausted)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.unacknowledged == 0 and self.unresolved == 0
+
+
+def verify(dsn: str, slug: str, report: SimulationReport) -> Check:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        counts = dict(conn.execute(
+            "SELECT v.client_vote_id, count(*) FROM vote v JOIN study s ON s.id = v.study_id "
+            "WHERE s.slug = %s GROUP BY v.client_vote_id", (slug,)).fetchall())
+        double_trials = conn.execute(
+            "SELECT count(*) FROM (SELECT v.trial_id FROM vote v JOIN study s ON s.id = v.study_id "
+            "WHERE s.slug = %s GROUP BY v.trial_id HAVING count(*) > 1) t", (slug,)).fetchone()[0]
+    acknowledged = report.acknowledged_vote_ids()
+    sent = report.sent_vote_ids()
+    rejected = {v.vote_id for v in report.votes if v.status.startswith("rejected")}
+    held = set(counts)
+    lost = len(acknowledged - held) + len({v.vote_id for v in report.votes if v.status == "unresolved"} - held)
+    return Check(acknowledged=len(acknowledged), in_db=len(held), lost=lost,
+                 unacknowledged=len(held - acknowledged) + len(held & rejected),
+                 duplicated=sum(1 for n in counts.values() if n > 1) + int(double_trials) + len(held - sent),
+                 unresolved=report.votes_unresolved)
+
+
+# ----------------------------------------------------------------------------- server
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Gunicorn:
+    """gunicorn in its own process group (so that one killpg reaches master and workers)."""
+
+    def __init__(self, env: dict[str, str], port: int, workers: int, threads: int, log: Path):
+        self.env, self.port, self.workers, self.threads, self.log = env, port, workers, threads, log
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start and wait until it answers HTTP; return the seconds that took."""
+        started = time.perf_counter()
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(VENV_BIN / "gunicorn"), "server:create_app()", "-k", "gthread", "--workers", str(self.workers),
+                 "--threads", str(self.threads), "-b", f"127.0.0.1:{self.port}", "--backlog", "2048",
+                 "--graceful-timeout", "5", "--timeout", "60", "--keep-alive", str(KEEP_ALIVE_S)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        while time.perf_counter() - started < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}; see {self.log}")
+            try:
+                urllib.request.urlopen(f"{self.url}/", timeout=2).read()
+                return time.perf_counter() - started
+            except urllib.error.HTTPError:  # any HTTP answer (404 included) means it serves
+                return time.perf_counter() - started
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s; see {self.log}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (master and workers), no clean-up."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (graceful), then SIGKILL the group after ``timeout`` seconds."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers of the group, if any
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+# ----------------------------------------------------------------------------- stimuli and studies
+
+def build_stimuli(folder: Path, scenes: int) -> Path:
+    manifest = folder / "prepared" / "manifest.json"
+    if not manifest.is_file():
+        subprocess.run([str(VENV_BIN / "perceptlab"), "stimuli", "build-demo", str(folder), "--scenes", str(scenes),
+                        "--methods", "all", "--overwrite"], check=True, cwd=ROOT)
+    return manifest
+
+
+def create_study(env: dict[str, str], folder: Path, manifest: Path, slug: str, votes_per_pair: int,
+                 seed: int) -> None:
+    toml = folder / f"{slug}.toml"
+    toml.write_text(
+        f'[study]\nslug = "{slug}"\nname = "load benchmark {slug}"\nmanifests = ["{manifest}"]\nseed = {seed}\n\n'
+        f'[design]\ndegree = 12\nvotes_per_pair = {votes_per_pair}\n\n'
+        '[pages]\npairs_per_page = 20\nmin_pages = 1\nmax_pages = 100\n')
+    subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml)], check=True, cwd=ROOT, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+# ----------------------------------------------------------------------------- runs
+
+@dataclass
+class Run:
+    label: str
+    slug: str
+    concurrency: int
+    workers: int
+    pages: int
+    pace: float | None
+    crash: bool = False
+
+
+def execute(run: Run, server: Gunicorn, dsn: str, seed: int, spam: float,
+            crash_after: float) -> tuple[SimulationReport, Check, dict]:
+    extra: dict = {}
+    kwargs = dict(workers=run.workers, spam=spam, concurrency=run.concurrency, seed=seed, pages=run.pages,
+                  pace=run.pace, progress=False, observer="latent", max_retry_s=300.0)
+    print(f"# {run.label}: {run.workers} workers, {run.concurrency} at a time, {run.pages} page(s) each, "
+          f"{'closed loop' if run.pace is None else f'pace {run.pace} s'}", flush=True)
+    cpu0 = time.process_time()
+    if not run.crash:
+        report = run_simulation(server.url, run.slug, **kwargs)
+    else:
+        box: dict = {}
+
+        def target() -> None:
+            try:
+                box["report"] = run_simulation(server.url, run.slug, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        time.sleep(crash_after)
+        stored_before = count_votes(dsn, run.slug)
+        t0 = time.perf_counter()
+        server.kill()
+        killed = time.perf_counter()
+        up = server.start()
+        extra = {"votes_before_kill": stored_before, "kill_s": killed - t0, "restart_s": up,
+                 "down_s": time.perf_counter() - t0}
+        print(f"  killed gunicorn (SIGKILL to its process group) {crash_after:g} s into the run with {stored_before} "
+              f"votes stored; new gunicorn started {extra['kill_s'] * 1000:.0f} ms after the kill, serving again "
+              f"{extra['down_s']:.2f} s after it (its boot time)", flush=True)
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        report = box["report"]
+    extra["client_cpu_s"] = time.process_time() - cpu0  # this process: the simulated clients (and the DB checks)
+    check = verify(dsn, run.slug, report)
+    return report, check, extra
+
+
+def count_votes(dsn: str, slug: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM vote v JOIN study s ON s.id = v.study_id WHERE s.slug = %s",
+                            (slug,)).fetchone()[0]
+
+
+def votes_needed(run: Run, pairs_per_page: int = 20) -> int:
+    return run.workers * run.pages * pairs_per_page
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers-list", default="50,500", help="comma-separated concurrent workers, closed loop")
+    parser.add_argument("--workers-per-slot", type=int, default=2,
+                        help="closed loop: workers in all = this x concurrent workers")
+    parser.add_argument("--pages", type=int, default=2, help="trial pages per worker (20 trials each), closed loop")
+    parser.add_argument("--open-workers", type=int, default=500, help="concurrent workers of the open-loop run")
+    parser.add_argument("--pace", type=float, default=2.0, help="open loop: mean seconds between a worker's votes")
+    parser.add_argument("--open-pages", type=int, default=2, help="trial pages per worker, open loop")
+    parser.add_argument("--crash-workers", type=int, default=200, help="concurrent workers of the crash run")
+    parser.add_argument("--crash-after", type=float, default=8.0, help="seconds into the crash run to SIGKILL")
+    parser.add_argument("--spam", type=float, default=0.0,
+                        help="fraction of random clickers (they fail the quiz and leave early)")
+    parser.add_argument("--gunicorn-workers", type=int, default=3, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
+    parser.add_argument("--scenes", type=int, default=8, help="demo scenes (13 methods each, 78 pairs per scene)")
+    parser.add_argument("--stimuli", type=Path, default=None,
+                        help="demo stimulus folder, built if missing [default: a temporary folder]")
+    parser.add_argument("--quick", action="store_true", help="smaller runs (1 page per worker, 1 worker per slot, "
+                                                             "shorter open loop)")
+    parser.add_argument("--no-crash", action="store_true", help="skip the crash run")
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
+    parser.add_argument("--seed", type=int, default=0, help="base seed (each run adds its own offset)")
+    parser.add_argument("--json-out", type=Path, default=None,
+                        help="write every run's full report (all latency kinds, error codes, DB check) as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.workers_per_slot, args.pages, args.open_pages = 1, 1, 1
+        args.open_workers = min(args.open_workers, 500)
+        args.crash_workers, args.crash_after = min(args.crash_workers, 100), min(args.crash_after, 4.0)
+
+    work = Path(tempfile.mkdtemp(prefix="perceptlab_bench_"))
+    stimuli_dir = args.stimuli or work / "stimuli"
+    dbname = f"perceptlab_bench_{os.getpid()}"
+    dsn = f"host=127.0.0.1 port=5432 user=postgres dbname={dbname}"
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{dbname}"
+    env = {**os.environ, "PERCEPTLAB_DATABASE_URL": url, "PERCEPTLAB_SERVER_DATABASE_URL": url,
+           "PERCEPTLAB_SECRET_KEY": "bench-" + os.urandom(16).hex(),
+           "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0",
+           "PERCEPTLAB_SERVER_INSTANCE_PATH": str(work / "instance")}
+    env["PERCEPTLAB_SERVER_SECRET_KEY"] = env["PERCEPTLAB_SECRET_KEY"]
+
+    runs = [Run(f"closed loop, {c} workers", f"bench-closed-{c}", c, c * args.workers_per_slot, args.pages, None)
+            for c in (int(x) for x in args.workers_list.split(","))]
+    runs.append(Run(f"open loop {args.pace:g} s, {args.open_workers} workers", f"bench-open-{args.open_workers}",
+                    args.open_workers, args.open_workers, args.open_pages, args.pace))
+    if not args.no_crash:
+        runs.append(Run(f"crash (SIGKILL + restart), {args.crash_workers} workers", "bench-crash",
+                        args.crash_workers, args.crash_workers * max(1, args.workers_per_slot), args.pages, None,
+                        crash=True))
+
+    server = None
+    created = False
+    try:
+        manifest = build_stimuli(stimuli_dir, args.scenes)
+        create_database(dbname)
+        created = True
+        print(f"# {os.cpu_count()} CPUs (clients, gunicorn and PostgreSQL share them); database {dbname}; "
+              f"stimuli {manifest.parent.parent}; logs {work}", flush=True)
+        n_pairs = args.scenes * 78
+        for i, run in enumerate(runs):  # a study per run, with votes to spare (quiz trials are gold: not counted)
+            create_study(env, work, manifest, run.slug, max(20, -(-2 * votes_needed(run) // n_pairs)), args.seed + i)
+        server = Gunicorn(env, free_port(), args.gunicorn_workers, args.threads, work / "gunicorn.log")
+        up = server.start()
+        print(f"# gunicorn -k gthread --workers {args.gunicorn_workers} --threads {args.threads} "
+              f"--keep-alive {KEEP_ALIVE_S} on {server.url} "
+              f"(answered after {up:.1f} s)", flush=True)
+        rows, crash_rows, dumps = [], [], []
+        for i, run in enumerate(runs):
+            report, check, extra = execute(run, server, dsn, args.seed + 1000 * (i + 1), args.spam, args.crash_after)
+            errors = sum(n for code, n in report.errors.items())
+            psiturk = PSITURK["p99"].get(run.concurrency, "-") if run.pace is None and not run.crash else "-"
+            rows.append([run.label, report.votes_acknowledged, f"{report.votes_per_second():.0f}",
+                         f"{report.votes_per_second_full():.0f}",
+                         f"{report.p50():.1f}", f"{report.p99():.1f}", errors, report.duplicates,
+                         check.lost, check.duplicated + check.unacknowledged, "yes" if check.ok else "NO",
+                         f"{100 * extra['client_cpu_s'] / report.elapsed_s:.0f}%", psiturk])
+            dumps.append({"run": run.label, "report": report.to_dict(), "check": {**check.__dict__, "ok": check.ok},
+                          **extra})
+            if run.crash:
+                crash_rows.append([run.label, extra["votes_before_kill"], f"{extra['kill_s'] * 1000:.0f}",
+                               f"{extra['down_s']:.2f}",
+                                   report.retries, report.duplicates, check.lost, check.duplicated, check.unresolved,
+                                   "yes" if check.ok else "NO"])
+            print(f"  {report.votes_acknowledged} votes, {report.votes_per_second():.0f}/s, p99 {report.p99():.1f} ms, "
+                  f"errors {dict(report.errors) or 0}, DB check {'ok' if check.ok else check}", flush=True)
+        print()
+        print("perceptlab (measured now; latency = vote POSTs as the clients saw them, ms):")
+        print_table(["run", "votes saved", "votes/s", "votes/s full load", "p50 ms", "p99 ms", "errors", "duplicates",
+                     "lost", "extra/dup in DB", "DB exact", "client CPU", "psiTurk p99 (notes)"], rows)
+        if crash_rows:
+            print()
+            print("crash run:")
+            print_table(["run", "stored at kill", "restart issued after ms", "down s", "client retries", "duplicate answers", "lost",
+                         "duplicated", "unresolved", "DB exact"], crash_rows)
+        if args.json_out is not None:
+            import json
+
+            args.json_out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": dumps}, indent=2, default=float))
+            print(f"# full reports: {args.json_out}")
+        print()
+        print("psiTurk 3.3.1 anchor (quoted from shared/PLATFORM_NOTES.md, measured there, not re-measured here):")
+        print_table(["figure", "psiTurk 3.3.1"],
+                    [["saved trials/s (closed loop)", PSITURK["rate"]],
+                     ["p99 latency at 50 participants", PSITURK["p99"][50]],
+                     ["p99 latency at 200 participants", PSITURK["p99"][200]],
+                     ["p99 latency at 500 participants", PSITURK["p99"][500]],
+                     ["errors at 500 participants", PSITURK["errors_500"]]])
+        print()
+        print("votes/s: acknowledged votes over the whole run; full load: until the first client slot ran out of "
+              "workers (all N workers busy).")
+        print("client CPU: CPU time of the simulating process / run time (100% = one of the machine's cores).")
+        print("errors count every failed attempt (network errors, 5xx, 429, 4xx codes), retries included.")
+        print("perceptlab goals (notes): >= 10x psiTurk's rate closed loop; open loop p99 < 50 ms, 0 errors.")
+    finally:
+        if server is not None:
+            server.stop()
+        if created and not args.keep_db:
+            drop_database(dbname)
+        elif created:
+            print(f"# kept database {dbname}")
+        if not args.keep_db:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Exports of a study's data: votes.csv (DESIGN.md format) and per-worker metadata.
+
+Worker IDs are personal data (an MTurk WorkerId links to a public profile), so
+every export replaces them by default with a keyed pseudonym::
+
+    salt      = HMAC-SHA256(secret key, "perceptlab/worker-pseudonym/" + study slug)
+    pseudonym = "w_" + HMAC-SHA256(salt, raw worker ID).hex()[:12]
+
+The same worker gets the same pseudonym in every export of a study (so
+exports can be joined), different pseudonyms in different studies, and
+nobody without the server's secret key can test a guessed worker ID against
+a pseudonym. Raw IDs are an explicit opt-in (``--raw-worker-ids``).
+
+Rows are read with one query each; the CSV text is written by
+:mod:`analysis.formats`, so ``perceptlab analyze`` reads an export as it is.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session, aliased
+
+from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
+
+from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
+
+VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
+                                         "created_at", "rt_ms")
+WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
+                        "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
+                        "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
+TERMINAL_STAGES = ("completed", "disqualified", "stopped")
+
+
+# ---------------------------------------------------------------- pseudonyms
+
+def study_salt(secret_key: str, slug: str) -> bytes:
+    """The per-study pseudonym key, derived from the server's secret key and the study slug."""
+    return hmac.new(secret_key.encode(), b"perceptlab/worker-pseudonym/" + slug.encode(), hashlib.sha256).digest()
+
+
+def pseudonym(salt: bytes, raw_id: str) -> str:
+    """``"w_"`` + 12 hex digits of HMAC-SHA256(salt, raw ID): stable, unlinkable without the key."""
+    return "w_" + hmac.new(salt, raw_id.encode(), hashlib.sha256).hexdigest()[:12]
+
+
+def worker_label(raw_id: str, salt: bytes | None) -> str:
+    """The ID an export shows: the pseudonym, or the raw ID when ``salt`` is None."""
+    return raw_id if salt is None else pseudonym(salt, raw_id)
+
+
+# ---------------------------------------------------------------- votes
+
+def _iso(value: dt.datetime | None) -> str:
+    if value is None:
+        return ""
+    if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored in UTC
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc).isoformat()
+
+
+def vote_rows_query(study_id: int, include_gold: bool = True):
+    """The SELECT behind :func:`export_votes` (one row per vote, oldest first)."""
+    a, b, won, gold = (aliased(Stimulus) for _ in range(4))
+    query = (select(Worker.external_id, StudySet.name, a.item_id, b.item_id, won.item_id, Trial.left_is_a,
+                    Trial.id, Trial.is_gold, Trial.is_quiz, gold.item_id, Vote.created_at, Vote.rt_ms,
+                    Vote.worker_id)
+             .select_from(Vote)
+             .join(Trial, Vote.trial_id == Trial.id)
+             .join(Pair, Vote.pair_id == Pair.id)
+             .join(StudySet, Pair.set_id == StudySet.id)
+             .join(a, Pair.stimulus_a_id == a.id)
+             .join(b, Pair.stimulus_b_id == b.id)
+             .join(won, Vote.winner_id == won.id)
+             .outerjoin(gold, Pair.gold_winner_id == gold.id)
+             .join(Worker, Vote.worker_id == Worker.id)
+             .where(Vote.study_id == study_id)
+             .order_by(Vote.id))
+    return query if include_gold else query.where(~Trial.is_gold)
+
+
+def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
+                 salt: bytes | None = None) -> list[dict[str, Any]]:
+    """Every vote of a study as votes.csv records (DESIGN.md columns plus a few extra).
+
+    Parameters
+    ----------
+    session : Session
+    study_id : int
+    pseudonymise : bool
+        Replace worker IDs by keyed pseudonyms (default); needs ``salt``.
+    include_gold : bool
+        Include quiz and hidden gold rows (``is_gold`` = 1, with ``gold_winner``).
+    salt : bytes
+        :func:`study_salt` of the server's secret key and the study slug.
+
+    Returns
+    -------
+    list of dict
+        Keys :data:`VOTES_COLUMNS`; ``winner`` is ``item_a`` or ``item_b``,
+        ``position_a`` is the side item_a was shown on, ``created_at`` is ISO-8601 UTC.
+        Each record also carries ``_worker_db_id`` (the Worker row), which
+        :func:`votes_csv_text` leaves out.
+    """
+    if pseudonymise and salt is None:
+        raise ValueError("pseudonymised exports need the study's salt (study_salt(secret_key, slug))")
+    labels: dict[str, str] = {}
+    rows = []
+    for (raw, set_name, item_a, item_b, winner, left_is_a, trial_id, is_gold, is_quiz, gold_winner, created,
+         rt_ms, worker_db_id) in session.execute(vote_rows_query(study_id, include_gold)):
+        if raw not in labels:
+            labels[raw] = worker_label(raw, salt if pseudonymise else None)
+        rows.append({"worker_id": labels[raw], "set_id": set_name, "item_a": item_a, "item_b": item_b,
+                     "winner": winner, "position_a": "left" if left_is_a else "right", "trial_id": str(trial_id),
+                     "is_gold": "1" if is_gold else "0", "is_quiz": "1" if is_quiz else "0",
+                     "gold_winner": gold_winner if is_gold and gold_winner else "",
+                     "created_at": _iso(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id})
+    return rows
+
+
+def votes_csv_text(rows: list[dict[str, Any]]) -> str:
+    """votes.csv text of :func:`export_votes` records (header only when there are none)."""
+    return table_csv(VOTES_COLUMNS, rows)
+
+
+# ---------------------------------------------------------------- workers
+
+def worker_stats(session: Session, study_id: int) -> list[dict[str, Any]]:
+    """Per worker of a study: status, latest stage, pages, votes, gold and quiz scores, environment.
+
+    Keys: ``db_id``, ``raw_id``, ``platform``, ``status``, ``stage``, ``assignments``, ``pages``,
+    ``n_votes`` (real pairs), ``gold_correct``/``gold_total`` (hidden gold), ``quiz_correct``/
+    ``quiz_total``, ``quiz`` ("passed", "failed", "in progress", "not taken" or "no quiz"), ``environment``
+    (of the latest assignment that reported one), ``first_seen``. Ordered by first appearance.
+    """
+    workers = session.scalars(select(Worker).where(Worker.study_id == study_id).order_by(Worker.id)).all()
+    stats = {w.id: {"db_id": w.id, "raw_id": w.external_id, "platform": w.platform, "status": w.status,
+                    "stage": None, "assignments": 0, "pages": 0, "n_votes": 0, "gold_correct": 0, "gold_total": 0,
+                    "quiz_correct": 0, "quiz_total": 0, "environment": None, "first_seen": _iso(w.created_at),
+                    "has_trials": False} for w in workers}
+    for worker_id, stage, pages, environment in session.execute(
+            select(Assignment.worker_id, Assignment.stage, Assignment.pages_completed, Assignment.environment)
+            .where(Assignment.study_id == study_id).order_by(Assignment.id)):
+        s = stats[worker_id]
+        s["stage"], s["assignments"], s["pages"] = stage, s["assignments"] + 1, s["pages"] + pages
+        s["environment"] = environment or s["environment"]
+        s["has_trials"] |= stage in ("trials", "page_done", "completed", "stopped")
+    for worker_id, n in session.execute(
+            select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
+            .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
+        stats[worker_id]["n_votes"] = int(n)
+    for worker_id, is_quiz, correct, total in session.execute(
+            select(GoldResult.worker_id, GoldResult.is_quiz, func.sum(case((GoldResult.correct, 1), else_=0)),
+                   func.count()).join(Worker, GoldResult.worker_id == Worker.id)
+            .where(Worker.study_id == study_id).group_by(GoldResult.worker_id, GoldResult.is_quiz)):
+        prefix = "quiz" if is_quiz else "gold"
+        stats[worker_id][f"{prefix}_correct"] = int(correct or 0)
+        stats[worker_id][f"{prefix}_total"] = int(total)
+    for s in stats.values():
+        s["quiz"] = _quiz_outcome(s)
+        del s["has_trials"]
+    return list(stats.values())
+
+
+def _quiz_outcome(s: dict[str, Any]) -> str:
+    started_trials = s["has_trials"] or s["n_votes"] > 0
+    if s["status"] == "disqualified":
+        return "failed"
+    if s["quiz_total"] == 0:  # a study without a quiz, or a worker who has not answered it yet
+        return "no quiz" if started_trials else "not taken"
+    return "passed" if started_trials else "in progress"
+
+
+def _ratio(correct: int, total: int) -> float:
+    return correct / total if total else float("nan")
+
+
+def workers_meta(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
+    """Records for workers_meta.csv (:data:`WORKERS_META_COLUMNS`); raw IDs only when ``salt`` is None."""
+    records = []
+    for s in worker_stats(session, study_id):
+        env = s["environment"] or {}
+        window, screen = env.get("window") or {}, env.get("screen") or {}
+        records.append({"worker_id": worker_label(s["raw_id"], salt), "platform": s["platform"],
+                        "status": s["status"], "stage": s["stage"] or "", "assignments": s["assignments"],
+                        "pages": s["pages"], "n_votes": s["n_votes"], "gold_correct": s["gold_correct"],
+                        "gold_total": s["gold_total"], "gold_accuracy": _ratio(s["gold_correct"], s["gold_total"]),
+                        "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
+                        "window_width": window.get("width", ""), "window_height": window.get("height", ""),
+                        "dpr": window.get("dpr", ""), "screen_width": screen.get("width", ""),
+                        "screen_height": screen.get("height", ""), "first_seen": s["first_seen"]})
+    return records
+
+
+def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
+    return table_csv(WORKERS_META_COLUMNS, records)
+
+
+def find_study(session: Session, slug: str) -> Study | None:
+    return session.scalar(select(Study).where(Study.slug == slug))
+
+
+def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Counts for a one-line report of an export: votes, gold votes, workers, sets."""
+    return {"votes": len(rows), "gold": sum(r["is_gold"] == "1" for r in rows),
+            "workers": len({r["worker_id"] for r in rows}),
+            "sets": len({r["set_id"] for r in rows})}

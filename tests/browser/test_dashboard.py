@@ -1,0 +1,83 @@
+"""The experimenter dashboard in chromium: log in, watch votes arrive without reloading."""
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from server import auth, live_scales
+from tests.server.conftest import WorkerClient
+
+PASSWORD = "correct horse battery"
+
+
+def _add_user(app) -> None:
+    with app.extensions["perceptlab.sessions"]() as session:
+        auth.create_user(session, "alice", PASSWORD)
+        session.commit()
+
+
+def _vote_one_page(app, study: str, worker_id: str) -> None:
+    """Quiz and one page of trials over the API (5 real votes, 1 hidden gold)."""
+    worker = WorkerClient(app.test_client(), study, worker_id=worker_id)
+    worker.start()
+    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(WorkerClient.correct_side)
+
+
+def test_logged_out_visitor_is_sent_to_login(page, live_server, study, screenshot):
+    page.goto(f"{live_server}/admin/studies/{study}")
+    expect(page).to_have_url(re.compile(r"/admin/login\?next=/admin/studies/demo$"))
+    expect(page.get_by_role("heading", name="Experimenter log in")).to_be_visible()
+    expect(page.locator("#dashboard")).to_have_count(0)
+    screenshot(page, "login")
+
+
+def test_login_and_live_vote_count(page, app, live_server, study, screenshot):
+    _add_user(app)
+    # Keep the test short: the page polls every second (default 5 s), and the running estimate may be
+    # recomputed on demand once it is a second old (default: the background interval, 20 s).
+    app.config["SERVER"].update(dashboard_refresh_seconds=1, live_scales_interval=1, live_scales_bootstrap=50)
+    page.goto(f"{live_server}/admin/")
+    expect(page).to_have_url(re.compile(r"/admin/login"))
+    page.fill("#username", "alice")
+    page.fill("#password", "not it")
+    page.click("button[type=submit]")
+    expect(page.locator("#login-error")).to_contain_text("Wrong username or password")
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(f"{live_server}/admin/")
+    expect(page.locator("#studies")).to_contain_text("Test study")
+    screenshot(page, "studies")
+
+    page.click("a.study-link")
+    expect(page).to_have_url(f"{live_server}/admin/studies/{study}")
+    expect(page.locator("#n-votes")).to_have_text("0")
+    expect(page.locator("#fill-table tbody tr")).to_have_count(4)
+    page.evaluate("window.__noReload = true")  # gone if the page reloads
+
+    _vote_one_page(app, study, "BROWSERW1")
+    expect(page.locator("#n-votes")).to_have_text("5", timeout=10_000)
+    _vote_one_page(app, study, "BROWSERW2")
+    expect(page.locator("#n-votes")).to_have_text("10", timeout=10_000)
+    expect(page.locator("#n-workers")).to_have_text("2")
+    expect(page.locator("#workers-table tbody tr")).to_have_count(2)
+    # The running estimate appears by itself (the summary starts it): every set, a chart where votes are.
+    expect(page.locator("#scales-status")).to_contain_text("from 10 votes", timeout=15_000)
+    expect(page.locator("#scale-sets article.scale-set")).to_have_count(4)
+    assert page.locator("#scale-sets svg.chart").count() >= 1
+    assert page.evaluate("window.__noReload") is True
+    assert "BROWSERW1" not in page.locator("#workers-table").inner_text()
+    screenshot(page, "study")
+
+    page.check("#raw-ids")
+    expect(page.locator("#workers-table")).to_contain_text("BROWSERW1")
+    assert page.get_attribute("#download-votes", "href").endswith("?raw_worker_ids=1")
+    screenshot(page, "raw-ids")
+
+    page.click("#pause-form button")
+    expect(page.locator("#study-status")).to_have_text("paused")
+    expect(page.locator("#resume-form button")).to_be_visible()
+    page.click("#resume-form button")
+    expect(page.locator("#study-status")).to_have_text("active")
+    live_scales.wait_for_refreshes(app)

@@ -1,0 +1,262 @@
+"""Running scale estimates (server/live_scales.py), on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import numpy as np
+from scipy.special import ndtr
+from scipy.stats import spearmanr
+from sqlalchemy import func, select
+
+from server import live_scales
+from server.models import (Assignment, GoldResult, Page, Pair, ScaleSnapshot, Stimulus, Study, StudySet, Trial,
+                           Vote, Worker)
+
+# Latent quality of the demo's flow methods: the true flow is best, no motion compensation worst.
+QUALITY = {"true_flow": 2.0, "dis_medium": 1.2, "dis_fast": 1.0, "farneback_default": 0.8, "dis_medium_unrefined": 0.6,
+           "farneback_wide": 0.4, "dis_fast_unrefined": 0.2, "farneback_coarse": 0.0, "dis_ultrafast_refined": -0.2,
+           "dis_ultrafast": -0.4, "zero_flow": -2.0}
+
+
+def _study_id(app, slug: str) -> int:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return session.scalar(select(Study.id).where(Study.slug == slug))
+
+
+def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_worker: int | None = None,
+              sets: list[str] | None = None, gold: bool = True, seed: int = 0, prefix: str = "SIM") -> list[str]:
+    """Insert completed workers with their votes straight into the database (fast; bypasses the API).
+
+    Honest workers are Thurstone observers of :data:`QUALITY`; random workers click at random.
+    Each worker answers every real pair of ``sets`` (default: all) or the first ``pairs_per_worker``
+    of a shuffled list, plus one gold pair per set answered correctly by honest workers.
+    Returns the raw worker IDs.
+    """
+    rng = np.random.default_rng(seed)
+    ids = []
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == slug))
+        query = (select(Pair, StudySet.name).join(StudySet, Pair.set_id == StudySet.id)
+                 .where(StudySet.study_id == study.id).order_by(Pair.id))
+        pairs = [(p, name) for p, name in session.execute(query) if sets is None or name in sets]
+        stimuli = {s.id: s.item_id for s in session.scalars(select(Stimulus))}
+        real = [(p, n) for p, n in pairs if not p.is_gold]
+        golds = [(p, n) for p, n in pairs if p.is_gold] if gold else []
+        for k in range(honest + random):
+            is_honest = k < honest
+            raw = f"{prefix}{seed}X{k:03d}"
+            ids.append(raw)
+            worker = Worker(study_id=study.id, platform="mturk", external_id=raw)
+            session.add(worker)
+            session.flush()
+            assignment = Assignment(study_id=study.id, worker_id=worker.id, platform="mturk", external_id=f"A{raw}",
+                                    stage="completed", token_nonce=uuid.uuid4().hex[:16], pages_completed=1)
+            session.add(assignment)
+            session.flush()
+            page = Page(assignment_id=assignment.id, index=0, kind="trials")
+            session.add(page)
+            session.flush()
+            count = len(real) if pairs_per_worker is None else pairs_per_worker
+            chosen = [real[i] for i in rng.permutation(len(real))[:count]] + golds
+            trials, votes = [], []
+            for position, (pair, _) in enumerate(chosen):
+                trials.append(Trial(page_id=page.id, assignment_id=assignment.id, worker_id=worker.id,
+                                    position=position, pair_id=pair.id, left_is_a=bool(rng.random() < 0.5),
+                                    is_gold=pair.is_gold, answered=True))
+            session.add_all(trials)
+            session.flush()  # one round trip per worker and table: PostgreSQL tests stay fast
+            for trial, (pair, _) in zip(trials, chosen):
+                a_wins = _a_wins(pair, stimuli, is_honest, rng)
+                votes.append(Vote(client_vote_id=str(uuid.uuid4()), trial_id=trial.id, assignment_id=assignment.id,
+                                  worker_id=worker.id, study_id=study.id, pair_id=pair.id,
+                                  winner_id=pair.stimulus_a_id if a_wins else pair.stimulus_b_id,
+                                  chose_left=a_wins == trial.left_is_a, rt_ms=float(rng.uniform(500, 4000)),
+                                  input="mouse"))
+            session.add_all(votes)
+            session.flush()
+            session.add_all(GoldResult(vote_id=v.id, worker_id=worker.id, assignment_id=assignment.id, is_quiz=False,
+                                       correct=v.winner_id == pair.gold_winner_id)
+                            for v, (pair, _) in zip(votes, chosen) if pair.is_gold)
+        session.commit()
+    return ids
+
+
+def _a_wins(pair: Pair, stimuli: dict[int, str], honest: bool, rng: np.random.Generator) -> bool:
+    if pair.is_gold:
+        return pair.gold_winner_id == pair.stimulus_a_id if honest else bool(rng.random() < 0.5)
+    a, b = stimuli[pair.stimulus_a_id], stimuli[pair.stimulus_b_id]
+    return bool(rng.random() < (ndtr(QUALITY[a] - QUALITY[b]) if honest else 0.5))
+
+
+def _compute(app, study_id: int, bootstrap: int = 40) -> dict:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return live_scales.compute_snapshot(session, study_id, bootstrap=bootstrap, seed=0)
+
+
+def _snapshot(app, study_id: int) -> ScaleSnapshot | None:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return session.get(ScaleSnapshot, study_id)
+
+
+def test_snapshot_ranks_items_sensibly(app, study):
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=8, random=3)
+    payload = _compute(app, study_id)
+    assert payload["error"] is None
+    assert len(payload["sets"]) == 4
+    for record in payload["sets"]:
+        assert record["status"] == "ok" and record["connected"], record["message"]
+        items = {i["item_id"]: i for i in record["items"]}
+        assert set(items) == set(QUALITY)
+        truth = [QUALITY[k] for k in items]
+        scale = [items[k]["scale"] for k in items]
+        assert spearmanr(truth, scale).statistic > 0.8
+        assert items["true_flow"]["rank"] <= 2 and items["zero_flow"]["rank"] == 11
+        for item in items.values():
+            assert item["ci_low"] <= item["scale"] + 1e-9 <= item["ci_high"] + 2e-9
+            # Votes of the kept workers (as in scales.csv): 6 pairs per item in the demo's degree-6 design.
+            assert item["n_votes"] == 6 * payload["screening"]["kept_workers"]
+    # Honest workers are kept; most random clickers are not.
+    with app.extensions["perceptlab.sessions"]() as session:
+        raw = dict(session.execute(select(Worker.id, Worker.external_id)).all())
+    kept = {raw[int(k)]: w["kept"] for k, w in payload["workers"].items()}
+    assert all(kept[f"SIM0X{k:03d}"] for k in range(8))
+    assert sum(kept[f"SIM0X{k:03d}"] for k in range(8, 11)) <= 1
+    assert payload["screening"]["rule"] == "auto"
+    # Stored, JSON-clean (no NaN), and stamped with the number of votes it saw.
+    stored = _snapshot(app, study_id)
+    assert stored.n_votes == 11 * (132 + 4)
+    json.dumps(stored.payload, allow_nan=False)
+    assert not any(w for w in json.dumps(stored.payload).split('"') if w.startswith("SIM0X"))  # no raw IDs
+
+
+def test_sparse_data_is_reported_not_raised(app, study):
+    study_id = _study_id(app, study)
+    payload = _compute(app, study_id)
+    assert payload["error"].startswith("not enough votes yet")
+    assert {s["status"] for s in payload["sets"]} == {"no_votes"}
+    assert all(i["scale"] is None for s in payload["sets"] for i in s["items"])
+
+    # Gold votes alone give no scale either.
+    add_votes(app, study, honest=1, pairs_per_worker=0, prefix="GOLD")
+    assert _compute(app, study_id)["error"].startswith("not enough votes yet")
+
+    # Three votes in one set: a disconnected design there, nothing elsewhere.
+    add_votes(app, study, honest=1, pairs_per_worker=3, sets=["scene_01_chelsea"], seed=1)
+    payload = _compute(app, study_id)
+    assert payload["error"] is None
+    by_set = {s["set_id"]: s for s in payload["sets"]}
+    first = by_set.pop("scene_01_chelsea")
+    assert first["status"] == "disconnected" and not first["connected"]
+    assert "not connected yet" in first["message"]
+    scaled = [i for i in first["items"] if i["scale"] is not None]
+    assert 3 <= len(scaled) <= 6 and len(first["items"]) == 11
+    assert {s["status"] for s in by_set.values()} == {"no_votes"}
+    assert _snapshot(app, study_id).n_votes == 4 + 3 + 1  # gold of every set, then 3 real + 1 gold
+
+    # Without bootstrap: scales, no intervals.
+    add_votes(app, study, honest=2, sets=["scene_02_immunohistochemistry"], seed=2)
+    record = next(s for s in _compute(app, study_id, bootstrap=0)["sets"]
+                  if s["set_id"] == "scene_02_immunohistochemistry")
+    assert record["status"] == "ok" and all(i["ci_low"] is None and i["scale"] is not None for i in record["items"])
+
+
+def test_concurrent_refresh_computes_once(app, study, monkeypatch):
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=3, pairs_per_worker=20)
+    calls = []
+    original = live_scales.snapshot_payload
+
+    def slow_payload(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)  # long enough for every other thread to arrive while this one computes
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(live_scales, "snapshot_payload", slow_payload)
+    app.config["SERVER"]["live_scales_bootstrap"] = 20
+    barrier = threading.Barrier(6)
+    results = []
+
+    def refresh():
+        barrier.wait()
+        results.append(live_scales.refresh_if_stale(app, study_id))
+
+    threads = [threading.Thread(target=refresh) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == [False] * 5 + [True] and len(calls) == 1
+    # Up to date now: nothing to do until a vote arrives.
+    assert live_scales.refresh_if_stale(app, study_id) is False and len(calls) == 1
+    add_votes(app, study, honest=1, pairs_per_worker=5, seed=7)
+    assert live_scales.refresh_if_stale(app, study_id) is True and len(calls) == 2
+    # min_age holds back a recomputation of a fresh snapshot.
+    add_votes(app, study, honest=1, pairs_per_worker=5, seed=8)
+    assert live_scales.refresh_if_stale(app, study_id, min_age=3600) is False
+    # A slow computation that finishes last never replaces a snapshot of more votes.
+    newest = _snapshot(app, study_id).n_votes
+    with app.extensions["perceptlab.sessions"]() as session:
+        live_scales.store_snapshot(session, study_id, newest - 1, {"sets": [], "tag": "old"})
+        session.commit()
+    assert "tag" not in _snapshot(app, study_id).payload
+
+
+def test_other_process_computing_is_respected(app, study, database_url, tmp_path):
+    """A second server process on the same database: PostgreSQL's advisory lock, SQLite's vote count."""
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=2, pairs_per_worker=20)
+    app.config["SERVER"]["live_scales_bootstrap"] = 10
+    if database_url.startswith("postgresql"):
+        import psycopg
+
+        key = live_scales.ADVISORY_KEY_BASE + study_id
+        with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s)", (key,))
+            assert live_scales.refresh_if_stale(app, study_id) is False
+            assert _snapshot(app, study_id) is None
+            other.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        assert live_scales.refresh_if_stale(app, study_id) is True
+    else:
+        from tests.server.conftest import make_test_app
+
+        assert live_scales.refresh_if_stale(app, study_id) is True
+        second = make_test_app(database_url, tmp_path / "instance2")
+        try:
+            assert live_scales.refresh_if_stale(second, study_id) is False
+        finally:
+            second.extensions["perceptlab.engine"].dispose()
+
+
+def test_background_thread_survives_errors(app, study, monkeypatch):
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=2, pairs_per_worker=10)
+    app.config["SERVER"].update(live_scales_interval=0.05, live_scales_bootstrap=10)
+    original, failures = live_scales.refresh_if_stale, []
+
+    def flaky(app_, sid, **kwargs):
+        if not failures:
+            failures.append(sid)
+            raise RuntimeError("database briefly unreachable")
+        return original(app_, sid, **kwargs)
+
+    monkeypatch.setattr(live_scales, "refresh_if_stale", flaky)
+    thread = live_scales.start_background_refresh(app)
+    try:
+        assert thread is not None and live_scales.start_background_refresh(app) is thread  # one per process
+        deadline = time.monotonic() + 20
+        while _snapshot(app, study_id) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert failures == [study_id] and thread.is_alive()
+        assert _snapshot(app, study_id).n_votes == _vote_count(app, study_id)
+    finally:
+        live_scales.stop_background_refresh(app)
+    assert not thread.is_alive()
+
+
+def _vote_count(app, study_id: int) -> int:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return session.scalar(select(func.count()).select_from(Vote).where(Vote.study_id == study_id))

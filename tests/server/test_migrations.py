@@ -1,0 +1,81 @@
+"""The Alembic migrations build exactly the models' schema, on SQLite and PostgreSQL, and SQLite runs in WAL mode."""
+from __future__ import annotations
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
+
+from server.db import alembic_config, make_engine, upgrade
+from server.models import Base
+
+
+def _url(url: str) -> str:
+    return "postgresql+psycopg://" + url[len("postgresql://"):] if url.startswith("postgresql://") else url
+
+
+def _differences(engine, metadata=Base.metadata) -> list:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True,
+                                                               "compare_server_default": True})
+        return compare_metadata(context, metadata)
+
+
+def _revision(engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def test_migrations_build_the_models_schema_and_go_down_and_up_again(database_url):
+    url = _url(database_url)
+    upgrade(url)  # SQLite: a new file; PostgreSQL: the migrated template copy (a no-op)
+    engine = make_engine(url)
+    try:
+        head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+        assert _revision(engine) == head
+        assert _differences(engine) == []
+        tables = set(Base.metadata.tables)
+        assert tables <= set(inspect(engine).get_table_names())
+
+        # The comparison does see a difference when there is one.
+        extra = MetaData()
+        for table in Base.metadata.sorted_tables:
+            table.to_metadata(extra)
+        Table("not_migrated", extra, Column("id", Integer, primary_key=True))
+        assert [d[0] for d in _differences(engine, extra)] == ["add_table"]
+
+        command.downgrade(alembic_config(url), "base")
+        assert _revision(engine) is None
+        assert set(inspect(engine).get_table_names()) - {"alembic_version"} == set()
+        upgrade(url)
+        assert _revision(engine) == head
+        assert _differences(engine) == []
+        assert tables <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_runs_in_wal_mode_with_foreign_keys(sqlite_url):
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
+            assert connection.execute(text("PRAGMA busy_timeout")).scalar() >= 1000
+        # Foreign keys are enforced, not just declared.
+        with engine.connect() as connection:
+            from sqlalchemy.exc import IntegrityError
+
+            try:
+                connection.execute(text("INSERT INTO study_set (study_id, name, reference, crops, image_width, "
+                                        "image_height) VALUES (999, 's', '{}', '{}', 1, 1)"))
+            except IntegrityError:
+                pass
+            else:
+                raise AssertionError("a study_set row without its study was accepted")
+            connection.rollback()
+    finally:
+        engine.dispose()
+

@@ -1,0 +1,326 @@
+"""Which pairs a worker gets: targets, no repeats, caps, mixing, sides, release of abandoned trials, gold rules.
+
+Run on SQLite and PostgreSQL through the Flask test client. Small studies: ``design.degree = 2`` redraws
+the demo's designs with two comparisons per candidate (4 scenes x 11 pairs = 44 real pairs).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+from sqlalchemy import func, select
+
+from server.models import GoldResult, Page, Pair, Stimulus, Trial, Vote, Worker, utcnow
+
+from .conftest import WorkerClient, create_test_study
+from .test_api import SpecClient
+
+N_SMALL_PAIRS = 44
+
+
+def _session(app):
+    return app.extensions["perceptlab.sessions"]()
+
+
+def wrong_side(trial: dict) -> str:
+    return "left" if WorkerClient.correct_side(trial) == "right" else "right"
+
+
+def start(worker: WorkerClient) -> dict:
+    """Consent, instructions and (when there is one) a correctly answered quiz: the state after."""
+    assert worker.action("consent").status_code == 200
+    state = worker.action("instructions_done").json
+    if state["stage"] == "quiz":
+        worker.answer_page(WorkerClient.correct_side)
+        state = worker.state()
+    return state
+
+
+def work(worker: WorkerClient, pages: int | None = None, choose=WorkerClient.correct_side) -> dict:
+    """Start, then answer pages until the assignment completes (or ``pages`` pages, then finish)."""
+    state = start(worker)
+    done = 0
+    while state["stage"] == "trials":
+        worker.answer_page(choose)
+        done += 1
+        state = worker.state()
+        if state["stage"] == "page_done":
+            state = worker.action("finish" if pages is not None and done >= pages else "continue").json
+    return state
+
+
+def real_pairs_of(app, **where) -> list[int]:
+    """Pair IDs of the real (not gold) trials matching ``where`` (Trial columns)."""
+    with _session(app) as session:
+        query = select(Trial.pair_id).join(Pair, Trial.pair_id == Pair.id).where(~Pair.is_gold)
+        for column, value in where.items():
+            query = query.where(getattr(Trial, column) == value)
+        return list(session.scalars(query.order_by(Trial.id)))
+
+
+def worker_row_id(app, external_id: str) -> int:
+    with _session(app) as session:
+        return session.scalar(select(Worker.id).where(Worker.external_id == external_id))
+
+
+def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="fill", design={"degree": 2, "votes_per_pair": 2},
+                             pages={"pairs_per_page": 10, "min_pages": 1, "max_pages": 3},
+                             quality={"quiz_size": 0, "gold_rate": 0.1})
+    client = SpecClient(app.test_client())
+    finished = []
+    for n in range(12):
+        worker = WorkerClient(client, slug)
+        state = work(worker)
+        assert state["stage"] == "completed"
+        finished.append(worker)
+        if state["progress"]["pages_completed"] == 0:
+            break  # the study is full: this worker got no page at all
+    else:
+        raise AssertionError("the study never filled")
+    with _session(app) as session:
+        targets = dict(session.execute(select(Pair.id, Pair.target_votes).where(~Pair.is_gold)).all())
+        votes = Counter(session.scalars(select(Vote.pair_id).join(Pair, Vote.pair_id == Pair.id).where(~Pair.is_gold)))
+        open_trials = session.scalar(select(func.count()).select_from(Trial).where(~Trial.answered))
+    assert len(targets) == N_SMALL_PAIRS and set(targets.values()) == {2}
+    assert votes == Counter(targets), {p: (votes[p], t) for p, t in targets.items() if votes[p] != t}
+    assert open_trials == 0
+    # 88 votes, at most 3 pages x 9 real pairs per worker: 4 workers do it, the 5th finds nothing left.
+    assert len(finished) == 5
+    for worker in finished:
+        pairs = real_pairs_of(app, assignment_id=int(worker.assignment_id))
+        assert len(pairs) == len(set(pairs)) <= 3 * 9
+
+
+def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="repeat", design={"degree": 2, "votes_per_pair": 1},
+                             pages={"pairs_per_page": 8, "min_pages": 1, "max_pages": 3},
+                             quality={"quiz_size": 0, "gold_rate": 0.125, "assignment_timeout_minutes": 30})
+    client = SpecClient(app.test_client())
+    # HIT 1: one page answered. HIT 2: a page taken and abandoned.
+    assert work(WorkerClient(client, slug, worker_id="WMANY"), pages=1)["progress"]["pages_completed"] == 1
+    abandoned = WorkerClient(client, slug, worker_id="WMANY")
+    assert start(abandoned)["stage"] == "trials"
+    seen = real_pairs_of(app, worker_id=worker_row_id(app, "WMANY"))
+    assert len(seen) == len(set(seen)) == 2 * 7
+    # Other workers take every other pair.
+    for _ in range(5):
+        if work(WorkerClient(client, slug))["progress"]["pages_completed"] == 0:
+            break
+    with _session(app) as session:
+        for page in session.scalars(select(Page).where(Page.assignment_id == int(abandoned.assignment_id))):
+            page.created_at = utcnow() - dt.timedelta(minutes=31)
+        session.commit()
+    # The abandoned pairs are the only ones that need votes now, and this worker has seen them.
+    state = start(WorkerClient(client, slug, worker_id="WMANY"))
+    assert state["stage"] == "completed", state["page"]
+    pairs = real_pairs_of(app, worker_id=worker_row_id(app, "WMANY"))
+    assert len(pairs) == len(set(pairs)), Counter(pairs).most_common(3)
+    # Someone else gets them.
+    newcomer = WorkerClient(client, slug)
+    assert start(newcomer)["stage"] == "trials"
+    assert sorted(real_pairs_of(app, assignment_id=int(newcomer.assignment_id))) == \
+        sorted(real_pairs_of(app, assignment_id=int(abandoned.assignment_id)))
+
+
+def test_trials_per_worker_capped_by_max_pages(app, demo_stimuli, tmp_path):
+    """study.toml: ``max_pages`` is the "cap on pages (and so on trials) per worker" -- across HITs too."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="cap",
+                             pages={"pairs_per_page": 5, "min_pages": 1, "max_pages": 2},
+                             quality={"quiz_size": 0, "gold_rate": 0.0})
+    client = SpecClient(app.test_client())
+    worker = WorkerClient(client, slug, worker_id="WCAP")
+    state = start(worker)
+    worker.answer_page(WorkerClient.correct_side)
+    assert worker.state()["stage"] == "page_done"
+    worker.action("continue")
+    body = worker.answer_page(WorkerClient.correct_side)
+    assert body["stage"] == "completed"  # the second page was the last one allowed
+    assert worker.action("continue").json["stage"] == "completed"
+    assert len(real_pairs_of(app, assignment_id=int(worker.assignment_id))) == 2 * 5
+    # A second HIT of the same worker must not hand out more trials.
+    second = WorkerClient(client, slug, worker_id="WCAP")
+    second.action("consent")
+    state = second.action("instructions_done").json
+    assert len(real_pairs_of(app, worker_id=worker_row_id(app, "WCAP"))) <= 2 * 5, state
+    assert state["stage"] != "trials"
+
+
+def test_pages_mix_sets_and_randomise_logged_sides(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="sides",
+                             pages={"pairs_per_page": 10, "min_pages": 1, "max_pages": 3},
+                             quality={"quiz_size": 0, "gold_rate": 0.1})
+    client = SpecClient(app.test_client())
+    worker = WorkerClient(client, slug)
+    state = start(worker)
+    sides_seen = []
+    for page in range(3):
+        state = worker.state()
+        with _session(app) as session:
+            rows = {str(t.id): t for t in session.scalars(select(Trial).where(Trial.page_id == select(Page.id).where(
+                Page.assignment_id == int(worker.assignment_id), Page.index == page).scalar_subquery()))}
+            assert len(rows) == 10
+            sets = set()
+            for trial in state["page"]["trials"]:
+                row = rows[trial["trial_id"]]
+                pair = session.get(Pair, row.pair_id)
+                a, b = session.get(Stimulus, pair.stimulus_a_id), session.get(Stimulus, pair.stimulus_b_id)
+                left, right = (a, b) if row.left_is_a else (b, a)
+                # The state shows the stimuli on the sides the trial row logged.
+                assert trial["left"]["full"].endswith("/" + left.full), (trial["left"]["full"], left.full)
+                assert trial["right"]["full"].endswith("/" + right.full)
+                assert trial["position"] == row.position
+                if not pair.is_gold:
+                    sets.add(pair.set_id)
+                    sides_seen.append(row.left_is_a)
+            assert len(sets) >= 2, f"page {page} shows pairs of one set only"
+        choices = {}
+        for n, trial in enumerate(state["page"]["trials"]):
+            choices[trial["trial_id"]] = "left" if n % 3 else "right"
+            assert worker.vote(trial["trial_id"], choices[trial["trial_id"]]).status_code == 201
+        with _session(app) as session:
+            for trial_id, choice in choices.items():
+                vote = session.scalar(select(Vote).where(Vote.trial_id == int(trial_id)))
+                row = session.get(Trial, int(trial_id))
+                pair = session.get(Pair, row.pair_id)
+                assert vote.chose_left == (choice == "left")
+                # The winner is the stimulus shown on the chosen side.
+                assert vote.winner_id == (pair.stimulus_a_id if vote.chose_left == row.left_is_a
+                                          else pair.stimulus_b_id)
+        if page < 2:
+            worker.action("continue")
+    assert True in sides_seen and False in sides_seen
+    assert 0.2 < sum(sides_seen) / len(sides_seen) < 0.8, sides_seen
+
+
+def test_abandoned_trials_are_released_and_a_full_study_completes(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="release", design={"degree": 2, "votes_per_pair": 1},
+                             pages={"pairs_per_page": 20, "min_pages": 1, "max_pages": 3},
+                             quality={"quiz_size": 0, "gold_rate": 0.0, "assignment_timeout_minutes": 30})
+    client = SpecClient(app.test_client())
+    abandoned = WorkerClient(client, slug)
+    state = start(abandoned)
+    for trial in state["page"]["trials"][:5]:
+        assert abandoned.vote(trial["trial_id"], "left").status_code == 201
+    others = [WorkerClient(client, slug) for _ in range(2)]
+    for worker in others:
+        start(worker)
+    taken = [real_pairs_of(app, assignment_id=int(w.assignment_id)) for w in (abandoned, *others)]
+    assert [len(t) for t in taken] == [20, 20, 4] and len(set(sum(taken, []))) == N_SMALL_PAIRS
+
+    # Every pair is answered or held by a recent page: a newcomer completes at once, no empty page.
+    newcomer = WorkerClient(client, slug)
+    newcomer.action("consent")
+    state = newcomer.action("instructions_done").json
+    assert state["stage"] == "completed" and state["page"] is None and state["completion"]["mode"] == "mturk"
+    with _session(app) as session:
+        assert session.scalar(select(func.count()).select_from(Page).where(
+            Page.assignment_id == int(newcomer.assignment_id))) == 0
+
+    # The abandoned page grows older than assignment_timeout_minutes: its 15 open trials are offered again.
+    with _session(app) as session:
+        for page in session.scalars(select(Page).where(Page.assignment_id == int(abandoned.assignment_id))):
+            page.created_at = utcnow() - dt.timedelta(minutes=31)
+        session.commit()
+    later = WorkerClient(client, slug)
+    state = start(later)
+    assert state["stage"] == "trials"
+    released = real_pairs_of(app, assignment_id=int(later.assignment_id))
+    assert sorted(released) == sorted(real_pairs_of(app, assignment_id=int(abandoned.assignment_id), answered=False))
+    # Pages younger than the timeout keep theirs: nothing is left for another newcomer.
+    last = WorkerClient(client, slug)
+    last.action("consent")
+    assert last.action("instructions_done").json["stage"] == "completed"
+
+
+def test_quiz_passed_in_an_earlier_hit_is_not_taken_again(app, study):
+    client = SpecClient(app.test_client())
+    first = WorkerClient(client, study, worker_id="WQUIZ")
+    first.action("consent")
+    assert first.action("instructions_done").json["stage"] == "quiz"
+    first.answer_page(WorkerClient.correct_side)
+    first.answer_page(WorkerClient.correct_side)
+    assert first.action("finish").json["stage"] == "completed"
+    second = WorkerClient(client, study, worker_id="WQUIZ")
+    second.action("consent")
+    state = second.action("instructions_done").json
+    assert state["stage"] == "trials" and state["page"]["kind"] == "trials" and state["page"]["index"] == 0
+    # Another worker still takes it.
+    other = WorkerClient(client, study)
+    other.action("consent")
+    assert other.action("instructions_done").json["stage"] == "quiz"
+    with _session(app) as session:
+        quiz_pages = session.scalars(select(Page.assignment_id).where(Page.kind == "quiz")).all()
+    assert sorted(quiz_pages) == sorted([int(first.assignment_id), int(other.assignment_id)])
+
+
+GOLD_STUDY = {"pages": {"pairs_per_page": 5, "min_pages": 1, "max_pages": 5},
+              "quality": {"quiz_size": 0, "gold_rate": 0.2, "gold_min_answered": 2, "accuracy_threshold": 0.7}}
+
+
+def _answer_gold_wrong(trial: dict) -> str:
+    # Real pairs have no right answer; gold pairs show the reference itself on one side.
+    if trial["reference"]["full"] in (trial["left"]["full"], trial["right"]["full"]):
+        return wrong_side(trial)
+    return "left"
+
+
+def test_hidden_gold_below_threshold_stops_the_worker(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="gold", **GOLD_STUDY)
+    client = SpecClient(app.test_client())
+    worker = WorkerClient(client, slug, worker_id="WGOLD")
+    start(worker)
+    body = worker.answer_page(_answer_gold_wrong)
+    assert body["stage"] == "page_done"  # one wrong of one: below gold_min_answered, not judged yet
+    worker.action("continue")
+    stages = []
+    for trial in worker.state()["page"]["trials"]:
+        response = worker.vote(trial["trial_id"], _answer_gold_wrong(trial))
+        stages.append(response.json["stage"])
+        if stages[-1] == "stopped":
+            break
+    assert stages[-1] == "stopped", stages
+    state = worker.state()
+    assert state["stage"] == "stopped" and state["page"] is None
+    # The page completed before the stop may still be submitted (the experimenter decides at review).
+    assert state["completion"]["mode"] == "mturk" and state["completion"]["code"]
+    assert "2 of 2" in state["message"]
+    with _session(app) as session:
+        row = session.scalar(select(Worker).where(Worker.external_id == "WGOLD"))
+        assert row.status == "stopped" and row.status_reason == state["message"]
+        assert session.scalar(select(func.count()).select_from(GoldResult).where(
+            GoldResult.worker_id == row.id, ~GoldResult.is_quiz, ~GoldResult.correct)) == 2
+        pages = session.scalar(select(func.count()).select_from(Page))
+    # Nothing moves a stopped assignment on.
+    for action in ("continue", "finish"):
+        assert worker.action(action).json["stage"] == "stopped"
+    # A new HIT of the same worker in this study is stopped at once; other workers are not.
+    again = WorkerClient(client, slug, worker_id="WGOLD")
+    assert again.entry["stage"] == "stopped"
+    again.action("consent")
+    assert again.action("instructions_done").json["stage"] == "stopped"
+    with _session(app) as session:
+        assert session.scalar(select(func.count()).select_from(Page)) == pages
+    assert WorkerClient(client, slug).entry["stage"] == "consent"
+
+
+def test_stopped_worker_cannot_go_on_in_another_open_hit(app, demo_stimuli, tmp_path):
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="gold2", **GOLD_STUDY)
+    client = SpecClient(app.test_client())
+    first = WorkerClient(client, slug, worker_id="WTWO")
+    start(first)
+    assert first.answer_page(_answer_gold_wrong)["stage"] == "page_done"
+    second = WorkerClient(client, slug, worker_id="WTWO")
+    start(second)
+    second.answer_page(_answer_gold_wrong)
+    assert second.state()["stage"] == "stopped"
+    with _session(app) as session:
+        pages_before = session.scalar(select(func.count()).select_from(Page).where(
+            Page.assignment_id == int(first.assignment_id)))
+    # The first HIT, still at page_done, must not hand the stopped worker another page.
+    response = first.action("continue")
+    with _session(app) as session:
+        pages_after = session.scalar(select(func.count()).select_from(Page).where(
+            Page.assignment_id == int(first.assignment_id)))
+    assert pages_after == pages_before, response.json
+    assert response.json.get("stage", response.json.get("error")) in ("stopped", "wrong_stage")

@@ -1,0 +1,137 @@
+"""server.simulate_client and ``perceptlab simulate`` against a live server (SQLite and PostgreSQL)."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select
+
+from server.models import Vote
+from server.simulate_client import (DEFAULT_NOISE_RMSE, ServerUnreachable, StudyNotFound, SimulationReport,
+                                    run_simulation)
+
+
+def _stored_votes(app) -> tuple[Counter, Counter]:
+    """(count per client vote_id, count per trial) of the votes in the database."""
+    with app.extensions["perceptlab.sessions"]() as session:
+        rows = session.execute(select(Vote.client_vote_id, Vote.trial_id)).all()
+    return Counter(r[0] for r in rows), Counter(r[1] for r in rows)
+
+
+def _assert_db_holds_exactly_the_acknowledged_votes(app, report: SimulationReport) -> None:
+    by_vote, by_trial = _stored_votes(app)
+    assert report.votes_unresolved == 0 and report.votes_rejected == 0
+    assert report.votes_acknowledged == report.votes_sent == len(report.votes) > 0
+    assert set(by_vote) == report.acknowledged_vote_ids() == report.sent_vote_ids()
+    assert max(by_vote.values()) == 1 and max(by_trial.values()) == 1
+
+
+def test_small_simulation_stores_exactly_the_acknowledged_votes(app, study, live_server):
+    report = run_simulation(live_server, study, workers=8, spam=0.5, concurrency=4, seed=3, progress=False)
+    assert sum(report.outcomes.values()) == 8 and report.outcomes.get("error", 0) == 0
+    assert set(report.outcomes) <= {"completed", "stopped", "disqualified"}
+    assert not report.errors, report.errors
+    _assert_db_holds_exactly_the_acknowledged_votes(app, report)
+    # Honest observers look at the images: they agree with the reference far more often than random clickers.
+    honest, spam = report.agreement(True), report.agreement(False)
+    assert honest[1] >= 20 and spam[1] >= 4
+    assert honest[0] / honest[1] >= 0.7
+    assert honest[0] / honest[1] > spam[0] / spam[1]
+    assert report.outcomes.get("completed", 0) >= 4  # the 4 honest workers pass the quiz and the hidden gold
+    assert report.images_downloaded > 0 and len(report.latencies_ms["image"]) == report.images_downloaded
+    assert 0 < report.p50() <= report.p99() and report.votes_per_second() > 0
+    summary = report.to_dict()
+    assert summary["votes_acknowledged"] == report.votes_acknowledged
+    json.dumps(summary)  # plain JSON
+
+
+def test_latent_observer_downloads_nothing_and_fixed_pages(app, study, live_server):
+    report = run_simulation(live_server, study, workers=3, spam=0.0, concurrency=3, seed=4, pages=2,
+                            observer="latent", progress=False)
+    assert report.outcomes == Counter(completed=3)
+    assert report.images_downloaded == 0 and "image" not in report.latencies_ms
+    _assert_db_holds_exactly_the_acknowledged_votes(app, report)
+
+
+class _LoseEveryThirdVoteAnswer:
+    """WSGI middleware: every third new vote is stored by the app, but the client gets a 503 instead
+    of the answer (a response lost on the way), so the client must retry the same vote_id."""
+
+    def __init__(self, app):
+        self.app, self.lost, self.new_votes = app, 0, 0
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ["REQUEST_METHOD"] == "POST" and environ["PATH_INFO"].endswith("/votes"):
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            vote_id = json.loads(body)["vote_id"]
+            with self.lock:
+                lose = vote_id not in self.seen and self.new_votes % 3 == 2
+                self.new_votes += vote_id not in self.seen
+                self.seen.add(vote_id)
+            if lose:
+                answer = b"".join(self.app(environ, lambda *a, **k: None))
+                assert json.loads(answer)["status"] == "stored"
+                with self.lock:
+                    self.lost += 1
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"lost"]
+        return self.app(environ, start_response)
+
+
+def test_lost_answers_are_retried_with_the_same_vote_id(app, study):
+    from werkzeug.serving import make_server
+
+    flaky = _LoseEveryThirdVoteAnswer(app)
+    server = make_server("127.0.0.1", 0, flaky, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        report = run_simulation(f"http://127.0.0.1:{server.server_port}", study, workers=3, spam=0.0,
+                                concurrency=3, seed=5, observer="latent", progress=False)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert flaky.lost > 0
+    assert report.duplicates == flaky.lost == report.errors["http_503"] == report.retries
+    assert report.vote_attempts == report.votes_sent + flaky.lost
+    _assert_db_holds_exactly_the_acknowledged_votes(app, report)
+
+
+def test_unknown_study_and_unreachable_server_raise(app, study, live_server):
+    with pytest.raises(StudyNotFound, match="no-such-study"):
+        run_simulation(live_server, "no-such-study", workers=1, progress=False)
+    with pytest.raises(ServerUnreachable):
+        run_simulation("http://127.0.0.1:9", study, workers=1, progress=False)
+    with pytest.raises(ValueError, match="observer"):
+        run_simulation(live_server, study, workers=1, observer="psychic", progress=False)
+    assert _stored_votes(app)[0] == Counter()  # the start-up check writes nothing
+
+
+def test_cli_simulate(app, study, live_server, tmp_path):
+    from server.cli import cli
+
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(cli, ["simulate", study, "--url", live_server, "--workers", "2", "--spam", "0",
+                                      "--concurrency", "2", "--seed", "7", "--observer", "latent", "--quiet",
+                                      "--json-out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "votes: sent" in result.output and "p99" in result.output and "completed 2" in result.output
+    data = json.loads(out.read_text())
+    assert data["workers"] == 2 and data["votes_acknowledged"] == data["votes_sent"] > 0
+    assert data["outcomes"] == {"completed": 2}
+
+    missing = CliRunner().invoke(cli, ["simulate", "nope", "--url", live_server, "--quiet"])
+    assert missing.exit_code == 2 and "error:" in missing.output and "nope" in missing.output
+    down = CliRunner().invoke(cli, ["simulate", study, "--url", "http://127.0.0.1:9", "--quiet"])
+    assert down.exit_code == 2 and "cannot reach" in down.output
+
+
+def test_default_noise_is_documented_value():
+    assert DEFAULT_NOISE_RMSE == 0.01
