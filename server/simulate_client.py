@@ -688,6 +688,18 @@ def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float 
     Raises :class:`ServerUnreachable` or :class:`StudyNotFound` at the start; per-request
     errors are counted in the report, never raised.
     """
-    return asyncio.run(run_simulation_async(base_url, study_slug, workers=workers, spam=spam,
-                                            concurrency=concurrency, seed=seed, pages=pages, pace=pace,
-                                            progress=progress, **options))
+    def simulate() -> SimulationReport:
+        return asyncio.run(run_simulation_async(base_url, study_slug, workers=workers, spam=spam,
+                                                concurrency=concurrency, seed=seed, pages=pages, pace=pace,
+                                                progress=progress, **options))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return simulate()
+    # Called from code that runs an event loop in this thread (a notebook, Playwright's sync API):
+    # asyncio.run() cannot nest, so the simulation gets a thread and a loop of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(simulate).result()

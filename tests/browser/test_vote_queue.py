@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import threading
 import time
@@ -20,18 +19,12 @@ from pathlib import Path
 
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api")
-
-CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "experiment_ui" / "static" / "js" / "vote_queue.js"
 TOKEN = "T0K"
 
-pytestmark = [
-    pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"),
-                       reason="Debian chromium (/usr/bin/chromium) is not installed"),
-    pytest.mark.timeout(60),
-]
+# Without chromium the conftest's `browser` fixture skips (or fails in CI).
+pytestmark = pytest.mark.timeout(60)
 
 HARNESS = """<!doctype html>
 <meta charset="utf-8">
@@ -160,20 +153,9 @@ def server():
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
 def page(browser, server):
+    """A harness page in a fresh context of the session's chromium (tests/browser/conftest.py)."""
     fake, base = server
     fake.reset()
     context = browser.new_context()  # fresh localStorage per test
