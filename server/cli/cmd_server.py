@@ -129,7 +129,7 @@ def _simulate(base: str, workers: int, seed: int) -> None:
 @click.option("--port", type=int, default=None, help="Port (default: [server] port).")
 def serve_command(host: str | None, port: int | None) -> None:
     """Serve the configured database with a threaded server (small studies; use gunicorn in production:
-    gunicorn 'server:create_app()' -k gthread --workers 4 --threads 16)."""
+    gunicorn 'server:create_app()' -k gthread --workers 4 --threads 2)."""
     from server import create_app
     from server.config import load_config
 
