@@ -38,12 +38,13 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
     app.extensions["perceptlab.sessions"] = make_session_factory(engine)
 
     from .storage import make_storage
-    from .views import admin, api, stimuli, worker
+    from .views import admin, admin_mturk, api, stimuli, worker
 
     app.extensions["perceptlab.storage"] = make_storage(config)
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(admin_mturk.bp)
     app.register_blueprint(stimuli.bp)
     app.teardown_appcontext(_close_session)
     app.register_error_handler(ApiError, _api_error)

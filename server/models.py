@@ -228,3 +228,74 @@ class ScaleSnapshot(Base):
     n_votes: Mapped[int]
     computed_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     payload: Mapped[dict[str, Any]]
+
+
+# ---------------------------------------------------------------- Amazon Mechanical Turk (server/mturk.py)
+
+class MTurkQualification(Base):
+    """A custom qualification type of ours on MTurk (e.g. "perceptlab: took part"), created once."""
+    __tablename__ = "mturk_qualification"
+    __table_args__ = (UniqueConstraint("name", "sandbox"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    qualification_type_id: Mapped[str] = mapped_column(String(200))
+    sandbox: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class MTurkHit(Base):
+    """One HIT of a study; the row exists (status "creating") before the create call is made."""
+    __tablename__ = "mturk_hit"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    hit_id: Mapped[str | None] = mapped_column(String(200), unique=True)  # None until MTurk answers
+    hit_type_id: Mapped[str | None] = mapped_column(String(200))
+    unique_request_token: Mapped[str] = mapped_column(String(64), unique=True)
+    launch_id: Mapped[str] = mapped_column(String(32))
+    batch_index: Mapped[int]
+    max_assignments: Mapped[int]
+    reward: Mapped[str] = mapped_column(String(16))  # "0.50"
+    # creating | Assignable | Unassignable | Reviewable | Reviewing | Disposed | expired | deleted
+    status: Mapped[str] = mapped_column(String(32), default="creating")
+    sandbox: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime | None]
+
+
+class MTurkAssignment(Base):
+    """MTurk's view of one assignment (by AssignmentId), as of the last reconcile or action."""
+    __tablename__ = "mturk_assignment"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[str] = mapped_column(String(200), unique=True)  # MTurk AssignmentId
+    hit_id: Mapped[str] = mapped_column(String(200), index=True)
+    worker_id: Mapped[str] = mapped_column(String(200))  # MTurk WorkerId: PII
+    # The perceptlab assignment with external_id == assignment_id, once the worker has started.
+    local_assignment_id: Mapped[int | None] = mapped_column(ForeignKey("assignment.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16))  # Submitted | Approved | Rejected
+    submit_time: Mapped[dt.datetime | None]
+    approved_at: Mapped[dt.datetime | None]
+    rejected_at: Mapped[dt.datetime | None]
+    feedback: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Bonus(Base):
+    """A bonus, recorded (status "pending") before ``send_bonus`` so it is never paid twice."""
+    __tablename__ = "mturk_bonus"
+    __table_args__ = (UniqueConstraint("assignment_id", "reason"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("study.id", ondelete="SET NULL"), index=True)
+    assignment_id: Mapped[str] = mapped_column(String(200))  # MTurk AssignmentId
+    worker_id: Mapped[str] = mapped_column(String(200))      # MTurk WorkerId
+    amount: Mapped[str] = mapped_column(String(16))          # "1.20"
+    reason: Mapped[str] = mapped_column(String(500))
+    unique_request_token: Mapped[str] = mapped_column(String(64), unique=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | sent
+    sandbox: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[dt.datetime | None]

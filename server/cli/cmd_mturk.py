@@ -1,0 +1,286 @@
+"""``perceptlab mturk balance | launch | status | review | approve | reject | bonus | expire | notify``.
+
+The MTurk sandbox is used unless ``--live`` is given; live commands that spend money show the
+cost and ask first (``--yes`` skips the question). AWS credentials come from the standard boto3
+chain: ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (or ``AWS_PROFILE``).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from decimal import Decimal
+
+import click
+
+from . import UserError, cli
+from .cmd_study import DATABASE_OPTION, _find
+
+LIVE_OPTION = click.option("--live", is_flag=True, help="Use the live marketplace (real money) instead of the sandbox.")
+YES_OPTION = click.option("--yes", is_flag=True, help="Do not ask for confirmation (live only).")
+
+
+def client_factory(live: bool):
+    """The boto3 client for a command (tests replace this with a stubbed client)."""
+    from server.mturk import check_credentials, make_client
+
+    check_credentials()
+    return make_client(live=live)
+
+
+@contextmanager
+def mturk_session(database_url: str | None, live: bool):
+    """(database session, MTurkService); MTurk and AWS errors become one-line UserErrors."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from server.cli._db import cli_session
+    from server.mturk import MTurkError, MTurkService
+
+    try:
+        with cli_session(database_url) as session:
+            yield session, MTurkService(client_factory(live), session, sandbox=not live)
+    except MTurkError as exc:
+        raise UserError(str(exc)) from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise UserError(f"MTurk refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}") from None
+    except BotoCoreError as exc:
+        hint = (" (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
+                if "credential" in str(exc).lower() else "")
+        raise UserError(f"{exc}{hint}") from None
+
+
+def _where(live: bool) -> str:
+    return "LIVE" if live else "sandbox"
+
+
+def _bar(iterable, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(iterable, desc=desc, unit="", leave=False, disable=None)
+
+
+@cli.group("mturk")
+def mturk_group() -> None:
+    """Post HITs on Amazon Mechanical Turk, review and pay (sandbox unless --live)."""
+
+
+@mturk_group.command("balance")
+@LIVE_OPTION
+@DATABASE_OPTION
+def balance(live: bool, database_url: str | None) -> None:
+    """Show the account's available balance."""
+    with mturk_session(database_url, live) as (_, service):
+        click.echo(f"{_where(live)} balance: ${service.balance()}")
+
+
+@mturk_group.command("launch")
+@click.argument("slug")
+@click.option("--assignments", "assignments", type=click.IntRange(1), required=True, help="Assignments in all.")
+@click.option("--url", required=True, help="https://HOST of the perceptlab server (the study path /s/SLUG is added).")
+@click.option("--per-hit", type=click.IntRange(1), default=9, show_default=True,
+              help="Assignments per HIT (10 or more costs 40% commission instead of 20%).")
+@click.option("--days", type=click.FloatRange(0.01), default=7, show_default=True, help="How long the HITs stay up.")
+@click.option("--launch-id", default=None, help="Finish an interrupted launch (its ID is printed at the start).")
+@LIVE_OPTION
+@YES_OPTION
+@DATABASE_OPTION
+def launch(slug: str, assignments: int, url: str, per_hit: int, days: float, launch_id: str | None, live: bool,
+           yes: bool, database_url: str | None) -> None:
+    """Post HITs for study SLUG, in batches of --per-hit assignments."""
+    import datetime as dt
+    import uuid
+
+    from server.mturk import hit_reward
+    from server.payments import launch_cost
+    from server.studies import StudySpec
+
+    with mturk_session(database_url, live) as (session, service):
+        study = _find(session, slug)
+        spec = StudySpec.from_config(study.config)
+        full_url = url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{slug}"
+        service.external_question_xml(full_url)  # fail on http:// before anything else
+        reward = hit_reward(spec)
+        extra = max(0, spec.max_pages - spec.min_pages)
+        cost = launch_cost(reward, assignments, per_hit)
+        worst = launch_cost(reward, assignments, per_hit,
+                            expected_bonus_per_assignment=extra * Decimal(spec.bonus_per_page))
+        click.echo(f"{_where(live)}: {assignments} assignments in {cost['hits']} HIT(s) of at most {per_hit}, "
+                   f"reward ${reward} each, to {full_url}")
+        click.echo(f"cost: ${cost['rewards']} rewards + ${cost['reward_fees']} fees = ${cost['total']}; "
+                   f"with every worker doing all {spec.max_pages} pages (bonuses + fees): up to ${worst['total']}")
+        if per_hit >= 10:
+            click.echo("warning: HITs with 10 or more assignments pay 40% commission instead of 20%", err=True)
+        if live and not yes:
+            click.confirm(f"Post these HITs on the LIVE marketplace for ${cost['total']}?", abort=True)
+        launch_id = launch_id or uuid.uuid4().hex[:12]
+        click.echo(f"launch ID {launch_id} (if interrupted, run again with --launch-id {launch_id})")
+        hits = service.launch(study, assignments_total=assignments, url=full_url, per_hit=per_hit,
+                              lifetime=dt.timedelta(days=days), launch_id=launch_id,
+                              progress=lambda it: _bar(it, "creating HITs"))
+        for hit in hits:
+            click.echo(f"  {hit.hit_id}  {hit.max_assignments} assignments  {hit.status}")
+        preview = "https://workersandbox.mturk.com" if not live else "https://worker.mturk.com"
+        if hits:
+            click.echo(f"preview: {preview}/projects/{hits[0].hit_type_id}/tasks")
+
+
+@mturk_group.command("status")
+@click.argument("slug")
+@LIVE_OPTION
+@DATABASE_OPTION
+def status(slug: str, live: bool, database_url: str | None) -> None:
+    """Show the study's HITs and assignments as last reconciled (no MTurk call; see `review`)."""
+    from collections import Counter
+
+    from sqlalchemy import select
+
+    from server.cli._db import cli_session
+    from server.models import MTurkAssignment, MTurkHit
+
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        hits = list(session.scalars(select(MTurkHit).where(MTurkHit.study_id == study.id, MTurkHit.sandbox == (not live))
+                                    .order_by(MTurkHit.id)))
+        counts = Counter(session.scalars(select(MTurkAssignment.status).where(MTurkAssignment.study_id == study.id)))
+        if not hits:
+            click.echo(f"no {_where(live)} HITs for {slug}: perceptlab mturk launch {slug} --assignments N --url https://HOST")
+        for hit in hits:
+            expires = f"{hit.expires_at:%Y-%m-%d %H:%M}" if hit.expires_at else "-"
+            click.echo(f"{hit.hit_id or '(creating)':32} {hit.max_assignments:3} assignments  {hit.status:12} "
+                       f"reward ${hit.reward}  expires {expires}")
+        click.echo("assignments: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none reconciled"))
+
+
+def _print_plan(plan) -> None:
+    for row in plan.rows:
+        click.echo(f"  {row.assignment_id:32} {row.worker_id:16} {row.stage:9} pages {row.pages_completed:2}  "
+                   f"reward ${row.reward}  bonus ${row.bonus} ({row.bonus_status or '-'})  MTurk {row.mturk_status or '?'}")
+    t = plan.totals()
+    click.echo(f"totals: rewards ${t['rewards']}, bonuses ${t['bonuses']} (unpaid ${t['bonuses_unpaid']} + fees "
+               f"${t['bonus_fees']} = ${t['due_now']} due)")
+
+
+@mturk_group.command("review")
+@click.argument("slug")
+@LIVE_OPTION
+@DATABASE_OPTION
+def review(slug: str, live: bool, database_url: str | None) -> None:
+    """Fetch the study's HITs and assignments from MTurk, then show what each worker is owed."""
+    from server.payments import payment_plan
+
+    with mturk_session(database_url, live) as (session, service):
+        study = _find(session, slug)
+        counts = service.reconcile(study, qualify=True, progress=lambda it: _bar(it, "HITs"))
+        session.commit()
+        click.echo(f"{counts['hits']} HIT(s), {counts['assignments']} assignment(s) ({counts['new']} new)")
+        _print_plan(payment_plan(session, study))
+
+
+@mturk_group.command("approve")
+@click.argument("slug")
+@click.argument("assignment_ids", nargs=-1)
+@click.option("--all-submitted", is_flag=True, help="Approve every submitted assignment of the study.")
+@LIVE_OPTION
+@YES_OPTION
+@DATABASE_OPTION
+def approve(slug: str, assignment_ids: tuple[str, ...], all_submitted: bool, live: bool, yes: bool,
+            database_url: str | None) -> None:
+    """Approve assignments of study SLUG (already approved ones count as done)."""
+    from sqlalchemy import select
+
+    from server.models import MTurkAssignment
+    from server.mturk import MTurkError
+
+    if bool(assignment_ids) == all_submitted:
+        raise UserError("give ASSIGNMENT_IDs or --all-submitted (one of the two)")
+    with mturk_session(database_url, live) as (session, service):
+        study = _find(session, slug)
+        if all_submitted:
+            service.reconcile(study)
+            assignment_ids = tuple(session.scalars(select(MTurkAssignment.assignment_id).where(
+                MTurkAssignment.study_id == study.id, MTurkAssignment.status == "Submitted")))
+        if live and not yes and assignment_ids:
+            click.confirm(f"Approve {len(assignment_ids)} assignment(s) on the LIVE marketplace?", abort=True)
+        failed = 0
+        for assignment_id in _bar(assignment_ids, "approving"):
+            try:
+                result = service.approve(assignment_id)
+            except MTurkError as exc:
+                failed += 1
+                click.echo(f"  {assignment_id}: {exc}", err=True)
+                continue
+            session.commit()
+            click.echo(f"  {assignment_id}: {result}")
+        click.echo(f"{len(assignment_ids) - failed} approved, {failed} failed")
+        if failed:
+            raise UserError(f"{failed} assignment(s) could not be approved (see above)")
+
+
+@mturk_group.command("reject")
+@click.argument("assignment_id")
+@click.option("--feedback", required=True, help="Why the work is rejected (the worker sees it).")
+@click.option("--override", is_flag=True, help="Instead: approve this REJECTED assignment after all.")
+@LIVE_OPTION
+@DATABASE_OPTION
+def reject(assignment_id: str, feedback: str, override: bool, live: bool, database_url: str | None) -> None:
+    """Reject a submitted assignment (or, with --override, approve a rejected one)."""
+    with mturk_session(database_url, live) as (_, service):
+        result = service.override_rejection(assignment_id, feedback) if override else service.reject(assignment_id,
+                                                                                                      feedback)
+        click.echo(f"{assignment_id}: {result}")
+
+
+@mturk_group.command("bonus")
+@click.argument("slug")
+@LIVE_OPTION
+@YES_OPTION
+@DATABASE_OPTION
+def bonus(slug: str, live: bool, yes: bool, database_url: str | None) -> None:
+    """Pay the payment plan's bonuses to approved assignments (each bonus at most once)."""
+    from server.payments import payment_plan
+
+    with mturk_session(database_url, live) as (session, service):
+        study = _find(session, slug)
+        plan = payment_plan(session, study)
+        due = [r for r in plan.rows if r.bonus > 0 and r.bonus_status != "sent"]
+        ready = [r for r in due if r.mturk_status == "Approved"]
+        if len(ready) < len(due):
+            click.echo(f"{len(due) - len(ready)} bonus(es) wait for their assignment to be approved "
+                       "(run `review` and `approve` first)")
+        total = sum((r.bonus for r in ready), Decimal("0.00"))
+        click.echo(f"{len(ready)} bonus(es), ${total} (+20% fee) on the {_where(live)} marketplace")
+        if live and not yes and ready:
+            click.confirm("Pay them?", abort=True)
+        for row in _bar(ready, "bonuses"):
+            result = service.grant_bonus(row.worker_id, row.assignment_id, row.bonus, row.bonus_reason, study=study)
+            click.echo(f"  {row.assignment_id}: ${row.bonus} {result}")
+
+
+@mturk_group.command("expire")
+@click.argument("slug")
+@LIVE_OPTION
+@DATABASE_OPTION
+def expire(slug: str, live: bool, database_url: str | None) -> None:
+    """Expire every HIT of the study now (workers who accepted one can still submit)."""
+    with mturk_session(database_url, live) as (session, service):
+        study = _find(session, slug)
+        hits = [h for h in service.hits(study) if h.hit_id and h.status not in ("expired", "deleted", "Disposed")]
+        for hit in _bar(hits, "expiring"):
+            service.expire_hit(hit.hit_id)
+            session.commit()
+        click.echo(f"{len(hits)} HIT(s) expired")
+
+
+@mturk_group.command("notify")
+@click.argument("slug")
+@click.option("--subject", required=True)
+@click.option("--message", required=True)
+@LIVE_OPTION
+@DATABASE_OPTION
+def notify(slug: str, subject: str, message: str, live: bool, database_url: str | None) -> None:
+    """Message the study's MTurk workers (MTurk delivers only to workers you paid or rejected)."""
+    with mturk_session(database_url, live) as (session, service):
+        workers = service.study_worker_ids(_find(session, slug))
+        failures = service.notify(workers, subject, message)
+        click.echo(f"{len(workers) - len(failures)} of {len(workers)} worker(s) notified")
+        for failure in failures:
+            click.echo(f"  {failure.get('WorkerId')}: {failure.get('NotifyWorkersFailureMessage')}", err=True)

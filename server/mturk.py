@@ -1,0 +1,533 @@
+"""Amazon Mechanical Turk: the one module that talks to MTurk (boto3 ``mturk``, API 2017-01-17).
+
+Every MTurk call of perceptlab goes through :class:`MTurkService`, which keeps
+the database in line with MTurk:
+
+* HITs are recorded (status ``creating``) *before* ``create_hit_with_hit_type``
+  and carry a deterministic ``UniqueRequestToken``; a retried create that MTurk
+  answers with "HIT already exists" is looked up (``list_hits``, matching
+  ``RequesterAnnotation``) instead of posting a second HIT.
+* Bonuses are recorded (status ``pending``) before ``send_bonus``, with a token
+  derived from the assignment and the reason: a bonus is never sent twice, even
+  when the process dies between the call and the commit.
+* ``list_hits`` and ``list_assignments_for_hit`` are always paginated.
+* HITs hold at most 9 assignments by default (MTurk charges 40% instead of 20%
+  from 10 assignments on).
+
+The sandbox is the default everywhere; the live marketplace needs ``live=True``.
+Throttling is retried twice: by botocore's "standard" retry mode and, for the
+calls that reach :meth:`MTurkService._call`, by a small backoff loop of ours.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
+from typing import Any
+from xml.sax.saxutils import escape
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .models import (
+    Assignment,
+    Bonus,
+    MTurkAssignment,
+    MTurkHit,
+    MTurkQualification,
+    Study,
+    Worker,
+    utcnow,
+)
+from .studies import StudySpec
+
+SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+LIVE_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
+SANDBOX_WORKER_URL = "https://workersandbox.mturk.com"
+LIVE_WORKER_URL = "https://worker.mturk.com"
+EXTERNAL_QUESTION_NS = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/"
+                        "ExternalQuestion.xsd")
+
+# System qualification types.
+QUAL_APPROVAL_RATE = "000000000000000000L0"
+QUAL_NUMBER_APPROVED = "00000000000000000040"
+QUAL_LOCALE = "00000000000000000071"
+QUAL_MASTERS = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWKUDD8XADTFD2Q0G6UTO95ALH"}  # sandbox?
+
+TOOK_PART = "perceptlab: took part"
+PAGE_SIZE = 100          # list_* calls return at most 100 per page
+NOTIFY_CHUNK = 100       # notify_workers takes at most 100 worker IDs
+DEFAULT_PER_HIT = 9      # 10+ assignments per HIT cost 40% commission instead of 20%
+THROTTLE_CODES = {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
+                  "ServiceUnavailable"}
+PAST = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
+
+# Defaults of the optional [mturk] section of a study's config.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "title": "Compare the quality of images",
+    "description": "Look at pairs of images and choose the one that looks better (closer to the reference).",
+    "keywords": "image, quality, comparison, perception, survey",
+    "assignment_duration_minutes": 120,
+    "auto_approval_days": 3,
+    "min_approval_rate": 98,
+    "min_approved_hits": 1000,
+    "locales": ["US"],           # country codes; empty = anywhere
+    "masters": False,
+    "took_part_scope": "lab",    # lab: one "took part" type blocks repeaters across studies; study: per study
+}
+
+
+class MTurkError(RuntimeError):
+    """An MTurk call failed or an action is not possible; ``str()`` says what to do."""
+
+
+def make_client(*, live: bool = False, region: str = "us-east-1", max_attempts: int = 5, **kwargs):
+    """A boto3 ``mturk`` client: the sandbox unless ``live``; credentials from the standard boto3 chain
+    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, ~/.aws/credentials, ...).
+
+    Throttled calls are retried by botocore ("standard" retry mode, ``max_attempts`` in all).
+    """
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": max_attempts}, region_name=region)
+    return boto3.client("mturk", region_name=region, endpoint_url=LIVE_ENDPOINT if live else SANDBOX_ENDPOINT,
+                        config=config, **kwargs)
+
+
+def check_credentials() -> None:
+    """Raise :class:`MTurkError` naming the environment variables when boto3 finds no credentials."""
+    import boto3
+
+    if boto3.session.Session().get_credentials() is None:
+        raise MTurkError("no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                         "(or AWS_PROFILE / ~/.aws/credentials) for an IAM user allowed to use MTurk")
+
+
+def study_settings(study: Study) -> dict[str, Any]:
+    """The study's MTurk settings: ``config["mturk"]`` over :data:`DEFAULT_SETTINGS`."""
+    return {**DEFAULT_SETTINGS, **(study.config.get("mturk") or {})}
+
+
+def hit_reward(spec: StudySpec) -> Decimal:
+    """The HIT reward: ``reward_per_page`` for each of the ``min_pages`` pages the HIT requires."""
+    return (Decimal(spec.reward_per_page) * spec.min_pages).quantize(Decimal("0.01"))
+
+
+def _error_code(exc: Exception) -> str:
+    return getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+
+
+def _error_message(exc: Exception) -> str:
+    return getattr(exc, "response", {}).get("Error", {}).get("Message", "") or str(exc)
+
+
+def _is_duplicate_token(exc: Exception) -> bool:
+    """MTurk's refusal of a repeated ``UniqueRequestToken``."""
+    code, message = _error_code(exc), _error_message(exc).lower()
+    return code in ("HitAlreadyExists", "HITAlreadyExists") or (
+        code in ("RequestError", "ServiceFault") and ("uniquerequesttoken" in message or "unique request token"
+                                                      in message or "already exists" in message))
+
+
+class MTurkService:
+    """MTurk operations over a boto3 client and a database session (the caller commits, except where a
+    method says it commits itself: before and after calls that move money or create HITs).
+
+    Parameters
+    ----------
+    client
+        From :func:`make_client` (or a stubbed client in tests).
+    session : Session
+    sandbox : bool or None
+        Defaults to "the client's endpoint is not the live one".
+    sleep
+        Backoff function for throttling retries (tests pass a no-op).
+    """
+
+    def __init__(self, client, session: Session, *, sandbox: bool | None = None,
+                 sleep: Callable[[float], None] = time.sleep, max_attempts: int = 4):
+        self.client = client
+        self.session = session
+        if sandbox is None:
+            sandbox = "sandbox" in str(getattr(getattr(client, "meta", None), "endpoint_url", "sandbox"))
+        self.sandbox = sandbox
+        self.sleep = sleep
+        self.max_attempts = max_attempts
+
+    # ------------------------------------------------------------ plumbing
+
+    def _call(self, operation: str, **params) -> dict:
+        """One API call; throttling errors are retried with exponential backoff."""
+        from botocore.exceptions import ClientError
+
+        for attempt in range(self.max_attempts):
+            try:
+                return getattr(self.client, operation)(**params)
+            except ClientError as exc:
+                if _error_code(exc) in THROTTLE_CODES and attempt + 1 < self.max_attempts:
+                    self.sleep(min(8.0, 0.5 * 2 ** attempt))
+                    continue
+                raise
+
+    def _paginate(self, operation: str, key: str, **params) -> Iterator[dict]:
+        """Every item of a paginated list call (NextToken loop, MaxResults 100)."""
+        token = None
+        while True:
+            page = self._call(operation, MaxResults=PAGE_SIZE, **params, **({"NextToken": token} if token else {}))
+            yield from page.get(key, [])
+            token = page.get("NextToken")
+            if not token:
+                return
+
+    # ------------------------------------------------------------ account
+
+    def balance(self) -> str:
+        """The account's available balance in USD, as a string ("10000.00" in the sandbox)."""
+        return self._call("get_account_balance")["AvailableBalance"]
+
+    # ------------------------------------------------------------ HITs
+
+    @staticmethod
+    def external_question_xml(url: str) -> str:
+        """The ExternalQuestion that shows ``url`` (HTTPS only) in a frame fitted to the worker's window."""
+        if not url.lower().startswith("https://"):
+            raise MTurkError(f"the ExternalQuestion URL must start with https:// (MTurk refuses others): {url!r}")
+        return (f'<ExternalQuestion xmlns="{EXTERNAL_QUESTION_NS}">'
+                f"<ExternalURL>{escape(url)}</ExternalURL><FrameHeight>0</FrameHeight></ExternalQuestion>")
+
+    def took_part_qualification(self, study: Study) -> str:
+        """The QualificationTypeId of the "took part" type (lab-wide or per study), created once."""
+        settings = study_settings(study)
+        name = TOOK_PART if settings["took_part_scope"] == "lab" else f"{TOOK_PART} in {study.slug}"
+        row = self.session.scalar(select(MTurkQualification).where(MTurkQualification.name == name,
+                                                                   MTurkQualification.sandbox == self.sandbox))
+        if row is not None:
+            return row.qualification_type_id
+        from botocore.exceptions import ClientError
+
+        try:
+            response = self._call("create_qualification_type", Name=name, Keywords="perceptlab",
+                                  Description="Granted to workers who took part in a perceptlab study "
+                                              "(or failed its quiz); such workers cannot take part again.",
+                                  QualificationTypeStatus="Active")
+            type_id = response["QualificationType"]["QualificationTypeId"]
+        except ClientError as exc:  # the type exists on MTurk but not in this database
+            type_id = next((q["QualificationTypeId"] for q in self._paginate(
+                "list_qualification_types", "QualificationTypes", Query=name, MustBeRequestable=False,
+                MustBeOwnedByCaller=True) if q.get("Name") == name), None)
+            if type_id is None:
+                raise MTurkError(f"cannot create the qualification type {name!r}: {_error_message(exc)}") from exc
+        self.session.add(MTurkQualification(name=name, qualification_type_id=type_id, sandbox=self.sandbox))
+        self.session.flush()
+        return type_id
+
+    def qualification_requirements(self, study: Study) -> list[dict]:
+        settings = study_settings(study)
+        guard = "DiscoverPreviewAndAccept"
+        requirements = []
+        if settings["min_approval_rate"]:
+            requirements.append({"QualificationTypeId": QUAL_APPROVAL_RATE, "Comparator": "GreaterThanOrEqualTo",
+                                 "IntegerValues": [int(settings["min_approval_rate"])], "ActionsGuarded": guard})
+        if settings["min_approved_hits"]:
+            requirements.append({"QualificationTypeId": QUAL_NUMBER_APPROVED, "Comparator": "GreaterThanOrEqualTo",
+                                 "IntegerValues": [int(settings["min_approved_hits"])], "ActionsGuarded": guard})
+        if settings["locales"]:
+            requirements.append({"QualificationTypeId": QUAL_LOCALE, "Comparator": "In",
+                                 "LocaleValues": [{"Country": c} for c in settings["locales"]],
+                                 "ActionsGuarded": guard})
+        if settings["masters"]:
+            requirements.append({"QualificationTypeId": QUAL_MASTERS[self.sandbox], "Comparator": "Exists",
+                                 "ActionsGuarded": guard})
+        requirements.append({"QualificationTypeId": self.took_part_qualification(study),
+                             "Comparator": "DoesNotExist", "ActionsGuarded": guard})
+        return requirements
+
+    def ensure_hit_type(self, study: Study) -> str:
+        """The HITTypeId for the study (MTurk returns the same ID for the same properties)."""
+        settings = study_settings(study)
+        spec = StudySpec.from_config(study.config)
+        response = self._call(
+            "create_hit_type",
+            AutoApprovalDelayInSeconds=int(settings["auto_approval_days"]) * 86400,
+            AssignmentDurationInSeconds=int(settings["assignment_duration_minutes"]) * 60,
+            Reward=str(hit_reward(spec)), Title=settings["title"], Keywords=settings["keywords"],
+            Description=settings["description"], QualificationRequirements=self.qualification_requirements(study))
+        return response["HITTypeId"]
+
+    @staticmethod
+    def request_token(study: Study, batch_index: int, launch_id: str) -> str:
+        token = f"{study.slug[:40]}-{batch_index}-{launch_id}"
+        assert 1 <= len(token) <= 64, token
+        return token
+
+    def launch(self, study: Study, *, assignments_total: int, url: str, per_hit: int = DEFAULT_PER_HIT,
+               lifetime: dt.timedelta = dt.timedelta(days=7), launch_id: str | None = None,
+               progress: Callable[[Iterable], Iterable] = lambda it: it) -> list[MTurkHit]:
+        """Post ``ceil(assignments_total / per_hit)`` HITs; commits before and after each create call.
+
+        Calling again with the same ``launch_id`` finishes an interrupted launch: HITs already
+        created are kept, the others are created (or found, when MTurk already made them).
+        """
+        if assignments_total < 1 or per_hit < 1:
+            raise MTurkError("the number of assignments and assignments per HIT must be positive")
+        question = self.external_question_xml(url)
+        launch_id = launch_id or uuid.uuid4().hex[:12]
+        hit_type_id = self.ensure_hit_type(study)
+        reward = str(hit_reward(StudySpec.from_config(study.config)))
+        sizes = [min(per_hit, assignments_total - i * per_hit) for i in range(math.ceil(assignments_total / per_hit))]
+        hits = []
+        for index in progress(range(len(sizes))):
+            token = self.request_token(study, index, launch_id)
+            hit = self.session.scalar(select(MTurkHit).where(MTurkHit.unique_request_token == token))
+            if hit is None:
+                hit = MTurkHit(study_id=study.id, unique_request_token=token, launch_id=launch_id, batch_index=index,
+                               max_assignments=sizes[index], reward=reward, hit_type_id=hit_type_id,
+                               status="creating", sandbox=self.sandbox)
+                self.session.add(hit)
+            self.session.commit()  # the intent is on disk before MTurk is asked
+            if hit.hit_id is None:
+                self._create_hit(hit, question, lifetime)
+                self.session.commit()
+            hits.append(hit)
+        return hits
+
+    def _create_hit(self, hit: MTurkHit, question: str, lifetime: dt.timedelta) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            created = self._call("create_hit_with_hit_type", HITTypeId=hit.hit_type_id,
+                                 MaxAssignments=hit.max_assignments, LifetimeInSeconds=int(lifetime.total_seconds()),
+                                 Question=question, RequesterAnnotation=hit.unique_request_token,
+                                 UniqueRequestToken=hit.unique_request_token)["HIT"]
+        except ClientError as exc:
+            if not _is_duplicate_token(exc):
+                raise MTurkError(f"create_hit_with_hit_type failed: {_error_message(exc)}") from exc
+            created = self.find_hit_by_token(hit.unique_request_token)
+            if created is None:
+                raise MTurkError(f"MTurk says a HIT with token {hit.unique_request_token!r} exists, "
+                                 "but list_hits does not show it; try again later") from exc
+        self._update_hit(hit, created)
+
+    def find_hit_by_token(self, token: str) -> dict | None:
+        return next((h for h in self._paginate("list_hits", "HITs") if h.get("RequesterAnnotation") == token), None)
+
+    @staticmethod
+    def _update_hit(hit: MTurkHit, data: dict) -> None:
+        hit.hit_id = data["HITId"]
+        hit.hit_type_id = data.get("HITTypeId", hit.hit_type_id)
+        hit.status = data.get("HITStatus", hit.status)
+        if data.get("Expiration"):
+            hit.expires_at = data["Expiration"]
+
+    def hits(self, study: Study) -> list[MTurkHit]:
+        return list(self.session.scalars(select(MTurkHit).where(MTurkHit.study_id == study.id,
+                                                                MTurkHit.sandbox == self.sandbox)
+                                         .order_by(MTurkHit.id)))
+
+    def expire_hit(self, hit_id: str) -> None:
+        """Stop new workers from accepting the HIT (workers who accepted it can still submit)."""
+        self._call("update_expiration_for_hit", HITId=hit_id, ExpireAt=PAST)
+        hit = self.session.scalar(select(MTurkHit).where(MTurkHit.hit_id == hit_id))
+        if hit is not None:
+            hit.status, hit.expires_at = "expired", utcnow()
+
+    def delete_hit(self, hit_id: str) -> None:
+        """Delete an expired HIT whose assignments are all approved or rejected."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self._call("delete_hit", HITId=hit_id)
+        except ClientError as exc:
+            raise MTurkError(f"cannot delete HIT {hit_id}: {_error_message(exc)} (expire it and approve or "
+                             "reject its submitted assignments first)") from exc
+        hit = self.session.scalar(select(MTurkHit).where(MTurkHit.hit_id == hit_id))
+        if hit is not None:
+            hit.status = "deleted"
+
+    # ------------------------------------------------------------ assignments
+
+    def reconcile(self, study: Study, *, qualify: bool = False,
+                  progress: Callable[[Iterable], Iterable] = lambda it: it) -> dict[str, int]:
+        """Bring the database in line with MTurk for every HIT of the study (HIT status, assignments and
+        their workers); with ``qualify``, newly seen workers get the "took part" qualification."""
+        counts = {"hits": 0, "assignments": 0, "new": 0}
+        qualification = self.took_part_qualification(study) if qualify else None
+        for hit in progress([h for h in self.hits(study) if h.hit_id and h.status != "deleted"]):
+            data = self._call("get_hit", HITId=hit.hit_id)["HIT"]
+            hit.status = data.get("HITStatus", hit.status)
+            hit.expires_at = data.get("Expiration", hit.expires_at)
+            counts["hits"] += 1
+            for item in self._paginate("list_assignments_for_hit", "Assignments", HITId=hit.hit_id,
+                                       AssignmentStatuses=["Submitted", "Approved", "Rejected"]):
+                row, new = self._record_assignment(study, item)
+                counts["assignments"] += 1
+                counts["new"] += new
+                if new and qualification:
+                    self.qualify(row.worker_id, qualification)
+        if qualification:
+            # Workers who failed the quiz or were stopped usually return the HIT instead of submitting
+            # it, so MTurk never lists them: block them from the study's database records.
+            blocked = self.session.scalars(select(Worker.external_id).where(
+                Worker.study_id == study.id, Worker.platform == "mturk",
+                Worker.status.in_(("disqualified", "stopped"))))
+            for worker_id in blocked:
+                self.qualify(worker_id, qualification)
+        self.session.flush()
+        return counts
+
+    def _record_assignment(self, study: Study, item: dict) -> tuple[MTurkAssignment, bool]:
+        row = self.session.scalar(select(MTurkAssignment).where(MTurkAssignment.assignment_id == item["AssignmentId"]))
+        new = row is None
+        if new:
+            row = MTurkAssignment(study_id=study.id, assignment_id=item["AssignmentId"], hit_id=item["HITId"],
+                                  worker_id=item["WorkerId"], status=item["AssignmentStatus"])
+            self.session.add(row)
+        row.status = item["AssignmentStatus"]
+        row.submit_time = item.get("SubmitTime", row.submit_time)
+        row.approved_at = item.get("ApprovalTime", row.approved_at)
+        row.rejected_at = item.get("RejectionTime", row.rejected_at)
+        row.feedback = item.get("RequesterFeedback", row.feedback)
+        row.updated_at = utcnow()
+        if row.local_assignment_id is None:
+            row.local_assignment_id = self.session.scalar(
+                select(Assignment.id).where(Assignment.study_id == study.id, Assignment.platform == "mturk",
+                                            Assignment.external_id == item["AssignmentId"]))
+        return row, new
+
+    def _assignment_row(self, assignment_id: str) -> MTurkAssignment | None:
+        return self.session.scalar(select(MTurkAssignment).where(MTurkAssignment.assignment_id == assignment_id))
+
+    def _fetch_status(self, assignment_id: str) -> str:
+        from botocore.exceptions import ClientError
+
+        try:
+            item = self._call("get_assignment", AssignmentId=assignment_id)["Assignment"]
+        except ClientError as exc:
+            raise MTurkError(f"no assignment {assignment_id} on MTurk: {_error_message(exc)}") from exc
+        row = self._assignment_row(assignment_id)
+        if row is not None:
+            row.status = item["AssignmentStatus"]
+        return item["AssignmentStatus"]
+
+    def approve(self, assignment_id: str, feedback: str | None = None) -> str:
+        """Approve a submitted assignment; one that is approved already counts as success.
+
+        Returns "approved" or "already approved"; raises :class:`MTurkError` for any other status.
+        """
+        row = self._assignment_row(assignment_id)
+        if row is not None and row.status == "Approved":
+            return "already approved"
+        status = self._fetch_status(assignment_id)
+        if status == "Approved":
+            return "already approved"
+        if status != "Submitted":
+            hint = " (use override to approve a rejected assignment)" if status == "Rejected" else ""
+            raise MTurkError(f"assignment {assignment_id} is {status}, not Submitted: cannot approve it{hint}")
+        self._call("approve_assignment", AssignmentId=assignment_id,
+                   **({"RequesterFeedback": feedback} if feedback else {}))
+        if row is not None:
+            row.status, row.approved_at, row.feedback = "Approved", utcnow(), feedback or row.feedback
+        return "approved"
+
+    def reject(self, assignment_id: str, feedback: str) -> str:
+        """Reject a submitted assignment; MTurk requires feedback for the worker."""
+        if not (feedback or "").strip():
+            raise MTurkError("rejecting needs feedback for the worker (why the work was rejected)")
+        status = self._fetch_status(assignment_id)
+        if status == "Rejected":
+            return "already rejected"
+        if status != "Submitted":
+            raise MTurkError(f"assignment {assignment_id} is {status}, not Submitted: cannot reject it")
+        self._call("reject_assignment", AssignmentId=assignment_id, RequesterFeedback=feedback)
+        row = self._assignment_row(assignment_id)
+        if row is not None:
+            row.status, row.rejected_at, row.feedback = "Rejected", utcnow(), feedback
+        return "rejected"
+
+    def override_rejection(self, assignment_id: str, feedback: str | None = None) -> str:
+        """Approve an assignment that was rejected (pays the worker after all)."""
+        status = self._fetch_status(assignment_id)
+        if status == "Approved":
+            return "already approved"
+        if status != "Rejected":
+            raise MTurkError(f"assignment {assignment_id} is {status}, not Rejected: nothing to override")
+        self._call("approve_assignment", AssignmentId=assignment_id, OverrideRejection=True,
+                   **({"RequesterFeedback": feedback} if feedback else {}))
+        row = self._assignment_row(assignment_id)
+        if row is not None:
+            row.status, row.approved_at = "Approved", utcnow()
+        return "approved"
+
+    # ------------------------------------------------------------ money and messages
+
+    @staticmethod
+    def bonus_token(assignment_id: str, reason: str) -> str:
+        digest = hashlib.sha256(f"{assignment_id}\n{reason}".encode()).hexdigest()[:40]
+        return f"pl-bonus-{digest}"
+
+    def grant_bonus(self, worker_id: str, assignment_id: str, amount: str | Decimal, reason: str, *,
+                    study: Study | None = None) -> str:
+        """Pay a bonus at most once per (assignment, reason); commits before and after ``send_bonus``.
+
+        Returns "sent", or "already sent" when this bonus was paid before (no request is made).
+        """
+        from botocore.exceptions import ClientError
+
+        amount = str(Decimal(str(amount)).quantize(Decimal("0.01")))
+        if Decimal(amount) <= 0:
+            raise MTurkError(f"a bonus must be positive, not {amount}")
+        if not reason.strip():
+            raise MTurkError("a bonus needs a reason (the worker sees it)")
+        bonus = self.session.scalar(select(Bonus).where(Bonus.assignment_id == assignment_id, Bonus.reason == reason))
+        if bonus is None:
+            bonus = Bonus(study_id=study.id if study else None, assignment_id=assignment_id, worker_id=worker_id,
+                          amount=amount, reason=reason, unique_request_token=self.bonus_token(assignment_id, reason),
+                          status="pending", sandbox=self.sandbox)
+            self.session.add(bonus)
+            self.session.commit()  # recorded before the money moves
+        elif bonus.status == "sent":
+            return "already sent"
+        elif bonus.amount != amount or bonus.worker_id != worker_id:
+            raise MTurkError(f"a pending bonus for {assignment_id} ({reason!r}) was recorded as ${bonus.amount} to "
+                             f"{bonus.worker_id}; it must be retried with the same amount and worker")
+        try:
+            self._call("send_bonus", WorkerId=bonus.worker_id, BonusAmount=bonus.amount, AssignmentId=assignment_id,
+                       Reason=reason, UniqueRequestToken=bonus.unique_request_token)
+        except ClientError as exc:
+            if not _is_duplicate_token(exc):
+                raise MTurkError(f"send_bonus failed for {assignment_id}: {_error_message(exc)} (the bonus stays "
+                                 "pending; retrying is safe)") from exc
+        bonus.status, bonus.sent_at = "sent", utcnow()
+        self.session.commit()
+        return "sent"
+
+    def notify(self, worker_ids: Iterable[str], subject: str, message: str) -> list[dict]:
+        """Message workers (only those we paid or rejected), 100 per call; returns MTurk's failure statuses."""
+        ids = list(dict.fromkeys(worker_ids))
+        failures: list[dict] = []
+        for start in range(0, len(ids), NOTIFY_CHUNK):
+            response = self._call("notify_workers", Subject=subject, MessageText=message,
+                                  WorkerIds=ids[start:start + NOTIFY_CHUNK])
+            failures.extend(response.get("NotifyWorkersFailureStatuses", []))
+        return failures
+
+    def qualify(self, worker_id: str, qualification_type_id: str | None = None, *, study: Study | None = None) -> None:
+        """Give a worker the "took part" qualification (silently): they cannot take part again."""
+        if qualification_type_id is None:
+            if study is None:
+                raise MTurkError("qualify needs the qualification type or the study")
+            qualification_type_id = self.took_part_qualification(study)
+        self._call("associate_qualification_with_worker", QualificationTypeId=qualification_type_id,
+                   WorkerId=worker_id, IntegerValue=1, SendNotification=False)
+
+    def study_worker_ids(self, study: Study) -> list[str]:
+        """MTurk WorkerIds seen in the study (perceptlab workers and reconciled assignments)."""
+        ids = set(self.session.scalars(select(Worker.external_id).where(Worker.study_id == study.id,
+                                                                        Worker.platform == "mturk")))
+        ids |= set(self.session.scalars(select(MTurkAssignment.worker_id).where(MTurkAssignment.study_id == study.id)))
+        return sorted(ids)

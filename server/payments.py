@@ -1,0 +1,135 @@
+"""What MTurk workers are owed, and what a launch costs, computed from the database (nothing is paid here).
+
+Rules (from the study's ``[pages]`` section):
+
+* every completed MTurk assignment earns the HIT reward, which covers the ``min_pages``
+  pages the HIT requires (``reward_per_page x min_pages``, see :func:`server.mturk.hit_reward`);
+* every page after ``min_pages`` (up to ``max_pages``) earns ``bonus_per_page`` as a bonus.
+
+MTurk's commission: 20% of rewards on HITs with fewer than 10 assignments, 40% on HITs with
+10 or more (so HITs are posted in batches of 9), 20% of bonuses; at least $0.01 per
+assignment or bonus. All amounts are :class:`~decimal.Decimal`, shown as strings like "1.20".
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .models import Assignment, Bonus, MTurkAssignment, Study, Worker
+from .studies import StudySpec
+
+CENT = Decimal("0.01")
+FEE_SMALL = Decimal("0.20")   # HITs with fewer than 10 assignments
+FEE_LARGE = Decimal("0.40")   # HITs with 10 or more
+FEE_BONUS = Decimal("0.20")
+LARGE_HIT = 10
+BONUS_REASON = "Bonus for {extra} extra page(s) of the image comparison study {slug}. Thank you!"
+
+
+def money(value) -> Decimal:
+    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def fee(amount: Decimal, rate: Decimal) -> Decimal:
+    """MTurk's commission on one payment: ``rate`` of it, at least one cent."""
+    return max(CENT, money(amount * rate)) if amount > 0 else Decimal("0.00")
+
+
+def reward_fee_rate(assignments_in_hit: int, fee_small: Decimal = FEE_SMALL, fee_large: Decimal = FEE_LARGE) -> Decimal:
+    return fee_large if assignments_in_hit >= LARGE_HIT else fee_small
+
+
+def launch_cost(reward, assignments: int, per_hit: int = 9, *, expected_bonus_per_assignment=0,
+                fee_small: Decimal = FEE_SMALL, fee_large: Decimal = FEE_LARGE,
+                fee_bonus: Decimal = FEE_BONUS) -> dict[str, Decimal]:
+    """The cost of posting ``assignments`` in HITs of ``per_hit``: rewards, bonuses and MTurk's fees."""
+    reward = money(reward)
+    bonus = money(expected_bonus_per_assignment)
+    sizes = [min(per_hit, assignments - i * per_hit) for i in range(math.ceil(assignments / per_hit))]
+    rewards = money(reward * assignments)
+    reward_fees = sum((fee(reward, reward_fee_rate(n, fee_small, fee_large)) * n for n in sizes), Decimal("0.00"))
+    bonuses = money(bonus * assignments)
+    bonus_fees = fee(bonus, fee_bonus) * assignments
+    return {"hits": Decimal(len(sizes)), "rewards": rewards, "reward_fees": money(reward_fees), "bonuses": bonuses,
+            "bonus_fees": money(bonus_fees), "total": money(rewards + reward_fees + bonuses + bonus_fees)}
+
+
+@dataclass
+class PaymentRow:
+    assignment_id: str          # MTurk AssignmentId
+    worker_id: str              # MTurk WorkerId
+    pages_completed: int
+    reward: Decimal
+    bonus: Decimal
+    mturk_status: str | None    # Submitted | Approved | Rejected | None (not reconciled yet)
+    bonus_status: str | None    # pending | sent | None (not started)
+    bonus_reason: str = ""
+    stage: str = "completed"    # or "stopped": stopped by hidden gold after some pages (the experimenter decides)
+
+    def as_strings(self) -> dict:
+        row = asdict(self)
+        row["reward"], row["bonus"] = str(self.reward), str(self.bonus)
+        return row
+
+
+@dataclass
+class PaymentPlan:
+    rows: list[PaymentRow] = field(default_factory=list)
+    rewards: Decimal = Decimal("0.00")
+    bonuses: Decimal = Decimal("0.00")
+    bonuses_unpaid: Decimal = Decimal("0.00")
+    bonus_fees: Decimal = Decimal("0.00")
+    total: Decimal = Decimal("0.00")       # rewards + bonuses, to workers
+    due_now: Decimal = Decimal("0.00")     # unpaid bonuses + their fees (rewards were funded at launch)
+
+    def totals(self) -> dict[str, str]:
+        return {k: str(getattr(self, k))
+                for k in ("rewards", "bonuses", "bonuses_unpaid", "bonus_fees", "total", "due_now")}
+
+
+def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BONUS) -> PaymentPlan:
+    """What each completed MTurk assignment of the study earns: reward + bonus for extra pages.
+
+    Assignments stopped by hidden gold after completing pages are listed too (``stage`` "stopped"):
+    their workers may submit, and the experimenter decides at review.
+
+    Rejected assignments earn nothing. Rewards are paid by approving; bonuses with
+    ``MTurkService.grant_bonus`` (see ``perceptlab mturk bonus``).
+    """
+    from .mturk import hit_reward
+
+    spec = StudySpec.from_config(study.config)
+    reward = hit_reward(spec)
+    per_page = money(spec.bonus_per_page)
+    statuses = dict(session.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)
+                                    .where(MTurkAssignment.study_id == study.id)).all())
+    paid = {(b.assignment_id, b.reason): b.status for b in session.scalars(select(Bonus).where(Bonus.study_id == study.id))}
+    plan = PaymentPlan()
+    query = (select(Assignment, Worker.external_id).join(Worker, Worker.id == Assignment.worker_id)
+             .where(Assignment.study_id == study.id, Assignment.platform == "mturk", 
+                    ((Assignment.stage == "completed")
+                     | ((Assignment.stage == "stopped") & (Assignment.pages_completed > 0))))
+             .order_by(Assignment.id))
+    for assignment, worker_external in session.execute(query):
+        status = statuses.get(assignment.external_id)
+        if status == "Rejected":
+            continue
+        extra = max(0, min(assignment.pages_completed, spec.max_pages) - spec.min_pages)
+        bonus = money(per_page * extra)
+        reason = BONUS_REASON.format(extra=extra, slug=study.slug) if bonus > 0 else ""
+        row = PaymentRow(assignment.external_id, worker_external, assignment.pages_completed, reward, bonus, status,
+                         paid.get((assignment.external_id, reason)) if bonus > 0 else None, reason,
+                         assignment.stage)
+        plan.rows.append(row)
+        plan.rewards += reward
+        plan.bonuses += bonus
+        if bonus > 0 and row.bonus_status != "sent":
+            plan.bonuses_unpaid += bonus
+            plan.bonus_fees += fee(bonus, fee_bonus)
+    plan.total = money(plan.rewards + plan.bonuses)
+    plan.due_now = money(plan.bonuses_unpaid + plan.bonus_fees)
+    return plan
