@@ -39,18 +39,20 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 HISTOGRAM_BINS = 20
 
 
-@bp.before_request
-def _csrf():
-    auth.check_csrf()
+def protect(blueprint: Blueprint) -> None:
+    """CSRF checks on every state-changing request, and headers for pages that show worker IDs and
+    results: never cached, never framed, no foreign code. Every experimenter blueprint calls this."""
+    blueprint.before_request(auth.check_csrf)
+
+    @blueprint.after_request
+    def _headers(response: Response) -> Response:
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        return response
 
 
-@bp.after_request
-def _headers(response: Response) -> Response:
-    # Worker IDs and results: never cached, never framed, no foreign code.
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers.setdefault("Content-Security-Policy", CSP)
-    return response
+protect(bp)
 
 
 @bp.errorhandler(HTTPException)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from flask import (
     Blueprint,
-    Response,
     abort,
     current_app,
     flash,
@@ -33,22 +32,12 @@ from sqlalchemy import select
 from .. import auth
 from ..app import db_session
 from ..models import MTurkAssignment, MTurkHit, Study
-from .admin import CSP
+from .admin import protect
 
 bp = Blueprint("admin_mturk", __name__, url_prefix="/admin/mturk")
 
 
-@bp.before_request
-def _csrf():
-    auth.check_csrf()
-
-
-@bp.after_request
-def _headers(response: Response) -> Response:
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers.setdefault("Content-Security-Policy", CSP)
-    return response
+protect(bp)
 
 
 @bp.context_processor

@@ -201,3 +201,18 @@ def live_server(app):
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def client():
+    """A real boto3 MTurk client (dummy credentials) under a botocore Stubber: every call the test
+    expects must be queued on ``client.stubber``, and none may be left over."""
+    from botocore.stub import Stubber
+
+    from server.mturk import make_client
+
+    mturk = make_client(aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
+    with Stubber(mturk) as stubber:
+        mturk.stubber = stubber
+        yield mturk
+        stubber.assert_no_pending_responses()

@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from botocore.stub import Stubber
 from sqlalchemy import func, select
 
 from server import auth
 from server.models import MTurkAssignment, MTurkHit, Study
-from server.mturk import make_client
 
 from .test_admin import PASSWORD, csrf_of, log_in
 from .test_mturk import _create_params, _expect_hit_type, _hit
@@ -18,13 +16,6 @@ from .test_mturk import _create_params, _expect_hit_type, _hit
 HTTPS = {"wsgi.url_scheme": "https"}
 
 
-@pytest.fixture
-def client():
-    client = make_client(aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
-    with Stubber(client) as stubber:
-        client.stubber = stubber
-        yield client
-        stubber.assert_no_pending_responses()
 
 
 @pytest.fixture

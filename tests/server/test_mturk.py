@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY
 from sqlalchemy import func, select
 
 from server.models import (
@@ -34,13 +34,6 @@ NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 URL = "https://lab.example.org/s/demo"
 
 
-@pytest.fixture
-def client():
-    client = make_client(aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
-    with Stubber(client) as stubber:
-        client.stubber = stubber
-        yield client
-        stubber.assert_no_pending_responses()
 
 
 @pytest.fixture
