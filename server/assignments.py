@@ -99,10 +99,6 @@ def _find_or_create(session: Session, study: Study, platform: str, worker_id: st
     return assignment, True
 
 
-def spec_of(study: Study) -> StudySpec:
-    return StudySpec.from_config(study.config)
-
-
 # A study's parameters never change after creation (pausing changes only Study.status),
 # so each process parses them once.
 _SPECS: dict[tuple[str, int], StudySpec] = {}
@@ -139,7 +135,8 @@ def perform_action(session: Session, assignment: Assignment, action: str) -> Non
     if action == "consent":
         assignment.stage = "instructions"
     elif action == "instructions_done":
-        if _passed_quiz_before(session, assignment) or spec.quiz_size == 0:
+        # A worker who passed the quiz in an earlier assignment of the study does not take it again.
+        if _worker_trial_pages(session, assignment.worker_id) or spec.quiz_size == 0:
             _start_trials_page(session, assignment, spec)
         else:
             _allocate_quiz_page(session, assignment, spec)
@@ -162,11 +159,10 @@ def _already_done(stage: str, action: str) -> bool:
     return stage in order and order.index(stage) >= order.index(first)
 
 
-def _passed_quiz_before(session: Session, assignment: Assignment) -> bool:
-    """A worker who passed the quiz in an earlier assignment of the study does not take it again."""
-    passed = session.scalar(select(func.count()).select_from(Page).join(Assignment).where(
-        Assignment.worker_id == assignment.worker_id, Page.kind == "trials"))
-    return bool(passed)
+def _worker_trial_pages(session: Session, worker_id: int) -> int:
+    """Pages of trials the worker was given in any assignment of the study (only quiz passers get one)."""
+    return int(session.scalar(select(func.count()).select_from(Page).join(Assignment).where(
+        Assignment.worker_id == worker_id, Page.kind == "trials")))
 
 
 def _complete(assignment: Assignment) -> None:
@@ -180,9 +176,12 @@ def _rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Gen
     return np.random.default_rng([study.seed, assignment.id, page_index])
 
 
-def _new_page(session: Session, assignment: Assignment, kind: str) -> Page:
-    index = session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id))
-    page = Page(assignment_id=assignment.id, index=int(index), kind=kind)
+def _page_count(session: Session, assignment_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment_id)))
+
+
+def _new_page(session: Session, assignment: Assignment, kind: str, index: int) -> Page:
+    page = Page(assignment_id=assignment.id, index=index, kind=kind)
     session.add(page)
     session.flush()
     return page
@@ -221,7 +220,7 @@ def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpe
     gold = _gold_pair_ids(session, study)
     if not gold:
         raise ApiError(409, "wrong_stage", "this study has no gold pairs for its quiz")
-    page = _new_page(session, assignment, "quiz")
+    page = _new_page(session, assignment, "quiz", _page_count(session, assignment.id))
     _add_trials(session, page, assignment, [], _pick_gold(gold, spec.quiz_size, _rng(study, assignment, page.index)),
                 _rng(study, assignment, 10_000 + page.index), is_quiz=True)
 
@@ -233,21 +232,19 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     if worker.status in ("stopped", "disqualified"):  # stopped in another of the worker's HITs
         _stop(assignment, worker.status, worker.status_reason)
         return
-    worker_pages = session.scalar(select(func.count()).select_from(Page).join(Assignment, Page.assignment_id == Assignment.id)
-                                  .where(Assignment.worker_id == assignment.worker_id, Page.kind == "trials"))
-    if worker_pages >= spec.max_pages:
+    if _worker_trial_pages(session, assignment.worker_id) >= spec.max_pages:
         _complete(assignment)
         return
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_000_000 + study.id})
-    page_index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
+    page_index = _page_count(session, assignment.id)
     rng = _rng(study, assignment, page_index)
     n_gold = spec.gold_per_page
     pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, rng)
     if not pair_ids:
         _complete(assignment)
         return
-    page = _new_page(session, assignment, "trials")
+    page = _new_page(session, assignment, "trials", page_index)
     _add_trials(session, page, assignment, pair_ids, _pick_gold(_gold_pair_ids(session, study), n_gold, rng),
                 rng, is_quiz=False)
     assignment.stage = "trials"

@@ -22,6 +22,13 @@ def default_database_url(instance_path: str | Path) -> str:
     return f"sqlite:///{path / 'perceptlab.db'}"
 
 
+def normalise_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 here (SQLAlchemy alone would pick psycopg2)."""
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
 def make_engine(url: str) -> Engine:
     """Create an engine; SQLite connections get WAL, a busy timeout and foreign keys."""
     if url.startswith("sqlite"):
@@ -33,11 +40,9 @@ def make_engine(url: str) -> Engine:
         # up front (no lock upgrade deadlocks between two writers).
         event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
     # No pre-ping: it would cost a round trip per request; recycled connections and the
     # pool's invalidation on a failed statement cover server restarts.
-    return create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800)
+    return create_engine(normalise_url(url), pool_size=10, max_overflow=20, pool_recycle=1800)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -67,6 +72,4 @@ def upgrade(url: str) -> None:
     """Apply every Alembic migration the database lacks."""
     from alembic import command
 
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    command.upgrade(alembic_config(url), "head")
+    command.upgrade(alembic_config(normalise_url(url)), "head")

@@ -329,6 +329,10 @@ class MTurkService:
                                                                 MTurkHit.sandbox == self.sandbox)
                                          .order_by(MTurkHit.id)))
 
+    def open_hits(self, study: Study) -> list[MTurkHit]:
+        """The study's posted HITs that are not expired, deleted or disposed yet."""
+        return [h for h in self.hits(study) if h.hit_id and h.status not in ("expired", "deleted", "Disposed")]
+
     def expire_hit(self, hit_id: str) -> None:
         """Stop new workers from accepting the HIT (workers who accepted it can still submit)."""
         self._call("update_expiration_for_hit", HITId=hit_id, ExpireAt=PAST)

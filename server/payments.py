@@ -70,6 +70,10 @@ class PaymentRow:
     bonus_reason: str = ""
     stage: str = "completed"    # or "stopped": stopped by hidden gold after some pages (the experimenter decides)
 
+    @property
+    def bonus_unpaid(self) -> bool:
+        return self.bonus > 0 and self.bonus_status != "sent"
+
     def as_strings(self) -> dict:
         row = asdict(self)
         row["reward"], row["bonus"] = str(self.reward), str(self.bonus)
@@ -85,6 +89,10 @@ class PaymentPlan:
     bonus_fees: Decimal = Decimal("0.00")
     total: Decimal = Decimal("0.00")       # rewards + bonuses, to workers
     due_now: Decimal = Decimal("0.00")     # unpaid bonuses + their fees (rewards were funded at launch)
+
+    def unpaid_bonuses(self) -> list[PaymentRow]:
+        """Rows whose bonus is still to be sent (payable once MTurk shows the assignment Approved)."""
+        return [row for row in self.rows if row.bonus_unpaid]
 
     def totals(self) -> dict[str, str]:
         return {k: str(getattr(self, k))
@@ -127,7 +135,7 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
         plan.rows.append(row)
         plan.rewards += reward
         plan.bonuses += bonus
-        if bonus > 0 and row.bonus_status != "sent":
+        if row.bonus_unpaid:
             plan.bonuses_unpaid += bonus
             plan.bonus_fees += fee(bonus, fee_bonus)
     plan.total = money(plan.rewards + plan.bonuses)

@@ -241,7 +241,7 @@ def bonus(slug: str, live: bool, yes: bool, database_url: str | None) -> None:
     with mturk_session(database_url, live) as (session, service):
         study = _find(session, slug)
         plan = payment_plan(session, study)
-        due = [r for r in plan.rows if r.bonus > 0 and r.bonus_status != "sent"]
+        due = plan.unpaid_bonuses()
         ready = [r for r in due if r.mturk_status == "Approved"]
         if len(ready) < len(due):
             click.echo(f"{len(due) - len(ready)} bonus(es) wait for their assignment to be approved "
@@ -263,7 +263,7 @@ def expire(slug: str, live: bool, database_url: str | None) -> None:
     """Expire every HIT of the study now (workers who accepted one can still submit)."""
     with mturk_session(database_url, live) as (session, service):
         study = _find(session, slug)
-        hits = [h for h in service.hits(study) if h.hit_id and h.status not in ("expired", "deleted", "Disposed")]
+        hits = service.open_hits(study)
         for hit in _bar(hits, "expiring"):
             service.expire_hit(hit.hit_id)
             session.commit()

@@ -71,7 +71,7 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
     """Create the demo study and the admin account if missing; return the admin password."""
     from sqlalchemy import select
 
-    from server.auth import create_user
+    from server.auth import create_user, set_password
     from server.cli._db import cli_session
     from server.models import Study, User
     from server.studies import create_study, read_study_file
@@ -89,14 +89,12 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
     with cli_session(database_url) as session:
         if session.scalar(select(Study).where(Study.slug == DEMO_SLUG)) is None:
             create_study(session, read_study_file(study_file))
-        if session.scalar(select(User).where(User.username == "admin")) is None or not password_file.exists():
+        user = session.scalar(select(User).where(User.username == "admin"))
+        if user is None or not password_file.exists():  # a lost password file gets a new password
             password = secrets.token_urlsafe(9)
-            user = session.scalar(select(User).where(User.username == "admin"))
             if user is None:
                 create_user(session, "admin", password)
             else:
-                from server.auth import set_password
-
                 set_password(user, password)
             fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:

@@ -274,8 +274,7 @@ def bonus(slug: str):
     from ..payments import payment_plan
 
     def action(service, study):
-        rows = [r for r in payment_plan(db_session(), study).rows
-                if r.bonus > 0 and r.bonus_status != "sent" and r.mturk_status == "Approved"]
+        rows = [r for r in payment_plan(db_session(), study).unpaid_bonuses() if r.mturk_status == "Approved"]
         for row in rows:
             service.grant_bonus(row.worker_id, row.assignment_id, row.bonus, row.bonus_reason, study=study)
         return f"{len(rows)} bonus(es) paid"
@@ -286,7 +285,7 @@ def bonus(slug: str):
 @auth.login_required
 def expire(slug: str):
     def action(service, study):
-        hits = [h for h in service.hits(study) if h.hit_id and h.status not in ("expired", "deleted", "Disposed")]
+        hits = service.open_hits(study)
         for hit in hits:
             service.expire_hit(hit.hit_id)
             db_session().commit()

@@ -102,7 +102,7 @@ def get_state(assignment_id: str):
 def post_action(assignment_id: str):
     body = _json_body()
     assignment = authorised_assignment(assignment_id, lock=True)
-    if not isinstance(body, dict) or not isinstance(body.get("action"), str):
+    if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
     flow.perform_action(db_session(), assignment, body["action"])

@@ -25,7 +25,7 @@ def entry(slug: str):
     """MTurk's ExternalQuestion URL (with assignmentId, hitId, workerId, turkSubmitTo) or a plain link."""
     study = _study(slug)
     args = request.args
-    spec = flow.spec_of(study)
+    spec = flow.spec_for(db_session(), study.id)
     if args.get("assignmentId") == flow.PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
         storage = current_app.extensions["perceptlab.storage"]
         return render_template("preview.html", study=study, spec=spec, example=_example_set(study),
@@ -66,7 +66,7 @@ def _example_set(study: Study) -> StudySet | None:
 def stage_page(token: str):
     assignment = _assignment(token)
     study = assignment.study
-    spec = flow.spec_of(study)
+    spec = flow.spec_for(db_session(), study.id)
     storage = current_app.extensions["perceptlab.storage"]
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
               "stimulus_url": lambda path: storage.url(study.slug, path)}
