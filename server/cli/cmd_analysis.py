@@ -1,4 +1,4 @@
-"""``perceptlab analyze``, ``perceptlab simulate-votes`` and ``perceptlab demo-analysis``."""
+"""``perceptlab analyze``, ``simulate-votes``, ``demo-analysis`` and ``analyze-motion``."""
 from __future__ import annotations
 
 import csv
@@ -180,3 +180,46 @@ def demo_command(ctx, out, seed):
     click.echo(f"2/2 mean SROCC against the true scales over {len(scores)} sets: {np.mean(scores):.4f}")
     click.echo(f"results: {(out / 'analysis').resolve()}")
     sys.stdout.flush()
+
+
+def _model_spec(value: str) -> tuple[str | None, Path]:
+    """``NAME=preds.csv`` or just ``preds.csv`` (name from the file's model column or stem)."""
+    name, sep, path = value.partition("=")
+    if not sep:
+        return None, Path(value)
+    if not name.strip() or not path.strip():
+        raise click.BadParameter(f"{value!r}: expected NAME=preds.csv")
+    return name.strip(), Path(path)
+
+
+@cli.command("analyze-motion")
+@click.argument("motion_csv", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for probes.csv, observers.csv, tables/, epe_by_property.csv, summary.json and plots/.")
+@click.option("--clips", type=click.Path(path_type=Path),
+              help="Clip manifest (manifest.json or its folder): image gradients and vector fields over the frames.")
+@click.option("--model", "models", multiple=True, metavar="NAME=PREDS.CSV",
+              help="Model predictions (clip_id,probe_id,pred_u,pred_v[,model]); repeatable.")
+@click.option("--machine-observers", is_flag=True,
+              help="Run OpenCV Farnebäck and DIS on the clips and add them as models (needs --clips).")
+@click.option("--keep-dropped", is_flag=True, help="Keep trials with frame drops (excluded by default).")
+@click.option("--frames", "frames_csv", type=click.Path(dir_okay=False, path_type=Path),
+              help="frames.csv: frame-drop rate and onset errors over every logged frame.")
+@click.option("--bins", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Bins for EPE against GT speed and image gradient.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+def analyze_motion_command(motion_csv, out, clips, models, machine_observers, keep_dropped, frames_csv, bins,
+                           no_plots):
+    """Analyse motion-matching responses of MOTION_CSV (HuPerFlow statistics: EPE, r, partial r, RCI)."""
+    from analysis.motion_report import MotionAnalysisError, MotionOptions, run_analyze_motion, summary_lines
+
+    specs = [_model_spec(m) for m in models]
+    options = MotionOptions(keep_dropped=keep_dropped, bins=bins, machine_observers=machine_observers)
+    try:
+        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=specs, frames_csv=frames_csv,
+                                             options=options, plots=not no_plots, progress=False)
+    except MotionAnalysisError as exc:
+        raise UserError(str(exc)) from None
+    for line in summary_lines(result):
+        click.echo(line)
+    click.echo(f"wrote {len(written)} entries to {out}/: " + ", ".join(p.name for p in written))
