@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from .errors import ApiError, invalid, reject_unknown
 from .models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
-from .studies import StudySpec
+from .studies import StudySpec, spec_from_config
 from .tokens import new_nonce
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -105,9 +105,10 @@ _SPECS: dict[tuple[str, int], StudySpec] = {}
 
 
 def spec_for(session: Session, study_id: int) -> StudySpec:
+    """The study's parameters (a ``MotionSpec`` for motion-matching studies), parsed once per process."""
     key = (str(session.get_bind().url), study_id)
     if key not in _SPECS:
-        _SPECS[key] = StudySpec.from_config(session.scalar(select(Study.config).where(Study.id == study_id)))
+        _SPECS[key] = spec_from_config(session.scalar(select(Study.config).where(Study.id == study_id)))
     return _SPECS[key]
 
 
@@ -124,6 +125,10 @@ def lock_assignment(session: Session, assignment_id: int) -> Assignment:
 def perform_action(session: Session, assignment: Assignment, action: str) -> None:
     """Move the assignment on: consent, instructions_done, continue (another page), finish."""
     spec = spec_for(session, assignment.study_id)
+    if getattr(spec, "kind", None) == "motion":
+        from .motion import perform_motion_action
+
+        return perform_motion_action(session, assignment, action)
     expected = {"consent": "consent", "instructions_done": "instructions", "continue": "page_done",
                 "finish": "page_done"}
     if action not in expected:
@@ -460,6 +465,10 @@ def _stop(assignment: Assignment, stage: str, message: str) -> None:
 def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
     """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
     spec = spec_for(session, assignment.study_id)
+    if getattr(spec, "kind", None) == "motion":
+        from .motion import motion_state
+
+        return motion_state(session, assignment, url_for)
     page = session.scalar(select(Page).where(Page.assignment_id == assignment.id).order_by(Page.index.desc()).limit(1))
     page_data = None
     if page is not None and assignment.stage in ("quiz", "trials", "page_done"):

@@ -11,8 +11,13 @@ The tables follow the worker's path through a study::
     Study -< Worker -< Assignment -< Page -< Trial -- Vote (at most one per trial)
                                                    -- GoldResult (gold trials only)
 
-``Trial.kind`` leaves room for the motion-matching trials of a later issue.
-Votes are append-only: nothing updates or deletes them.
+Motion-matching studies (``server/motion.py``) use their own tables::
+
+    Study -< MotionClip -< MotionProbe
+    Assignment -- Calibration (one per assignment)
+    Assignment -< Page (kind "rdk" | "main") -< MotionTrial -- MotionResponse (at most one) -- FrameLog
+
+Votes and motion responses are append-only: nothing updates or deletes them.
 """
 from __future__ import annotations
 
@@ -111,6 +116,10 @@ class Worker(Base):
     status: Mapped[str] = mapped_column(String(16), default="active")
     status_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Motion studies: the RDK screening result (r of u and v pooled); a worker who passed it once
+    # skips the RDK block in later assignments of the study.
+    screening_r: Mapped[float | None] = mapped_column(Float)
+    screening_passed: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Assignment(Base):
@@ -144,7 +153,7 @@ class Page(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
     index: Mapped[int]
-    kind: Mapped[str] = mapped_column(String(16))  # quiz | trials
+    kind: Mapped[str] = mapped_column(String(16))  # quiz | trials (paired comparison); rdk | main (motion)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[dt.datetime | None]
 
@@ -163,7 +172,7 @@ class Trial(Base):
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
     worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
     position: Mapped[int]
-    kind: Mapped[str] = mapped_column(String(16), default="pc")  # pc | (motion, later)
+    kind: Mapped[str] = mapped_column(String(16), default="pc")  # pc (motion trials: MotionTrial)
     pair_id: Mapped[int | None] = mapped_column(ForeignKey("pair.id"))
     left_is_a: Mapped[bool] = mapped_column(Boolean)  # randomised side, logged
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -299,3 +308,134 @@ class Bonus(Base):
     sandbox: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     sent_at: Mapped[dt.datetime | None]
+
+
+# ---------------------------------------------------------------- motion matching (server/motion.py)
+
+class MotionClip(Base):
+    """One clip of a motion study: its frames (paths relative to the study's stimulus root)."""
+    __tablename__ = "motion_clip"
+    __table_args__ = (UniqueConstraint("study_id", "clip_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    clip_id: Mapped[str] = mapped_column(String(200))
+    dataset: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int]
+    frames: Mapped[dict[str, Any]]                    # {"paths": [frame path, ...]}
+    width: Mapped[int]
+    height: Mapped[int]
+    frame_rate: Mapped[float] = mapped_column(Float)
+    movie_frames: Mapped[int]                         # stimulus frames per movie: 15 or 10 (from the manifest)
+
+    probes: Mapped[list[MotionProbe]] = relationship(back_populates="clip", order_by="MotionProbe.position")
+
+
+class MotionProbe(Base):
+    """A probe location with its ground-truth flow (clip frame ``frame`` -> ``frame + 1``, pixels per frame)."""
+    __tablename__ = "motion_probe"
+    __table_args__ = (UniqueConstraint("clip_id", "probe_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    clip_id: Mapped[int] = mapped_column(ForeignKey("motion_clip.id", ondelete="CASCADE"), index=True)
+    probe_id: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int]
+    x: Mapped[float] = mapped_column(Float)
+    y: Mapped[float] = mapped_column(Float)
+    frame: Mapped[int]
+    gt_u: Mapped[float] = mapped_column(Float)
+    gt_v: Mapped[float] = mapped_column(Float)
+
+    clip: Mapped[MotionClip] = relationship(back_populates="probes")
+
+
+class Calibration(Base):
+    """The worker's display as measured at the start of one assignment (credit card, refresh rate)."""
+    __tablename__ = "calibration"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), unique=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    card_width_px: Mapped[float] = mapped_column(Float)
+    card_height_px: Mapped[float] = mapped_column(Float)
+    px_per_mm: Mapped[float] = mapped_column(Float)
+    viewing_distance_cm: Mapped[float] = mapped_column(Float)
+    refresh_hz: Mapped[float] = mapped_column(Float)
+    refresh_median_ms: Mapped[float] = mapped_column(Float)
+    refresh_irregular_fraction: Mapped[float] = mapped_column(Float)
+    refresh_intervals: Mapped[dict[str, Any]]         # {"ms": [raw requestAnimationFrame intervals]}
+    fullscreen: Mapped[bool] = mapped_column(Boolean)
+    device_pixel_ratio: Mapped[float | None] = mapped_column(Float)
+    screen_width: Mapped[int | None]
+    screen_height: Mapped[int | None]
+    window_width: Mapped[int | None]
+    window_height: Mapped[int | None]
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(Text)  # why the display was refused
+    body_sha256: Mapped[str] = mapped_column(String(64))  # a retried POST is recognised by its body
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class MotionTrial(Base):
+    """One adjustment trial of a motion assignment: an RDK trial (``params`` holds direction, speed,
+    seed) or a main trial at a probe; practice trials give feedback and are repeated until passed."""
+    __tablename__ = "motion_trial"
+    __table_args__ = (UniqueConstraint("page_id", "position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    page_id: Mapped[int] = mapped_column(ForeignKey("page.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(16))     # rdk | main
+    practice: Mapped[bool] = mapped_column(Boolean)
+    probe_id: Mapped[int | None] = mapped_column(ForeignKey("motion_probe.id"), index=True)
+    repetition: Mapped[int]                           # 1..repetitions (0 for practice)
+    # RDK: {"direction_deg", "speed_ppf", "seed"}; any repeat: {"repeat_of": trial id, "reason": ...}
+    params: Mapped[dict[str, Any]]
+    answered: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class MotionResponse(Base):
+    """One adjustment response. Append-only; ``response_id`` (made by the browser) makes retries idempotent."""
+    __tablename__ = "motion_response"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    response_id: Mapped[str] = mapped_column(String(36), unique=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("motion_trial.id", ondelete="CASCADE"), unique=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    resp_u: Mapped[float] = mapped_column(Float)
+    resp_v: Mapped[float] = mapped_column(Float)
+    direction_deg: Mapped[float] = mapped_column(Float)
+    speed_ppf: Mapped[float] = mapped_column(Float)
+    cycles: Mapped[int]
+    rt_ms: Mapped[float] = mapped_column(Float)
+    # Computed by the server from the raw frame log with the worker's calibrated refresh interval.
+    frame_drops: Mapped[int]
+    n_intervals: Mapped[int]
+    onset_err_mean_ms: Mapped[float | None] = mapped_column(Float)
+    onset_err_sd_ms: Mapped[float | None] = mapped_column(Float)
+    skipped_frames: Mapped[int]
+    practice_passed: Mapped[bool | None] = mapped_column(Boolean)  # practice trials only
+    timing_flagged: Mapped[bool] = mapped_column(Boolean)          # frame_drops > 0
+    repeat_added: Mapped[bool] = mapped_column(Boolean)
+    client_time: Mapped[str | None] = mapped_column(String(40))
+    window_width: Mapped[int | None]
+    window_height: Mapped[int | None]
+    device_pixel_ratio: Mapped[float | None] = mapped_column(Float)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+
+class FrameLog(Base):
+    """The raw requestAnimationFrame log of one response: ``{"phases": [{"cycle", "phase", "t": [...]}]}``."""
+    __tablename__ = "frame_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    response_id: Mapped[int] = mapped_column(ForeignKey("motion_response.id", ondelete="CASCADE"), unique=True)
+    frames: Mapped[dict[str, Any]]

@@ -59,6 +59,8 @@ QUAL_LOCALE = "00000000000000000071"
 QUAL_MASTERS = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWKUDD8XADTFD2Q0G6UTO95ALH"}  # sandbox?
 
 TOOK_PART = "perceptlab: took part"
+# Motion studies: the RDK screening's r (u and v pooled) x 100, for HITs that want screened workers only.
+SCREENING = "perceptlab: motion screening r x100"
 PAGE_SIZE = 100          # list_* calls return at most 100 per page
 NOTIFY_CHUNK = 100       # notify_workers takes at most 100 worker IDs
 DEFAULT_PER_HIT = 9      # 10+ assignments per HIT cost 40% commission instead of 20%
@@ -78,6 +80,14 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "locales": ["US"],           # country codes; empty = anywhere
     "masters": False,
     "took_part_scope": "lab",    # lab: one "took part" type blocks repeaters across studies; study: per study
+    "require_screening": 0,      # >0: only workers whose motion-screening score (r x 100) is at least this
+}
+# Motion-matching studies describe themselves differently; the [mturk] section still overrides these.
+MOTION_SETTINGS: dict[str, Any] = {
+    "title": "Match the motion of a point in short video clips",
+    "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
+                   "(needs a mouse and a display of at least 60 Hz; about 30 minutes).",
+    "keywords": "motion, video, perception, psychophysics, mouse",
 }
 
 
@@ -109,8 +119,14 @@ def check_credentials() -> None:
 
 
 def study_settings(study: Study) -> dict[str, Any]:
-    """The study's MTurk settings: ``config["mturk"]`` over :data:`DEFAULT_SETTINGS`."""
-    return {**DEFAULT_SETTINGS, **(study.config.get("mturk") or {})}
+    """The study's MTurk settings: ``config["mturk"]`` over :data:`DEFAULT_SETTINGS`
+    (and :data:`MOTION_SETTINGS` for motion-matching studies)."""
+    kind_defaults = MOTION_SETTINGS if is_motion(study) else {}
+    return {**DEFAULT_SETTINGS, **kind_defaults, **(study.config.get("mturk") or {})}
+
+
+def is_motion(study: Study) -> bool:
+    return study.config.get("kind") == "motion"
 
 
 def hit_reward(spec: StudySpec) -> Decimal:
@@ -204,6 +220,15 @@ class MTurkService:
         """The QualificationTypeId of the "took part" type (lab-wide or per study), created once."""
         settings = study_settings(study)
         name = TOOK_PART if settings["took_part_scope"] == "lab" else f"{TOOK_PART} in {study.slug}"
+        return self._qualification_type(name, "Granted to workers who took part in a perceptlab study "
+                                              "(or failed its quiz); such workers cannot take part again.")
+
+    def screening_qualification(self) -> str:
+        """The QualificationTypeId of the lab-wide motion-screening score (r x 100), created once."""
+        return self._qualification_type(SCREENING, "The correlation (x 100) between a worker's reported and "
+                                                   "true motion in perceptlab's random-dot screening.")
+
+    def _qualification_type(self, name: str, description: str) -> str:
         row = self.session.scalar(select(MTurkQualification).where(MTurkQualification.name == name,
                                                                    MTurkQualification.sandbox == self.sandbox))
         if row is not None:
@@ -212,9 +237,7 @@ class MTurkService:
 
         try:
             response = self._call("create_qualification_type", Name=name, Keywords="perceptlab",
-                                  Description="Granted to workers who took part in a perceptlab study "
-                                              "(or failed its quiz); such workers cannot take part again.",
-                                  QualificationTypeStatus="Active")
+                                  Description=description, QualificationTypeStatus="Active")
             type_id = response["QualificationType"]["QualificationTypeId"]
         except ClientError as exc:  # the type exists on MTurk but not in this database
             type_id = next((q["QualificationTypeId"] for q in self._paginate(
@@ -243,6 +266,10 @@ class MTurkService:
         if settings["masters"]:
             requirements.append({"QualificationTypeId": QUAL_MASTERS[self.sandbox], "Comparator": "Exists",
                                  "ActionsGuarded": guard})
+        if settings["require_screening"]:
+            requirements.append({"QualificationTypeId": self.screening_qualification(),
+                                 "Comparator": "GreaterThanOrEqualTo",
+                                 "IntegerValues": [int(settings["require_screening"])], "ActionsGuarded": guard})
         requirements.append({"QualificationTypeId": self.took_part_qualification(study),
                              "Comparator": "DoesNotExist", "ActionsGuarded": guard})
         return requirements
@@ -358,9 +385,15 @@ class MTurkService:
     def reconcile(self, study: Study, *, qualify: bool = False,
                   progress: Callable[[Iterable], Iterable] = lambda it: it) -> dict[str, int]:
         """Bring the database in line with MTurk for every HIT of the study (HIT status, assignments and
-        their workers); with ``qualify``, newly seen workers get the "took part" qualification."""
+        their workers); with ``qualify``, newly seen workers get the "took part" qualification.
+
+        Motion-matching studies differ: a worker may do several sessions (each with other clips), so
+        only workers the study turned away are blocked, and every screened worker gets the lab-wide
+        screening score (:meth:`screening_qualification`) that other HITs can require.
+        """
         counts = {"hits": 0, "assignments": 0, "new": 0}
         qualification = self.took_part_qualification(study) if qualify else None
+        block_new_workers = qualification is not None and not is_motion(study)
         for hit in progress([h for h in self.hits(study) if h.hit_id and h.status != "deleted"]):
             data = self._call("get_hit", HITId=hit.hit_id)["HIT"]
             hit.status = data.get("HITStatus", hit.status)
@@ -371,7 +404,7 @@ class MTurkService:
                 row, new = self._record_assignment(study, item)
                 counts["assignments"] += 1
                 counts["new"] += new
-                if new and qualification:
+                if new and block_new_workers:
                     self.qualify(row.worker_id, qualification)
         if qualification:
             # Workers who failed the quiz or were stopped usually return the HIT instead of submitting
@@ -381,8 +414,24 @@ class MTurkService:
                 Worker.status.in_(("disqualified", "stopped"))))
             for worker_id in blocked:
                 self.qualify(worker_id, qualification)
+        if qualify and is_motion(study):
+            counts["screened"] = self.grant_screening_scores(study)
         self.session.flush()
         return counts
+
+    def grant_screening_scores(self, study: Study) -> int:
+        """Give every screened MTurk worker of a motion study the screening score round(100·r), clipped
+        to 0..100 (MTurk integer values); return how many were given."""
+        rows = self.session.execute(select(Worker.external_id, Worker.screening_r).where(
+            Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None))
+            .order_by(Worker.id)).all()
+        if not rows:
+            return 0
+        type_id = self.screening_qualification()
+        for worker_id, r in rows:
+            self._call("associate_qualification_with_worker", QualificationTypeId=type_id, WorkerId=worker_id,
+                       IntegerValue=int(round(100 * min(max(r, 0.0), 1.0))), SendNotification=False)
+        return len(rows)
 
     def _record_assignment(self, study: Study, item: dict) -> tuple[MTurkAssignment, bool]:
         row = self.session.scalar(select(MTurkAssignment).where(MTurkAssignment.assignment_id == item["AssignmentId"]))

@@ -140,6 +140,15 @@ _SECTIONS = {
 }
 
 
+def spec_from_config(config: dict[str, Any]):
+    """The spec stored in ``Study.config``: a :class:`StudySpec`, or a ``MotionSpec`` for motion studies."""
+    if config.get("kind") == "motion":
+        from .motion_studies import MotionSpec
+
+        return MotionSpec.from_config(config)
+    return StudySpec.from_config(config)
+
+
 def read_study_file(path: str | Path) -> StudySpec:
     """Parse and validate a ``study.toml``; raise :class:`StudyDefinitionError` naming the problem."""
     path = Path(path)
@@ -150,6 +159,10 @@ def read_study_file(path: str | Path) -> StudySpec:
         raise StudyDefinitionError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
+    from .motion_studies import is_motion_file, motion_spec_from_toml
+
+    if is_motion_file(data):  # [study] kind = "motion": a motion-matching study (server/motion_studies.py)
+        return motion_spec_from_toml(data, path)
     values: dict[str, Any] = {}
     for section, content in data.items():
         if section not in _SECTIONS:
@@ -264,6 +277,10 @@ def create_study(session: Session, spec: StudySpec) -> Study:
     Every image the study will show must exist: a missing file is an error now,
     not a broken image in a worker's browser later.
     """
+    from .motion_studies import MotionSpec, create_motion_study
+
+    if isinstance(spec, MotionSpec):
+        return create_motion_study(session, spec)
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)

@@ -1,4 +1,5 @@
-"""``perceptlab export STUDY --out DIR``: votes.csv and workers_meta.csv of a study."""
+"""``perceptlab export STUDY --out DIR``: votes.csv and workers_meta.csv of a study; for a motion-matching
+study motion.csv, rdk.csv, frames.csv, calibration.csv and workers_meta.csv."""
 from __future__ import annotations
 
 import os
@@ -54,6 +55,12 @@ def export_command(study: str, out: Path, raw_worker_ids: bool, no_gold: bool, d
             from server.models import Study
             known = ", ".join(session.scalars(select(Study.slug))) or "none"
             raise UserError(f"no study {study!r} (known: {known})")
+        if exports.is_motion_study(found):
+            tables = exports.export_motion(session, found.id, salt=salt)
+            tables["frames.csv"] = exports.export_frames(session, found.id, salt=salt)
+            workers = exports.workers_meta(session, found.id, salt=salt)
+            _write_motion(out, tables, workers, raw_worker_ids)
+            return
         rows = exports.export_votes(session, found.id, pseudonymise=not raw_worker_ids,
                                     include_gold=not no_gold, salt=salt)
         workers = exports.workers_meta(session, found.id, salt=salt)
@@ -67,3 +74,23 @@ def export_command(study: str, out: Path, raw_worker_ids: bool, no_gold: bool, d
                f"{'RAW (personal data: do not publish)' if raw_worker_ids else 'pseudonymised'}")
     if not rows:
         click.echo("no votes yet: perceptlab analyze needs at least one", err=True)
+
+
+def _write_motion(out: Path, tables: dict, workers: list, raw_worker_ids: bool) -> None:
+    from analysis.formats import atomic_write_text
+    from server import exports
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in exports.motion_csv_texts(tables).items():
+        atomic_write_text(out / name, text)
+    atomic_write_text(out / "workers_meta.csv", exports.workers_meta_csv_text(workers))
+    motion = tables["motion.csv"]
+    click.echo(f"{out / 'motion.csv'}: {len(motion)} main trials by {len({r['worker_id'] for r in motion})} workers "
+               f"({sum(r['timing_flagged'] == '1' for r in motion)} with frame drops)")
+    click.echo(f"{out / 'rdk.csv'}: {len(tables['rdk.csv'])} RDK trials; {out / 'frames.csv'}: "
+               f"{len(tables['frames.csv'])} frames; {out / 'calibration.csv'}: {len(tables['calibration.csv'])} "
+               "calibrations")
+    click.echo(f"{out / 'workers_meta.csv'}: {len(workers)} workers; worker IDs "
+               f"{'RAW (personal data: do not publish)' if raw_worker_ids else 'pseudonymised'}")
+    if not motion:
+        click.echo("no main trials yet: perceptlab analyze-motion needs at least one", err=True)

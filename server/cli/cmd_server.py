@@ -11,6 +11,7 @@ import click
 from . import UserError, cli
 
 DEMO_SLUG = "demo"
+MOTION_DEMO_SLUG = "demo-motion"
 
 
 @cli.command("demo")
@@ -23,10 +24,11 @@ DEMO_SLUG = "demo"
                    "it, so the dashboard fills while you watch.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the demo stimuli and study.")
 def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: int) -> None:
-    """Run the demo: build stimuli if missing, create the demo study, serve it on SQLite.
+    """Run the demo: build stimuli if missing, create the demo studies, serve them on SQLite.
 
-    Prints the worker link (plain-link mode and an MTurk-style link) and the
-    dashboard link with its login. Stop with Ctrl-C; a second run reuses
+    Prints the worker links (plain-link mode and an MTurk-style link of the
+    paired-comparison study, a plain link of the motion-matching study
+    "demo-motion") and the dashboard link with its login. Stop with Ctrl-C; a second run reuses
     everything in --out.
     """
     out = out.resolve()
@@ -36,6 +38,12 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
 
         click.echo(f"building demo stimuli in {stimuli_dir} (once; about 5 s) ...")
         build_demo(stimuli_dir, seed=seed, overwrite=stimuli_dir.exists())
+    motion_dir = out / "motion_clips"
+    if not (motion_dir / "manifest.json").is_file():
+        from stimuli.motion_demo import build_motion_demo
+
+        click.echo(f"building motion demo clips in {motion_dir} (once; about 10 s) ...")
+        build_motion_demo(motion_dir, seed=seed)
     instance = out / "instance"
     instance.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{instance / 'perceptlab.db'}"
@@ -54,6 +62,7 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
     click.echo(f"  worker link (MTurk):   {base}/s/{DEMO_SLUG}?assignmentId=DEMOASSIGN1&hitId=DEMOHIT"
                f"&workerId=DEMOWORKER1&turkSubmitTo=https://workersandbox.mturk.com")
     click.echo(f"  HIT preview:           {base}/s/{DEMO_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=DEMOHIT")
+    click.echo(f"  motion study (plain):  {base}/s/{MOTION_DEMO_SLUG}?participant=demo-observer-1")
     click.echo(f"  dashboard:             {base}/admin/   login: admin / {password}")
     click.echo(f"  fill it with workers:  perceptlab simulate {DEMO_SLUG} --url {base} --workers 20")
     click.echo("Ctrl-C stops the server.")
@@ -68,7 +77,7 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
 
 
 def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed: int) -> str:
-    """Create the demo study and the admin account if missing; return the admin password."""
+    """Create the demo studies and the admin account if missing; return the admin password."""
     from sqlalchemy import select
 
     from server.auth import create_user, set_password
@@ -76,6 +85,14 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
     from server.models import Study, User
     from server.studies import create_study, read_study_file
 
+    motion_file = out / "demo_motion_study.toml"
+    if not motion_file.exists():
+        # Small blocks, so that the demo is quick to walk through (a real study keeps the defaults).
+        motion_file.write_text(
+            f'[study]\nkind = "motion"\nslug = "{MOTION_DEMO_SLUG}"\n'
+            f'name = "Demo: match the motion of a point in a clip"\nclips = ["motion_clips/manifest.json"]\n'
+            f"seed = {seed}\n\n[session]\nprobes_per_clip = 5\nrepetitions = 2\nobservers_per_clip = 10\n\n"
+            "[practice]\npractice_needed = 3\n\n[screening]\nrdk_practice = 3\nrdk_trials = 20\n")
     study_file = out / "demo_study.toml"
     if not study_file.exists():
         study_file.write_text(
@@ -89,6 +106,8 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
     with cli_session(database_url) as session:
         if session.scalar(select(Study).where(Study.slug == DEMO_SLUG)) is None:
             create_study(session, read_study_file(study_file))
+        if session.scalar(select(Study).where(Study.slug == MOTION_DEMO_SLUG)) is None:
+            create_study(session, read_study_file(motion_file))
         user = session.scalar(select(User).where(User.username == "admin"))
         if user is None or not password_file.exists():  # a lost password file gets a new password
             password = secrets.token_urlsafe(9)

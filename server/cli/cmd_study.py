@@ -34,8 +34,14 @@ def create(study_file: str, database_url: str | None) -> None:
 
 
 @study_group.command("template")
-def template() -> None:
+@click.option("--motion", is_flag=True, help="A motion-matching study (clip manifests) instead of paired comparison.")
+def template(motion: bool) -> None:
     """Print a documented study.toml with every key at its default."""
+    if motion:
+        from server.motion_studies import MOTION_STUDY_TEMPLATE
+
+        click.echo(MOTION_STUDY_TEMPLATE, nl=False)
+        return
     from server.studies import STUDY_TEMPLATE
 
     click.echo(STUDY_TEMPLATE, nl=False)
@@ -113,6 +119,13 @@ def _find(session, slug: str):
 
 def _summary(session, study) -> str:
     from server.progress import study_progress
+
+    if study.config.get("kind") == "motion":
+        from server.motion import motion_progress
+
+        m = motion_progress(session, study.id)
+        return (f"motion: {m['n_clips']} clips, {m['n_probes']} probes, {m['sessions_done']}/{m['sessions_target']} "
+                f"sessions ({m['fill']:.0%}), {m['n_workers']} workers")
 
     p = study_progress(session, study.id)
     return (f"{p['n_sets']} sets, {p['n_pairs']} pairs, {p['n_votes']}/{p['target_votes']} votes "

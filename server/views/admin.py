@@ -3,11 +3,14 @@
 HTML pages
     GET  /admin/login, POST /admin/login, POST /admin/logout
     GET  /admin/                                 studies with progress, pause/resume buttons
-    GET  /admin/studies/<slug>                   one study (figures filled in by dashboard.js)
+    GET  /admin/studies/<slug>                   one study (figures filled in by dashboard.js; a motion
+                                                 study's page is rendered on the server)
     POST /admin/studies/<slug>/pause | /resume
     GET  /admin/studies/<slug>/votes.csv         ?raw_worker_ids=1 &no_gold=1
     GET  /admin/studies/<slug>/scales.csv        the running estimate
     GET  /admin/studies/<slug>/workers.csv       ?raw_worker_ids=1
+    GET  /admin/studies/<slug>/motion/<name>     motion studies: motion.csv, rdk.csv, frames.csv,
+                                                 calibration.csv (?raw_worker_ids=1)
 JSON (``/admin/api``; 401 JSON when not logged in)
     GET  /admin/api/studies                      progress of every study
     GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: everything the study page shows
@@ -28,9 +31,10 @@ from werkzeug.exceptions import HTTPException
 
 from .. import auth, exports, live_scales
 from ..app import db_session
-from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, utcnow
+from ..models import (Assignment, Calibration, MotionClip, MotionProbe, MotionResponse, Pair, ScaleSnapshot, Study,
+                      StudySet, Vote, Worker, utcnow)
 from ..progress import study_progress
-from ..studies import StudySpec
+from ..studies import spec_from_config
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -132,6 +136,8 @@ def index():
 @auth.login_required
 def study_page(slug: str):
     study = _study(slug)
+    if exports.is_motion_study(study):
+        return _motion_study_page(study)
     row = _study_row(db_session(), study)
     return render_template("admin_study.html", study=study, row=row, user=_user_name(), refresh_ms=_refresh_ms())
 
@@ -214,6 +220,64 @@ def scales_csv(slug: str):
     return _csv(table_csv(columns, records), f"{slug}-scales-running.csv")
 
 
+@bp.get("/studies/<slug>/motion/<name>")
+@auth.login_required
+def motion_csv(slug: str, name: str):
+    """motion.csv, rdk.csv, frames.csv or calibration.csv of a motion study (``?raw_worker_ids=1``)."""
+    study = _study(slug)
+    if not exports.is_motion_study(study) or name not in exports.MOTION_FILES:
+        abort(404, description=f"There is no {name} for study {slug!r}.")
+    raw = _flag("raw_worker_ids")
+    session, salt = db_session(), _salt(study, raw)
+    if name == "frames.csv":
+        tables = {name: exports.export_frames(session, study.id, salt=salt)}
+    else:
+        tables = {name: exports.export_motion(session, study.id, salt=salt)[name]}
+    text = exports.motion_csv_texts(tables)[name]
+    return _csv(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
+
+
+def _motion_study_page(study: Study):
+    from ..motion import clip_observers, motion_progress
+    from ..studies import spec_from_config
+
+    session = db_session()
+    counts = clip_observers(session, study.id)
+    clips = [{"clip_id": c.clip_id, "dataset": c.dataset, "n_probes": n, "done": counts[c.clip_id][0],
+              "open": counts[c.clip_id][1]}
+             for c, n in session.execute(select(MotionClip, func.count(MotionProbe.id)).outerjoin(MotionProbe)
+                                         .where(MotionClip.study_id == study.id).group_by(MotionClip.id)
+                                         .order_by(MotionClip.position))]
+    return render_template("admin_motion_study.html", study=study, spec=spec_from_config(study.config),
+                           progress=motion_progress(session, study.id), clips=clips,
+                           workers=motion_workers(session, study), downloads=tuple(exports.MOTION_FILES),
+                           user=_user_name())
+
+
+def motion_workers(session, study: Study) -> list[dict]:
+    """The motion workers table: pseudonym, status, latest stage and calibration, screening, main trials, drops."""
+    from ..motion import worker_block_counts
+
+    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
+    counts = worker_block_counts(session, study.id)
+    stages = dict(session.execute(select(Assignment.worker_id, Assignment.stage)
+                                  .where(Assignment.study_id == study.id).order_by(Assignment.id)).all())
+    calibrations = {c.worker_id: c for c in session.scalars(
+        select(Calibration).where(Calibration.study_id == study.id).order_by(Calibration.id))}
+    out = []
+    for worker in session.scalars(select(Worker).where(Worker.study_id == study.id).order_by(Worker.id)):
+        cal = calibrations.get(worker.id)
+        done = counts.get(worker.id, {"trials_done": 0, "flagged": 0})
+        out.append({"worker_id": exports.pseudonym(salt, worker.external_id), "status": worker.status,
+                    "stage": stages.get(worker.id), "px_per_mm": cal.px_per_mm if cal else None,
+                    "viewing_distance_cm": cal.viewing_distance_cm if cal else None,
+                    "refresh_hz": cal.refresh_hz if cal else None, "refused": bool(cal and not cal.accepted),
+                    "screening_r": worker.screening_r, "screening_passed": worker.screening_passed,
+                    "trials_done": done["trials_done"],
+                    "drop_rate": done["flagged"] / done["trials_done"] if done["trials_done"] else None})
+    return out
+
+
 # ---------------------------------------------------------------- JSON
 
 @bp.get("/api/studies")
@@ -266,10 +330,12 @@ def _study_row(session, study: Study) -> dict:
 
 def active_assignments(session, study: Study) -> int:
     """Assignments still under way: not finished, and active within the study's assignment timeout."""
-    timeout = StudySpec.from_config(study.config).assignment_timeout_minutes
+    timeout = spec_from_config(study.config).assignment_timeout_minutes
     cutoff = utcnow() - dt.timedelta(minutes=timeout)
-    last = (select(Vote.assignment_id, func.max(Vote.created_at).label("at")).where(Vote.study_id == study.id)
-            .group_by(Vote.assignment_id).subquery())
+    # Activity is the latest vote, or in motion studies the latest adjustment response.
+    answers = MotionResponse if exports.is_motion_study(study) else Vote
+    last = (select(answers.assignment_id, func.max(answers.created_at).label("at"))
+            .where(answers.study_id == study.id).group_by(answers.assignment_id).subquery())
     return int(session.scalar(
         select(func.count()).select_from(Assignment).outerjoin(last, last.c.assignment_id == Assignment.id)
         .where(Assignment.study_id == study.id, Assignment.stage.not_in(exports.TERMINAL_STAGES),

@@ -127,6 +127,33 @@ def post_vote(assignment_id: str):
     return jsonify(result), status
 
 
+def _motion_assignment(assignment_id: str) -> Assignment:
+    assignment = authorised_assignment(assignment_id, lock=True)
+    if assignment.study.config.get("kind") != "motion":
+        raise ApiError(409, "wrong_stage", "this is not a motion-matching study")
+    return assignment
+
+
+@bp.post("/assignments/<assignment_id>/calibration")
+@_committed
+def post_calibration(assignment_id: str):
+    from .. import motion
+
+    body = _json_body()
+    status, result = motion.record_calibration(db_session(), _motion_assignment(assignment_id), body)
+    return jsonify(result), status
+
+
+@bp.post("/assignments/<assignment_id>/motion-responses")
+@_committed
+def post_motion_response(assignment_id: str):
+    from .. import motion
+
+    body = _json_body()
+    status, result = motion.record_motion_response(db_session(), _motion_assignment(assignment_id), body)
+    return jsonify(result), status
+
+
 @bp.get("/openapi.yaml")
 def openapi():
     return Response(OPENAPI.read_text(), mimetype="application/yaml")

@@ -79,10 +79,22 @@ def stage_page(token: str):
     if stage in ("quiz", "trials", "page_done"):
         return render_template("trials.html", api_base=request.script_root + "/api/v1",
                                assignment_id=str(assignment.id), study_name=study.name, **common)
+    if stage in ("calibration", "rdk", "main"):  # motion-matching studies: the motion app
+        return render_template("motion.html", api_base=request.script_root + "/api/v1",
+                               assignment_id=str(assignment.id), study_name=study.name, **common)
     if stage == "completed":
         return render_template("done.html", completion=flow.completion_info(assignment), **common)
-    return render_template("stopped.html", message=assignment.worker.status_reason,
+    return render_template("stopped.html", message=_stop_message(assignment),
                            completion=flow.completion_info(assignment), **common)
+
+
+def _stop_message(assignment: Assignment) -> str | None:
+    """Why the worker cannot go on: the worker's status reason, or (motion) why the display was refused."""
+    if assignment.study.config.get("kind") == "motion":
+        from ..motion import stop_message
+
+        return stop_message(db_session(), assignment)
+    return assignment.worker.status_reason
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -421,3 +421,44 @@ def test_dashboard_shows_hits_and_plan_and_acts_with_csrf(client, app, study):
 
     response = http.post(f"{path}/reject", data={"assignment_id": "UNKNOWN", "feedback": "x", "csrf_token": token})
     assert response.status_code == 404
+
+
+def test_motion_study_reconcile_keeps_screened_workers_and_grants_their_score(client, service, db):
+    """A motion study lets a worker do further sessions: only workers it turned away are blocked,
+    and every screened worker gets the lab-wide screening score r x 100."""
+    from server.models import Worker
+
+    motion = Study(slug="flow", name="flow", seed=0, config={"kind": "motion"}, stimulus_root=".")
+    db.add(motion)
+    db.flush()
+    db.add_all([Worker(study_id=motion.id, platform="mturk", external_id="W0001", screening_r=0.953,
+                       screening_passed=True),
+                Worker(study_id=motion.id, platform="mturk", external_id="W0002", status="disqualified",
+                       screening_r=-0.2, screening_passed=False),
+                Worker(study_id=motion.id, platform="mturk", external_id="W0003")])  # not screened yet
+    db.add(MTurkQualification(name="perceptlab: took part", qualification_type_id="QT9", sandbox=True))
+    db.add(MTurkHit(study_id=motion.id, hit_id="HIT1", unique_request_token="t-m", launch_id="L", batch_index=0,
+                    max_assignments=9, reward="2.00", status="Assignable", sandbox=True))
+    db.commit()
+    stub = client.stubber
+    stub.add_response("get_hit", {"HIT": _hit("HIT1", "t-m")}, {"HITId": "HIT1"})
+    stub.add_response("list_assignments_for_hit", {"Assignments": [_assignment(1), _assignment(3)]},
+                      {"HITId": "HIT1", "AssignmentStatuses": ANY, "MaxResults": 100})
+    # No "took part" for the new workers W0001 and W0003; only the disqualified W0002 is blocked.
+    stub.add_response("associate_qualification_with_worker", {}, {
+        "QualificationTypeId": "QT9", "WorkerId": "W0002", "IntegerValue": 1, "SendNotification": False})
+    stub.add_response("create_qualification_type", {"QualificationType": {"QualificationTypeId": "QT-SCREEN"}},
+                      {"Name": "perceptlab: motion screening r x100", "Keywords": "perceptlab", "Description": ANY,
+                       "QualificationTypeStatus": "Active"})
+    for worker_id, score in (("W0001", 95), ("W0002", 0)):
+        stub.add_response("associate_qualification_with_worker", {}, {
+            "QualificationTypeId": "QT-SCREEN", "WorkerId": worker_id, "IntegerValue": score,
+            "SendNotification": False})
+    counts = service.reconcile(motion, qualify=True)
+    stub.assert_no_pending_responses()
+    assert counts["screened"] == 2 and counts["new"] == 2
+    # HITs of a study that wants screened workers require the score.
+    motion.config = {"kind": "motion", "mturk": {"require_screening": 90}}
+    requirements = service.qualification_requirements(motion)
+    assert {"QualificationTypeId": "QT-SCREEN", "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [90],
+            "ActionsGuarded": "DiscoverPreviewAndAccept"} in requirements

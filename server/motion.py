@@ -1,0 +1,739 @@
+"""The worker's path through a motion-matching study (HuPerFlow paradigm), as database transactions.
+
+Stages of an assignment::
+
+    consent -> instructions -> calibration -> rdk -> main -> completed
+                                    \\-> disqualified (refresh rate too low or irregular)
+                                                \\-> disqualified (RDK screening r below the threshold: for good)
+
+A worker who passed the RDK screening in an earlier assignment of the study goes
+from calibration straight to main. Each block (RDK screening, main session) is a
+Page (kind ``rdk`` / ``main``) of :class:`~server.models.MotionTrial` rows:
+practice trials first (with feedback; a failed one is repeated until
+``practice_needed`` passes or ``practice_max`` practice trials), then the test
+trials. Responses are append-only :class:`~server.models.MotionResponse` rows
+with their raw frame log; the per-trial timing summary is computed here from
+that log with :mod:`analysis.frame_timing` and the worker's calibrated refresh
+interval.
+
+As in :mod:`server.assignments`, every function runs inside the caller's
+session and leaves committing to it; the caller locks the assignment row
+(:func:`server.assignments.lock_assignment`) before a response or an action.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+import secrets
+from typing import Any
+
+import numpy as np
+from sqlalchemy import and_, func, insert, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .assignments import UrlFor, _complete, _stop, completion_info, spec_for
+from .errors import ApiError, invalid, reject_unknown
+from .models import (
+    Assignment,
+    Calibration,
+    FrameLog,
+    MotionClip,
+    MotionProbe,
+    MotionResponse,
+    MotionTrial,
+    Page,
+    Study,
+    utcnow,
+)
+from .motion_studies import MotionSpec
+
+STAGE_ORDER = ("consent", "instructions", "calibration", "rdk", "main", "completed")
+CARD_WIDTH_MM = 85.60   # ISO/IEC 7810 ID-1 (credit card)
+CARD_HEIGHT_MM = 53.98
+RDK_MOVIE_FRAMES = 15
+MAX_PHASES = 200
+MAX_TIMESTAMPS = 20_000
+MAX_REFRESH_INTERVALS = 2_000
+MAX_RESPONSE_PPF = 180.0  # bound on |resp_u|, |resp_v| and speed (the panel gives at most max_speed_ppf)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+# ---------------------------------------------------------------- stage actions
+
+def perform_motion_action(session: Session, assignment: Assignment, action: str) -> None:
+    """``consent`` (consent -> instructions) and ``instructions_done`` (instructions -> calibration).
+
+    A repeated action that was done already does nothing; the paired-comparison actions
+    ``continue`` and ``finish`` do not exist in motion studies (409).
+    """
+    expected = {"consent": "consent", "instructions_done": "instructions"}
+    if action in ("continue", "finish"):
+        raise ApiError(409, "wrong_stage", f"{action} is not an action of motion studies")
+    if action not in expected:
+        raise invalid(f"unknown action {action!r}")
+    stage = assignment.stage
+    if stage != expected[action]:
+        following = STAGE_ORDER.index(expected[action]) + 1
+        if stage in ("disqualified", "stopped") or (stage in STAGE_ORDER and STAGE_ORDER.index(stage) >= following):
+            return  # a repeated click or a retried request: the first one did it
+        raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {stage}")
+    assignment.stage = STAGE_ORDER[STAGE_ORDER.index(stage) + 1]
+
+
+# ---------------------------------------------------------------- validation helpers
+
+def _number(body: dict, key: str, low: float, high: float, *, required: bool = True) -> float | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise invalid(f"{key} must be a number in [{low:g}, {high:g}]")
+    return float(value)
+
+
+def _integer(body: dict, key: str, low: int, high: int, *, required: bool = True) -> int | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise invalid(f"{key} must be an integer in [{low}, {high}]")
+    return int(value)
+
+
+def _digest(values: dict[str, Any]) -> str:
+    """A retry is recognised by the SHA-256 of its significant fields (canonical JSON)."""
+    return hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- calibration
+
+_CALIBRATION_FIELDS = ("card_width_px", "card_height_px", "refresh_intervals_ms", "fullscreen", "device_pixel_ratio",
+                       "screen_width", "screen_height", "window_width", "window_height")
+
+
+def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
+    """Validate a calibration body (see the OpenAPI file); raise a 400 naming the first problem."""
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    reject_unknown(payload, _CALIBRATION_FIELDS)
+    values: dict[str, Any] = {"card_width_px": _number(payload, "card_width_px", 1, 100_000),
+                              "card_height_px": _number(payload, "card_height_px", 1, 100_000)}
+    intervals = payload.get("refresh_intervals_ms")
+    if not isinstance(intervals, list) or not spec.refresh_samples <= len(intervals) <= MAX_REFRESH_INTERVALS:
+        raise invalid(f"refresh_intervals_ms must be a list of {spec.refresh_samples} to {MAX_REFRESH_INTERVALS} "
+                      "requestAnimationFrame intervals")
+    if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and 0 < x < 10_000
+               for x in intervals):
+        raise invalid("refresh_intervals_ms must hold positive numbers of milliseconds (below 10000)")
+    values["refresh_intervals_ms"] = [float(x) for x in intervals]
+    if not isinstance(payload.get("fullscreen"), bool):
+        raise invalid("fullscreen must be true or false")
+    values["fullscreen"] = payload["fullscreen"]
+    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", 0.01, 20, required=False)
+    for key in ("screen_width", "screen_height", "window_width", "window_height"):
+        values[key] = _integer(payload, key, 1, 99_999, required=False)
+    return values
+
+
+def calibration_figures(card_width_px: float, card_height_px: float, px_per_degree: float) -> tuple[float, float]:
+    """``(px_per_mm, viewing_distance_cm)``: px per mm from both sides of the card, and the distance
+    at which ``px_per_degree`` pixels subtend one degree of visual angle."""
+    px_per_mm = (card_width_px / CARD_WIDTH_MM + card_height_px / CARD_HEIGHT_MM) / 2
+    distance_cm = (px_per_degree / px_per_mm / 10) / (2 * math.tan(math.radians(0.5)))
+    return px_per_mm, distance_cm
+
+
+def record_calibration(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Store the worker's calibration and move on (rdk, main, or disqualified); return ``(200, body)``.
+
+    A retry of the same body after it was stored answers the stored result; another body at a
+    later stage is a 409.
+    """
+    from analysis.frame_timing import estimate_refresh
+
+    spec = spec_for(session, assignment.study_id)
+    values = parse_calibration(payload, spec)
+    digest = _digest(values)
+    existing = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
+    if existing is not None:
+        if existing.body_sha256 != digest:
+            raise ApiError(409, "wrong_stage", "this assignment is calibrated already")
+        return 200, _calibration_body(existing, assignment)
+    if assignment.stage != "calibration":
+        raise ApiError(409, "wrong_stage", f"no calibration is accepted at stage {assignment.stage}")
+    try:
+        refresh = estimate_refresh(values["refresh_intervals_ms"], min_samples=spec.refresh_samples)
+    except ValueError as exc:
+        raise invalid(f"refresh_intervals_ms: {exc}") from None
+    px_per_mm, distance_cm = calibration_figures(values["card_width_px"], values["card_height_px"],
+                                                 spec.px_per_degree)
+    reason = None
+    if refresh.hz < spec.min_refresh_hz:
+        reason = (f"Your display refreshes {refresh.hz:.0f} times a second; this study needs at least "
+                  f"{spec.min_refresh_hz:g}. You cannot take part with this display.")
+    elif refresh.irregular_fraction > spec.max_refresh_irregular:
+        reason = (f"Your display's refresh is irregular ({refresh.irregular_fraction:.0%} of the frames were "
+                  "late or early), so the clips cannot be shown with correct timing. Closing other programs "
+                  "and tabs may help in a new attempt.")
+    calibration = Calibration(
+        assignment_id=assignment.id, worker_id=assignment.worker_id, study_id=assignment.study_id,
+        card_width_px=values["card_width_px"], card_height_px=values["card_height_px"], px_per_mm=px_per_mm,
+        viewing_distance_cm=distance_cm, refresh_hz=refresh.hz, refresh_median_ms=refresh.median_ms,
+        refresh_irregular_fraction=refresh.irregular_fraction, refresh_intervals={"ms": values["refresh_intervals_ms"]},
+        fullscreen=values["fullscreen"], device_pixel_ratio=values["device_pixel_ratio"],
+        screen_width=values["screen_width"], screen_height=values["screen_height"],
+        window_width=values["window_width"], window_height=values["window_height"], accepted=reason is None,
+        reason=reason, body_sha256=digest)
+    session.add(calibration)
+    session.flush()
+    if reason is not None:
+        # The display, not the worker, failed: a later assignment on another display may start again.
+        assignment.stage = "disqualified"
+        if assignment.completion_code is None:
+            assignment.completion_code = _code()
+    elif assignment.worker.screening_passed:
+        _start_main_block(session, assignment, spec)
+    else:
+        _start_rdk_block(session, assignment, spec)
+    return 200, _calibration_body(calibration, assignment)
+
+
+def _code() -> str:
+    return secrets.token_hex(5).upper()
+
+
+def _calibration_body(calibration: Calibration, assignment: Assignment) -> dict[str, Any]:
+    return {"px_per_mm": calibration.px_per_mm, "viewing_distance_cm": calibration.viewing_distance_cm,
+            "refresh_hz": calibration.refresh_hz,
+            "refresh_irregular_fraction": calibration.refresh_irregular_fraction,
+            "accepted": calibration.accepted, "reason": calibration.reason, "stage": assignment.stage}
+
+
+# ---------------------------------------------------------------- blocks and trial allocation
+
+def _rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Generator:
+    return np.random.default_rng([study.seed, assignment.id, page_index])
+
+
+def _new_page(session: Session, assignment: Assignment, kind: str) -> Page:
+    index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
+    page = Page(assignment_id=assignment.id, index=index, kind=kind)
+    session.add(page)
+    session.flush()
+    return page
+
+
+def _add_trials(session: Session, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
+    for position, row in enumerate(rows):
+        session.add(MotionTrial(page_id=page.id, assignment_id=assignment.id, worker_id=assignment.worker_id,
+                                study_id=assignment.study_id, position=position, answered=False, **row))
+    session.flush()
+
+
+def _start_rdk_block(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
+    """The RDK screening block: ``rdk_practice`` practice trials, then ``rdk_trials`` test trials."""
+    from stimuli.rdk import rdk_trial_params
+
+    page = _new_page(session, assignment, "rdk")
+    rng = _rng(assignment.study, assignment, page.index)
+    params = rdk_trial_params(spec.rdk_practice + spec.rdk_trials, rng, speed_min=spec.rdk_speed_min,
+                              speed_max=spec.rdk_speed_max)
+    rows = [{"kind": "rdk", "practice": k < spec.rdk_practice, "probe_id": None,
+             "repetition": 0 if k < spec.rdk_practice else 1,
+             "params": {"direction_deg": float(p["direction_deg"]), "speed_ppf": float(p["speed_ppf"]),
+                        "seed": int(p["seed"])}} for k, p in enumerate(params)]
+    _add_trials(session, page, assignment, rows)
+    assignment.stage = "rdk"
+
+
+def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
+    """The main session: practice, then every probe of the worker's clips ``repetitions`` times, shuffled.
+
+    Completes the assignment at once when no clip needs observers any more.
+    """
+    study = assignment.study
+    if session.get_bind().dialect.name == "postgresql":
+        # Two workers must not both take the last open place of a clip.
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_100_000 + study.id})
+    page_index = int(session.scalar(select(func.count()).select_from(Page).where(
+        Page.assignment_id == assignment.id)))
+    rng = _rng(study, assignment, page_index)
+    clip_ids = choose_clips(session, study, assignment.worker_id, spec.clips_per_session, spec, rng)
+    if not clip_ids:
+        assignment.pages_completed = max(assignment.pages_completed, 1)
+        _complete(assignment)
+        return
+    probes = _probes_of(session, clip_ids, spec.probes_per_clip)
+    main = [(p, r) for p in probes for r in range(1, spec.repetitions + 1)]
+    order = rng.permutation(len(main))
+    practice = _practice_probes(session, study.id, clip_ids, spec, rng) if spec.practice_needed else []
+    rows = [{"kind": "main", "practice": True, "probe_id": p, "repetition": 0, "params": {}} for p in practice]
+    rows += [{"kind": "main", "practice": False, "probe_id": main[k][0], "repetition": main[k][1], "params": {}}
+             for k in order]
+    _add_trials(session, _new_page(session, assignment, "main"), assignment, rows)
+    assignment.stage = "main"
+
+
+def _probes_of(session: Session, clip_ids: list[int], n: int) -> list[int]:
+    """The first ``n`` probes (manifest order) of each clip, clip by clip."""
+    probes: list[int] = []
+    for clip_id in clip_ids:
+        probes += list(session.scalars(select(MotionProbe.id).where(MotionProbe.clip_id == clip_id)
+                                       .order_by(MotionProbe.position).limit(n)))
+    return probes
+
+
+def _practice_probes(session: Session, study_id: int, session_clips: list[int], spec: MotionSpec,
+                     rng: np.random.Generator) -> list[int]:
+    """Probes for the practice trials: from clips outside the session where there are enough (so the
+    feedback does not show the answers of test trials), else also from the session's clips."""
+    rows = session.execute(select(MotionProbe.id, MotionProbe.clip_id).join(MotionClip)
+                           .where(MotionClip.study_id == study_id, MotionProbe.position < spec.probes_per_clip)
+                           .order_by(MotionProbe.id)).all()
+    others = [r[0] for r in rows if r[1] not in session_clips]
+    own = [r[0] for r in rows if r[1] in session_clips]
+    pool = [others[k] for k in rng.permutation(len(others))] + [own[k] for k in rng.permutation(len(own))]
+    picks: list[int] = []
+    while pool and len(picks) < spec.practice_needed:  # fewer probes than practice trials: cycle through them
+        picks += pool[:spec.practice_needed - len(picks)]
+    return picks
+
+
+def choose_clips(session: Session, study: Study, worker_id: int, n: int, spec: MotionSpec,
+                 rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` clips that still need observers and that this worker never had, neediest first.
+
+    A clip's observers are the completed sessions that showed it plus the sessions still under
+    way (stage main, started within the assignment timeout), so concurrent workers share out the
+    remaining places. Ties break at random.
+    """
+    cutoff = utcnow() - dt.timedelta(minutes=spec.assignment_timeout_minutes)
+    sessions = (select(MotionProbe.clip_id, MotionTrial.assignment_id)
+                .join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
+                .join(Page, MotionTrial.page_id == Page.id)
+                .join(Assignment, MotionTrial.assignment_id == Assignment.id)
+                .where(MotionTrial.study_id == study.id, ~MotionTrial.practice,
+                       or_(Assignment.stage == "completed", and_(Assignment.stage == "main", Page.created_at > cutoff)))
+                .distinct().subquery())
+    counts = select(sessions.c.clip_id, func.count().label("n")).group_by(sessions.c.clip_id).subquery()
+    seen = (select(MotionProbe.clip_id).join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
+            .where(MotionTrial.worker_id == worker_id, ~MotionTrial.practice))
+    deficit = spec.observers_per_clip - func.coalesce(counts.c.n, 0)
+    rows = session.execute(select(MotionClip.id, deficit).outerjoin(counts, counts.c.clip_id == MotionClip.id)
+                           .where(MotionClip.study_id == study.id, MotionClip.id.not_in(seen), deficit > 0)
+                           .order_by(MotionClip.id)).all()
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    need = np.array([r[1] for r in rows], dtype=np.int64)
+    order = np.lexsort((rng.random(len(ids)), -need))
+    return [int(i) for i in ids[order[:n]]]
+
+
+# ---------------------------------------------------------------- responses
+
+_RESPONSE_FIELDS = ("response_id", "trial_id", "resp_u", "resp_v", "direction_deg", "speed_ppf", "cycles", "rt_ms",
+                    "frames", "client_time", "window_width", "window_height", "device_pixel_ratio")
+
+
+def parse_motion_response(payload: Any, spec: MotionSpec) -> dict[str, Any]:
+    """Validate a response body (see the OpenAPI file); raise a 400 naming the first problem."""
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    reject_unknown(payload, _RESPONSE_FIELDS)
+    response_id = payload.get("response_id")
+    if not isinstance(response_id, str) or not _UUID.fullmatch(response_id):
+        raise invalid("response_id must be a UUID made by the browser")
+    limit = MAX_RESPONSE_PPF
+    values: dict[str, Any] = {
+        "response_id": response_id.lower(), "trial_id": _integer(payload, "trial_id", 1, 2**53),
+        "resp_u": _number(payload, "resp_u", -limit, limit), "resp_v": _number(payload, "resp_v", -limit, limit),
+        "direction_deg": _number(payload, "direction_deg", 0, 360), "speed_ppf": _number(payload, "speed_ppf", 0, limit),
+        "cycles": _integer(payload, "cycles", spec.cycles_required, 100_000),
+        "rt_ms": _number(payload, "rt_ms", 0, 86_400_000)}
+    values["frames"] = _parse_frames(payload.get("frames"))
+    client_time = payload.get("client_time")
+    if client_time is not None and (not isinstance(client_time, str) or len(client_time) > 40):
+        raise invalid("client_time must be an ISO-8601 string")
+    values["client_time"] = client_time
+    values["window_width"] = _integer(payload, "window_width", 1, 99_999, required=False)
+    values["window_height"] = _integer(payload, "window_height", 1, 99_999, required=False)
+    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", 0.01, 20, required=False)
+    return values
+
+
+def _parse_frames(frames: Any) -> list[dict[str, Any]]:
+    if not isinstance(frames, list) or not 1 <= len(frames) <= MAX_PHASES:
+        raise invalid(f"frames must be a list of 1 to {MAX_PHASES} logged phases")
+    total = 0
+    clean = []
+    for k, phase in enumerate(frames):
+        if not isinstance(phase, dict):
+            raise invalid(f"frames[{k}] must be an object")
+        reject_unknown(phase, ("cycle", "phase", "t"))
+        cycle = phase.get("cycle")
+        if isinstance(cycle, bool) or not isinstance(cycle, int) or not 1 <= cycle <= 100_000:
+            raise invalid(f"frames[{k}].cycle must be a positive integer")
+        if phase.get("phase") not in ("movie", "matching"):
+            raise invalid(f"frames[{k}].phase must be 'movie' or 'matching'")
+        t = phase.get("t")
+        if not isinstance(t, list) or not t:
+            raise invalid(f"frames[{k}].t must be a non-empty list of timestamps")
+        total += len(t)
+        if total > MAX_TIMESTAMPS:
+            raise invalid(f"frames hold more than {MAX_TIMESTAMPS} timestamps")
+        if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in t):
+            raise invalid(f"frames[{k}].t must hold finite timestamps in milliseconds")
+        if any(b < a for a, b in zip(t, t[1:])):
+            raise invalid(f"frames[{k}].t must not go backwards")
+        clean.append({"cycle": cycle, "phase": phase["phase"], "t": [float(x) for x in t]})
+    return clean
+
+
+def frame_timing(frames: list[dict[str, Any]], refresh_ms: float, movie_frames: int, spec: MotionSpec) -> list:
+    """:func:`analysis.frame_timing.phase_timing` of every logged phase (movie or matching)."""
+    from analysis.frame_timing import phase_timing
+
+    return [phase_timing(p["t"], refresh_ms, movie_frames if p["phase"] == "movie" else spec.matching_frames,
+                         spec.frame_ms) for p in frames]
+
+
+# The columns of a trial that the response path needs, fetched in one query as a plain row.
+_TRIAL_COLUMNS = (MotionTrial.id.label("trial_id"), MotionTrial.page_id, MotionTrial.kind, MotionTrial.practice,
+                  MotionTrial.answered, MotionTrial.params, MotionTrial.probe_id, MotionTrial.repetition,
+                  MotionTrial.position, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
+
+
+def trial_gt(trial) -> tuple[float, float]:
+    """The true vector of a trial row (RDK: from its direction and speed; main: the probe's flow)."""
+    if trial.kind == "rdk":
+        from stimuli.rdk import rdk_vector
+
+        u, v = rdk_vector(trial.params["direction_deg"], trial.params["speed_ppf"])
+        return float(u), float(v)
+    return float(trial.gt_u), float(trial.gt_v)
+
+
+def record_motion_response(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Store one adjustment response; return ``(HTTP status, body)``. A retry returns 200 "duplicate".
+
+    ``assignment`` must be locked: responses of one assignment are applied one at a time, so
+    practice repeats, timing repeats and the end of a block are decided exactly once.
+    """
+    spec = spec_for(session, assignment.study_id)
+    values = parse_motion_response(payload, spec)
+    digest = _digest({k: v for k, v in values.items() if k != "client_time"})
+    if values["trial_id"] > 2_147_483_647:  # beyond MotionTrial.id's INTEGER: no such trial
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
+    connection = session.connection()
+    trial = connection.execute(
+        select(*_TRIAL_COLUMNS).outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
+        .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id)
+        .where(MotionTrial.id == values["trial_id"], MotionTrial.assignment_id == assignment.id)).first()
+    if trial is None:
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
+    if trial.answered:
+        return _replay(session, assignment, trial, values["response_id"], digest)
+    if assignment.stage != trial.kind:
+        raise ApiError(409, "wrong_stage", f"no {trial.kind} responses are accepted at stage {assignment.stage}")
+    refresh_ms = session.scalar(select(Calibration.refresh_median_ms).where(
+        Calibration.assignment_id == assignment.id))
+    movie_frames = RDK_MOVIE_FRAMES if trial.kind == "rdk" else int(trial.movie_frames)
+    try:
+        from analysis.frame_timing import summarise_phases
+
+        timing = summarise_phases(frame_timing(values["frames"], refresh_ms, movie_frames, spec))
+    except ValueError as exc:
+        raise invalid(f"frames: {exc}") from None
+    passed = None
+    if trial.practice:
+        from analysis.motion import practice_passed
+
+        gt_u, gt_v = trial_gt(trial)
+        passed = bool(practice_passed(gt_u, gt_v, values["resp_u"], values["resp_v"],
+                                      max_epe=spec.practice_max_epe, max_dir_deg=spec.practice_max_dir_deg))
+    claimed = connection.execute(update(MotionTrial).where(MotionTrial.id == trial.trial_id, ~MotionTrial.answered)
+                                 .values(answered=True)).rowcount
+    if claimed != 1:
+        raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    repeat_added = _add_repeat(session, assignment, trial, spec, passed, timing["frame_drops"])
+    try:
+        row_id = connection.execute(insert(MotionResponse).values(
+            response_id=values["response_id"], trial_id=trial.trial_id, assignment_id=assignment.id,
+            worker_id=assignment.worker_id, study_id=assignment.study_id, resp_u=values["resp_u"],
+            resp_v=values["resp_v"], direction_deg=values["direction_deg"], speed_ppf=values["speed_ppf"],
+            cycles=values["cycles"], rt_ms=values["rt_ms"], frame_drops=timing["frame_drops"],
+            n_intervals=timing["n_intervals"], onset_err_mean_ms=timing["onset_err_mean_ms"],
+            onset_err_sd_ms=timing["onset_err_sd_ms"], skipped_frames=timing["skipped_frames"],
+            practice_passed=passed, timing_flagged=timing["frame_drops"] > 0, repeat_added=repeat_added,
+            client_time=values["client_time"], window_width=values["window_width"],
+            window_height=values["window_height"], device_pixel_ratio=values["device_pixel_ratio"],
+            body_sha256=digest, created_at=utcnow()).returning(MotionResponse.id)).scalar_one()
+    except IntegrityError:
+        # Only the unique response_id can clash (the trial is ours and locked): the browser reused
+        # a response ID for another trial. The caller rolls the whole request back.
+        raise ApiError(409, "conflict", "this response_id was already used for a different response") from None
+    connection.execute(insert(FrameLog).values(response_id=row_id, frames={"phases": values["frames"]}))
+    if not _open_trials(session, trial.page_id):
+        _end_block(session, assignment, trial.kind, spec)
+    stored = session.get(MotionResponse, row_id)
+    return 201, _response_body(session, assignment, trial, stored, "stored")
+
+
+def _open_trials(session: Session, page_id: int) -> int:
+    return int(session.connection().execute(select(func.count()).select_from(MotionTrial).where(
+        MotionTrial.page_id == page_id, ~MotionTrial.answered)).scalar_one())
+
+
+def _add_repeat(session: Session, assignment: Assignment, trial, spec: MotionSpec, passed: bool | None,
+                frame_drops: int) -> bool:
+    """Append a repeat of ``trial`` when the practice rule or the timing policy asks for one."""
+    connection = session.connection()
+    if trial.practice:
+        if passed:
+            return False
+        needed = spec.rdk_practice if trial.kind == "rdk" else spec.practice_needed
+        total, passes = connection.execute(
+            select(func.count(), func.count(MotionResponse.id).filter(MotionResponse.practice_passed.is_(True)))
+            .select_from(MotionTrial).outerjoin(MotionResponse, MotionResponse.trial_id == MotionTrial.id)
+            .where(MotionTrial.page_id == trial.page_id, MotionTrial.practice)).one()
+        open_practice = int(connection.execute(select(func.count()).select_from(MotionTrial).where(
+            MotionTrial.page_id == trial.page_id, MotionTrial.practice, ~MotionTrial.answered)).scalar_one())
+        if total >= spec.practice_max or passes + open_practice >= needed:
+            return False
+        reason = "practice"
+    else:
+        if frame_drops == 0 or spec.dropped_frames != "repeat":
+            return False
+        repeats = int(connection.execute(select(func.count()).select_from(MotionTrial).where(
+            MotionTrial.assignment_id == assignment.id, ~MotionTrial.practice,
+            MotionTrial.params["reason"].as_string() == "timing")).scalar_one())
+        if repeats >= spec.max_timing_repeats:
+            return False
+        reason = "timing"
+    position = int(connection.execute(select(func.max(MotionTrial.position)).where(
+        MotionTrial.page_id == trial.page_id)).scalar_one()) + 1
+    params = {k: v for k, v in trial.params.items() if k not in ("repeat_of", "reason")}
+    connection.execute(insert(MotionTrial).values(
+        page_id=trial.page_id, assignment_id=assignment.id, worker_id=assignment.worker_id,
+        study_id=assignment.study_id, position=position, kind=trial.kind, practice=trial.practice,
+        probe_id=trial.probe_id, repetition=trial.repetition, answered=False, created_at=utcnow(),
+        params={**params, "repeat_of": trial.trial_id, "reason": reason}))
+    return True
+
+
+def _end_block(session: Session, assignment: Assignment, kind: str, spec: MotionSpec) -> None:
+    """Every trial of the block is answered: screening after RDK, completion after main."""
+    session.execute(update(Page).where(Page.assignment_id == assignment.id, Page.kind == kind,
+                                       Page.completed_at.is_(None)).values(completed_at=utcnow())
+                    .execution_options(synchronize_session=False))
+    if kind == "main":
+        assignment.pages_completed += 1
+        _complete(assignment)
+        return
+    r = screening_score(session, assignment.id, spec)
+    worker = assignment.worker
+    worker.screening_r = None if math.isnan(r) else r
+    worker.screening_passed = bool(r >= spec.screening_min_r)
+    if worker.screening_passed:
+        _start_main_block(session, assignment, spec)
+    else:
+        shown = "undefined" if math.isnan(r) else f"{r:.2f}"
+        _stop(assignment, "disqualified",
+              f"Your answers in the motion test did not follow the motion closely enough (r = {shown}; "
+              f"{spec.screening_min_r:.2f} is needed). Thank you for your time; you cannot continue with this study.")
+
+
+def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> float:
+    """r (u and v pooled) of the RDK test responses against the true vectors; NaN when undefined.
+
+    Unless the study keeps them, trials with frame drops are left out (when at least two remain).
+    """
+    from analysis.motion import pooled_uv_r
+
+    rows = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionResponse.resp_u,
+                                  MotionResponse.resp_v, MotionResponse.timing_flagged)
+                           .join(MotionResponse, MotionResponse.trial_id == MotionTrial.id)
+                           .where(MotionTrial.assignment_id == assignment_id, MotionTrial.kind == "rdk",
+                                  ~MotionTrial.practice)).all()
+    if spec.dropped_frames != "keep" and sum(not r.timing_flagged for r in rows) >= 2:
+        rows = [r for r in rows if not r.timing_flagged]
+    gt = np.array([trial_gt(r) for r in rows], dtype=float).reshape(-1, 2)
+    resp = np.array([(r.resp_u, r.resp_v) for r in rows], dtype=float).reshape(-1, 2)
+    return float(pooled_uv_r(gt[:, 0], gt[:, 1], resp[:, 0], resp[:, 1]))
+
+
+def _replay(session: Session, assignment: Assignment, trial, response_id: str,
+            digest: str) -> tuple[int, dict[str, Any]]:
+    """The answer to a response for an answered trial: "duplicate" when it is the same response again."""
+    existing = session.scalar(select(MotionResponse).where(MotionResponse.response_id == response_id))
+    if existing is None:
+        raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    if existing.trial_id != trial.trial_id or existing.body_sha256 != digest:
+        raise ApiError(409, "conflict", "this response_id was already used for a different response")
+    return 200, _response_body(session, assignment, trial, existing, "duplicate")
+
+
+def _response_body(session: Session, assignment: Assignment, trial, stored: MotionResponse,
+                   status: str) -> dict[str, Any]:
+    screening = None
+    worker = assignment.worker
+    if trial.kind == "rdk" and worker.screening_passed is not None and not _open_trials(session, trial.page_id):
+        screening = {"r": worker.screening_r, "passed": bool(worker.screening_passed)}
+    return {"status": status, "response_id": stored.response_id, "trial_id": trial.trial_id,
+            "frame_drops": stored.frame_drops, "onset_err_mean_ms": stored.onset_err_mean_ms,
+            "onset_err_sd_ms": stored.onset_err_sd_ms, "practice_passed": stored.practice_passed,
+            "repeat_added": stored.repeat_added, "stage": assignment.stage, "screening": screening}
+
+
+# ---------------------------------------------------------------- state for the browser
+
+def motion_params(spec: MotionSpec, noise_url: str) -> dict[str, Any]:
+    """The fixed parameters the browser draws and times a trial with (State.params)."""
+    return {"frame_rate_hz": spec.frame_rate_hz, "cycle_ms": spec.cycle_ms, "isi1_ms": spec.isi1_ms,
+            "matching_ms": spec.matching_ms, "cycles_required": spec.cycles_required,
+            "panel_diameter_px": spec.panel_diameter_px, "max_speed_ppf": spec.rdk_speed_max,
+            "aperture_px": spec.aperture_px, "cue_diameter_px": spec.cue_diameter_px,
+            "placeholder_offset_px": spec.placeholder_offset_px,
+            "placeholder_diameter_px": spec.placeholder_diameter_px, "probe_diameter_px": spec.probe_diameter_px,
+            "cursor_diameter_px": spec.cursor_diameter_px, "noise_url": noise_url,
+            "refresh_samples": spec.refresh_samples, "min_refresh_hz": spec.min_refresh_hz,
+            "card_width_mm": CARD_WIDTH_MM, "card_height_mm": CARD_HEIGHT_MM, "px_per_degree": spec.px_per_degree,
+            "practice_max_epe": spec.practice_max_epe, "practice_max_dir_deg": spec.practice_max_dir_deg,
+            "min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height}
+
+
+def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+    """The JSON State of a motion assignment: stage, parameters, calibration, the current block and
+    its unanswered trials (ground truth only on feedback trials), completion."""
+    spec = spec_for(session, assignment.study_id)
+    calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
+    block, trials = None, []
+    if assignment.stage in ("rdk", "main"):
+        page = session.scalar(select(Page).where(Page.assignment_id == assignment.id, Page.kind == assignment.stage)
+                              .order_by(Page.index.desc()).limit(1))
+        if page is not None:
+            block, trials = _block(session, page, spec, url_for)
+    message = stop_message(session, assignment, calibration)
+    return {
+        "assignment_id": str(assignment.id), "kind": "motion", "stage": assignment.stage,
+        "study": {"name": assignment.study.name}, "message": message,
+        "params": motion_params(spec, url_for(spec.noise)),
+        "calibration": None if calibration is None else {
+            "px_per_mm": calibration.px_per_mm, "viewing_distance_cm": calibration.viewing_distance_cm,
+            "refresh_hz": calibration.refresh_hz, "fullscreen": calibration.fullscreen},
+        "block": block, "trials": trials, "completion": completion_info(assignment)}
+
+
+def stop_message(session: Session, assignment: Assignment, calibration: Calibration | None = None) -> str | None:
+    """Why a disqualified or stopped worker cannot go on (screening, or the refused display); else None."""
+    if assignment.stage not in ("disqualified", "stopped"):
+        return None
+    worker = assignment.worker
+    if worker.status in ("disqualified", "stopped") and worker.status_reason:
+        return worker.status_reason
+    if calibration is None:
+        calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
+    return calibration.reason if calibration is not None else worker.status_reason
+
+
+def _block(session: Session, page: Page, spec: MotionSpec, url_for: UrlFor) -> tuple[dict, list[dict]]:
+    rows = session.execute(
+        select(MotionTrial, MotionResponse.practice_passed)
+        .outerjoin(MotionResponse, MotionResponse.trial_id == MotionTrial.id)
+        .where(MotionTrial.page_id == page.id)
+        .order_by(MotionTrial.practice.desc(), MotionTrial.position)).all()
+    practice = [(t, p) for t, p in rows if t.practice]
+    tests = [t for t, _ in rows if not t.practice]
+    block = {"name": page.kind, "practice_passes": sum(bool(p) for _, p in practice),
+             "practice_needed": spec.rdk_practice if page.kind == "rdk" else spec.practice_needed,
+             "practice_done": sum(t.answered for t, _ in practice), "practice_max": spec.practice_max,
+             "trials_done": sum(t.answered for t in tests), "trials_total": len(tests)}
+    open_trials = [t for t, _ in rows if not t.answered]
+    probe_ids = {t.probe_id for t in open_trials if t.probe_id is not None}
+    probes = {p.id: p for p in session.scalars(select(MotionProbe).where(MotionProbe.id.in_(probe_ids)))}
+    clips = {c.id: c for c in session.scalars(select(MotionClip).where(
+        MotionClip.id.in_({p.clip_id for p in probes.values()})))}
+    return block, [_trial_json(t, probes, clips, spec, url_for) for t in open_trials]
+
+
+def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[int, MotionClip],
+                spec: MotionSpec, url_for: UrlFor) -> dict[str, Any]:
+    from stimuli.motion_clips import movie_window
+
+    movie_frames = RDK_MOVIE_FRAMES
+    out: dict[str, Any] = {"trial_id": trial.id, "kind": trial.kind, "practice": trial.practice,
+                           "feedback": trial.practice, "repetition": trial.repetition}
+    if trial.kind == "rdk":
+        p = trial.params
+        out["rdk"] = {"n_dots": spec.rdk_n_dots, "aperture_px": spec.rdk_aperture_px, "dot_px": spec.rdk_dot_px,
+                      "direction_deg": p["direction_deg"], "speed_ppf": p["speed_ppf"], "seed": p["seed"]}
+    else:
+        probe = probes[trial.probe_id]
+        clip = clips[probe.clip_id]
+        movie_frames = clip.movie_frames
+        indices, probe_index = movie_window(len(clip.frames["paths"]), probe.frame, movie_frames)
+        out["clip"] = {"clip_id": clip.clip_id, "frames": [url_for(clip.frames["paths"][i]) for i in indices],
+                       "width": clip.width, "height": clip.height}
+        out["probe"] = {"probe_id": probe.probe_id, "x": probe.x, "y": probe.y, "frame_index": probe_index}
+    out.update(movie_frames=movie_frames, movie_ms=spec.movie_ms(movie_frames), isi2_ms=spec.isi2_ms(movie_frames))
+    if trial.practice:  # the true vector only where the worker gets feedback
+        if trial.kind == "rdk":
+            from stimuli.rdk import rdk_vector
+
+            u, v = rdk_vector(trial.params["direction_deg"], trial.params["speed_ppf"])
+        else:
+            u, v = probes[trial.probe_id].gt_u, probes[trial.probe_id].gt_v
+        out["gt"] = {"u": float(u), "v": float(v)}
+    return out
+
+
+def worker_block_counts(session: Session, study_id: int) -> dict[int, dict[str, int]]:
+    """Per worker of a study: answered main test trials, and those with frame drops (dashboard)."""
+    rows = session.execute(
+        select(MotionResponse.worker_id, func.count(),
+               func.count(MotionResponse.id).filter(MotionResponse.timing_flagged))
+        .join(MotionTrial, MotionResponse.trial_id == MotionTrial.id)
+        .where(MotionResponse.study_id == study_id, MotionTrial.kind == "main", ~MotionTrial.practice)
+        .group_by(MotionResponse.worker_id)).all()
+    return {int(w): {"trials_done": int(n), "flagged": int(f)} for w, n, f in rows}
+
+
+
+def motion_progress(session: Session, study_id: int) -> dict[str, Any]:
+    """Headline figures of a motion study: clips, probes, completed sessions per clip against the target."""
+    spec = spec_for(session, study_id)
+    n_clips = int(session.scalar(select(func.count()).select_from(MotionClip).where(MotionClip.study_id == study_id)))
+    n_probes = int(session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip)
+                                  .where(MotionClip.study_id == study_id)))
+    per_clip = clip_observers(session, study_id)
+    done = sum(min(n, spec.observers_per_clip) for n, _ in per_clip.values())
+    target = n_clips * spec.observers_per_clip
+    from .models import Worker
+
+    n_workers = int(session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id)))
+    return {"n_clips": n_clips, "n_probes": n_probes, "sessions_done": done, "sessions_target": target,
+            "fill": done / target if target else 0.0, "n_workers": n_workers}
+
+
+def clip_observers(session: Session, study_id: int) -> dict[str, tuple[int, int]]:
+    """Per clip ID: ``(completed sessions, sessions under way)`` that show it."""
+    rows = session.execute(
+        select(MotionClip.clip_id, Assignment.stage, func.count(func.distinct(MotionTrial.assignment_id)))
+        .select_from(MotionClip)
+        .join(MotionProbe, MotionProbe.clip_id == MotionClip.id)
+        .join(MotionTrial, and_(MotionTrial.probe_id == MotionProbe.id, ~MotionTrial.practice))
+        .join(Assignment, MotionTrial.assignment_id == Assignment.id)
+        .where(MotionClip.study_id == study_id, Assignment.stage.in_(("completed", "main")))
+        .group_by(MotionClip.clip_id, Assignment.stage)).all()
+    out = {c: (0, 0) for c in session.scalars(select(MotionClip.clip_id).where(MotionClip.study_id == study_id)
+                                              .order_by(MotionClip.position))}
+    for clip_id, stage, n in rows:
+        done, open_ = out[clip_id]
+        out[clip_id] = (done + int(n), open_) if stage == "completed" else (done, open_ + int(n))
+    return out

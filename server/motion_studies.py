@@ -1,0 +1,426 @@
+"""Motion-matching study definitions: ``study.toml`` with ``[study] kind = "motion"`` -> a Study
+with its clips and probes.
+
+A motion study file names clip manifests (``stimuli.motion_clips``, format
+``perceptlab-motion-clips/1``) instead of paired-comparison manifests;
+``MOTION_STUDY_TEMPLATE`` (``perceptlab study template --motion``) documents
+every key. Only ``study.clips`` is required.
+
+The matching stimulus is a 1/f² noise texture: the first manifest's ``noise``
+file when it names one, otherwise one is generated at creation with
+:func:`stimuli.noise.brownian_noise` (seeded by the study seed) and written to
+``_perceptlab/noise_seed<seed>.png`` under the study's stimulus root.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .models import MotionClip, MotionProbe, Study
+from .studies import StudyDefinitionError, _slugify
+
+KIND = "motion"
+
+DEFAULT_MOTION_CONSENT = """\
+This task is part of a research study on how people perceive motion in videos. You will watch short \
+clips and adjust a moving pattern with the mouse until it moves like a marked point in the clip. \
+A session takes about 30 minutes.
+
+Participation is voluntary: you may stop at any time by returning the task. We record your \
+adjustments, response times, the size and refresh rate of your display, the timing of every frame \
+shown and your platform worker ID. Worker IDs are replaced by pseudonyms in every exported data set \
+and are never published.
+
+A short motion test comes first; workers whose answers do not follow the motion cannot continue."""
+
+DEFAULT_MOTION_INSTRUCTIONS = """\
+First you calibrate your screen: hold a credit card (or any card of that size) against the screen and \
+resize the drawn card until it matches. Then the page measures your display's refresh rate and asks \
+for full screen.
+
+In every trial a clip plays again and again. A green circle and four green dots mark a point; a green \
+dot flashes there in the middle of the clip. After each clip a patch of noise appears at that point. \
+Move the mouse in the circle at the centre of the screen: the direction from the centre sets the \
+direction of the noise motion, the distance sets its speed. Adjust until the noise moves like the \
+marked point, then click (clicks count after three repetitions).
+
+Practice trials show the correct motion after your answer; they repeat until you get the hang of it."""
+
+
+MOTION_STUDY_TEMPLATE = '''\
+# perceptlab motion-matching study: `perceptlab study create study.toml`
+[study]
+kind = "motion"
+slug = "flow-2026"                 # URL-safe name used in worker links
+name = "Perceived optical flow"
+clips = ["clips/manifest.json"]    # clip manifests (perceptlab-motion-clips/1), relative to this file
+seed = 0
+
+[session]
+clips_per_session = 2        # clips a worker sees in one session (never the same clip twice)
+probes_per_clip = 10         # the first N probes of each clip (all when a clip has fewer)
+repetitions = 4              # 2 clips x 10 probes x 4 = 80 trials, randomised
+observers_per_clip = 4       # sessions wanted per clip (neediest clips are given out first)
+reward_per_session = "2.00"
+assignment_timeout_minutes = 90  # an unfinished session holds its clips this long
+
+[practice]
+practice_needed = 6          # passed practice trials before the main trials
+practice_max = 30            # at most this many practice trials per block
+practice_max_epe = 10.0      # a practice trial passes with EPE <= this (px/frame) ...
+practice_max_dir_deg = 30.0  # ... and a direction error <= this (degrees)
+
+[screening]
+rdk_practice = 6             # RDK practice trials with feedback (repeated until passed, like practice)
+rdk_trials = 80              # RDK test trials
+rdk_n_dots = 5000
+rdk_aperture_px = 600
+rdk_dot_px = 2
+rdk_speed_min = 1.0          # px/frame
+rdk_speed_max = 20.0
+screening_min_r = 0.90       # r (u and v pooled) of RDK responses against the truth needed to go on
+
+[timing]
+frame_rate_hz = 30
+cycle_ms = 3000              # movie + ISI 1 + matching + ISI 2
+isi1_ms = 1000
+matching_ms = 500
+cycles_required = 3          # clicks count once this many cycles were complete
+min_refresh_hz = 55          # slower displays are turned away
+max_refresh_irregular = 0.2  # ... and so are displays with more irregular refresh intervals than this share
+refresh_samples = 60         # requestAnimationFrame intervals the browser measures
+dropped_frames = "exclude"   # trials with frame drops: "exclude" (flagged), "repeat" (one repeat), "keep"
+max_timing_repeats = 10      # at most this many timing repeats per session
+
+[display]
+panel_diameter_px = 600
+aperture_px = 120            # matching noise aperture
+cue_diameter_px = 120
+placeholder_offset_px = 60
+placeholder_diameter_px = 10
+probe_diameter_px = 7
+cursor_diameter_px = 10
+px_per_degree = 50           # the viewing distance shown to the worker makes 50 px = 1 degree
+min_window_width = 1100
+min_window_height = 700
+
+[texts]
+# consent = """..."""
+# instructions = """..."""
+'''
+
+
+@dataclass(frozen=True)
+class MotionSpec:
+    """Every parameter of a motion study, validated; stored as ``Study.config`` (with ``kind = "motion"``)."""
+    slug: str
+    name: str
+    clips: tuple[str, ...]
+    seed: int = 0
+    kind: str = KIND
+    clips_per_session: int = 2
+    probes_per_clip: int = 10
+    repetitions: int = 4
+    observers_per_clip: int = 4
+    reward_per_session: str = "2.00"
+    assignment_timeout_minutes: int = 90
+    practice_needed: int = 6
+    practice_max: int = 30
+    practice_max_epe: float = 10.0
+    practice_max_dir_deg: float = 30.0
+    rdk_practice: int = 6
+    rdk_trials: int = 80
+    rdk_n_dots: int = 5000
+    rdk_aperture_px: int = 600
+    rdk_dot_px: int = 2
+    rdk_speed_min: float = 1.0
+    rdk_speed_max: float = 20.0
+    screening_min_r: float = 0.90
+    frame_rate_hz: int = 30
+    cycle_ms: int = 3000
+    isi1_ms: int = 1000
+    matching_ms: int = 500
+    cycles_required: int = 3
+    min_refresh_hz: float = 55.0
+    max_refresh_irregular: float = 0.2
+    refresh_samples: int = 60
+    dropped_frames: str = "exclude"
+    max_timing_repeats: int = 10
+    panel_diameter_px: int = 600
+    aperture_px: int = 120
+    cue_diameter_px: int = 120
+    placeholder_offset_px: int = 60
+    placeholder_diameter_px: int = 10
+    probe_diameter_px: int = 7
+    cursor_diameter_px: int = 10
+    px_per_degree: float = 50.0
+    min_window_width: int = 1100
+    min_window_height: int = 700
+    consent: str = DEFAULT_MOTION_CONSENT
+    instructions: str = DEFAULT_MOTION_INSTRUCTIONS
+    noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
+    # One paid session per assignment: these keep the payment code (written for pages) right.
+    reward_per_page: str = "2.00"
+    bonus_per_page: str = "0.00"
+    min_pages: int = 1
+    max_pages: int = 1
+    quiz_size: int = 0
+    base_dir: str = field(default=".", compare=False)
+
+    def to_config(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> MotionSpec:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in config.items() if k in known}
+        values["clips"] = tuple(values.get("clips", ()))
+        return cls(**values)
+
+    @property
+    def frame_ms(self) -> float:
+        return 1000.0 / self.frame_rate_hz
+
+    def movie_ms(self, movie_frames: int) -> float:
+        return movie_frames * self.frame_ms
+
+    def isi2_ms(self, movie_frames: int) -> float:
+        """The second ISI: what is left of the cycle (15 frames: 1000 ms; 10 frames: 1167 ms)."""
+        return self.cycle_ms - self.movie_ms(movie_frames) - self.isi1_ms - self.matching_ms
+
+    @property
+    def matching_frames(self) -> int:
+        return round(self.matching_ms / self.frame_ms)
+
+    @property
+    def main_trials(self) -> int:
+        """Non-practice main trials of a full session (fewer when the clips have fewer probes)."""
+        return self.clips_per_session * self.probes_per_clip * self.repetitions
+
+
+_MOTION_SECTIONS: dict[str, dict[str, type]] = {
+    "study": {"kind": str, "slug": str, "name": str, "clips": list, "seed": int},
+    "session": {"clips_per_session": int, "probes_per_clip": int, "repetitions": int, "observers_per_clip": int,
+                "reward_per_session": str, "assignment_timeout_minutes": int},
+    "practice": {"practice_needed": int, "practice_max": int, "practice_max_epe": float,
+                 "practice_max_dir_deg": float},
+    "screening": {"rdk_practice": int, "rdk_trials": int, "rdk_n_dots": int, "rdk_aperture_px": int,
+                  "rdk_dot_px": int, "rdk_speed_min": float, "rdk_speed_max": float, "screening_min_r": float},
+    "timing": {"frame_rate_hz": int, "cycle_ms": int, "isi1_ms": int, "matching_ms": int, "cycles_required": int,
+               "min_refresh_hz": float, "max_refresh_irregular": float, "refresh_samples": int,
+               "dropped_frames": str, "max_timing_repeats": int},
+    "display": {"panel_diameter_px": int, "aperture_px": int, "cue_diameter_px": int, "placeholder_offset_px": int,
+                "placeholder_diameter_px": int, "probe_diameter_px": int, "cursor_diameter_px": int,
+                "px_per_degree": float, "min_window_width": int, "min_window_height": int},
+    "texts": {"consent": str, "instructions": str},
+}
+
+
+def is_motion_file(data: dict[str, Any]) -> bool:
+    """Whether parsed TOML is a motion study (``[study] kind = "motion"``)."""
+    study = data.get("study")
+    return isinstance(study, dict) and study.get("kind") == KIND
+
+
+def read_motion_study_file(path: str | Path) -> MotionSpec:
+    """Parse and validate a motion ``study.toml``; raise :class:`StudyDefinitionError` naming file and key."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise StudyDefinitionError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
+    return motion_spec_from_toml(data, path)
+
+
+def motion_spec_from_toml(data: dict[str, Any], path: Path) -> MotionSpec:
+    """The :class:`MotionSpec` of parsed TOML ``data`` read from ``path`` (for messages and relative paths)."""
+    values: dict[str, Any] = {}
+    for section, content in data.items():
+        if section not in _MOTION_SECTIONS:
+            raise StudyDefinitionError(f"{path}: unknown section [{section}] for a motion study "
+                                       f"(known: {', '.join(_MOTION_SECTIONS)})")
+        if not isinstance(content, dict):
+            raise StudyDefinitionError(f"{path}: [{section}] must be a table")
+        for key, value in content.items():
+            expected = _MOTION_SECTIONS[section].get(key)
+            if expected is None:
+                raise StudyDefinitionError(f"{path}: unknown key {section}.{key}")
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if key == "reward_per_session" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
+            values[key] = value
+    clips = values.get("clips")
+    if not clips:
+        raise StudyDefinitionError(f"{path}: study.clips is required (paths of clip manifests)")
+    if not all(isinstance(c, str) and c for c in clips):
+        raise StudyDefinitionError(f"{path}: study.clips must be a list of paths (strings)")
+    values.setdefault("slug", _slugify(path.stem))
+    values.setdefault("name", values["slug"])
+    if "reward_per_session" in values:
+        values["reward_per_page"] = values["reward_per_session"]
+    spec = MotionSpec(**{**values, "clips": tuple(clips)}, base_dir=str(path.parent.resolve()))
+    validate_motion_spec(spec, str(path))
+    return spec
+
+
+def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
+    """Raise :class:`StudyDefinitionError` (prefixed with ``where``) for an impossible parameter."""
+    def fail(message: str) -> None:
+        raise StudyDefinitionError(f"{where}: {message}")
+
+    import re
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", spec.slug):
+        fail(f"study.slug {spec.slug!r} must be 1-64 lowercase letters, digits or '-'")
+    for key in ("clips_per_session", "probes_per_clip", "repetitions", "observers_per_clip",
+                "assignment_timeout_minutes", "practice_max", "rdk_trials", "rdk_n_dots", "rdk_aperture_px",
+                "rdk_dot_px", "frame_rate_hz", "cycle_ms", "matching_ms", "cycles_required", "refresh_samples",
+                "panel_diameter_px", "aperture_px", "cue_diameter_px", "placeholder_diameter_px",
+                "probe_diameter_px", "cursor_diameter_px", "min_window_width", "min_window_height"):
+        if getattr(spec, key) < 1:
+            fail(f"{key} must be at least 1")
+    for key in ("seed", "practice_needed", "rdk_practice", "isi1_ms", "max_timing_repeats",
+                "placeholder_offset_px"):
+        if getattr(spec, key) < 0:
+            fail(f"{key} must not be negative")
+    if spec.practice_needed > spec.practice_max or spec.rdk_practice > spec.practice_max:
+        fail(f"practice_max ({spec.practice_max}) is below practice_needed or rdk_practice")
+    if not (spec.practice_max_epe > 0 and 0 < spec.practice_max_dir_deg <= 180):
+        fail("practice_max_epe must be positive and practice_max_dir_deg in (0, 180]")
+    if not 0 < spec.rdk_speed_min <= spec.rdk_speed_max:
+        fail(f"rdk_speed_min ({spec.rdk_speed_min}) must be positive and at most rdk_speed_max")
+    if not -1 <= spec.screening_min_r <= 1:
+        fail(f"screening_min_r must be in [-1, 1], got {spec.screening_min_r}")
+    if spec.rdk_trials < 2:
+        fail("rdk_trials must be at least 2 (a correlation needs two trials)")
+    if spec.isi2_ms(15) < 0:
+        fail(f"cycle_ms ({spec.cycle_ms}) is shorter than a 15-frame movie + isi1_ms + matching_ms")
+    if spec.min_refresh_hz <= 0 or not 0 <= spec.max_refresh_irregular <= 1:
+        fail("min_refresh_hz must be positive and max_refresh_irregular in [0, 1]")
+    if spec.refresh_samples < 60:
+        fail("refresh_samples must be at least 60 (a median of fewer is not reliable)")
+    if spec.dropped_frames not in ("exclude", "repeat", "keep"):
+        fail(f"timing.dropped_frames must be 'exclude', 'repeat' or 'keep', got {spec.dropped_frames!r}")
+    if spec.px_per_degree <= 0:
+        fail("px_per_degree must be positive")
+    try:
+        amount = Decimal(spec.reward_per_page)
+    except InvalidOperation:
+        amount = Decimal(-1)
+    if amount < 0 or amount.as_tuple().exponent < -2:
+        fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_page!r}")
+
+
+# ---------------------------------------------------------------- manifests -> rows
+
+def _manifests(spec: MotionSpec) -> list:
+    from stimuli.motion_clips import ClipManifestError, load_clip_manifest
+
+    manifests = []
+    for name in spec.clips:
+        path = Path(spec.base_dir) / name
+        try:
+            manifests.append(load_clip_manifest(path))
+        except FileNotFoundError:
+            raise StudyDefinitionError(f"{path}: no such clip manifest") from None
+        except ClipManifestError as exc:
+            raise StudyDefinitionError(str(exc)) from None
+    ids = [c.clip_id for m in manifests for c in m.clips]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise StudyDefinitionError(f"clip IDs appear twice across the manifests: {', '.join(duplicates)}")
+    if not ids:
+        raise StudyDefinitionError("the clip manifests name no clips")
+    return manifests
+
+
+def _common_root(folders: list[Path]) -> Path:
+    common = folders[0]
+    for folder in folders[1:]:
+        while common not in (folder, *folder.parents):
+            common = common.parent
+    return common
+
+
+def create_motion_study(session: Session, spec: MotionSpec) -> Study:
+    """Store a motion study with its clips and probes; the caller commits.
+
+    Every frame must exist and every probe used must have a full movie window
+    (the clip's ``movie_frames`` around it): errors name the clip and probe.
+    """
+    from stimuli.motion_clips import ClipManifestError, movie_window
+
+    if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
+        raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
+    manifests = _manifests(spec)
+    root = _common_root([Path(m.root).resolve() for m in manifests])
+    noise = _noise_path(spec, manifests[0], root)
+    config = {**spec.to_config(), "noise": noise}
+    study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
+    session.add(study)
+    session.flush()
+    position = 0
+    for manifest in manifests:
+        for clip in manifest.clips:
+            if not clip.probes:
+                raise StudyDefinitionError(f"{manifest.path}: clip {clip.clip_id} has no probes")
+            frames = []
+            for frame in clip.frames:
+                full = (Path(manifest.root) / frame).resolve()
+                if not full.is_file():
+                    raise StudyDefinitionError(f"{full}: listed for clip {clip.clip_id} in {manifest.path} but missing")
+                frames.append(full.relative_to(root).as_posix())
+            row = MotionClip(study_id=study.id, clip_id=clip.clip_id, dataset=clip.dataset, position=position,
+                             frames={"paths": frames}, width=int(clip.width), height=int(clip.height),
+                             frame_rate=float(clip.frame_rate), movie_frames=int(clip.movie_frames))
+            session.add(row)
+            session.flush()
+            position += 1
+            for k, probe in enumerate(clip.probes):
+                if k < spec.probes_per_clip:  # only the probes a session shows need a movie window
+                    try:
+                        movie_window(len(frames), probe.frame, clip.movie_frames)
+                    except ClipManifestError as exc:
+                        raise StudyDefinitionError(f"{manifest.path}: clip {clip.clip_id} probe {probe.probe_id}: "
+                                                   f"{exc}") from None
+                if not (math.isfinite(probe.gt_u) and math.isfinite(probe.gt_v)):
+                    raise StudyDefinitionError(f"{manifest.path}: clip {clip.clip_id} probe {probe.probe_id}: "
+                                               "no ground-truth flow at the probe")
+                session.add(MotionProbe(clip_id=row.id, probe_id=probe.probe_id, position=k, x=float(probe.x),
+                                        y=float(probe.y), frame=int(probe.frame), gt_u=float(probe.gt_u),
+                                        gt_v=float(probe.gt_v)))
+    session.flush()
+    return study
+
+
+def _noise_path(spec: MotionSpec, manifest, root: Path) -> str:
+    """The matching-noise texture relative to ``root``: the manifest's, else a generated one."""
+    if manifest.noise:
+        full = (Path(manifest.root) / manifest.noise).resolve()
+        if not full.is_file():
+            raise StudyDefinitionError(f"{full}: the noise texture named in {manifest.path} is missing")
+        return full.relative_to(root).as_posix()
+    from stimuli.io import write_png
+    from stimuli.noise import brownian_noise
+
+    target = root / "_perceptlab" / f"noise_seed{spec.seed}.png"
+    if not target.is_file():
+        grey = brownian_noise(2048, rng=spec.seed)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        import numpy as np
+
+        write_png(target, np.repeat(grey[:, :, None], 3, axis=2))
+    return target.relative_to(root).as_posix()

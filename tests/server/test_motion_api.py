@@ -1,0 +1,598 @@
+"""Motion-matching studies over the worker API (server/motion.py), on SQLite and PostgreSQL.
+
+A scripted worker goes through consent, instructions, calibration, the RDK screening (practice
+with a failed trial repeated, then test trials) and the main session. Every response passes
+through :class:`~tests.server.test_api.SpecClient`, so it is checked against ``server/openapi.yaml``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from server.models import (
+    Calibration,
+    FrameLog,
+    MotionClip,
+    MotionProbe,
+    MotionResponse,
+    MotionTrial,
+    Study,
+    Worker,
+)
+
+from .test_api import SpecClient
+
+FRAME_MS = 1000 / 30
+REFRESH_MS = 1000 / 60
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def motion_clips(tmp_path_factory) -> Path:
+    """The motion demo's clip manifest (2 clips x 10 probes), and beside it ``four.json``: the same
+    frames as four clips (for allocation tests), without a noise texture."""
+    from stimuli.motion_demo import build_motion_demo
+
+    manifest = build_motion_demo(tmp_path_factory.mktemp("motion") / "clips", progress=False)
+    data = json.loads(manifest.read_text())
+    clips = []
+    for copy in ("a", "b"):
+        for clip in data["clips"]:
+            clips.append({**clip, "clip_id": f"{clip['clip_id']}_{copy}"})
+    (manifest.parent / "four.json").write_text(json.dumps({"format": data["format"], "clips": clips}))
+    return manifest
+
+
+def write_motion_study(folder: Path, manifest: Path, slug: str = "motion", **sections) -> Path:
+    """A motion study.toml over ``manifest``; ``sections`` like ``screening={"rdk_trials": 10}``."""
+    lines = ["[study]", 'kind = "motion"', f'slug = "{slug}"', 'name = "Motion test"',
+             f'clips = ["{manifest.as_posix()}"]']
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value!r}")
+    path = folder / f"{slug}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def create_motion_study(app, manifest: Path, folder: Path, slug: str = "motion", **sections) -> str:
+    from server.studies import create_study, read_study_file
+
+    spec = read_study_file(write_motion_study(folder, manifest, slug, **sections))
+    with app.extensions["perceptlab.sessions"]() as session:
+        create_study(session, spec)
+        session.commit()
+    return slug
+
+
+# Small blocks so a test can walk through a whole assignment quickly.
+SMALL = {"session": {"probes_per_clip": 3, "repetitions": 2, "observers_per_clip": 4},
+         "practice": {"practice_needed": 2, "practice_max": 5},
+         "screening": {"rdk_practice": 2, "rdk_trials": 8}}
+
+
+@pytest.fixture
+def motion_study(app, motion_clips, tmp_path) -> str:
+    return create_motion_study(app, motion_clips, tmp_path, **SMALL)
+
+
+# ---------------------------------------------------------------- a scripted worker
+
+def ideal_phase(n_frames: int, t0: float, refresh_ms: float = REFRESH_MS, stalls: tuple[int, ...] = ()) -> list[float]:
+    """rAF timestamps of one phase at a steady refresh, up to the refresh that ends it; each index in
+    ``stalls`` loses one refresh there (one dropped frame)."""
+    t, k = [], 0
+    while True:
+        stamp = t0 + k * refresh_ms
+        t.append(stamp)
+        if math.floor((stamp - t0 + refresh_ms / 2) / FRAME_MS) >= n_frames:
+            return t
+        k += 2 if len(t) in stalls else 1
+
+
+def frame_log(movie_frames: int = 15, drops: int = 0, cycles: int = 3) -> list[dict]:
+    """A frame log of ``cycles`` cycles (movie and matching), with ``drops`` stalls in the last movie."""
+    log, t0 = [], 1000.0
+    for cycle in range(1, cycles + 1):
+        stalls = tuple(range(3, 3 + 3 * drops, 3)) if cycle == cycles else ()
+        log.append({"cycle": cycle, "phase": "movie", "t": ideal_phase(movie_frames, t0, stalls=stalls)})
+        log.append({"cycle": cycle, "phase": "matching", "t": ideal_phase(15, t0 + 1500)})
+        t0 += 3000
+    return log
+
+
+def vector_fields(u: float, v: float) -> dict:
+    """resp_u/v with the control panel's direction (y up, 0-360) and speed."""
+    return {"resp_u": u, "resp_v": v, "direction_deg": math.degrees(math.atan2(-v, u)) % 360,
+            "speed_ppf": min(math.hypot(u, v), 20.0)}
+
+
+class MotionWorker:
+    """A worker of a motion study over the spec-checked test client."""
+
+    def __init__(self, app, slug: str, worker_id: str | None = None, platform: str = "link"):
+        self.app = app
+        self.client = SpecClient(app.test_client())
+        self.worker_id = worker_id or f"W{uuid.uuid4().hex[:10].upper()}"
+        body = {"platform": platform, "worker_id": self.worker_id}
+        if platform == "mturk":
+            body.update(assignment_id=f"A{uuid.uuid4().hex[:12].upper()}", hit_id="HIT1",
+                        turk_submit_to="https://workersandbox.mturk.com")
+        response = self.client.post(f"/api/v1/studies/{slug}/assignments", json=body)
+        assert response.status_code in (200, 201), response.json
+        self.assignment_id = response.json["assignment_id"]
+        self.token = response.json["token"]
+        self.entry = response.json
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def url(self, tail: str) -> str:
+        return f"/api/v1/assignments/{self.assignment_id}/{tail}"
+
+    def state(self) -> dict:
+        response = self.client.get(self.url("state"), headers=self.headers)
+        assert response.status_code == 200, response.json
+        return response.json
+
+    def action(self, action: str):
+        return self.client.post(self.url("actions"), headers=self.headers, json={"action": action})
+
+    def start(self) -> dict:
+        assert self.action("consent").status_code == 200
+        response = self.action("instructions_done")
+        assert response.status_code == 200, response.json
+        return response.json
+
+    def calibrate(self, interval_ms: float = REFRESH_MS, jitter: float = 0.05, n: int = 60, **extra):
+        rng = np.random.default_rng(1)
+        intervals = (interval_ms + rng.uniform(-jitter, jitter, n)).tolist()
+        body = {"card_width_px": 323.5, "card_height_px": 204.0, "refresh_intervals_ms": intervals,
+                "fullscreen": True, "device_pixel_ratio": 1, "screen_width": 1920, "screen_height": 1080,
+                "window_width": 1366, "window_height": 768, **extra}
+        return self.client.post(self.url("calibration"), headers=self.headers, json=body)
+
+    def gt(self, trial_id: int) -> tuple[float, float]:
+        """The true vector of a trial, read from the database (State hides it on test trials)."""
+        from server.models import MotionClip as Clip
+        from server.motion import trial_gt
+
+        with self.app.extensions["perceptlab.sessions"]() as session:
+            row = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v,
+                                         Clip.movie_frames)
+                                  .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
+                                  .outerjoin(Clip, MotionProbe.clip_id == Clip.id)
+                                  .where(MotionTrial.id == trial_id)).one()
+            return trial_gt(row)
+
+    def respond(self, trial: dict, u: float, v: float, response_id: str | None = None, drops: int = 0, **extra):
+        body = {"response_id": response_id or str(uuid.uuid4()), "trial_id": trial["trial_id"],
+                **vector_fields(u, v), "cycles": 3, "rt_ms": 9876.5,
+                "frames": frame_log(trial["movie_frames"], drops), "client_time": "2026-11-21T10:00:00Z",
+                "window_width": 1366, "window_height": 768, "device_pixel_ratio": 1, **extra}
+        return self.client.post(self.url("motion-responses"), headers=self.headers, json=body)
+
+    def answer(self, trial: dict, noise: float = 0.3, rng: np.random.Generator | None = None, **kwargs) -> dict:
+        """Answer near the truth (normal noise of SD ``noise`` px/frame); return the 201 body."""
+        rng = rng or np.random.default_rng(trial["trial_id"])
+        noise = 0.0 if trial["practice"] else noise  # practice passes at once
+        gt_u, gt_v = self.gt(trial["trial_id"])
+        response = self.respond(trial, gt_u + rng.normal(0, noise), gt_v + rng.normal(0, noise), **kwargs)
+        assert response.status_code == 201, response.json
+        return response.json
+
+    def answer_block(self, noise: float = 0.3, rng: np.random.Generator | None = None) -> dict:
+        """Answer every open trial of the current block (refetching State as the browser does once
+        trials run out); return the last response body."""
+        body: dict = {}
+        stage = self.state()["stage"]
+        while True:
+            state = self.state()
+            if state["stage"] != stage or not state["trials"]:
+                return body
+            for trial in state["trials"]:
+                body = self.answer(trial, noise, rng)
+
+
+def count(app, model) -> int:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return int(session.scalar(select(func.count()).select_from(model)))
+
+
+# ---------------------------------------------------------------- the whole path
+
+def test_scripted_worker_through_calibration_screening_practice_and_main(app, motion_study):
+    worker = MotionWorker(app, motion_study)
+    state = worker.state()
+    assert state["kind"] == "motion" and state["stage"] == "consent" and state["trials"] == []
+    assert worker.action("finish").status_code == 409  # paired-comparison actions do not exist here
+    state = worker.start()
+    assert state["stage"] == "calibration" and state["calibration"] is None and state["block"] is None
+    assert state["params"]["noise_url"].endswith("noise.png") and state["params"]["panel_diameter_px"] == 600
+    assert worker.action("consent").status_code == 200  # a repeated action is harmless
+
+    calibrated = worker.calibrate()
+    assert calibrated.status_code == 200, calibrated.json
+    result = calibrated.json
+    assert result["accepted"] and result["reason"] is None and result["stage"] == "rdk"
+    px_per_mm = (323.5 / 85.60 + 204.0 / 53.98) / 2
+    assert result["px_per_mm"] == pytest.approx(px_per_mm)
+    assert result["viewing_distance_cm"] == pytest.approx(50 / px_per_mm / 10 / (2 * math.tan(math.radians(0.5))))
+    assert result["refresh_hz"] == pytest.approx(60, abs=0.1)
+    assert worker.calibrate().json == result  # a retry answers the stored result
+    assert worker.calibrate(card_width_px=300.0).status_code == 409
+
+    state = worker.state()
+    block = state["block"]
+    assert block == {"name": "rdk", "practice_passes": 0, "practice_needed": 2, "practice_done": 0,
+                     "practice_max": 5, "trials_done": 0, "trials_total": 8}
+    assert [t["practice"] for t in state["trials"]] == [True] * 2 + [False] * 8
+    assert all("rdk" in t and "clip" not in t for t in state["trials"])
+    assert all(("gt" in t) == t["practice"] for t in state["trials"])
+
+    # A failed practice trial is repeated with the same dots.
+    first = state["trials"][0]
+    gt = first["gt"]
+    assert (gt["u"], gt["v"]) == pytest.approx(worker.gt(first["trial_id"]))
+    failed = worker.respond(first, -gt["u"], -gt["v"])  # the opposite direction
+    assert failed.status_code == 201 and failed.json["practice_passed"] is False and failed.json["repeat_added"]
+    state = worker.state()
+    practice = [t for t in state["trials"] if t["practice"]]
+    assert len(practice) == 2 and practice[-1]["rdk"] == first["rdk"]
+    assert state["block"]["practice_done"] == 1 and state["block"]["practice_passes"] == 0
+
+    last = worker.answer_block()
+    assert last["stage"] == "main" and last["screening"]["passed"] and last["screening"]["r"] > 0.95
+    with app.extensions["perceptlab.sessions"]() as session:
+        stored = session.scalar(select(Worker).where(Worker.external_id == worker.worker_id))
+        assert stored.screening_passed and stored.screening_r == pytest.approx(last["screening"]["r"])
+
+    state = worker.state()
+    block = state["block"]
+    assert block["name"] == "main" and block["trials_total"] == 2 * 3 * 2 and block["practice_needed"] == 2
+    main = [t for t in state["trials"] if not t["practice"]]
+    assert all("gt" not in t and "rdk" not in t for t in main)  # no ground truth on test trials
+    assert {(t["clip"]["clip_id"], t["probe"]["probe_id"], t["repetition"]) for t in main} == {
+        (c, f"p0{k}", r) for c in ("demo_objects", "demo_camera") for k in range(3) for r in (1, 2)}
+    trial = main[0]
+    assert len(trial["clip"]["frames"]) == trial["movie_frames"] == 15 and trial["probe"]["frame_index"] == 7
+    assert trial["movie_ms"] == pytest.approx(500) and trial["isi2_ms"] == pytest.approx(1000)
+
+    last = worker.answer_block()
+    assert last["stage"] == "completed"
+    state = worker.state()
+    assert state["stage"] == "completed" and state["trials"] == [] and state["completion"]["mode"] == "code"
+    assert count(app, MotionResponse) == 3 + 8 + 2 + 12 == count(app, FrameLog)
+
+
+def test_full_default_session_of_80_main_trials(app, motion_clips, tmp_path):
+    """The default parameters: 6 RDK practice + 80 RDK trials, 6 main practice + 2 clips x 10 probes x 4."""
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-full")
+    worker = MotionWorker(app, slug)
+    worker.start()
+    assert worker.calibrate().json["stage"] == "rdk"
+    assert worker.state()["block"]["trials_total"] == 80
+    rng = np.random.default_rng(0)
+    assert worker.answer_block(noise=1.0, rng=rng)["stage"] == "main"
+    state = worker.state()
+    assert state["block"]["trials_total"] == 80 and len(state["trials"]) == 86
+    keys = [(t["clip"]["clip_id"], t["probe"]["probe_id"]) for t in state["trials"] if not t["practice"]]
+    assert len(set(keys)) == 20 and all(keys.count(k) == 4 for k in set(keys))
+    assert keys[:20] != sorted(keys)[:20]  # randomised order
+    assert worker.answer_block(noise=1.0, rng=rng)["stage"] == "completed"
+    with app.extensions["perceptlab.sessions"]() as session:
+        n_main = session.scalar(select(func.count()).select_from(MotionResponse).join(MotionTrial).where(
+            MotionTrial.kind == "main", ~MotionTrial.practice))
+    assert n_main == 80
+
+
+def test_slow_or_irregular_display_is_refused(app, motion_study):
+    slow = MotionWorker(app, motion_study)
+    slow.start()
+    refused = slow.calibrate(interval_ms=1000 / 30)
+    assert refused.status_code == 200
+    assert not refused.json["accepted"] and refused.json["stage"] == "disqualified"
+    assert "30 times a second" in refused.json["reason"]
+    state = slow.state()
+    assert state["stage"] == "disqualified" and state["message"] == refused.json["reason"]
+    assert state["trials"] == [] and state["completion"] is None
+
+    irregular = MotionWorker(app, motion_study)
+    irregular.start()
+    rng = np.random.default_rng(3)
+    intervals = np.where(rng.random(80) < 0.4, 50.0, REFRESH_MS).tolist()
+    refused = irregular.client.post(irregular.url("calibration"), headers=irregular.headers, json={
+        "card_width_px": 320, "card_height_px": 200, "refresh_intervals_ms": intervals, "fullscreen": False})
+    assert refused.status_code == 200 and not refused.json["accepted"] and "irregular" in refused.json["reason"]
+    with app.extensions["perceptlab.sessions"]() as session:
+        rows = session.scalars(select(Calibration).order_by(Calibration.id)).all()
+        assert [r.accepted for r in rows] == [False, False] and len(rows[1].refresh_intervals["ms"]) == 80
+        # The display failed, not the worker: the worker may come back with another one.
+        assert {w.status for w in session.scalars(select(Worker))} == {"active"}
+
+
+def test_random_responder_is_disqualified_for_good(app, motion_study):
+    worker = MotionWorker(app, motion_study, platform="mturk", worker_id="RANDOM1")
+    worker.start()
+    worker.calibrate()
+    rng = np.random.default_rng(7)
+    body: dict = {}
+    while (state := worker.state())["stage"] == "rdk":
+        for trial in state["trials"]:
+            if trial["practice"]:
+                body = worker.answer(trial, noise=0.0)
+            else:
+                response = worker.respond(trial, *rng.uniform(-14, 14, 2))
+                assert response.status_code == 201
+                body = response.json
+    assert body["stage"] == "disqualified" and not body["screening"]["passed"] and body["screening"]["r"] < 0.9
+    state = worker.state()
+    assert state["stage"] == "disqualified" and "motion test" in state["message"] and state["trials"] == []
+    # A new HIT of the same worker starts disqualified.
+    again = MotionWorker(app, motion_study, platform="mturk", worker_id="RANDOM1")
+    assert again.entry["stage"] == "disqualified"
+
+
+def test_worker_who_passed_screening_skips_the_rdk_block(app, motion_clips, tmp_path):
+    slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="four",
+                               session={"probes_per_clip": 2, "repetitions": 1, "clips_per_session": 1},
+                               practice={"practice_needed": 1, "practice_max": 3},
+                               screening={"rdk_practice": 0, "rdk_trials": 4})
+    first = MotionWorker(app, slug, platform="mturk", worker_id="RETURNING")
+    first.start()
+    first.calibrate()
+    assert first.answer_block()["stage"] == "main"
+    first_clip = first.state()["trials"][-1]["clip"]["clip_id"]
+    assert first.answer_block()["stage"] == "completed"
+    second = MotionWorker(app, slug, platform="mturk", worker_id="RETURNING")
+    second.start()
+    assert second.calibrate().json["stage"] == "main"
+    clips = {t["clip"]["clip_id"] for t in second.state()["trials"] if not t["practice"]}
+    assert len(clips) == 1 and first_clip not in clips  # never the same clip twice
+
+
+def test_clips_go_to_the_neediest_first_and_run_out(app, motion_clips, tmp_path):
+    slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="alloc",
+                               session={"probes_per_clip": 1, "repetitions": 1, "observers_per_clip": 1},
+                               practice={"practice_needed": 0},
+                               screening={"rdk_practice": 0, "rdk_trials": 3})
+    seen = []
+    for k in range(3):
+        worker = MotionWorker(app, slug)
+        worker.start()
+        worker.calibrate()
+        body = worker.answer_block()
+        if k < 2:
+            assert body["stage"] == "main"
+            state = worker.state()
+            # Practice uses probes of clips outside the session where there are any (none asked here).
+            seen.append({t["clip"]["clip_id"] for t in state["trials"]})
+            assert len(seen[-1]) == 2  # two clips per session, while the first session is still open
+        else:
+            assert body["stage"] == "completed"  # every clip has its observer: nothing left to show
+    assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 4
+
+
+# ---------------------------------------------------------------- errors and idempotency
+
+def test_responses_are_idempotent_and_errors_store_nothing(app, motion_study):
+    worker = MotionWorker(app, motion_study)
+    other = MotionWorker(app, motion_study)
+    worker.start()
+    assert worker.calibrate(n=59).status_code == 400  # too few refresh samples
+    assert worker.calibrate(fullscreen="yes").status_code == 400
+    assert count(app, Calibration) == 0
+    worker.calibrate()
+    trial = worker.state()["trials"][2]  # a test trial
+    response_id = str(uuid.uuid4())
+    stored = worker.respond(trial, 1.0, 2.0, response_id=response_id)
+    assert stored.status_code == 201 and stored.json["status"] == "stored" and stored.json["practice_passed"] is None
+    retry = worker.respond(trial, 1.0, 2.0, response_id=response_id)
+    assert retry.status_code == 200 and retry.json == {**stored.json, "status": "duplicate"}
+    assert count(app, MotionResponse) == 1
+
+    changed = worker.respond(trial, 1.5, 2.0, response_id=response_id)
+    assert changed.status_code == 409 and changed.json["error"] == "conflict"
+    again = worker.respond(trial, 1.0, 2.0)
+    assert again.status_code == 409 and again.json["error"] == "trial_already_answered"
+    next_trial = worker.state()["trials"][2]
+    reused = worker.respond(next_trial, 1.0, 2.0, response_id=response_id)
+    assert reused.status_code == 409 and reused.json["error"] == "conflict"
+
+    other.start()
+    stolen = other.respond(next_trial, 1.0, 2.0)
+    assert stolen.status_code == 404 and stolen.json["error"] == "unknown_trial"
+    forged = worker.client.post(worker.url("motion-responses"), headers={"Authorization": "Bearer nope"},
+                                json={"response_id": str(uuid.uuid4())})
+    assert forged.status_code == 403
+    wrong_token = worker.client.post(worker.url("motion-responses"), headers=other.headers, json={})
+    assert wrong_token.status_code == 403
+
+    for bad in ({"cycles": 2}, {"frames": []}, {"frames": [{"cycle": 1, "phase": "isi", "t": [1.0]}]},
+                {"frames": [{"cycle": 1, "phase": "movie", "t": [1.0] * 20_001}]},
+                {"frames": [{"cycle": 1, "phase": "movie", "t": [1.0]}] * 201},
+                {"resp_u": "1"}, {"direction_deg": 400}, {"response_id": "not-a-uuid"}, {"extra": 1}):
+        refused = worker.respond(next_trial, 1.0, 2.0, **bad)
+        assert refused.status_code == 400, (bad, refused.json)
+    # Limits the schema cannot say: a log going backwards, more than 20,000 timestamps over all phases.
+    raw = worker.client
+    worker.client = SpecClient.__new__(SpecClient)
+    worker.client.open = lambda method, url, **kw: raw.client.open(url, method=method.upper(), **kw)
+    worker.client.post = lambda url, **kw: worker.client.open("post", url, **kw)
+    for bad in ({"frames": [{"cycle": 1, "phase": "movie", "t": [2.0, 1.0]}]},
+                {"frames": [{"cycle": 1, "phase": "movie", "t": [1.0] * 15_000}] * 2}):
+        refused = worker.respond(next_trial, 1.0, 2.0, **bad)
+        assert refused.status_code == 400 and refused.json["error"] == "invalid_request", refused.json
+    worker.client = raw
+    assert worker.client.post(worker.url("motion-responses"), headers=worker.headers, data="[]",
+                              content_type="application/json").status_code == 400
+    assert count(app, MotionResponse) == 1 and count(app, FrameLog) == 1
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        assert session.scalar(select(func.count()).select_from(MotionTrial).where(MotionTrial.answered)) == 1
+
+
+def test_response_at_the_wrong_stage_is_refused(app, motion_study, demo_stimuli, tmp_path):
+    from .conftest import create_test_study
+
+    worker = MotionWorker(app, motion_study)
+    early = worker.calibrate()
+    assert early.status_code == 409 and early.json["error"] == "wrong_stage"  # still at consent
+    worker.start()
+    worker.calibrate()
+    rdk_trial = worker.state()["trials"][0]
+    worker.answer_block()  # rdk -> main
+    assert worker.state()["stage"] == "main"
+    # The RDK trial was answered; a new response to it is a conflict, and its duplicate still replays.
+    late = worker.respond(rdk_trial, 0.0, 0.0)
+    assert late.status_code == 409 and late.json["error"] == "trial_already_answered"
+    pc = create_test_study(app, demo_stimuli, tmp_path, slug="pc")
+    pc_worker = MotionWorker(app, pc)
+    refused = pc_worker.calibrate()
+    assert refused.status_code == 409 and refused.json["error"] == "wrong_stage"
+
+
+# ---------------------------------------------------------------- frame timing
+
+def test_timing_summary_and_repeat_policy(app, motion_clips, tmp_path):
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="timing", **{
+        **SMALL, "timing": {"dropped_frames": "repeat", "max_timing_repeats": 1}})
+    worker = MotionWorker(app, slug)
+    worker.start()
+    worker.calibrate()
+    tests = [t for t in worker.state()["trials"] if not t["practice"]]
+    clean = worker.answer(tests[0])
+    assert clean["frame_drops"] == 0 and not clean["repeat_added"]
+    assert abs(clean["onset_err_mean_ms"]) < REFRESH_MS and clean["onset_err_sd_ms"] >= 0
+    dropped = worker.answer(tests[1], drops=2)
+    assert dropped["frame_drops"] == 2 and dropped["repeat_added"]
+    state = worker.state()
+    assert state["block"]["trials_total"] == 9
+    repeat = state["trials"][-1]
+    assert repeat["rdk"] == tests[1]["rdk"] and not repeat["practice"]
+    again = worker.answer(tests[2], drops=1)
+    assert again["frame_drops"] == 1 and not again["repeat_added"]  # max_timing_repeats reached
+    with app.extensions["perceptlab.sessions"]() as session:
+        flagged = dict(session.execute(select(MotionResponse.trial_id, MotionResponse.timing_flagged)).all())
+    assert flagged == {tests[0]["trial_id"]: False, tests[1]["trial_id"]: True, tests[2]["trial_id"]: True}
+
+    # "exclude" (the default) flags trials with drops but adds no repeat.
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="timing-exclude", **SMALL)
+    worker = MotionWorker(app, slug)
+    worker.start()
+    worker.calibrate()
+    test = [t for t in worker.state()["trials"] if not t["practice"]][0]
+    body = worker.answer(test, drops=3)
+    assert body["frame_drops"] == 3 and not body["repeat_added"]
+    assert worker.state()["block"]["trials_total"] == 8
+
+
+def test_timing_uses_the_calibrated_refresh(app, motion_study):
+    """On a 120 Hz display a 16.7 ms interval is a dropped frame; on 60 Hz it is not."""
+    worker = MotionWorker(app, motion_study)
+    worker.start()
+    worker.calibrate(interval_ms=1000 / 120)
+    trial = [t for t in worker.state()["trials"] if not t["practice"]][0]
+    body = worker.answer(trial)  # the log is at 60 Hz: every interval is 2 refreshes of 120 Hz
+    with app.extensions["perceptlab.sessions"]() as session:
+        n_intervals = session.scalar(select(MotionResponse.n_intervals))
+    assert body["frame_drops"] == n_intervals > 0
+
+
+# ---------------------------------------------------------------- study files
+
+def test_motion_study_file_validation(motion_clips, tmp_path):
+    from server.motion_studies import MOTION_STUDY_TEMPLATE, MotionSpec
+    from server.studies import StudyDefinitionError, read_study_file
+
+    spec = read_study_file(write_motion_study(tmp_path, motion_clips))
+    assert isinstance(spec, MotionSpec) and spec.main_trials == 80 and spec.isi2_ms(10) == pytest.approx(1166.667,
+                                                                                                          abs=0.01)
+    template = tmp_path / "template.toml"
+    template.write_text(MOTION_STUDY_TEMPLATE.replace("clips/manifest.json", motion_clips.as_posix()))
+    assert read_study_file(template).clips_per_session == 2
+    for sections, message in (({"timing": {"dropped_frames": "skip"}}, "timing.dropped_frames"),
+                              ({"session": {"colour": 1}}, "unknown key session.colour"),
+                              ({"pages": {"max_pages": 2}}, "unknown section [pages]"),
+                              ({"session": {"repetitions": "4"}}, "session.repetitions must be int"),
+                              ({"timing": {"refresh_samples": 30}}, "refresh_samples"),
+                              ({"practice": {"practice_needed": 40}}, "practice_max")):
+        with pytest.raises(StudyDefinitionError, match=message.replace("[", r"\[")) as error:
+            read_study_file(write_motion_study(tmp_path, motion_clips, slug="bad", **sections))
+        assert str(tmp_path / "bad.toml") in str(error.value)
+    missing = tmp_path / "none.toml"
+    missing.write_text('[study]\nkind = "motion"\nslug = "x"\n')
+    with pytest.raises(StudyDefinitionError, match="study.clips is required"):
+        read_study_file(missing)
+
+
+def test_motion_study_creation_stores_clips_and_probes(app, motion_clips, tmp_path):
+    from server.studies import StudyDefinitionError, create_study, read_study_file
+
+    create_motion_study(app, motion_clips, tmp_path)
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == "motion"))
+        clips = session.scalars(select(MotionClip).order_by(MotionClip.position)).all()
+        assert study.config["kind"] == "motion" and study.config["noise"] == "noise.png"
+        assert [c.clip_id for c in clips] == ["demo_objects", "demo_camera"]
+        assert all(len(c.probes) == 10 and (Path(study.stimulus_root) / c.frames["paths"][0]).is_file()
+                   for c in clips)
+        manifest = json.loads(motion_clips.read_text())
+        probe = clips[0].probes[0]
+        assert probe.probe_id == manifest["clips"][0]["probes"][0]["probe_id"]
+        assert math.isfinite(probe.gt_u) and math.isfinite(probe.gt_v)
+        with pytest.raises(StudyDefinitionError, match="exists already"):
+            create_study(session, read_study_file(tmp_path / "motion.toml"))
+    # Without a noise texture in the manifest, one is generated beside the clips.
+    create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="generated")
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == "generated"))
+        noise = Path(study.stimulus_root) / study.config["noise"]
+        assert study.config["noise"].startswith("_perceptlab/") and noise.is_file()
+        from stimuli.io import read_image
+        from stimuli.noise import spectral_slope
+
+        image = read_image(noise)
+        assert image.shape[:2] == (2048, 2048) and spectral_slope(image[:, :, 0].astype(float)) == pytest.approx(
+            -2, abs=0.3)
+
+
+# ---------------------------------------------------------------- worker pages
+
+def test_worker_pages_of_a_motion_study(app, motion_study):
+    client = app.test_client()
+    preview = client.get(f"/s/{motion_study}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    assert preview.status_code == 200
+    entry = client.get(f"/s/{motion_study}?participant=PAGES1")
+    assert entry.status_code == 302 and "/w/" in entry.location
+    stage_url = entry.location
+    consent = client.get(stage_url)
+    assert consent.status_code == 200 and 'id="consent"' in consent.get_data(as_text=True)
+    assert "motion" in consent.get_data(as_text=True)
+    client.post(stage_url + "consent", data={"agree": "yes"})
+    instructions = client.get(stage_url).get_data(as_text=True)
+    assert "How to match the motion" in instructions and "credit-card" in instructions
+    client.post(stage_url + "instructions")
+    app_page = client.get(stage_url).get_data(as_text=True)
+    assert 'id="motion-root"' in app_page and "js/motion_app.js" in app_page and "css/motion.css" in app_page
+    token = stage_url.rstrip("/").rsplit("/", 1)[1]
+    assert f"&#34;token&#34;: &#34;{token}&#34;" in app_page or f'"token": "{token}"' in app_page
+    # A refused display ends on the stop page with the reason.
+    import re
+
+    assignment_id = re.search(r"assignmentId(?:&#34;|\")\s*:\s*(?:&#34;|\")(\d+)", app_page).group(1)
+    response = client.post(f"/api/v1/assignments/{assignment_id}/calibration", headers={"Authorization": f"Bearer {token}"},
+                           json={"card_width_px": 320, "card_height_px": 200, "fullscreen": True,
+                                 "refresh_intervals_ms": [1000 / 30] * 60})
+    assert response.status_code == 200 and response.json["stage"] == "disqualified"
+    stopped = client.get(stage_url).get_data(as_text=True)
+    assert 'id="stopped"' in stopped and "30 times a second" in stopped

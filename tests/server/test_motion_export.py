@@ -1,0 +1,166 @@
+"""Exports of motion studies (motion.csv, rdk.csv, frames.csv, calibration.csv), `perceptlab export`,
+`perceptlab study template --motion` and the experimenter's motion study page, on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select
+
+from server import exports
+from server.cli import cli
+from server.models import MotionResponse, Study
+
+from .test_admin import admin, user  # noqa: F401 - fixtures
+from .test_motion_api import MotionWorker, motion_clips, motion_study  # noqa: F401 - fixtures
+
+SECRET = "test-secret"
+
+
+def _rows(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _finished_worker(app, slug: str, worker_id: str, drops_on_first_main: int = 0) -> MotionWorker:
+    worker = MotionWorker(app, slug, worker_id=worker_id)
+    worker.start()
+    worker.calibrate()
+    rdk = worker.state()["trials"]
+    worker.respond(rdk[0], -worker.gt(rdk[0]["trial_id"])[0], -worker.gt(rdk[0]["trial_id"])[1])  # failed practice
+    worker.answer_block()
+    first_main = [t for t in worker.state()["trials"] if not t["practice"]][0]
+    worker.answer(first_main, drops=drops_on_first_main)
+    worker.answer_block()
+    assert worker.state()["stage"] == "completed"
+    return worker
+
+
+def _tables(app, slug: str, salt: bytes | None) -> dict[str, list[dict]]:
+    with app.extensions["perceptlab.sessions"]() as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
+        tables = exports.export_motion(session, study_id, salt=salt)
+        tables["frames.csv"] = exports.export_frames(session, study_id, salt=salt)
+    return {name: _rows(text) for name, text in exports.motion_csv_texts(tables).items()}
+
+
+def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noqa: F811
+    worker = _finished_worker(app, motion_study, "WEXPORT1", drops_on_first_main=2)
+    tables = _tables(app, motion_study, exports.study_salt(SECRET, motion_study))
+    pseudonym = exports.pseudonym(exports.study_salt(SECRET, motion_study), "WEXPORT1")
+
+    motion = tables["motion.csv"]
+    assert list(motion[0])[:13] == ["worker_id", "clip_id", "probe_id", "repetition", "gt_u", "gt_v", "resp_u",
+                                    "resp_v", "cycles", "rt_ms", "frame_drops", "onset_err_mean_ms",
+                                    "onset_err_sd_ms"]
+    assert len(motion) == 2 * 3 * 2 and {r["worker_id"] for r in motion} == {pseudonym}
+    assert {(r["clip_id"], r["probe_id"]) for r in motion} == {(c, f"p0{k}") for c in ("demo_objects", "demo_camera")
+                                                                 for k in range(3)}
+    assert sorted(r["repetition"] for r in motion) == ["1"] * 6 + ["2"] * 6
+    for r in motion:
+        assert (float(r["gt_u"]), float(r["gt_v"])) == pytest.approx(worker.gt(int(r["trial_id"])))
+        assert abs(float(r["resp_u"]) - float(r["gt_u"])) < 2 and r["cycles"] == "3" and r["dataset"] == "demo"
+        assert r["timing_flagged"] == ("1" if int(r["frame_drops"]) > 0 else "0")
+        assert float(r["probe_x"]) >= 0 and r["probe_frame"].isdigit()
+    assert sum(int(r["frame_drops"]) for r in motion) == 2
+
+    rdk = tables["rdk.csv"]
+    assert len(rdk) == 3 + 8 and sum(r["practice"] == "1" for r in rdk) == 3
+    assert {r["clip_id"] for r in rdk} == {"rdk"} and all(r["probe_id"].startswith("rdk-") for r in rdk)
+    for r in rdk:
+        speed = math.hypot(float(r["gt_u"]), float(r["gt_v"]))
+        assert 1 <= speed <= 20 and r["probe_x"] == ""
+
+    frames = tables["frames.csv"]
+    with app.extensions["perceptlab.sessions"]() as session:
+        responses = session.scalars(select(MotionResponse)).all()
+    # One row per rAF callback of every logged phase; the server's per-trial summary adds up.
+    assert len({r["trial_id"] for r in frames}) == len(responses)
+    assert sum(r["dropped"] == "1" for r in frames) == sum(x.frame_drops for x in responses)
+    assert sum(r["interval_ms"] != "" for r in frames) == sum(x.n_intervals for x in responses)
+    first = [r for r in frames if r["trial_id"] == motion[0]["trial_id"] and r["cycle"] == "3"
+             and r["phase"] == "movie"]
+    assert first[0]["t_ms"] == "0.0" and first[0]["interval_ms"] == "" and first[0]["onset_err_ms"] != ""
+    assert [r["raf_index"] for r in first] == [str(i) for i in range(len(first))]
+    onsets = [float(r["onset_err_ms"]) for r in first if r["onset_err_ms"] != ""]
+    assert len(onsets) == 15 and max(abs(x) for x in onsets) < 1e-6  # the ideal log is on time
+    errors = np.array([float(r["onset_err_ms"]) for r in frames
+                       if r["trial_id"] == motion[0]["trial_id"] and r["onset_err_ms"] != ""])
+    assert float(motion[0]["onset_err_mean_ms"]) == pytest.approx(errors.mean(), abs=1e-9)
+
+    calibration = tables["calibration.csv"]
+    assert len(calibration) == 1 and calibration[0]["worker_id"] == pseudonym
+    assert float(calibration[0]["refresh_hz"]) == pytest.approx(60, abs=0.1) and calibration[0]["fullscreen"] == "1"
+    assert calibration[0]["screening_passed"] == "1" and float(calibration[0]["screening_r"]) > 0.9
+
+    # analysis.motion reads motion.csv as it is.
+    from analysis.motion import read_motion_csv
+
+    path = tmp_path / "motion.csv"
+    path.write_text(exports.motion_csv_texts({"motion.csv": [dict(r) for r in motion]})["motion.csv"])
+    trials = read_motion_csv(path)
+    assert len(trials.worker_id) == 12 and trials.frame_drops.sum() == 2
+
+
+def test_raw_ids_and_empty_study(app, motion_study):  # noqa: F811
+    assert all(rows == [] for rows in _tables(app, motion_study, None).values())
+    _finished_worker(app, motion_study, "WRAW1")
+    tables = _tables(app, motion_study, None)
+    assert {r["worker_id"] for r in tables["motion.csv"]} == {"WRAW1"}
+
+
+def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, monkeypatch):  # noqa: F811
+    _finished_worker(app, motion_study, "WCLI1")
+    monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", SECRET)
+    out = tmp_path / "export"
+    result = CliRunner().invoke(cli, ["export", motion_study, "--out", str(out), "--database-url",
+                                      app.config["DATABASE_URL"]])
+    assert result.exit_code == 0, result.output
+    assert "12 main trials by 1 workers" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["calibration.csv", "frames.csv", "motion.csv", "rdk.csv",
+                                                     "workers_meta.csv"]
+    motion = _rows((out / "motion.csv").read_text())
+    assert {r["worker_id"] for r in motion} == {exports.pseudonym(exports.study_salt(SECRET, motion_study), "WCLI1")}
+    shown = CliRunner().invoke(cli, ["study", "list", "--database-url", app.config["DATABASE_URL"]])
+    assert "motion: 2 clips, 20 probes, 2/8 sessions" in shown.output
+
+
+def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):  # noqa: F811
+    from server.studies import read_study_file
+
+    result = CliRunner().invoke(cli, ["study", "template", "--motion"])
+    assert result.exit_code == 0 and 'kind = "motion"' in result.output
+    path = tmp_path / "study.toml"
+    path.write_text(result.output.replace("clips/manifest.json", motion_clips.as_posix()))
+    spec = read_study_file(path)
+    assert spec.kind == "motion" and spec.repetitions == 4 and spec.dropped_frames == "exclude"
+    plain = CliRunner().invoke(cli, ["study", "template"])
+    assert "manifests" in plain.output and "motion" not in plain.output
+
+
+def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: F811
+    _finished_worker(app, motion_study, "WADMIN1")
+    refused = MotionWorker(app, motion_study, worker_id="WSLOW1")
+    refused.start()
+    refused.calibrate(interval_ms=1000 / 30)
+    page = admin.get(f"/admin/studies/{motion_study}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    salt = exports.study_salt(SECRET, motion_study)
+    assert 'id="clips-table"' in html and "demo_objects" in html and "demo_camera" in html
+    assert exports.pseudonym(salt, "WADMIN1") in html and "WADMIN1" not in html
+    assert "(refused)" in html and "passed" in html
+    for name in ("motion", "rdk", "frames", "calibration"):
+        download = admin.get(f"/admin/studies/{motion_study}/motion/{name}.csv")
+        assert download.status_code == 200 and download.mimetype == "text/csv"
+        assert download.get_data(as_text=True).splitlines()[0].startswith("worker_id")
+    motion = _rows(admin.get(f"/admin/studies/{motion_study}/motion/motion.csv").get_data(as_text=True))
+    assert len(motion) == 12
+    raw = admin.get(f"/admin/studies/{motion_study}/motion/calibration.csv?raw_worker_ids=1").get_data(as_text=True)
+    assert "WADMIN1" in raw and "WSLOW1" in raw
+    assert admin.get(f"/admin/studies/{motion_study}/motion/votes.csv").status_code == 404
+    index = admin.get("/admin/")
+    assert index.status_code == 200 and "Motion test" in index.get_data(as_text=True)
