@@ -14,7 +14,6 @@ file when it names one, otherwise one is generated at creation with
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -24,7 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .models import MotionClip, MotionProbe, Study
-from .studies import StudyDefinitionError, _slugify
+from .studies import StudyDefinitionError, _slugify, load_study_toml, read_sections
 
 KIND = "motion"
 
@@ -114,6 +113,11 @@ min_window_height = 700
 [texts]
 # consent = """..."""
 # instructions = """..."""
+
+# [mturk]                    # optional HIT settings for `perceptlab mturk launch` (motion defaults shown)
+# title = "Match the motion of a point in short video clips"
+# assignment_duration_minutes = 120, min_approval_rate = 98, min_approved_hits = 1000, locales = ["US"],
+# require_screening = 0        # e.g. 90: only workers whose screening score (r x 100) is at least 90
 '''
 
 
@@ -172,6 +176,7 @@ class MotionSpec:
     min_pages: int = 1
     max_pages: int = 1
     quiz_size: int = 0
+    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
     base_dir: str = field(default=".", compare=False)
 
     def to_config(self) -> dict[str, Any]:
@@ -232,36 +237,12 @@ def is_motion_file(data: dict[str, Any]) -> bool:
 def read_motion_study_file(path: str | Path) -> MotionSpec:
     """Parse and validate a motion ``study.toml``; raise :class:`StudyDefinitionError` naming file and key."""
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise StudyDefinitionError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
-    return motion_spec_from_toml(data, path)
+    return motion_spec_from_toml(load_study_toml(path), path)
 
 
 def motion_spec_from_toml(data: dict[str, Any], path: Path) -> MotionSpec:
     """The :class:`MotionSpec` of parsed TOML ``data`` read from ``path`` (for messages and relative paths)."""
-    values: dict[str, Any] = {}
-    for section, content in data.items():
-        if section not in _MOTION_SECTIONS:
-            raise StudyDefinitionError(f"{path}: unknown section [{section}] for a motion study "
-                                       f"(known: {', '.join(_MOTION_SECTIONS)})")
-        if not isinstance(content, dict):
-            raise StudyDefinitionError(f"{path}: [{section}] must be a table")
-        for key, value in content.items():
-            expected = _MOTION_SECTIONS[section].get(key)
-            if expected is None:
-                raise StudyDefinitionError(f"{path}: unknown key {section}.{key}")
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if key == "reward_per_session" and isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
-            values[key] = value
+    values = read_sections(data, _MOTION_SECTIONS, path)
     clips = values.get("clips")
     if not clips:
         raise StudyDefinitionError(f"{path}: study.clips is required (paths of clip manifests)")

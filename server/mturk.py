@@ -43,7 +43,7 @@ from .models import (
     Worker,
     utcnow,
 )
-from .studies import StudySpec
+from .studies import MTURK_DEFAULTS, StudySpec
 
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 LIVE_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
@@ -68,20 +68,9 @@ THROTTLE_CODES = {"ThrottlingException", "Throttling", "TooManyRequestsException
                   "ServiceUnavailable"}
 PAST = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
 
-# Defaults of the optional [mturk] section of a study's config.
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "title": "Compare the quality of images",
-    "description": "Look at pairs of images and choose the one that looks better (closer to the reference).",
-    "keywords": "image, quality, comparison, perception, survey",
-    "assignment_duration_minutes": 120,
-    "auto_approval_days": 3,
-    "min_approval_rate": 98,
-    "min_approved_hits": 1000,
-    "locales": ["US"],           # country codes; empty = anywhere
-    "masters": False,
-    "took_part_scope": "lab",    # lab: one "took part" type blocks repeaters across studies; study: per study
-    "require_screening": 0,      # >0: only workers whose motion-screening score (r x 100) is at least this
-}
+# Defaults of the optional [mturk] section of a study's config (documented beside the study file's keys).
+DEFAULT_SETTINGS = MTURK_DEFAULTS
+
 # Motion-matching studies describe themselves differently; the [mturk] section still overrides these.
 MOTION_SETTINGS: dict[str, Any] = {
     "title": "Match the motion of a point in short video clips",

@@ -77,7 +77,29 @@ min_window_height = 600
 [texts]
 # consent = """..."""       # plain text shown before the task; blank lines separate paragraphs
 # instructions = """..."""  # shown before the quiz, beside the overview image
+
+# [mturk]                  # optional: HIT settings for `perceptlab mturk launch` (defaults shown)
+# title = "Compare the quality of images"
+# reward comes from [pages]; description, keywords, assignment_duration_minutes = 120,
+# auto_approval_days = 3, min_approval_rate = 98, min_approved_hits = 1000, locales = ["US"],
+# masters = false, took_part_scope = "lab" (or "study")
 '''
+
+
+# The optional [mturk] table of a study file and its defaults (server/mturk.py reads them).
+MTURK_DEFAULTS: dict[str, Any] = {
+    "title": "Compare the quality of images",
+    "description": "Look at pairs of images and choose the one that looks better (closer to the reference).",
+    "keywords": "image, quality, comparison, perception, survey",
+    "assignment_duration_minutes": 120,
+    "auto_approval_days": 3,
+    "min_approval_rate": 98,
+    "min_approved_hits": 1000,
+    "locales": ["US"],           # country codes; empty = anywhere
+    "masters": False,
+    "took_part_scope": "lab",    # lab: one "took part" type blocks repeaters across studies; study: per study
+    "require_screening": 0,      # >0: only workers whose motion-screening score (r x 100) is at least this
+}
 
 
 class StudyDefinitionError(ValueError):
@@ -108,6 +130,7 @@ class StudySpec:
     min_window_height: int = 600
     consent: str = DEFAULT_CONSENT
     instructions: str = DEFAULT_INSTRUCTIONS
+    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over MTURK_DEFAULTS
     base_dir: str = field(default=".", compare=False)
 
     def to_config(self) -> dict[str, Any]:
@@ -149,37 +172,71 @@ def spec_from_config(config: dict[str, Any]):
     return StudySpec.from_config(config)
 
 
-def read_study_file(path: str | Path) -> StudySpec:
-    """Parse and validate a ``study.toml``; raise :class:`StudyDefinitionError` naming the problem."""
-    path = Path(path)
+def load_study_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML of a study file; :class:`StudyDefinitionError` when missing or malformed."""
     try:
         with path.open("rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except FileNotFoundError:
         raise StudyDefinitionError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
-    from .motion_studies import is_motion_file, motion_spec_from_toml
 
-    if is_motion_file(data):  # [study] kind = "motion": a motion-matching study (server/motion_studies.py)
-        return motion_spec_from_toml(data, path)
+
+def read_sections(data: dict[str, Any], sections: dict[str, dict[str, type]], path: Path) -> dict[str, Any]:
+    """Flatten a study file's tables into spec values, checking every section, key and type.
+
+    Amounts of money may be written as numbers (``0.5``); they are kept as strings ("0.5") so
+    that no binary fraction reaches a payment. The optional ``[mturk]`` table is kept whole as
+    ``values["mturk"]`` (see :data:`MTURK_DEFAULTS`).
+    """
     values: dict[str, Any] = {}
     for section, content in data.items():
-        if section not in _SECTIONS:
-            raise StudyDefinitionError(f"{path}: unknown section [{section}] (known: {', '.join(_SECTIONS)})")
+        if section not in sections and section != "mturk":
+            raise StudyDefinitionError(f"{path}: unknown section [{section}] (known: {', '.join(sections)}, mturk)")
         if not isinstance(content, dict):
             raise StudyDefinitionError(f"{path}: [{section}] must be a table")
+        if section == "mturk":
+            values["mturk"] = _mturk_settings(content, path)
+            continue
         for key, value in content.items():
-            expected = _SECTIONS[section].get(key)
+            expected = sections[section].get(key)
             if expected is None:
                 raise StudyDefinitionError(f"{path}: unknown key {section}.{key}")
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
-            if expected is str and key.endswith("_page") and isinstance(value, (int, float)):
+            if expected is str and key.startswith(("reward_", "bonus_")) and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool):
                 value = str(value)
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
             values[key] = value
+    return values
+
+
+def _mturk_settings(content: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The ``[mturk]`` table, each key checked against the type of its default."""
+    for key, value in content.items():
+        if key not in MTURK_DEFAULTS:
+            raise StudyDefinitionError(f"{path}: unknown key mturk.{key} (known: {', '.join(MTURK_DEFAULTS)})")
+        expected = type(MTURK_DEFAULTS[key])
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)) or (
+                expected is list and not all(isinstance(item, str) for item in value)):
+            raise StudyDefinitionError(f"{path}: mturk.{key} must be {expected.__name__}, got {value!r}")
+    if content.get("took_part_scope", "lab") not in ("lab", "study"):
+        raise StudyDefinitionError(f"{path}: mturk.took_part_scope must be \"lab\" or \"study\"")
+    return dict(content)
+
+
+def read_study_file(path: str | Path) -> StudySpec:
+    """Parse and validate a ``study.toml``; raise :class:`StudyDefinitionError` naming the problem."""
+    path = Path(path)
+    data = load_study_toml(path)
+    from .motion_studies import is_motion_file, motion_spec_from_toml
+
+    if is_motion_file(data):  # [study] kind = "motion": a motion-matching study (server/motion_studies.py)
+        return motion_spec_from_toml(data, path)
+    values = read_sections(data, _SECTIONS, path)
     if not all(isinstance(m, str) and m for m in values.get("manifests", [])):
         raise StudyDefinitionError(f"{path}: study.manifests must be a list of paths (strings)")
     if "manifests" not in values or not values["manifests"]:

@@ -33,6 +33,7 @@ from .. import auth, exports, live_scales
 from ..app import db_session
 from ..models import (Assignment, Calibration, MotionClip, MotionProbe, MotionResponse, Pair, ScaleSnapshot, Study,
                       StudySet, Vote, Worker, utcnow)
+from ..motion import clip_observers, motion_progress, worker_block_counts
 from ..progress import study_progress
 from ..studies import spec_from_config
 
@@ -238,9 +239,6 @@ def motion_csv(slug: str, name: str):
 
 
 def _motion_study_page(study: Study):
-    from ..motion import clip_observers, motion_progress
-    from ..studies import spec_from_config
-
     session = db_session()
     counts = clip_observers(session, study.id)
     clips = [{"clip_id": c.clip_id, "dataset": c.dataset, "n_probes": n, "done": counts[c.clip_id][0],
@@ -256,7 +254,6 @@ def _motion_study_page(study: Study):
 
 def motion_workers(session, study: Study) -> list[dict]:
     """The motion workers table: pseudonym, status, latest stage and calibration, screening, main trials, drops."""
-    from ..motion import worker_block_counts
 
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
     counts = worker_block_counts(session, study.id)
@@ -321,11 +318,20 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 def _study_row(session, study: Study) -> dict:
     """One study's headline figures (the study list and the top of the study page)."""
-    progress = study_progress(session, study.id)
-    last_vote = session.scalar(select(func.max(Vote.created_at)).where(Vote.study_id == study.id))
+    if exports.is_motion_study(study):
+        # The list's columns read sets / pairs / answers: for motion studies clips / probes / sessions.
+        motion = motion_progress(session, study.id)
+        progress = {"kind": "motion", "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
+                    "n_votes": motion["sessions_done"], "target_votes": motion["sessions_target"],
+                    "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "clip sessions"}
+        answers = MotionResponse
+    else:
+        progress = {"kind": "pc", **study_progress(session, study.id), "unit": "votes"}
+        answers = Vote
+    last_answer = session.scalar(select(func.max(answers.created_at)).where(answers.study_id == study.id))
     return {"slug": study.slug, "name": study.name, "status": study.status, "created_at": _iso(study.created_at),
             **progress, "active_assignments": active_assignments(session, study),
-            "last_vote_at": _iso(last_vote), "url": url_for("admin.study_page", slug=study.slug)}
+            "last_vote_at": _iso(last_answer), "url": url_for("admin.study_page", slug=study.slug)}
 
 
 def active_assignments(session, study: Study) -> int:

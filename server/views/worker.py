@@ -7,7 +7,7 @@ from sqlalchemy import select
 from .. import assignments as flow
 from ..app import db_session
 from ..errors import ApiError
-from ..models import Assignment, Study, StudySet
+from ..models import Assignment, MotionClip, Study, StudySet
 from ..tokens import BadToken, make_token, read_token
 
 bp = Blueprint("worker", __name__)
@@ -29,6 +29,7 @@ def entry(slug: str):
     if args.get("assignmentId") == flow.PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
         storage = current_app.extensions["perceptlab.storage"]
         return render_template("preview.html", study=study, spec=spec, example=_example_set(study),
+                               clip_example=_example_clip(study),
                                stimulus_url=lambda path: storage.url(study.slug, path))
     session = db_session()
     try:
@@ -60,6 +61,16 @@ def _assignment(token: str) -> Assignment:
 
 def _example_set(study: Study) -> StudySet | None:
     return study.sets[0] if study.sets else None
+
+
+def _example_clip(study: Study) -> dict | None:
+    """Motion studies: the middle frame of the first clip, for the HIT preview."""
+    clip = db_session().scalar(select(MotionClip).where(MotionClip.study_id == study.id)
+                               .order_by(MotionClip.position).limit(1))
+    if clip is None:
+        return None
+    paths = clip.frames["paths"]
+    return {"path": paths[len(paths) // 2], "width": clip.width, "height": clip.height}
 
 
 @bp.get("/w/<token>/")

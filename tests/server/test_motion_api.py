@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from pathlib import Path
 
@@ -572,6 +573,10 @@ def test_worker_pages_of_a_motion_study(app, motion_study):
     client = app.test_client()
     preview = client.get(f"/s/{motion_study}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
     assert preview.status_code == 200
+    text = preview.get_data(as_text=True)
+    assert "video clips" in text and "credit card" in text and "comparisons" not in text
+    frame = re.search(r'<img src="([^"]+)"', text).group(1)
+    assert client.get(frame).status_code == 200  # a frame of the first clip, served
     entry = client.get(f"/s/{motion_study}?participant=PAGES1")
     assert entry.status_code == 302 and "/w/" in entry.location
     stage_url = entry.location
@@ -587,8 +592,6 @@ def test_worker_pages_of_a_motion_study(app, motion_study):
     token = stage_url.rstrip("/").rsplit("/", 1)[1]
     assert f"&#34;token&#34;: &#34;{token}&#34;" in app_page or f'"token": "{token}"' in app_page
     # A refused display ends on the stop page with the reason.
-    import re
-
     assignment_id = re.search(r"assignmentId(?:&#34;|\")\s*:\s*(?:&#34;|\")(\d+)", app_page).group(1)
     response = client.post(f"/api/v1/assignments/{assignment_id}/calibration", headers={"Authorization": f"Bearer {token}"},
                            json={"card_width_px": 320, "card_height_px": 200, "fullscreen": True,

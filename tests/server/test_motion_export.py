@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from server import exports
 from server.cli import cli
-from server.models import MotionResponse, Study
+from server.models import MotionClip, MotionProbe, MotionResponse, Study
 
 from .test_admin import admin, user  # noqa: F401 - fixtures
 from .test_motion_api import MotionWorker, motion_clips, motion_study  # noqa: F401 - fixtures
@@ -164,3 +164,12 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: 
     assert admin.get(f"/admin/studies/{motion_study}/motion/votes.csv").status_code == 404
     index = admin.get("/admin/")
     assert index.status_code == 200 and "Motion test" in index.get_data(as_text=True)
+    assert "motion matching" in index.get_data(as_text=True)
+    # The study list counts clips, probes and completed clip sessions for motion studies, not votes.
+    row = next(s for s in admin.get("/admin/api/studies").json["studies"] if s["slug"] == motion_study)
+    assert row["kind"] == "motion" and row["unit"] == "clip sessions"
+    with app.extensions["perceptlab.sessions"]() as session:
+        n_probes = session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip).join(Study)
+                                  .where(Study.slug == motion_study))
+    assert row["n_sets"] == 2 and row["n_pairs"] == n_probes > 0
+    assert 1 <= row["n_votes"] <= row["n_sets"] and row["target_votes"] >= row["n_sets"]

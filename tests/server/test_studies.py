@@ -123,6 +123,8 @@ consent = "Agree?"
 instructions = """Click.
 
 Twice."""
+[mturk]
+title = "Compare frames"
 '''
     spec = read_study_file(write(study_dir, text))
     assert dataclasses.asdict(spec) == {
@@ -131,7 +133,7 @@ Twice."""
         "reward_per_page": "1.25", "bonus_per_page": "0.5", "quiz_size": 2, "gold_rate": 0.0,
         "accuracy_threshold": 0.8, "gold_min_answered": 5, "assignment_timeout_minutes": 15,
         "min_window_width": 800, "min_window_height": 500, "consent": "Agree?", "instructions": "Click.\n\nTwice.",
-        "base_dir": str(study_dir.resolve())}
+        "mturk": {"title": "Compare frames"}, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
 
@@ -169,6 +171,10 @@ BAD_FILES = [
     ("negative bonus", minimal(extra='[pages]\nbonus_per_page = "-1"\n'), ["bonus_per_page"]),
     ("reward not a number", minimal(extra='[pages]\nreward_per_page = "fifty cents"\n'), ["reward_per_page"]),
     ("not TOML", "[study\nslug = 1\n", ["TOML"]),
+    ("unknown mturk key", minimal(extra='[mturk]\ntitel = "x"\n'), ["mturk.titel"]),
+    ("mturk int as a string", minimal(extra='[mturk]\nmin_approval_rate = "98"\n'), ["mturk.min_approval_rate"]),
+    ("mturk locales of numbers", minimal(extra="[mturk]\nlocales = [1]\n"), ["mturk.locales"]),
+    ("mturk scope", minimal(extra='[mturk]\ntook_part_scope = "world"\n'), ["mturk.took_part_scope"]),
 ]
 
 
@@ -367,3 +373,20 @@ def test_cli_create_with_a_missing_image_stores_nothing(study_dir, demo_stimuli,
     result = _cli("study", "create", str(path), "--database-url", url)
     assert result.exit_code == 2 and "reference.png" in result.output and "missing" in result.output
     assert "no studies yet" in _cli("study", "list", "--database-url", url).output
+
+
+def test_mturk_table_reaches_the_hit_settings(study_dir, database):
+    from server.mturk import study_settings
+
+    path = write(study_dir, minimal(extra='[mturk]\ntitle = "Which frame is better?"\nlocales = ["US", "GB"]\n'
+                                          'min_approval_rate = 95\nmasters = true\n'))
+    spec = read_study_file(path)
+    assert spec.mturk == {"title": "Which frame is better?", "locales": ["US", "GB"], "min_approval_rate": 95,
+                          "masters": True}
+    _, sessions = database
+    study = store(sessions, spec)
+    with sessions() as session:
+        settings = study_settings(session.get(Study, study.id))
+    assert settings["title"] == "Which frame is better?" and settings["locales"] == ["US", "GB"]
+    assert settings["min_approval_rate"] == 95 and settings["masters"] is True
+    assert settings["min_approved_hits"] == 1000  # the defaults fill in the rest

@@ -114,7 +114,7 @@ function studyListPage() {
       field("status").textContent = study.status;
       field("status").className = `badge status-${study.status}`;
       for (const name of ["n_sets", "n_pairs", "n_workers", "active_assignments"]) field(name).textContent = study[name];
-      field("votes").textContent = `${study.n_votes} / ${study.target_votes}`;
+      field("votes").textContent = `${study.n_votes} / ${study.target_votes} ${study.unit}`;
       field("fill").textContent = `(${percent(study.fill)})`;
       field("progress").value = study.fill;
     }
