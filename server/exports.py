@@ -257,7 +257,8 @@ def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dic
 
     Worker IDs are pseudonymised as in votes.csv unless ``salt`` is None. Timing columns are the
     server's summary of each trial's frame log (``frame_drops`` > 0 sets ``timing_flagged``).
-    RDK rows use ``clip_id`` "rdk", ``probe_id`` "rdk-<position>" and ``dataset`` "rdk".
+    RDK rows use ``clip_id`` "rdk", ``probe_id`` "rdk-<trial id>" (each RDK trial is its own stimulus,
+    so the ID is unique across workers and analysis.motion reads rdk.csv like motion.csv) and ``dataset`` "rdk".
     """
     from stimuli.rdk import rdk_vector
 
@@ -274,7 +275,7 @@ def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dic
                   "timing_flagged": "1" if response.timing_flagged else "0"}
         if row.kind == "rdk":
             gt_u, gt_v = rdk_vector(row.params["direction_deg"], row.params["speed_ppf"])
-            record.update(clip_id="rdk", probe_id=f"rdk-{row.position}", dataset="rdk", gt_u=float(gt_u),
+            record.update(clip_id="rdk", probe_id=f"rdk-{row.id}", dataset="rdk", gt_u=float(gt_u),
                           gt_v=float(gt_v), probe_x="", probe_y="", probe_frame="",
                           practice="1" if row.practice else "0")
             rdk.append(record)
@@ -326,7 +327,7 @@ def export_frames(session: Session, study_id: int, *, salt: bytes | None) -> lis
         phases = logs.get(response.id, {}).get("phases", [])
         movie_frames = RDK_MOVIE_FRAMES if row.kind == "rdk" else row.movie_frames
         timings = frame_timing(phases, refresh[response.assignment_id], movie_frames, spec)
-        clip_id, probe_id = (("rdk", f"rdk-{row.position}") if row.kind == "rdk" else (row.clip_id, row.probe_id))
+        clip_id, probe_id = (("rdk", f"rdk-{row.id}") if row.kind == "rdk" else (row.clip_id, row.probe_id))
         common = {"worker_id": labels[raw], "trial_id": str(row.id), "clip_id": clip_id, "probe_id": probe_id,
                   "repetition": row.repetition}
         for phase, timing in zip(phases, timings):

@@ -69,7 +69,19 @@ def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noq
 
     rdk = tables["rdk.csv"]
     assert len(rdk) == 3 + 8 and sum(r["practice"] == "1" for r in rdk) == 3
-    assert {r["clip_id"] for r in rdk} == {"rdk"} and all(r["probe_id"].startswith("rdk-") for r in rdk)
+    assert {r["clip_id"] for r in rdk} == {"rdk"} and all(r["probe_id"] == f"rdk-{r['trial_id']}" for r in rdk)
+    # rdk.csv reads like motion.csv (each RDK trial is its own stimulus), so screening can be recomputed from it.
+    from analysis.motion import read_motion_csv, screening_r
+
+    rdk_path = tmp_path / "rdk.csv"
+    with rdk_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rdk[0]))
+        writer.writeheader()
+        writer.writerows(rdk)
+    trials = read_motion_csv(rdk_path)
+    test = trials.subset(~trials.practice)
+    assert len(trials) == len(rdk) and len(test) == 8
+    assert screening_r(test.gt_u, test.gt_v, test.resp_u, test.resp_v) > 0.9
     for r in rdk:
         speed = math.hypot(float(r["gt_u"]), float(r["gt_v"]))
         assert 1 <= speed <= 20 and r["probe_x"] == ""
