@@ -654,7 +654,10 @@ def _block(session: Session, page: Page, spec: MotionSpec, url_for: UrlFor) -> t
              "practice_needed": spec.rdk_practice if page.kind == "rdk" else spec.practice_needed,
              "practice_done": sum(t.answered for t, _ in practice), "practice_max": spec.practice_max,
              "trials_done": sum(t.answered for t in tests), "trials_total": len(tests)}
-    open_trials = [t for t, _ in rows if not t.answered]
+    # A failed practice trial's repeat comes next, at the same location (HuPerFlow); timing repeats
+    # of test trials wait at the end of the block.
+    open_trials = sorted((t for t, _ in rows if not t.answered),
+                         key=lambda t: (not t.practice, not (t.practice and "repeat_of" in t.params)))
     probe_ids = {t.probe_id for t in open_trials if t.probe_id is not None}
     probes = {p.id: p for p in session.scalars(select(MotionProbe).where(MotionProbe.id.in_(probe_ids)))}
     clips = {c.id: c for c in session.scalars(select(MotionClip).where(
@@ -667,8 +670,10 @@ def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[
     from stimuli.motion_clips import movie_window
 
     movie_frames = RDK_MOVIE_FRAMES
+    # Feedback after practice trials, and (HuPerFlow §3.1.3) after the RDK session's test trials too.
+    feedback = trial.practice or (trial.kind == "rdk" and spec.rdk_feedback)
     out: dict[str, Any] = {"trial_id": trial.id, "kind": trial.kind, "practice": trial.practice,
-                           "feedback": trial.practice, "repetition": trial.repetition}
+                           "feedback": feedback, "repetition": trial.repetition}
     if trial.kind == "rdk":
         p = trial.params
         out["rdk"] = {"n_dots": spec.rdk_n_dots, "aperture_px": spec.rdk_aperture_px, "dot_px": spec.rdk_dot_px,
@@ -682,7 +687,7 @@ def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[
                        "width": clip.width, "height": clip.height}
         out["probe"] = {"probe_id": probe.probe_id, "x": probe.x, "y": probe.y, "frame_index": probe_index}
     out.update(movie_frames=movie_frames, movie_ms=spec.movie_ms(movie_frames), isi2_ms=spec.isi2_ms(movie_frames))
-    if trial.practice:  # the true vector only where the worker gets feedback
+    if feedback:  # the true vector only where the worker gets feedback
         if trial.kind == "rdk":
             from stimuli.rdk import rdk_vector
 

@@ -85,6 +85,7 @@ rdk_dot_px = 2
 rdk_speed_min = 1.0          # px/frame
 rdk_speed_max = 20.0
 screening_min_r = 0.90       # r (u and v pooled) of RDK responses against the truth needed to go on
+rdk_feedback = true          # show the true motion after RDK test trials too (HuPerFlow does)
 
 [timing]
 frame_rate_hz = 30
@@ -147,6 +148,7 @@ class MotionSpec:
     rdk_speed_min: float = 1.0
     rdk_speed_max: float = 20.0
     screening_min_r: float = 0.90
+    rdk_feedback: bool = True
     frame_rate_hz: int = 30
     cycle_ms: int = 3000
     isi1_ms: int = 1000
@@ -217,7 +219,8 @@ _MOTION_SECTIONS: dict[str, dict[str, type]] = {
     "practice": {"practice_needed": int, "practice_max": int, "practice_max_epe": float,
                  "practice_max_dir_deg": float},
     "screening": {"rdk_practice": int, "rdk_trials": int, "rdk_n_dots": int, "rdk_aperture_px": int,
-                  "rdk_dot_px": int, "rdk_speed_min": float, "rdk_speed_max": float, "screening_min_r": float},
+                  "rdk_dot_px": int, "rdk_speed_min": float, "rdk_speed_max": float, "screening_min_r": float,
+                  "rdk_feedback": bool},
     "timing": {"frame_rate_hz": int, "cycle_ms": int, "isi1_ms": int, "matching_ms": int, "cycles_required": int,
                "min_refresh_hz": float, "max_refresh_irregular": float, "refresh_samples": int,
                "dropped_frames": str, "max_timing_repeats": int},

@@ -238,9 +238,10 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
                      "practice_max": 5, "trials_done": 0, "trials_total": 8}
     assert [t["practice"] for t in state["trials"]] == [True] * 2 + [False] * 8
     assert all("rdk" in t and "clip" not in t for t in state["trials"])
-    assert all(("gt" in t) == t["practice"] for t in state["trials"])
+    # RDK trials all show the true motion afterwards (HuPerFlow gives feedback in the whole RDK session).
+    assert all(t["feedback"] and "gt" in t for t in state["trials"])
 
-    # A failed practice trial is repeated with the same dots.
+    # A failed practice trial is repeated at once, with the same dots.
     first = state["trials"][0]
     gt = first["gt"]
     assert (gt["u"], gt["v"]) == pytest.approx(worker.gt(first["trial_id"]))
@@ -248,7 +249,7 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
     assert failed.status_code == 201 and failed.json["practice_passed"] is False and failed.json["repeat_added"]
     state = worker.state()
     practice = [t for t in state["trials"] if t["practice"]]
-    assert len(practice) == 2 and practice[-1]["rdk"] == first["rdk"]
+    assert len(practice) == 2 and practice[0]["rdk"] == first["rdk"] and practice[0]["trial_id"] != first["trial_id"]
     assert state["block"]["practice_done"] == 1 and state["block"]["practice_passes"] == 0
 
     last = worker.answer_block()

@@ -1,5 +1,6 @@
 // VoteQueue: at-least-once delivery of worker responses to
-// POST {apiBase}/assignments/{aid}/votes.
+// POST {apiBase}/assignments/{aid}/{path} (path "votes" by default; motion studies
+// queue to "motion-responses" with idField "response_id").
 //
 // Why it exists: a crowd worker's click is the only copy of that data point.
 // Every vote is written to localStorage *before* it is sent, and removed only
@@ -82,6 +83,8 @@ export class VoteQueue {
    * @param {string} options.apiBase      e.g. "/api/v1"
    * @param {string} options.assignmentId
    * @param {string} options.token        bearer token of this assignment
+   * @param {string} [options.path]       endpoint under the assignment: "votes" (default) or "motion-responses"
+   * @param {string} [options.idField]    the body's idempotency key: "vote_id" (default) or "response_id"
    * @param {(q: VoteQueue) => void} [options.onChange]   pending count / state changed
    * @param {(vote: object, body: object) => void} [options.onDelivered]
    * @param {(vote: object, error: {status: number, error: string, message: string}) => void} [options.onRejected]
@@ -92,6 +95,8 @@ export class VoteQueue {
     this.apiBase = String(o.apiBase || '/api/v1').replace(/\/+$/, '');
     this.assignmentId = String(o.assignmentId);
     this.token = o.token;
+    this.path = String(o.path || 'votes').replace(/^\/+|\/+$/g, '');
+    this.idField = o.idField || 'vote_id';
     this.onChange = o.onChange || null;
     this.onDelivered = o.onDelivered || null;
     this.onRejected = o.onRejected || null;
@@ -101,7 +106,9 @@ export class VoteQueue {
     this.keepaliveBudget = o.keepaliveBudget;
     this.random = o.random || Math.random;
     this.fetch = o.fetch || globalThis.fetch.bind(globalThis);
-    this.storageKey = STORAGE_PREFIX + this.assignmentId;
+    // Each endpoint has its own queue; "votes" keeps its original key (queues left by older pages).
+    this.storageKey = this.path === 'votes' ? STORAGE_PREFIX + this.assignmentId
+      : `perceptlab.${this.path}.${this.assignmentId}`;
     this.storage = VoteQueue._usableStorage(o.storage === undefined ? globalThis.localStorage : o.storage);
     this._memory = [];         // used only when localStorage is unusable
     this._waiters = new Map(); // vote_id -> {resolve, reject} for enqueue() promises
@@ -184,14 +191,16 @@ export class VoteQueue {
 
   /**
    * Queue a vote and start sending it.  `vote` is the request body without
-   * vote_id (one is added unless given).  Returns a promise that resolves with
+   * its id field (vote_id / idField; one is added unless given).  Returns a promise that resolves with
    * the server's JSON body once delivered, or rejects with
    * {status, error, message} when the server refuses it for good.  Callers
    * that do not need the answer can ignore the promise.
    */
   enqueue(vote) {
-    const body = { vote_id: vote.vote_id || uuid4(), ...vote };
-    const entry = { vote_id: body.vote_id, body: JSON.stringify(body), queued_at: Date.now() };
+    const id = vote[this.idField] || uuid4();
+    const body = { [this.idField]: id, ...vote };
+    // Entries keep their key under "vote_id" whatever the endpoint calls it.
+    const entry = { vote_id: id, body: JSON.stringify(body), queued_at: Date.now() };
     const promise = new Promise((resolve, reject) => {
       this._waiters.set(entry.vote_id, { resolve, reject });
     });
@@ -255,7 +264,7 @@ export class VoteQueue {
   // --- sending -------------------------------------------------------------
 
   _url() {
-    return `${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}/votes`;
+    return `${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}/${this.path}`;
   }
 
   _headers() {

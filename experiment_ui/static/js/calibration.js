@@ -1,0 +1,293 @@
+// Screen calibration for motion studies (HuPerFlow, seed 003 §3.1.1): a self-contained
+// ES module in the spirit of a jsPsych plugin -- parameters first, then the code.
+//
+// 1. Credit card: the worker resizes an on-screen card to a real one (85.60 x 53.98 mm)
+//    with the arrow keys (1 px, Shift 10 px) or by dragging the corner handle.  The
+//    shape is kept unless the worker unticks "keep the card's shape" (then Left/Right
+//    change the width and Up/Down the height).  px/mm is the mean of both sides
+//    (contract): (w/85.60 + h/53.98)/2, and the viewing distance at which
+//    px_per_degree px = 1° is shown: (px_per_degree/px_per_mm/10) / (2·tan 0.5°) cm.
+// 2. Refresh rate: rAF intervals are recorded while the worker reads (progress shown);
+//    the server decides from their median (>= refresh_samples intervals are sent).
+// 3. Fullscreen: requested on a button press (inside MTurk's iframe it may be refused;
+//    the outcome is recorded, the study goes on either way).
+// The body of POST /calibration is built by `calibrationBody`; the caller sends it.
+
+export const info = Object.freeze({
+  name: 'screen-calibration',
+  version: 1,
+  description: 'Credit-card size calibration, refresh-rate estimate and fullscreen request.',
+  parameters: Object.freeze({
+    card_width_mm: { type: 'float', default: 85.6, description: 'ISO/IEC 7810 ID-1 card width.' },
+    card_height_mm: { type: 'float', default: 53.98, description: 'ISO/IEC 7810 ID-1 card height.' },
+    px_per_degree: { type: 'float', default: 50, description: 'Pixels per degree of visual angle the study assumes.' },
+    refresh_samples: { type: 'int', default: 60, description: 'Fewest rAF intervals sent (median on the server).' },
+    refresh_extra: { type: 'int', default: 60, description: 'Intervals recorded beyond refresh_samples (a steadier median).' },
+    refresh_warmup: { type: 'int', default: 5, description: 'First rAF callbacks ignored (page still settling).' },
+    min_refresh_hz: { type: 'float', default: 55, description: 'Shown to the worker as the requirement (the server decides).' },
+    initial_card_width_px: { type: 'float', default: 323.5, description: 'Card width before adjustment (85.6 mm at 96 dpi).' },
+    min_card_width_px: { type: 'float', default: 80, description: 'Smallest card the handle/keys allow.' },
+  }),
+});
+
+export function defaults() {
+  const out = {};
+  for (const [name, spec] of Object.entries(info.parameters)) out[name] = spec.default;
+  return out;
+}
+
+/** px/mm from both card sides and the viewing distance (cm) at which px_per_degree px = 1°. */
+export function calibrationFigures(widthPx, heightPx, params = {}) {
+  const p = { ...defaults(), ...params };
+  const pxPerMm = (widthPx / p.card_width_mm + heightPx / p.card_height_mm) / 2;
+  const distanceCm = (p.px_per_degree / pxPerMm / 10) / (2 * Math.tan(0.5 * Math.PI / 180));
+  return { px_per_mm: pxPerMm, viewing_distance_cm: distanceCm };
+}
+
+export function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  const n = s.length;
+  if (!n) return NaN;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/** Record `n` rAF intervals (after `warmup` callbacks); onProgress(k, n) after each. */
+export function measureRefresh(n, { warmup = 5, onProgress = null } = {}) {
+  return new Promise((resolve) => {
+    const intervals = [];
+    let last = null;
+    let seen = 0;
+    const step = (t) => {
+      seen += 1;
+      if (seen > warmup && last !== null) {
+        intervals.push(t - last);
+        if (onProgress) onProgress(intervals.length, n);
+      }
+      last = t;
+      if (intervals.length >= n) resolve(intervals);
+      else requestAnimationFrame(step);
+    };
+    requestAnimationFrame(step);
+  });
+}
+
+/** The contract's POST /calibration body. */
+export function calibrationBody(card, intervals, fullscreen) {
+  const r1 = (x) => Math.round(x * 10) / 10;
+  return {
+    card_width_px: r1(card.width),
+    card_height_px: r1(card.height),
+    refresh_intervals_ms: intervals.map((x) => Math.round(x * 1000) / 1000),
+    fullscreen: Boolean(fullscreen),
+    device_pixel_ratio: window.devicePixelRatio || 1,
+    screen_width: window.screen.width,
+    screen_height: window.screen.height,
+    window_width: window.innerWidth,
+    window_height: window.innerHeight,
+  };
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+/**
+ * The calibration page.  `submit(body)` sends POST /calibration and resolves with the
+ * server's JSON (it may throw; the page then lets the worker try again).
+ * `run()` resolves with the server's answer once it accepted (stage "rdk") or
+ * disqualified the worker (the reason is shown on the page).
+ */
+export class Calibration {
+  constructor(container, { params = {}, submit }) {
+    this.container = container;
+    this.params = { ...defaults(), ...params };
+    this.submit = submit;
+    const ratio = this.params.card_height_mm / this.params.card_width_mm;
+    this.card = { width: this.params.initial_card_width_px, height: this.params.initial_card_width_px * ratio };
+    this.intervals = null;
+    this.fullscreen = false;
+    this.onKey = this.onKey.bind(this);
+    this.buildDom();
+  }
+
+  buildDom() {
+    const p = this.params;
+    this.cardEl = el('div', { id: 'calib-card', class: 'calib-card', role: 'img',
+                              'aria-label': 'On-screen card: resize it to match a real card' },
+      el('span', { class: 'calib-card-stripe' }),
+      this.handle = el('span', { id: 'calib-handle', class: 'calib-handle', title: 'Drag to resize' }));
+    this.lockEl = el('input', { type: 'checkbox', id: 'calib-lock', checked: true });
+    this.sizeEl = el('p', { id: 'calib-size', class: 'calib-readout' });
+    this.distanceEl = el('p', { id: 'calib-distance', class: 'calib-distance' });
+    this.refreshBar = el('progress', { id: 'calib-refresh-progress', max: 1, value: 0 });
+    this.refreshEl = el('p', { id: 'calib-refresh', class: 'calib-readout', text: 'Measuring your screen’s refresh rate…' });
+    this.fsButton = el('button', { type: 'button', id: 'calib-fullscreen', class: 'pc-button', text: 'Switch to full screen' });
+    this.fsEl = el('span', { id: 'calib-fullscreen-status', class: 'calib-readout' });
+    this.continueButton = el('button', { type: 'button', id: 'calib-continue', class: 'pc-button pc-button-primary',
+                                         text: 'Continue', disabled: true });
+    this.messageEl = el('div', { id: 'calib-message', class: 'pc-notice', role: 'alert', hidden: true });
+    this.root = el('section', { id: 'calibration', class: 'pc-panel calib' },
+      el('h2', { text: 'Screen calibration' }),
+      el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
+        + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle below and resize the `
+        + 'rectangle until it matches the card exactly.' }),
+      el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
+      el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
+        el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
+        el('kbd', { text: '↓' }), ')'),
+      el('div', { class: 'calib-stage' }, this.cardEl),
+      this.sizeEl, this.distanceEl,
+      el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar),
+      el('div', { class: 'calib-fs' }, this.fsButton, ' ', this.fsEl),
+      this.messageEl,
+      el('div', { class: 'pc-actions' }, this.continueButton));
+    this.container.append(this.root);
+    this.handle.addEventListener('pointerdown', (event) => this.startDrag(event));
+    this.fsButton.addEventListener('click', () => this.requestFullscreen());
+    this.continueButton.addEventListener('click', () => this.send());
+    this.render();
+  }
+
+  /** Resolves with the server's answer (accepted, or disqualified with a reason shown). */
+  run() {
+    document.addEventListener('keydown', this.onKey);
+    this.measure();
+    return new Promise((resolve) => { this.resolve = resolve; });
+  }
+
+  dispose() {
+    document.removeEventListener('keydown', this.onKey);
+  }
+
+  async measure() {
+    const n = Math.max(60, this.params.refresh_samples) + this.params.refresh_extra;
+    const intervals = await measureRefresh(n, {
+      warmup: this.params.refresh_warmup,
+      onProgress: (k) => { this.refreshBar.value = k / n; },
+    });
+    this.intervals = intervals;
+    const hz = 1000 / median(intervals);
+    this.refreshEl.textContent = `Your screen refreshes ${hz.toFixed(1)} times per second (${hz.toFixed(1)} Hz; `
+      + `at least ${this.params.min_refresh_hz} Hz is needed).`;
+    this.refreshEl.dataset.hz = hz.toFixed(3);
+    this.root.dataset.refreshDone = 'true';
+    this.continueButton.disabled = false;
+  }
+
+  setCard(width, height) {
+    const min = this.params.min_card_width_px;
+    const ratio = this.params.card_height_mm / this.params.card_width_mm;
+    const maxW = Math.max(min, window.innerWidth - 40);
+    this.card.width = Math.max(min, Math.min(maxW, width));
+    this.card.height = Math.max(min * ratio, Math.min(window.innerHeight, height));
+    this.render();
+  }
+
+  onKey(event) {
+    const keys = ['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown'];
+    if (!keys.includes(event.key) || event.altKey || event.ctrlKey || event.metaKey) return;
+    event.preventDefault();  // arrows would scroll the page
+    const step = event.shiftKey ? 10 : 1;
+    const sign = event.key === 'ArrowRight' || event.key === 'ArrowUp' ? 1 : -1;
+    const { width, height } = this.card;
+    if (this.lockEl.checked) {
+      const ratio = this.params.card_height_mm / this.params.card_width_mm;
+      this.setCard(width + sign * step, (width + sign * step) * ratio);
+    } else if (event.key === 'ArrowLeft' || event.key === 'ArrowRight') {
+      this.setCard(width + sign * step, height);
+    } else {
+      this.setCard(width, height + sign * step);
+    }
+  }
+
+  startDrag(event) {
+    event.preventDefault();
+    const start = { x: event.clientX, y: event.clientY, width: this.card.width, height: this.card.height };
+    const ratio = this.params.card_height_mm / this.params.card_width_mm;
+    const move = (e) => {
+      const w = start.width + (e.clientX - start.x);
+      if (this.lockEl.checked) this.setCard(w, w * ratio);
+      else this.setCard(w, start.height + (e.clientY - start.y));
+    };
+    const up = () => {
+      window.removeEventListener('pointermove', move);
+      window.removeEventListener('pointerup', up);
+    };
+    window.addEventListener('pointermove', move);
+    window.addEventListener('pointerup', up);
+  }
+
+  render() {
+    const { width, height } = this.card;
+    this.cardEl.style.width = `${width}px`;
+    this.cardEl.style.height = `${height}px`;
+    this.cardEl.dataset.width = width.toFixed(2);
+    this.cardEl.dataset.height = height.toFixed(2);
+    const f = calibrationFigures(width, height, this.params);
+    this.sizeEl.textContent = `Card: ${width.toFixed(0)} × ${height.toFixed(0)} pixels = ${f.px_per_mm.toFixed(2)} pixels per mm`;
+    this.sizeEl.dataset.pxPerMm = f.px_per_mm.toFixed(4);
+    this.distanceEl.textContent = `Sit so that your eyes are about ${Math.round(f.viewing_distance_cm)} cm from the screen `
+      + `(${(f.viewing_distance_cm / 2.54).toFixed(0)} inches), and keep that distance during the study.`;
+    this.distanceEl.dataset.cm = f.viewing_distance_cm.toFixed(2);
+  }
+
+  async requestFullscreen() {
+    const target = document.documentElement;
+    try {
+      if (!target.requestFullscreen) throw new Error('not supported');
+      await target.requestFullscreen();
+      this.fullscreen = true;
+      this.fsEl.textContent = 'Full screen on.';
+    } catch (error) {
+      // Refused (e.g. inside MTurk's iframe): record it and carry on.
+      this.fullscreen = false;
+      this.fsEl.textContent = 'Full screen is not available here; please maximise the window instead.';
+    }
+    this.fsEl.dataset.fullscreen = String(this.fullscreen);
+  }
+
+  showMessage(text) {
+    this.messageEl.textContent = text;
+    this.messageEl.hidden = !text;
+  }
+
+  async send() {
+    if (!this.intervals) return;
+    this.continueButton.disabled = true;
+    const fullscreen = this.fullscreen && Boolean(document.fullscreenElement);
+    const body = calibrationBody(this.card, this.intervals, fullscreen);
+    let result;
+    try {
+      result = await this.submit(body);
+    } catch (error) {
+      this.showMessage(`Could not save the calibration (${error.message}). Please try again.`);
+      this.continueButton.disabled = false;
+      return;
+    }
+    if (result && result.accepted === false) {
+      this.root.dataset.outcome = 'disqualified';
+      this.showMessage(result.reason || 'Sorry, this screen does not meet the study’s requirements.');
+      this.dispose();
+      this.resolve(result);
+      return;
+    }
+    this.root.dataset.outcome = 'accepted';
+    this.dispose();
+    this.resolve(result);
+  }
+}
+
+/** Show the calibration page in `container`; resolves with the server's answer. */
+export function runCalibration(container, options) {
+  const c = new Calibration(container, options);
+  if (options.onCreate) options.onCreate(c);
+  return c.run();
+}

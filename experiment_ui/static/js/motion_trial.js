@@ -1,0 +1,784 @@
+// Motion-matching trial (HuPerFlow paradigm, seed 003 Fig. 2): one self-contained ES
+// module in the spirit of a jsPsych plugin -- the parameters it understands are
+// declared first, then the code that runs them.
+//
+// A trial is a loop of cycles (cycle_ms = 3000):
+//   movie (movie_frames stimulus frames at 30 Hz) -> ISI1 (1000 ms, grey) ->
+//   matching noise (500 ms = 15 frames in a 120 px aperture) -> ISI2 (rest of the cycle)
+// The worker sets direction and speed with the mouse on a 600 px control panel at the
+// viewport centre; a click counts only after `cycles_required` complete cycles.
+//
+// Timing (contract "clock-indexed frames"): the stimulus frame drawn at rAF timestamp t
+// of a phase that started at rAF t0 is k = floor((t - t0 + refresh/2) / frame_ms), so a
+// late refresh skips a frame instead of delaying the rest; a timed phase ends at the
+// first rAF with k >= n_frames.  Phase *starts* are anchored to the trial's first rAF
+// (cycle c starts at T0 + (c-1)·cycle length) so the schedule never drifts.
+// Every rAF timestamp of every completed movie and matching phase is logged (raw frame log,
+// including the refresh that ends the phase) and sent with the response.
+//
+// ISI screens are mid grey with the four placeholder dots (HuPerFlow shows a grey
+// screen); the control panel outline and the purple cursor dot are drawn in every phase.
+// rt_ms is measured from the trial start (onset of the first movie frame) to the click.
+
+export const info = Object.freeze({
+  name: 'motion-matching',
+  version: 1,
+  description: 'Method of adjustment for perceived motion at a probe (movie -> ISI -> matching noise -> ISI, repeated).',
+  parameters: Object.freeze({
+    frame_rate_hz: { type: 'float', default: 30, description: 'Stimulus frame rate (movie and matching noise).' },
+    cycle_ms: { type: 'float', default: 3000, description: 'Length of one cycle.' },
+    isi1_ms: { type: 'float', default: 1000, description: 'Grey interval between movie and matching noise.' },
+    matching_ms: { type: 'float', default: 500, description: 'Duration of the matching noise (15 frames at 30 Hz).' },
+    cycles_required: { type: 'int', default: 3, description: 'Complete cycles before a click is accepted.' },
+    panel_diameter_px: { type: 'int', default: 600, description: 'Control panel diameter (centre of the viewport).' },
+    max_speed_ppf: { type: 'float', default: 20, description: 'Speed at the panel edge (px per 30 Hz frame).' },
+    aperture_px: { type: 'int', default: 120, description: 'Diameter of the matching-noise aperture.' },
+    cue_diameter_px: { type: 'int', default: 120, description: 'Green cue circle at the probe before the trial starts.' },
+    placeholder_offset_px: { type: 'int', default: 60, description: 'Distance of the four placeholder dots from the probe.' },
+    placeholder_diameter_px: { type: 'int', default: 10, description: 'Placeholder dot diameter.' },
+    probe_diameter_px: { type: 'int', default: 7, description: 'Probe dot (drawn on the middle movie frame only).' },
+    cursor_diameter_px: { type: 'int', default: 10, description: 'Purple cursor dot on the panel.' },
+    noise_url: { type: 'url', default: null, description: 'Seamless 1/f² noise texture (a seeded fallback is generated if absent).' },
+    practice_max_epe: { type: 'float', default: 10, description: 'Practice passes if EPE <= this (px/frame) ...' },
+    practice_max_dir_deg: { type: 'float', default: 30, description: '... and the direction error <= this (degrees).' },
+    min_window_width: { type: 'int', default: 1100, description: 'Smaller windows hide the trial.' },
+    min_window_height: { type: 'int', default: 700, description: 'Smaller windows hide the trial.' },
+    feedback_px_per_ppf: { type: 'float', default: 10, description: 'Feedback arrows: screen px per px/frame.' },
+    max_log_cycles: { type: 'int', default: 30, description: 'Cycles whose frame timestamps are logged (bounds the response size).' },
+    background: { type: 'color', default: '#808080', description: 'Surround and ISI grey.' },
+  }),
+});
+
+const GREEN = '#00c800';
+const PURPLE = '#a020f0';
+const GT_COLOUR = '#00c800';
+
+export function defaults() {
+  const out = {};
+  for (const [name, spec] of Object.entries(info.parameters)) out[name] = spec.default;
+  return out;
+}
+
+/** Parameters of a trial: declared defaults, overridden by the study's params (unknown keys kept). */
+export function withDefaults(params) {
+  const out = defaults();
+  for (const [key, value] of Object.entries(params || {})) if (value !== null && value !== undefined) out[key] = value;
+  return out;
+}
+
+// --- pure functions (shared with the tests) ---------------------------------
+
+/**
+ * Direction and speed for a cursor offset from the panel centre (screen px, dy down).
+ * θ = atan2(−dy, dx) in 0–360° (y-up), speed = 2^((d/R)·log2(max+1)) − 1 with d capped at R.
+ * @returns {{direction_deg: number, speed_ppf: number, resp_u: number, resp_v: number, inside: boolean}}
+ */
+export function panelValue(dx, dy, params = {}) {
+  const radius = (params.panel_diameter_px ?? 600) / 2;
+  const maxSpeed = params.max_speed_ppf ?? 20;
+  const dist = Math.hypot(dx, dy);
+  let direction = Math.atan2(-dy, dx) * 180 / Math.PI;
+  if (direction < 0) direction += 360;
+  const d = Math.min(dist, radius);
+  const speed = 2 ** ((d / radius) * Math.log2(maxSpeed + 1)) - 1;
+  const rad = direction * Math.PI / 180;
+  return { direction_deg: direction, speed_ppf: speed, resp_u: speed * Math.cos(rad),
+           resp_v: -speed * Math.sin(rad), inside: dist <= radius };
+}
+
+/** Angle between two vectors, 0–180° (0 when either is zero-length). */
+export function angleBetween(u1, v1, u2, v2) {
+  const n1 = Math.hypot(u1, v1);
+  const n2 = Math.hypot(u2, v2);
+  if (n1 === 0 || n2 === 0) return 0;
+  const c = Math.max(-1, Math.min(1, (u1 * u2 + v1 * v2) / (n1 * n2)));
+  return Math.acos(c) * 180 / Math.PI;
+}
+
+/** Contract's practice verdict: EPE <= 10 px/frame AND direction difference <= 30°. */
+export function practiceVerdict(gt, resp, params = {}) {
+  const epe = Math.hypot(resp.u - gt.u, resp.v - gt.v);
+  const dir = angleBetween(resp.u, resp.v, gt.u, gt.v);
+  const passed = epe <= (params.practice_max_epe ?? 10) && dir <= (params.practice_max_dir_deg ?? 30);
+  return { epe, direction_error_deg: dir, passed };
+}
+
+/**
+ * Practice rule (the server's, mirrored for display and the harness): a failed trial is
+ * repeated; practice ends after `needed` passes or `max` trials.
+ * @param {{passes: number, done: number}} progress  counts *after* the trial just answered
+ * @returns {{repeat: boolean, finished: boolean}}
+ */
+export function practiceStep(progress, passed, { needed = 6, max = 30 } = {}) {
+  const finished = progress.passes >= needed || progress.done >= max;
+  return { repeat: !passed && !finished, finished };
+}
+
+/** Schedule of one trial in ms (nominal phase boundaries within a cycle). */
+export function cycleSchedule(trial, params = {}) {
+  const p = withDefaults(params);
+  const frameMs = 1000 / p.frame_rate_hz;
+  const movieFrames = trial.movie_frames ?? 15;
+  const movieMs = movieFrames * frameMs;
+  const matchingFrames = Math.round(p.matching_ms / frameMs);
+  const isi2 = trial.isi2_ms ?? (p.cycle_ms - movieMs - p.isi1_ms - p.matching_ms);
+  const starts = { movie: 0, isi1: movieMs, matching: movieMs + p.isi1_ms, isi2: movieMs + p.isi1_ms + p.matching_ms };
+  return { frameMs, movieFrames, movieMs, matchingFrames, matchingMs: matchingFrames * frameMs, isi1Ms: p.isi1_ms,
+           isi2Ms: isi2, starts, cycleMs: starts.isi2 + isi2, probeIndex: Math.floor((movieFrames - 1) / 2) };
+}
+
+/** Stimulus frame at rAF time t of a phase that began at t0 (half a refresh of tolerance). */
+export function stimIndex(t, t0, refreshMs, frameMs = 1000 / 30) {
+  return Math.floor((t - t0 + refreshMs / 2) / frameMs);
+}
+
+/**
+ * JS twin of analysis.frame_timing.phase_timing (same rules): drops are intervals over
+ * 1.5 refreshes; onset error of each shown frame = its first rAF minus t0 + k·frame_ms.
+ */
+export function phaseTiming(t, refreshMs, nFrames, frameMs = 1000 / 30) {
+  if (!t.length) throw new Error('a phase needs at least one timestamp');
+  const t0 = t[0];
+  const stimIdx = t.map((x) => stimIndex(x, t0, refreshMs, frameMs));
+  const intervals = t.slice(1).map((x, i) => x - t[i]);
+  const dropped = intervals.map((d) => d > 1.5 * refreshMs);
+  const seen = new Set();
+  const onsetErrors = [];
+  stimIdx.forEach((k, i) => {
+    if (k < nFrames && !seen.has(k)) {
+      seen.add(k);
+      onsetErrors.push(t[i] - (t0 + k * frameMs));
+    }
+  });
+  return { stimIndex: stimIdx, intervals, dropped, nDrops: dropped.filter(Boolean).length,
+           onsetErrors, skippedFrames: nFrames - seen.size };
+}
+
+/** JS twin of analysis.frame_timing.summarise_phases (sample SD). */
+export function summarisePhases(phases) {
+  const errors = phases.flatMap((p) => p.onsetErrors);
+  const n = errors.length;
+  const mean = n ? errors.reduce((a, b) => a + b, 0) / n : null;
+  const sd = n > 1 ? Math.sqrt(errors.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)) : null;
+  return { frame_drops: phases.reduce((a, p) => a + p.nDrops, 0),
+           n_intervals: phases.reduce((a, p) => a + p.intervals.length, 0),
+           onset_err_mean_ms: mean, onset_err_sd_ms: sd, n_onsets: n,
+           skipped_frames: phases.reduce((a, p) => a + p.skippedFrames, 0) };
+}
+
+/** Summary of a raw frame log ([{cycle, phase, t}]) with the trial's frame counts. */
+export function summariseFrames(frames, refreshMs, movieFrames, matchingFrames = 15, frameMs = 1000 / 30) {
+  return summarisePhases(frames.map((f) => phaseTiming(f.t, refreshMs,
+    f.phase === 'movie' ? movieFrames : matchingFrames, frameMs)));
+}
+
+/** Seeded PRNG (mulberry32): the same seed gives the same dot field. */
+export function mulberry32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0;
+    let r = Math.imul(a ^ (a >>> 15), 1 | a);
+    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A coherent random-dot field in a circular aperture. Dots are stored as (along, across)
+ * coordinates in the motion direction; at stimulus frame k a dot is at along + k·speed,
+ * wrapped within its chord of the circle, so a dot leaving the aperture re-enters on the
+ * opposite side and every position is a pure function of (seed, k).
+ */
+export class DotField {
+  constructor({ n_dots = 5000, aperture_px = 600, direction_deg = 0, speed_ppf = 1, seed = 1 }) {
+    this.n = n_dots;
+    this.radius = aperture_px / 2;
+    this.speed = speed_ppf;
+    const rad = direction_deg * Math.PI / 180;
+    this.dir = [Math.cos(rad), -Math.sin(rad)];  // screen coordinates, y down
+    this.perp = [Math.sin(rad), Math.cos(rad)];
+    const rand = mulberry32(seed);
+    this.along = new Float64Array(this.n);
+    this.across = new Float64Array(this.n);
+    this.half = new Float64Array(this.n);
+    for (let i = 0; i < this.n; i++) {
+      // Uniform in the disc: r = R·sqrt(u).
+      const r = this.radius * Math.sqrt(rand());
+      const a = 2 * Math.PI * rand();
+      const x = r * Math.cos(a);
+      const y = r * Math.sin(a);
+      this.along[i] = x * this.dir[0] + y * this.dir[1];
+      this.across[i] = x * this.perp[0] + y * this.perp[1];
+      this.half[i] = Math.sqrt(Math.max(0, this.radius ** 2 - this.across[i] ** 2));
+    }
+  }
+
+  /** Offset of dot i from the aperture centre at stimulus frame k (screen px). */
+  position(i, k) {
+    const h = this.half[i];
+    let s = this.along[i] + k * this.speed;
+    if (h > 0) s = ((((s + h) % (2 * h)) + 2 * h) % (2 * h)) - h;
+    return [s * this.dir[0] + this.across[i] * this.perp[0], s * this.dir[1] + this.across[i] * this.perp[1]];
+  }
+}
+
+// --- assets -----------------------------------------------------------------
+
+const noiseCache = new Map();
+
+async function loadBitmap(url) {
+  const img = new Image();
+  img.decoding = 'async';
+  img.src = url;
+  try {
+    await img.decode();
+  } catch (error) {
+    if (!(img.complete && img.naturalWidth > 0)) throw new Error(`Image failed to load: ${url}`);
+  }
+  return typeof createImageBitmap === 'function' ? createImageBitmap(img) : img;
+}
+
+/** A seamless grey noise tile (value noise, wrapped) when no noise texture is given. */
+function fallbackNoise(size = 512, seed = 7) {
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = size;
+  const ctx = canvas.getContext('2d');
+  const rand = mulberry32(seed);
+  const coarse = 32;
+  const grid = Array.from({ length: coarse * coarse }, () => rand());
+  const data = ctx.createImageData(size, size);
+  const cell = size / coarse;
+  for (let y = 0; y < size; y++) {
+    for (let x = 0; x < size; x++) {
+      const gx = x / cell;
+      const gy = y / cell;
+      const x0 = Math.floor(gx) % coarse;
+      const y0 = Math.floor(gy) % coarse;
+      const fx = gx - Math.floor(gx);
+      const fy = gy - Math.floor(gy);
+      const at = (i, j) => grid[((j % coarse) * coarse) + (i % coarse)];
+      const v = (at(x0, y0) * (1 - fx) + at(x0 + 1, y0) * fx) * (1 - fy)
+        + (at(x0, y0 + 1) * (1 - fx) + at(x0 + 1, y0 + 1) * fx) * fy;
+      const fine = rand();
+      const g = Math.max(0, Math.min(255, 134 + 60 * (v - 0.5) + 24 * (fine - 0.5)));
+      const o = (y * size + x) * 4;
+      data.data[o] = data.data[o + 1] = data.data[o + 2] = g;
+      data.data[o + 3] = 255;
+    }
+  }
+  ctx.putImageData(data, 0, 0);
+  return canvas;
+}
+
+/** The matching-noise texture (cached per URL). */
+export function loadNoise(url) {
+  const key = url || '';
+  if (!noiseCache.has(key)) {
+    const promise = url ? loadBitmap(url) : Promise.resolve(fallbackNoise());
+    promise.catch(() => noiseCache.delete(key));
+    noiseCache.set(key, promise);
+  }
+  return noiseCache.get(key);
+}
+
+/** Everything a trial draws, decoded before it starts: {frames: ImageBitmap[], noise}. */
+export async function loadTrialAssets(trial, params = {}) {
+  const p = withDefaults(params);
+  const frames = trial.kind === 'main' ? Promise.all(trial.clip.frames.map(loadBitmap)) : Promise.resolve([]);
+  const [loaded, noise] = await Promise.all([frames, loadNoise(p.noise_url)]);
+  return { frames: loaded, noise };
+}
+
+// --- the trial ----------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+const round3 = (x) => Math.round(x * 1000) / 1000;
+
+/**
+ * One trial on a full-viewport canvas inside `container`.
+ *
+ * options: params (study params), refreshMs (calibrated refresh interval; 1000/60 if
+ * unknown), assets (from loadTrialAssets; loaded here if absent), autoStart (skip the
+ * "click to start" cue screen), recordDraws (keep a per-rAF draw log in `drawLog`),
+ * hooks.onDraw(event) (called at every rAF with {cycle, phase, k, t, probe, ...}).
+ * `run()` resolves with the response (contract body without response_id / client fields).
+ */
+export class MotionTrial {
+  constructor(container, trial, options = {}) {
+    this.container = container;
+    this.trial = trial;
+    this.params = withDefaults(options.params);
+    this.refreshMs = options.refreshMs || 1000 / 60;
+    this.half = this.refreshMs / 2;
+    this.schedule = cycleSchedule(trial, this.params);
+    this.options = options;
+    this.hooks = options.hooks || {};
+    this.recordDraws = Boolean(options.recordDraws);
+    this.drawLog = [];
+    this.frames = [];          // raw frame log (contract format)
+    this.cyclesCompleted = 0;
+    this.cursor = null;        // last valid panel value (null until the cursor entered the panel)
+    this.cursorXY = null;      // its offset from the panel centre
+    this.state = 'loading';    // loading | ready | running | paused | done
+    this.dots = trial.kind === 'rdk' ? new DotField(trial.rdk) : null;
+    this.onMove = this.onMove.bind(this);
+    this.onClick = this.onClick.bind(this);
+    this.onKey = this.onKey.bind(this);
+    this.onResize = this.onResize.bind(this);
+    this.tick = this.tick.bind(this);
+    this.buildDom();
+  }
+
+  buildDom() {
+    this.canvas = el('canvas', { class: 'motion-canvas', 'aria-label': 'Motion stimulus and control panel' });
+    this.statusEl = el('p', { class: 'motion-status', role: 'status', 'aria-live': 'polite', text: 'Loading…' });
+    this.tooSmallEl = el('section', { class: 'pc-panel motion-too-small', role: 'alert', hidden: true },
+      el('h2', { text: 'Please make the window larger' }),
+      el('p', { text: 'This trial needs a larger browser window. Maximise the window or zoom out (Ctrl and −). '
+        + 'The trial starts again by itself as soon as the window is large enough.' }),
+      this.sizeEl = el('p', { class: 'pc-size-numbers' }));
+    this.root = el('div', { class: 'motion-trial', 'data-state': 'loading' }, this.canvas, this.statusEl, this.tooSmallEl);
+    this.container.append(this.root);
+    this.ctx = this.canvas.getContext('2d');
+  }
+
+  setStatus(text, kind = '') {
+    this.statusEl.textContent = text;
+    this.statusEl.dataset.kind = kind;
+  }
+
+  setState(state) {
+    this.state = state;
+    this.root.dataset.state = state;
+  }
+
+  /** Resolves with the response once the worker clicks an answer. */
+  async run() {
+    this.setState('loading');
+    this.setStatus('Loading the movie…');
+    this.assets = this.options.assets || await loadTrialAssets(this.trial, this.params);
+    this.pattern = this.ctx.createPattern(this.assets.noise, 'repeat');
+    window.addEventListener('mousemove', this.onMove);
+    window.addEventListener('mousedown', this.onClick);
+    window.addEventListener('keydown', this.onKey);
+    window.addEventListener('resize', this.onResize);
+    const done = new Promise((resolve) => { this.resolve = resolve; });
+    this.resize();
+    if (this.options.autoStart) this.begin();
+    else this.showCue();
+    return done;
+  }
+
+  dispose() {
+    window.removeEventListener('mousemove', this.onMove);
+    window.removeEventListener('mousedown', this.onClick);
+    window.removeEventListener('keydown', this.onKey);
+    window.removeEventListener('resize', this.onResize);
+    if (this.rafId) cancelAnimationFrame(this.rafId);
+    this.rafId = null;
+  }
+
+  tooSmall() {
+    return window.innerWidth < this.params.min_window_width || window.innerHeight < this.params.min_window_height;
+  }
+
+  resize() {
+    const dpr = window.devicePixelRatio || 1;
+    this.width = window.innerWidth;
+    this.height = window.innerHeight;
+    this.canvas.width = Math.round(this.width * dpr);
+    this.canvas.height = Math.round(this.height * dpr);
+    this.canvas.style.width = `${this.width}px`;
+    this.canvas.style.height = `${this.height}px`;
+    // Draw in CSS pixels: one image pixel = one CSS pixel, as calibrated.
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.cx = this.width / 2;
+    this.cy = this.height / 2;
+    if (this.trial.kind === 'main') {
+      this.imgX = Math.round(this.cx - this.trial.clip.width / 2);
+      this.imgY = Math.round(this.cy - this.trial.clip.height / 2);
+      this.px = this.imgX + this.trial.probe.x;
+      this.py = this.imgY + this.trial.probe.y;
+    } else {
+      this.px = this.cx;
+      this.py = this.cy;
+    }
+    const small = this.tooSmall();
+    this.tooSmallEl.hidden = !small;
+    this.canvas.hidden = small;
+    this.statusEl.hidden = small;
+    if (small) this.sizeEl.textContent = `Window now ${window.innerWidth} × ${window.innerHeight} pixels; `
+      + `needed at least ${this.params.min_window_width} × ${this.params.min_window_height}.`;
+    return small;
+  }
+
+  onResize() {
+    const small = this.resize();
+    if (this.state === 'running' && small) {
+      // A hidden trial cannot be watched: stop it and start afresh when the window is large again.
+      this.dispose();
+      window.addEventListener('resize', this.onResize);
+      this.setState('paused');
+    } else if (this.state === 'paused' && !small) {
+      window.addEventListener('mousemove', this.onMove);
+      window.addEventListener('mousedown', this.onClick);
+      window.addEventListener('keydown', this.onKey);
+      this.showCue();
+    } else if (this.state === 'ready') {
+      this.showCue();
+    }
+  }
+
+  showCue() {
+    this.setState('ready');
+    if (this.tooSmall()) return;
+    this.setStatus(this.trial.kind === 'main' ? 'Look at the green circle. Click or press Space to start the movie.'
+      : 'Look at the centre of the circle. Click or press Space to start.', 'start');
+    this.drawScene({ phase: 'cue' });
+  }
+
+  /** Start the cycles at the next animation frame. */
+  begin() {
+    this.frames = [];
+    this.cyclesCompleted = 0;
+    this.T0 = null;
+    this.phase = null;
+    // Two refreshes of the cue screen first: the first paints of a fresh canvas (and the upload of
+    // the first bitmap) are slow, and must not land in the movie's first refresh interval.
+    this.warmup = 2;
+    this.setState('running');
+    this.updateStatus();
+    this.rafId = requestAnimationFrame(this.tick);
+  }
+
+  onKey(event) {
+    if (event.key !== ' ' && event.code !== 'Space') return;
+    if (this.state === 'ready') {
+      event.preventDefault();
+      this.begin();
+    }
+  }
+
+  onMove(event) {
+    const dx = event.clientX - this.cx;
+    const dy = event.clientY - this.cy;
+    const value = panelValue(dx, dy, this.params);
+    const inside = value.inside;
+    this.canvas.style.cursor = inside && this.state === 'running' ? 'none' : 'default';
+    if (!inside) return; // outside the panel the last valid value is kept
+    this.cursor = value;
+    this.cursorXY = [dx, dy];
+    if (this.state === 'running') this.updateStatus();
+  }
+
+  onClick(event) {
+    if (event.button !== 0) return;
+    if (this.state === 'ready') {
+      this.begin();
+      return;
+    }
+    if (this.state !== 'running') return;
+    if (this.cyclesCompleted < this.params.cycles_required || !this.cursor) {
+      this.updateStatus(true);
+      return; // too early, or no value set: ignored
+    }
+    this.finish();
+  }
+
+  updateStatus(nudge = false) {
+    const need = this.params.cycles_required;
+    let text;
+    let kind;
+    if (this.cyclesCompleted < need) {
+      text = `Watch at least ${need} times… (${this.cyclesCompleted} of ${need})`;
+      kind = 'wait';
+    } else if (!this.cursor) {
+      text = 'Move the mouse into the circle to set direction and speed';
+      kind = 'enter';
+    } else {
+      text = 'Click to answer';
+      kind = 'ready';
+    }
+    if (nudge) this.statusEl.dataset.nudge = String(Number(this.statusEl.dataset.nudge || 0) + 1);
+    if (this.statusEl.textContent !== text) this.setStatus(text, kind);
+  }
+
+  finish() {
+    const value = this.cursor;
+    // performance.now(), not event.timeStamp: the same clock as the rAF timestamps (also under a fake clock).
+    const now = performance.now();
+    this.dispose();
+    this.setState('done');
+    this.setStatus('');
+    const response = {
+      trial_id: this.trial.trial_id,
+      resp_u: round3(value.resp_u),
+      resp_v: round3(value.resp_v),
+      direction_deg: round3(value.direction_deg),
+      speed_ppf: round3(value.speed_ppf),
+      cycles: this.cyclesCompleted,
+      rt_ms: round3(Math.max(0, now - this.T0)),
+      // Only phases that ran to their end: the one cut short by the click would count as skipped frames.
+      frames: this.frames.filter((f) => f.complete).map((f) => ({ cycle: f.cycle, phase: f.phase, t: f.t.map(round3) })),
+    };
+    this.resolve(response);
+  }
+
+  // --- schedule ----------------------------------------------------------------
+
+  /** Nominal start (ms, trial clock) of `phase` in cycle c (1-based). */
+  boundary(c, phase) {
+    const s = this.schedule;
+    const offset = phase === 'end' ? s.cycleMs : s.starts[phase];
+    return this.T0 + (c - 1) * s.cycleMs + offset;
+  }
+
+  enterPhase(name, cycle, t) {
+    this.phase = { name, cycle, t0: t, k: 0 };
+    if ((name === 'movie' || name === 'matching') && cycle <= this.params.max_log_cycles) {
+      this.phase.log = { cycle, phase: name, t: [] };
+      this.frames.push(this.phase.log);
+    }
+  }
+
+  /** Advance the phase machine to time t (a refresh may end several phases only if it is very late). */
+  advance(t) {
+    const s = this.schedule;
+    for (let guard = 0; guard < 16; guard++) {
+      const ph = this.phase;
+      if (ph.name === 'movie' || ph.name === 'matching') {
+        const n = ph.name === 'movie' ? s.movieFrames : s.matchingFrames;
+        ph.k = stimIndex(t, ph.t0, this.refreshMs, s.frameMs);
+        if (ph.log) ph.log.t.push(t);   // the ending refresh is logged too (closes the last interval)
+        if (ph.k < n) return;
+        if (ph.log) ph.log.complete = true;
+        this.enterPhase(ph.name === 'movie' ? 'isi1' : 'isi2', ph.cycle, t);
+      } else {
+        const next = ph.name === 'isi1' ? this.boundary(ph.cycle, 'matching') : this.boundary(ph.cycle, 'end');
+        if (t + this.half < next) return;
+        if (ph.name === 'isi1') {
+          this.enterPhase('matching', ph.cycle, t);
+        } else {
+          this.cyclesCompleted = ph.cycle;
+          this.enterPhase('movie', ph.cycle + 1, t);
+        }
+      }
+    }
+  }
+
+  tick(t) {
+    this.rafId = requestAnimationFrame(this.tick);
+    if (this.warmup > 0) {
+      this.warmup -= 1;
+      this.drawScene({ phase: 'cue' });
+      return;
+    }
+    if (this.T0 === null) {
+      this.T0 = t;
+      this.enterPhase('movie', 1, t);
+    }
+    const before = this.cyclesCompleted;
+    this.advance(t);
+    if (this.cyclesCompleted !== before) this.updateStatus();
+    const ph = this.phase;
+    const event = { cycle: ph.cycle, phase: ph.name, t, k: ph.name === 'movie' || ph.name === 'matching' ? ph.k : null,
+                    probe: false, cycles_completed: this.cyclesCompleted };
+    this.drawScene(event);
+    if (this.recordDraws) this.drawLog.push(event);
+    if (this.hooks.onDraw) this.hooks.onDraw(event, this);
+  }
+
+  // --- drawing -----------------------------------------------------------------
+
+  drawScene(event) {
+    const ctx = this.ctx;
+    const p = this.params;
+    ctx.fillStyle = p.background;
+    ctx.fillRect(0, 0, this.width, this.height);
+    const main = this.trial.kind === 'main';
+    if (event.phase === 'cue' || event.phase === 'movie') {
+      const k = event.phase === 'cue' ? 0 : event.k;
+      if (main) {
+        const bitmap = this.assets.frames[Math.min(k, this.assets.frames.length - 1)];
+        ctx.drawImage(bitmap, this.imgX, this.imgY, this.trial.clip.width, this.trial.clip.height);
+        event.clip_frame = k;
+      } else {
+        this.drawDots(k, event);
+      }
+    }
+    if (event.phase === 'matching') this.drawNoise(event);
+    this.drawPlaceholders();
+    if (event.phase === 'cue' && main) this.circle(this.px, this.py, p.cue_diameter_px / 2, GREEN, false, 2);
+    if (event.phase === 'movie' && main && event.k === this.schedule.probeIndex) {
+      this.circle(this.px, this.py, p.probe_diameter_px / 2, GREEN, true);
+      event.probe = true;
+    }
+    this.drawPanel();
+  }
+
+  circle(x, y, r, colour, filled, lineWidth = 1) {
+    const ctx = this.ctx;
+    ctx.beginPath();
+    ctx.arc(x, y, r, 0, 2 * Math.PI);
+    if (filled) {
+      ctx.fillStyle = colour;
+      ctx.fill();
+    } else {
+      ctx.strokeStyle = colour;
+      ctx.lineWidth = lineWidth;
+      ctx.stroke();
+    }
+  }
+
+  drawPlaceholders() {
+    const { placeholder_offset_px: o, placeholder_diameter_px: d } = this.params;
+    for (const [dx, dy] of [[0, -o], [0, o], [-o, 0], [o, 0]]) this.circle(this.px + dx, this.py + dy, d / 2, GREEN, true);
+  }
+
+  drawPanel() {
+    const p = this.params;
+    this.circle(this.cx, this.cy, p.panel_diameter_px / 2, 'rgba(255,255,255,0.55)', false, 1.5);
+    if (this.cursorXY) {
+      this.circle(this.cx + this.cursorXY[0], this.cy + this.cursorXY[1], p.cursor_diameter_px / 2, PURPLE, true);
+    }
+  }
+
+  drawNoise(event) {
+    const ctx = this.ctx;
+    const value = this.cursor || { speed_ppf: 0, direction_deg: 0 };
+    const rad = value.direction_deg * Math.PI / 180;
+    const k = event.k;
+    // Offset at matching frame k = k·speed·(cos θ, −sin θ), read from the cursor now.
+    const ox = k * value.speed_ppf * Math.cos(rad);
+    const oy = -k * value.speed_ppf * Math.sin(rad);
+    event.offset = [ox, oy];
+    if (this.pattern.setTransform) this.pattern.setTransform(new DOMMatrix().translate(this.px + ox, this.py + oy));
+    ctx.beginPath();
+    ctx.arc(this.px, this.py, this.params.aperture_px / 2, 0, 2 * Math.PI);
+    ctx.fillStyle = this.pattern;
+    ctx.fill();
+  }
+
+  drawDots(k, event) {
+    const ctx = this.ctx;
+    const size = this.trial.rdk.dot_px ?? 2;
+    ctx.fillStyle = '#ffffff';
+    const field = this.dots;
+    for (let i = 0; i < field.n; i++) {
+      const [x, y] = field.position(i, k);
+      ctx.fillRect(this.cx + x - size / 2, this.cy + y - size / 2, size, size);
+    }
+    if (this.recordDraws) event.dots = [0, 1, 2, 3, 4].map((i) => field.position(i, k));
+  }
+}
+
+/** Run one trial and resolve with its response; the trial's DOM is removed afterwards. */
+export async function runTrial(container, trial, options = {}) {
+  const t = new MotionTrial(container, trial, options);
+  if (options.onCreate) options.onCreate(t);
+  try {
+    return await t.run();
+  } finally {
+    t.dispose();
+    t.root.remove();
+  }
+}
+
+// --- feedback ---------------------------------------------------------------------
+
+function arrow(ctx, x, y, u, v, colour) {
+  const len = Math.hypot(u, v);
+  ctx.strokeStyle = colour;
+  ctx.fillStyle = colour;
+  ctx.lineWidth = 3;
+  ctx.beginPath();
+  ctx.moveTo(x, y);
+  ctx.lineTo(x + u, y + v);
+  ctx.stroke();
+  if (len < 1) return;
+  const a = Math.atan2(v, u);
+  const head = Math.min(14, len / 2);
+  ctx.beginPath();
+  ctx.moveTo(x + u, y + v);
+  ctx.lineTo(x + u - head * Math.cos(a - 0.4), y + v - head * Math.sin(a - 0.4));
+  ctx.lineTo(x + u - head * Math.cos(a + 0.4), y + v - head * Math.sin(a + 0.4));
+  ctx.closePath();
+  ctx.fill();
+}
+
+/**
+ * Feedback after a practice / RDK-training trial: the true (green) and reported (purple)
+ * vectors as arrows from the probe (main) or the aperture centre (RDK), and the errors.
+ * `verdict` = {passed, repeat} or null (no verdict shown). Resolves on a click or Space.
+ */
+export function showFeedback(container, trial, response, options = {}) {
+  const params = withDefaults(options.params);
+  const gt = trial.gt;
+  const resp = { u: response.resp_u, v: response.resp_v };
+  const local = practiceVerdict(gt, resp, params);
+  const verdict = options.verdict || null;
+  const canvas = el('canvas', { class: 'motion-canvas' });
+  const width = window.innerWidth;
+  const height = window.innerHeight;
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * dpr);
+  canvas.height = Math.round(height * dpr);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = params.background;
+  ctx.fillRect(0, 0, width, height);
+  let x = width / 2;
+  let y = height / 2;
+  if (trial.kind === 'main') {
+    x = Math.round(width / 2 - trial.clip.width / 2) + trial.probe.x;
+    y = Math.round(height / 2 - trial.clip.height / 2) + trial.probe.y;
+  }
+  const scale = params.feedback_px_per_ppf;
+  arrow(ctx, x, y, gt.u * scale, gt.v * scale, GT_COLOUR);
+  arrow(ctx, x, y, resp.u * scale, resp.v * scale, PURPLE);
+  ctx.fillStyle = '#000';
+  ctx.beginPath();
+  ctx.arc(x, y, 3, 0, 2 * Math.PI);
+  ctx.fill();
+  const errorText = `Direction error ${Math.round(local.direction_error_deg)}°, error ${local.epe.toFixed(1)} px/frame`;
+  let verdictText = '';
+  if (verdict && verdict.passed === true) verdictText = 'Well done: this answer passes.';
+  else if (verdict && verdict.passed === false) {
+    verdictText = verdict.repeat ? 'Not close enough: this trial will be repeated.' : 'Not close enough.';
+  }
+  const box = el('div', { class: 'motion-feedback', role: 'status', 'data-passed': verdict ? String(verdict.passed) : '' },
+    el('p', { class: 'motion-legend' },
+      el('span', { class: 'motion-key motion-key-gt', text: '■' }), ' true motion   ',
+      el('span', { class: 'motion-key motion-key-resp', text: '■' }), ' your answer'),
+    el('p', { class: 'motion-errors', text: errorText }),
+    verdictText ? el('p', { class: 'motion-verdict', text: verdictText }) : null,
+    el('p', { class: 'motion-continue', text: 'Click or press Space to continue.' }));
+  const wrap = el('div', { class: 'motion-trial motion-feedback-screen' }, canvas, box);
+  container.append(wrap);
+  return new Promise((resolve) => {
+    const done = (event) => {
+      if (event.type === 'keydown' && event.key !== ' ' && event.key !== 'Enter') return;
+      if (event.type === 'mousedown' && event.button !== 0) return;
+      if (event.type === 'keydown') event.preventDefault();
+      window.removeEventListener('mousedown', done);
+      window.removeEventListener('keydown', done);
+      wrap.remove();
+      resolve({ ...local, text: errorText, verdictText });
+    };
+    window.addEventListener('mousedown', done);
+    window.addEventListener('keydown', done);
+  });
+}
