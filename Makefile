@@ -31,10 +31,11 @@ chromium:
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-bench: $(STAMP)
+bench: $(STAMP) chromium
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/screening.py
 	$(PY) benchmarks/server_load.py
+	$(PY) benchmarks/frame_timing.py
 
 clean:
 	rm -rf $(VENV) demo_output

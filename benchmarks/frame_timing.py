@@ -2,7 +2,7 @@
 
 Runs --trials main trials (default 100; ``--quick``: 5) through the stand-alone harness
 (experiment_ui/static/harness/motion.html, served by Playwright's ``page.route``; a
-synthetic 768x432 clip drawn by the harness, the module's fallback noise texture),
+synthetic 768x432 clip drawn by the harness, a 1024² 1/f² noise texture from stimuli.noise),
 each answered right after its 3rd cycle, so one trial takes a little over 9 s and the
 default run about 15 minutes. The refresh interval is first estimated like the
 calibration page does (median of 120 rAF intervals, ``analysis.frame_timing.estimate_refresh``).

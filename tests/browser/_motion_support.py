@@ -6,6 +6,8 @@ server is needed and module imports work (they do not from file:// URLs).
 """
 from __future__ import annotations
 
+import functools
+import io
 import json
 import mimetypes
 from pathlib import Path
@@ -27,6 +29,8 @@ def serve_static(page, extra: dict[str, Any] | None = None) -> None:
         path = request.url[len(ORIGIN):].split("?")[0].split("#")[0]
         if path in extra:
             return extra[path](route, request)
+        if path == "/static/harness/noise.png":  # the harness's matching-noise texture (a study ships its own)
+            return route.fulfill(status=200, body=noise_png(), headers={"Content-Type": "image/png"})
         if path.startswith("/static/"):
             file = (STATIC / path[len("/static/"):]).resolve()
             if STATIC in file.parents and file.is_file():
@@ -37,6 +41,18 @@ def serve_static(page, extra: dict[str, Any] | None = None) -> None:
         return route.fulfill(status=404, body="not found")
 
     page.route(f"{ORIGIN}/**", handle)
+
+
+@functools.cache
+def noise_png(size: int = 1024) -> bytes:
+    """A seamless 1/f² texture as a grey PNG, made like a study's (stimuli.noise)."""
+    from PIL import Image
+
+    from stimuli.noise import brownian_noise
+
+    buffer = io.BytesIO()
+    Image.fromarray(brownian_noise(size, rng=0)).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def open_harness(page, spec: dict, *, extra: dict | None = None) -> None:

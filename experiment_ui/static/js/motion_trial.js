@@ -38,7 +38,7 @@ export const info = Object.freeze({
     placeholder_diameter_px: { type: 'int', default: 10, description: 'Placeholder dot diameter.' },
     probe_diameter_px: { type: 'int', default: 7, description: 'Probe dot (drawn on the middle movie frame only).' },
     cursor_diameter_px: { type: 'int', default: 10, description: 'Purple cursor dot on the panel.' },
-    noise_url: { type: 'url', default: null, description: 'Seamless 1/f² noise texture (a seeded fallback is generated if absent).' },
+    noise_url: { type: 'url', default: null, description: 'Seamless 1/f² noise texture (required; the study provides it).' },
     practice_max_epe: { type: 'float', default: 10, description: 'Practice passes if EPE <= this (px/frame) ...' },
     practice_max_dir_deg: { type: 'float', default: 30, description: '... and the direction error <= this (degrees).' },
     min_window_width: { type: 'int', default: 1100, description: 'Smaller windows hide the trial.' },
@@ -238,47 +238,16 @@ async function loadBitmap(url) {
   return typeof createImageBitmap === 'function' ? createImageBitmap(img) : img;
 }
 
-/** A seamless grey noise tile (value noise, wrapped) when no noise texture is given. */
-function fallbackNoise(size = 512, seed = 7) {
-  const canvas = document.createElement('canvas');
-  canvas.width = canvas.height = size;
-  const ctx = canvas.getContext('2d');
-  const rand = mulberry32(seed);
-  const coarse = 32;
-  const grid = Array.from({ length: coarse * coarse }, () => rand());
-  const data = ctx.createImageData(size, size);
-  const cell = size / coarse;
-  for (let y = 0; y < size; y++) {
-    for (let x = 0; x < size; x++) {
-      const gx = x / cell;
-      const gy = y / cell;
-      const x0 = Math.floor(gx) % coarse;
-      const y0 = Math.floor(gy) % coarse;
-      const fx = gx - Math.floor(gx);
-      const fy = gy - Math.floor(gy);
-      const at = (i, j) => grid[((j % coarse) * coarse) + (i % coarse)];
-      const v = (at(x0, y0) * (1 - fx) + at(x0 + 1, y0) * fx) * (1 - fy)
-        + (at(x0, y0 + 1) * (1 - fx) + at(x0 + 1, y0 + 1) * fx) * fy;
-      const fine = rand();
-      const g = Math.max(0, Math.min(255, 134 + 60 * (v - 0.5) + 24 * (fine - 0.5)));
-      const o = (y * size + x) * 4;
-      data.data[o] = data.data[o + 1] = data.data[o + 2] = g;
-      data.data[o + 3] = 255;
-    }
-  }
-  ctx.putImageData(data, 0, 0);
-  return canvas;
-}
-
 /** The matching-noise texture (cached per URL). */
 export function loadNoise(url) {
-  const key = url || '';
-  if (!noiseCache.has(key)) {
-    const promise = url ? loadBitmap(url) : Promise.resolve(fallbackNoise());
-    promise.catch(() => noiseCache.delete(key));
-    noiseCache.set(key, promise);
+  // No stand-in texture: the matching stimulus must have the 1/f² spectrum (the server always sends one).
+  if (!url) return Promise.reject(new Error('the matching-noise texture (params.noise_url) is missing'));
+  if (!noiseCache.has(url)) {
+    const promise = loadBitmap(url);
+    promise.catch(() => noiseCache.delete(url));
+    noiseCache.set(url, promise);
   }
-  return noiseCache.get(key);
+  return noiseCache.get(url);
 }
 
 /** Everything a trial draws, decoded before it starts: {frames: ImageBitmap[], noise}. */
