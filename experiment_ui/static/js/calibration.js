@@ -13,6 +13,7 @@
 //    the outcome is recorded, the study goes on either way).
 // The body of POST /calibration is built by `calibrationBody`; the caller sends it.
 
+import { el } from './dom.js';
 export const info = Object.freeze({
   name: 'screen-calibration',
   version: 1,
@@ -85,18 +86,6 @@ export function calibrationBody(card, intervals, fullscreen) {
     window_width: window.innerWidth,
     window_height: window.innerHeight,
   };
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key === 'text') node.textContent = value;
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
 }
 
 /**

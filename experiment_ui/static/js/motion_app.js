@@ -8,6 +8,7 @@
 // (path "motion-responses"), so a reload or an outage loses nothing; a response
 // still queued from an earlier page load is not asked again.
 
+import { sleep, el, guardedReload } from './dom.js';
 import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
 import { loadTrialAssets, practiceVerdict, runTrial, showFeedback, withDefaults } from './motion_trial.js';
 import { runCalibration } from './calibration.js';
@@ -24,19 +25,6 @@ export const info = Object.freeze({
   }),
 });
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key === 'text') node.textContent = value;
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
 
 class ApiError extends Error {
   constructor(status, data) {
@@ -378,16 +366,10 @@ class MotionApp {
   async reloadForStage(stage) {
     this.setStatus('Loading…');
     await Promise.race([this.queue.whenIdle(), sleep(5000)]);
-    const key = `perceptlab.reload.${this.assignmentId}`;
-    let last = null;
-    try { last = JSON.parse(sessionStorage.getItem(key) || 'null'); } catch (_) { /* ignore */ }
-    if (last && last.stage === stage && Date.now() - last.at < this.params.reload_guard_ms) {
+    if (!guardedReload(this.assignmentId, stage, this.params.reload_guard_ms)) {
       this.setStatus('');
       this.showNotice('This page is out of date. Please reload it (F5).');
-      return;
     }
-    try { sessionStorage.setItem(key, JSON.stringify({ stage, at: Date.now() })); } catch (_) { /* ignore */ }
-    location.reload();
   }
 }
 

@@ -20,6 +20,7 @@
 // screen); the control panel outline and the purple cursor dot are drawn in every phase.
 // rt_ms is measured from the trial start (onset of the first movie frame) to the click.
 
+import { el } from './dom.js';
 export const info = Object.freeze({
   name: 'motion-matching',
   version: 1,
@@ -259,18 +260,6 @@ export async function loadTrialAssets(trial, params = {}) {
 }
 
 // --- the trial ----------------------------------------------------------------
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key === 'text') node.textContent = value;
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
 
 const round3 = (x) => Math.round(x * 1000) / 1000;
 

@@ -12,6 +12,7 @@
 // trials and asks the server again whenever a page ends.  Votes go through
 // VoteQueue, so a reload or an outage loses nothing.
 
+import { sleep, el, guardedReload } from './dom.js';
 import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
 
 export const info = Object.freeze({
@@ -42,7 +43,6 @@ function defaults() {
   return out;
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
 /** Rewards come as strings ("0.50"); show plain numbers as dollars, anything else as given. */
@@ -50,18 +50,6 @@ function money(value) {
   const text = String(value ?? '').trim();
   if (!text) return '';
   return /^\d+(\.\d+)?$/.test(text) ? `$${text}` : text;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key === 'text') node.textContent = value;
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
 }
 
 /** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
@@ -729,16 +717,10 @@ class PcTrialApp {
     this.setMode('message', message || 'Loading…');
     // Give queued votes a moment to go out before leaving; they stay stored anyway.
     await Promise.race([this.queue.whenIdle(), sleep(5000)]);
-    const key = `perceptlab.reload.${this.assignmentId}`;
-    let last = null;
-    try { last = JSON.parse(sessionStorage.getItem(key) || 'null'); } catch (_) { /* ignore */ }
-    if (last && last.stage === stage && Date.now() - last.at < this.params.reload_guard_ms) {
+    if (!guardedReload(this.assignmentId, stage, this.params.reload_guard_ms)) {
       this.setMode('message', '');
       this.showNotice('This page is out of date. Please reload it (F5).');
-      return;
     }
-    try { sessionStorage.setItem(key, JSON.stringify({ stage, at: Date.now() })); } catch (_) { /* ignore */ }
-    location.reload();
   }
 }
 

@@ -1,0 +1,37 @@
+// Small helpers shared by the worker-side modules (pc_trial.js, calibration.js,
+// motion_trial.js, motion_app.js): building DOM nodes, waiting, and the guarded
+// reload that hands a page over to the server when the worker's stage changes.
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `el('p', {class: 'note', text: 'Hi'}, child...)`: an element with attributes.
+ * `class` and `text` are properties; null, undefined and false attributes are left out,
+ * true gives an empty attribute; falsy children are skipped.
+ */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+/**
+ * Reload the page so the server renders the worker's new stage -- unless the same stage was
+ * reloaded less than `guardMs` ago (server and page disagree: reloading again would loop).
+ * @returns {boolean} false when the guard stopped the reload (show the worker a notice instead)
+ */
+export function guardedReload(assignmentId, stage, guardMs) {
+  const key = `perceptlab.reload.${assignmentId}`;
+  let last = null;
+  try { last = JSON.parse(sessionStorage.getItem(key) || 'null'); } catch (_) { /* storage unusable */ }
+  if (last && last.stage === stage && Date.now() - last.at < guardMs) return false;
+  try { sessionStorage.setItem(key, JSON.stringify({ stage, at: Date.now() })); } catch (_) { /* ignore */ }
+  location.reload();
+  return true;
+}
