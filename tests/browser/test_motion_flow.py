@@ -3,8 +3,9 @@
 An MTurk worker opens the HIT and goes through consent, instructions, the calibration
 page, the RDK screening (practice: the first answer is wrong and the trial is repeated;
 then the test trials answered from the dots' true motion), the main practice and a full
-(small) main session, to the completed page with MTurk's submit form. ``page.clock`` is
-installed and paused, so a trial's 3 x 3 s cycles run in a fraction of a second: the
+main session, to the completed page with MTurk's submit form (a small study, and the default
+one with its full 80-trial session). ``page.clock`` is installed and paused, so a trial's
+3 x 3 s cycles run in a fraction of a second: the
 test advances the fake clock itself. Then the database must hold one response per
 trial shown, the calibration, and the raw frame logs.
 """
@@ -68,14 +69,15 @@ def run_trial(page, target: tuple[float, float]) -> dict:
     return trial
 
 
-def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
-    slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
+def go_through_study(page, live_server, slug: str, assignment: str, screenshot) -> tuple[list[dict], list[str]]:
+    """An MTurk worker from the HIT URL to the end: the first RDK practice answer is wrong, every
+    other answer is the true motion (or a guess on main test trials, which carry no truth).
+    Returns the trials shown, in order, and the intro cards seen."""
     page.set_viewport_size({"width": VIEW_W, "height": VIEW_H})
     page.clock.install(time=1_000_000)
     page.clock.pause_at(1_001_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server}/s/{slug}?assignmentId=AMOTION1&hitId=H1&workerId=WMOTION1&turkSubmitTo={SANDBOX}")
+    page.goto(f"{live_server}/s/{slug}?assignmentId={assignment}&hitId=H1&workerId=W{assignment}"
+              f"&turkSubmitTo={SANDBOX}")
 
     assert status(page) == "consent"
     page.check("#agree")
@@ -94,7 +96,7 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
     shown: list[dict] = []
     parts: list[str] = []
     wrong_done = False
-    for _ in range(200):
+    for _ in range(1000):
         state = status(page)
         if state in ("done", "stopped"):
             break
@@ -104,7 +106,7 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
         elif state == "feedback":
             text = page.text_content(".motion-feedback")
             assert "Direction error" in text
-            shown[-1]["feedback"] = text
+            shown[-1]["feedback_text"] = text
             page.keyboard.press("Space")
         elif state == "trial:ready":
             trial = page.evaluate("window.motionApp.current.trial")
@@ -123,36 +125,38 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
             page.clock.run_for(100)
     else:
         raise AssertionError(f"the study did not end; last status {status(page)!r}")
-
     assert status(page) == "done", page.text_content("body")
     screenshot(page, "done")
+    return shown, parts
+
+
+def check_study_record(app, page, assignment_external_id: str, shown: list[dict], session_trials: int,
+                       spec: dict) -> None:
+    """What the worker saw is what the database holds: blocks in order, the failed practice trial
+    repeated at once, one response (with its frame log) per trial shown, the calibration."""
     form = page.locator("form#mturk-submit")
     assert form.get_attribute("action") == f"{SANDBOX}/mturk/externalSubmit"
-    assert page.locator("form#mturk-submit input[name=assignmentId]").get_attribute("value") == "AMOTION1"
-    assert parts == ["rdk:practice", "rdk:test", "main:practice", "main:test"]
+    assert page.locator("form#mturk-submit input[name=assignmentId]").get_attribute("value") == assignment_external_id
 
-    # The failed RDK practice trial was shown again (same dots; the server appends the repeat to
-    # the practice trials), after a "will be repeated" verdict; no other practice answer failed.
-    first = shown[0]
+    # The failed RDK practice trial came back next (same dots), after a "will be repeated" verdict.
+    first, second = shown[0], shown[1]
+    assert first["practice"] and "will be repeated" in first["feedback_text"]
+    assert second["rdk"] == first["rdk"] and second["trial_id"] != first["trial_id"]
     practice = [t for t in shown if t["kind"] == "rdk" and t["practice"]]
-    assert practice[0] is first and "will be repeated" in first["feedback"]
-    repeats = [t for t in practice[1:] if t["rdk"] == first["rdk"]]
-    assert len(repeats) == 1 and repeats[0]["trial_id"] != first["trial_id"]
-    assert all("will be repeated" not in t["feedback"] for t in practice[1:])
-    assert all("Well done" in t["feedback"] for t in practice[1:])
+    assert all("Well done" in t["feedback_text"] for t in practice[1:])
+    # RDK test trials show the truth too (HuPerFlow); main test trials never do.
+    assert all("feedback_text" in t for t in shown if t["kind"] == "rdk")
+    assert all("feedback_text" not in t and "gt" not in t for t in shown if t["kind"] == "main" and not t["practice"])
     kinds = [(t["kind"], t["practice"]) for t in shown]
-    n_rdk_practice = kinds.count(("rdk", True))
-    assert n_rdk_practice == SMALL["screening"]["rdk_practice"] + 1
-    assert kinds.count(("rdk", False)) == SMALL["screening"]["rdk_trials"]
-    assert kinds.count(("main", True)) == SMALL["practice"]["practice_needed"]
-    session_trials = 2 * SMALL["session"]["probes_per_clip"] * SMALL["session"]["repetitions"]
+    assert kinds.count(("rdk", True)) == spec["rdk_practice"] + 1
+    assert kinds.count(("rdk", False)) == spec["rdk_trials"]
+    assert kinds.count(("main", True)) == spec["practice_needed"]
     assert kinds.count(("main", False)) >= session_trials   # + timing repeats if the study repeats drops
-    # Blocks in order: RDK practice, RDK test, main practice, main test.
     order = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
     assert order == [("rdk", True), ("rdk", False), ("main", True), ("main", False)]
 
     with app.extensions["perceptlab.sessions"]() as session:
-        assignment = session.scalar(select(Assignment).where(Assignment.external_id == "AMOTION1"))
+        assignment = session.scalar(select(Assignment).where(Assignment.external_id == assignment_external_id))
         assert assignment.stage == "completed"
         responses = session.scalars(select(MotionResponse).where(MotionResponse.assignment_id == assignment.id)).all()
         assert sorted(r.trial_id for r in responses) == sorted(t["trial_id"] for t in shown)
@@ -160,10 +164,39 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
         calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
         assert calibration.accepted and calibration.refresh_hz == pytest.approx(62.5, abs=0.5)
         assert len(calibration.refresh_intervals["ms"]) >= 60
-        assert session.scalar(select(func.count()).select_from(FrameLog)) == len(responses)
+        assert session.scalar(select(func.count()).select_from(FrameLog).join(MotionResponse).where(
+            MotionResponse.assignment_id == assignment.id)) == len(responses)
         open_trials = session.scalar(select(func.count()).select_from(MotionTrial).where(
             MotionTrial.assignment_id == assignment.id, ~MotionTrial.answered))
         assert open_trials == 0
-    # Nothing left in the browser's queue, and no script error on the way.
+    # Nothing left in the browser's queue.
     assert page.evaluate("window.motionApp.queue.pending") == 0
+
+
+def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+    slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    shown, parts = go_through_study(page, live_server, slug, "AMOTION1", screenshot)
+    assert parts == ["rdk:practice", "rdk:test", "main:practice", "main:test"]
+    spec = {**SMALL["screening"], **SMALL["practice"]}
+    check_study_record(app, page, "AMOTION1", shown, 2 * SMALL["session"]["probes_per_clip"]
+                       * SMALL["session"]["repetitions"], spec)
+    assert not errors, errors
+
+
+def test_default_study_full_session(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+    """The study as `perceptlab study template --motion` makes it: 6 + 80 RDK trials, then 6 practice
+    and a full main session of 80 trials (2 clips x 10 probes x 4 repetitions), all in the browser."""
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default")
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    shown, _ = go_through_study(page, live_server, slug, "AFULL1", screenshot)
+    check_study_record(app, page, "AFULL1", shown, 80, {"rdk_practice": 6, "rdk_trials": 80, "practice_needed": 6})
+    main = [t for t in shown if t["kind"] == "main" and not t["practice"]]
+    assert len({t["clip"]["clip_id"] for t in main}) == 2
+    assert sorted({(t["clip"]["clip_id"], t["probe"]["probe_id"], t["repetition"]) for t in main}) == sorted(
+        (c, p, r) for c in {t["clip"]["clip_id"] for t in main} for p in {t["probe"]["probe_id"] for t in main
+                                                                          if t["clip"]["clip_id"] == c}
+        for r in (1, 2, 3, 4))
     assert not errors, errors
