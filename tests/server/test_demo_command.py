@@ -12,6 +12,7 @@ import requests
 
 
 def test_demo_serves_worker_and_dashboard_links(tmp_path):
+    """One demo run serves both studies: paired comparison ("demo") and motion matching ("demo-motion")."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PERCEPTLAB_DATABASE_URL", None)
     command = [sys.executable, "-m", "server.cli", "demo", "--out", str(tmp_path / "demo"), "--port", "0"]
@@ -19,7 +20,7 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
                                start_new_session=True)
     lines: list[str] = []
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             line = process.stdout.readline()
             if not line:
@@ -44,6 +45,29 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
         assert dashboard.status_code == 200 and "demo" in dashboard.text and "/admin/login" not in dashboard.url
         assert (tmp_path / "demo" / "stimuli" / "prepared" / "manifest.json").is_file()
         assert oct((tmp_path / "demo" / "admin_password.txt").stat().st_mode & 0o777) == "0o600"
+        check_motion_study(base, output, tmp_path)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
+
+
+def check_motion_study(base: str, output: str, tmp_path) -> None:
+    """The demo's motion study: its link leads through consent and instructions to the motion app,
+    whose state names the calibration stage and a noise texture the server serves."""
+    link = re.search(r"motion study \(plain\):\s+(\S+)", output).group(1)
+    assert "/s/demo-motion?participant=" in link
+    consent = requests.get(link, timeout=10)
+    assert consent.status_code == 200 and 'id="consent"' in consent.text and "motion" in consent.text
+    token = re.search(r"/w/([^/]+)/", consent.url).group(1)
+    session = requests.Session()
+    assert session.post(consent.url + "consent", data={"agree": "yes"}, timeout=10).status_code == 200
+    page = session.post(consent.url + "instructions", timeout=10)
+    assert page.status_code == 200 and 'id="motion-root"' in page.text and "motion_app.js" in page.text
+    assignment = re.search(r'&#34;assignmentId&#34;: &#34;(\d+)&#34;|"assignmentId": "(\d+)"', page.text)
+    assignment_id = next(g for g in assignment.groups() if g)
+    state = requests.get(f"{base}/api/v1/assignments/{assignment_id}/state",
+                         headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
+    assert state["kind"] == "motion" and state["stage"] == "calibration"
+    noise = requests.get(base + state["params"]["noise_url"], timeout=10)
+    assert noise.status_code == 200 and noise.headers["Content-Type"] == "image/png"
+    assert (tmp_path / "demo" / "motion_clips" / "manifest.json").is_file()
