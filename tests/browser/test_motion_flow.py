@@ -200,3 +200,34 @@ def test_default_study_full_session(page, app, live_server, motion_clips, tmp_pa
                                                                           if t["clip"]["clip_id"] == c}
         for r in (1, 2, 3, 4))
     assert not errors, errors
+
+
+def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+    """The HIT preview of a motion study shows what the task needs and a frame of a clip; a worker
+    whose display refreshes too slowly for the study is told so after the calibration."""
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-fast", timing={"min_refresh_hz": 100.0})
+    page.set_viewport_size({"width": VIEW_W, "height": VIEW_H})
+    page.goto(f"{live_server}/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    preview = page.text_content("main#preview")
+    assert "video clips" in preview and "credit card" in preview and "100 Hz" in preview
+    assert page.evaluate("document.querySelector('main#preview img').naturalWidth") > 0
+    screenshot(page, "preview")
+
+    page.clock.install(time=1_000_000)
+    page.clock.pause_at(1_001_000)
+    page.goto(f"{live_server}/s/{slug}?assignmentId=ASLOW1&hitId=H1&workerId=WSLOW1&turkSubmitTo={SANDBOX}")
+    page.check("#agree")
+    page.click("#btn-consent")
+    page.click("#btn-start")
+    assert status(page) == "calibration"
+    while page.get_attribute("#calibration", "data-refresh-done") != "true":
+        page.clock.run_for(500)
+    page.click("#calib-continue")
+    assert status(page) == "stopped"
+    text = page.text_content("main#stopped")
+    assert "refreshes 62 times a second" in text and "at least 100" in text, text
+    screenshot(page, "refused")
+    with app.extensions["perceptlab.sessions"]() as session:
+        assignment = session.scalar(select(Assignment).where(Assignment.external_id == "ASLOW1"))
+        assert assignment.stage == "disqualified"
+        assert not session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id)).accepted
