@@ -353,7 +353,8 @@ def parse_motion_response(payload: Any, spec: MotionSpec) -> dict[str, Any]:
     values: dict[str, Any] = {
         "response_id": response_id.lower(), "trial_id": _integer(payload, "trial_id", 1, 2**53),
         "resp_u": _number(payload, "resp_u", -limit, limit), "resp_v": _number(payload, "resp_v", -limit, limit),
-        "direction_deg": _number(payload, "direction_deg", 0, 360), "speed_ppf": _number(payload, "speed_ppf", 0, limit),
+        "direction_deg": _number(payload, "direction_deg", 0, 360),
+        "speed_ppf": _number(payload, "speed_ppf", 0, limit),
         "cycles": _integer(payload, "cycles", spec.cycles_required, 100_000),
         "rt_ms": _number(payload, "rt_ms", 0, 86_400_000)}
     values["frames"] = _parse_frames(payload.get("frames"))

@@ -76,8 +76,8 @@ def test_cli_writes_every_output_and_ranks_the_human_like_model_higher(study, tm
     assert result.exit_code == 0, result.output
     assert "model illusion: rho_uv" in result.output and "human vs GT" in result.output
     names = {p.name for p in out.iterdir()}
-    assert {"probes.csv", "observer_probes.csv", "model_probes.csv", "observers.csv", "tables", "epe_by_property.csv", "summary.json",
-            "plots"} <= names
+    assert {"probes.csv", "observer_probes.csv", "model_probes.csv", "observers.csv", "tables", "epe_by_property.csv",
+            "summary.json", "plots"} <= names
     tables = {p.name for p in (out / "tables").iterdir()}
     assert "table_overall.csv" in tables and "table_S1_rho_uv.csv" in tables and len(tables) == 13
     plots = {p.name for p in (out / "plots").iterdir()}

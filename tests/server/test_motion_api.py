@@ -594,7 +594,8 @@ def test_worker_pages_of_a_motion_study(app, motion_study):
     assert f"&#34;token&#34;: &#34;{token}&#34;" in app_page or f'"token": "{token}"' in app_page
     # A refused display ends on the stop page with the reason.
     assignment_id = re.search(r"assignmentId(?:&#34;|\")\s*:\s*(?:&#34;|\")(\d+)", app_page).group(1)
-    response = client.post(f"/api/v1/assignments/{assignment_id}/calibration", headers={"Authorization": f"Bearer {token}"},
+    response = client.post(f"/api/v1/assignments/{assignment_id}/calibration",
+                           headers={"Authorization": f"Bearer {token}"},
                            json={"card_width_px": 320, "card_height_px": 200, "fullscreen": True,
                                  "refresh_intervals_ms": [1000 / 30] * 60})
     assert response.status_code == 200 and response.json["stage"] == "disqualified"
