@@ -166,28 +166,34 @@ def _parse_bool(values, line, path) -> np.ndarray:
 
 # --------------------------------------------------------------------------- reading
 
-def read_votes(path: str | os.PathLike) -> Votes:
-    """Read and validate a votes.csv (DESIGN.md format)."""
+def read_csv_table(path: str | os.PathLike, required: tuple[str, ...], optional: tuple[str, ...], error,
+                   *, strip: bool = False) -> tuple[str, list[str], list[list[str]], list[int]]:
+    """Read a CSV input with a header: ``(name, columns kept, rows of those columns, line numbers)``.
+
+    Columns are ``required`` (all must be in the header) then the ``optional`` ones present; other
+    columns are ignored and blank lines skipped. Every problem (unreadable file, not UTF-8, empty,
+    a missing column, a short or malformed row) raises ``error(name, line, message)``. ``strip``
+    trims spaces around each kept field.
+    """
     name = os.fspath(path)
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise VotesFormatError(name, None, f"cannot read: {exc.strerror or exc}") from None
+        raise error(name, None, f"cannot read: {exc.strerror or exc}") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise VotesFormatError(name, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); "
-                               "save the file as UTF-8") from None
+        raise error(name, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save the file as UTF-8") from None
     if not text.strip():
-        raise VotesFormatError(name, None, "file is empty (expected a header: " + ",".join(REQUIRED_VOTE_COLUMNS) + ")")
+        raise error(name, None, "file is empty (expected a header: " + ",".join(required) + ")")
     reader = csv.reader(io.StringIO(text, newline=""))
     header = [h.strip() for h in next(reader)]
-    missing = [c for c in REQUIRED_VOTE_COLUMNS if c not in header]
+    missing = [c for c in required if c not in header]
     if missing:
-        raise VotesFormatError(name, 1, f"missing column{'s' if len(missing) > 1 else ''} "
-                               f"{', '.join(missing)} (the header has: {', '.join(header)})")
-    wanted = [c for c in REQUIRED_VOTE_COLUMNS + OPTIONAL_VOTE_COLUMNS if c in header]
+        raise error(name, 1, f"missing column{'s' if len(missing) > 1 else ''} "
+                    f"{', '.join(missing)} (the header has: {', '.join(header)})")
+    wanted = [c for c in required + optional if c in header]
     index = [header.index(c) for c in wanted]
     rows, lines = [], []
     try:
@@ -195,11 +201,17 @@ def read_votes(path: str | os.PathLike) -> Votes:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
             if len(row) < len(header):
-                raise VotesFormatError(name, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
-            rows.append([row[i] for i in index])
+                raise error(name, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
+            rows.append([row[i].strip() for i in index] if strip else [row[i] for i in index])
             lines.append(reader.line_num)
     except csv.Error as exc:
-        raise VotesFormatError(name, reader.line_num, f"malformed CSV: {exc}") from None
+        raise error(name, reader.line_num, f"malformed CSV: {exc}") from None
+    return name, wanted, rows, lines
+
+
+def read_votes(path: str | os.PathLike) -> Votes:
+    """Read and validate a votes.csv (DESIGN.md format)."""
+    name, wanted, rows, lines = read_csv_table(path, REQUIRED_VOTE_COLUMNS, OPTIONAL_VOTE_COLUMNS, VotesFormatError)
     columns = dict(zip(wanted, zip(*rows))) if rows else {c: () for c in wanted}
     extra = {c: columns[c] for c in ("position_a", "trial_id", "created_at") if c in columns}
     return build_votes(columns["worker_id"], columns["set_id"], columns["item_a"], columns["item_b"],

@@ -16,13 +16,13 @@ and raise :class:`MotionFormatError` naming file, line and column.
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .formats import read_csv_table
 
 PRACTICE_MAX_EPE = 10.0
 PRACTICE_MAX_DIR_DEG = 30.0
@@ -807,38 +807,8 @@ class MotionTrials:
 
 
 def _read_rows(path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> tuple[str, dict, np.ndarray]:
-    """Validated CSV text columns: ``(name, {column: str array}, line numbers)``."""
-    name = os.fspath(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise MotionFormatError(name, None, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise MotionFormatError(name, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
-    if not text.strip():
-        raise MotionFormatError(name, None, "file is empty (expected a header: " + ",".join(required) + ")")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader)]
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise MotionFormatError(name, 1, f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                                f"(the header has: {', '.join(header)})")
-    wanted = [c for c in required + optional if c in header]
-    index = [header.index(c) for c in wanted]
-    rows, lines = [], []
-    try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if len(row) < len(header):
-                raise MotionFormatError(name, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
-            rows.append([row[i].strip() for i in index])
-            lines.append(reader.line_num)
-    except csv.Error as exc:
-        raise MotionFormatError(name, reader.line_num, f"malformed CSV: {exc}") from None
+    """Validated CSV text columns: ``(name, {column: str array}, line numbers)``; at least one row."""
+    name, wanted, rows, lines = read_csv_table(path, required, optional, MotionFormatError, strip=True)
     if not rows:
         raise MotionFormatError(name, None, "no data rows (the file has a header only)")
     table = np.asarray(rows, dtype=object)
