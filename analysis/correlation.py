@@ -28,7 +28,8 @@ class Correlation:
         return 1.0 - self.r
 
 
-def _clean(x, y) -> tuple[np.ndarray, np.ndarray]:
+def finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` flattened to floats, without the pairs where either is NaN or infinite."""
     x = np.asarray(x, dtype=float).ravel()
     y = np.asarray(y, dtype=float).ravel()
     if x.shape != y.shape:
@@ -39,19 +40,19 @@ def _clean(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 def srocc(x, y) -> float:
     """Spearman rank-order correlation coefficient."""
-    x, y = _clean(x, y)
+    x, y = finite_pairs(x, y)
     return float(stats.spearmanr(x, y).statistic) if x.size > 1 else float("nan")
 
 
 def plcc(x, y) -> float:
     """Pearson linear correlation coefficient."""
-    x, y = _clean(x, y)
+    x, y = finite_pairs(x, y)
     return float(stats.pearsonr(x, y).statistic) if x.size > 1 else float("nan")
 
 
 def krocc(x, y) -> float:
     """Kendall rank-order correlation coefficient (tau-b, handles ties)."""
-    x, y = _clean(x, y)
+    x, y = finite_pairs(x, y)
     return float(stats.kendalltau(x, y).statistic) if x.size > 1 else float("nan")
 
 
@@ -73,7 +74,7 @@ def correlate(x, y, method: str = "srocc", confidence: float = 0.95) -> Correlat
     functions = {"srocc": srocc, "plcc": plcc, "krocc": krocc}
     if method not in functions:
         raise ValueError(f"unknown correlation {method!r}; choose from {sorted(functions)}")
-    xc, _ = _clean(x, y)
+    xc, _ = finite_pairs(x, y)
     r = functions[method](x, y)
     low, high = fisher_ci(r, xc.size, confidence)
     return Correlation(r, low, high, xc.size, method)
@@ -108,7 +109,7 @@ def bootstrap_srocc(x, y, n_boot: int = 1000, confidence: float = 0.95,
     Reports the full-sample SROCC, the mean over ``n_boot`` resamples with its
     Fisher-z interval (StudyMB's Table II), and the percentile interval.
     """
-    x, y = _clean(x, y)
+    x, y = finite_pairs(x, y)
     n = x.size
     if n < 4:
         raise ValueError(f"bootstrap_srocc needs at least 4 complete pairs, got {n}")

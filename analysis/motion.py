@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .correlation import finite_pairs
 from .formats import read_csv_table
 
 PRACTICE_MAX_EPE = 10.0
@@ -118,12 +119,7 @@ def pearson_r(a, b) -> float:
     Undefined means fewer than 2 finite pairs or zero variance in either
     sample. Pairs with a NaN in either sample are dropped.
     """
-    a = np.asarray(a, float).ravel()
-    b = np.asarray(b, float).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"samples differ in length: {a.size} vs {b.size}")
-    ok = np.isfinite(a) & np.isfinite(b)
-    a, b = a[ok], b[ok]
+    a, b = finite_pairs(a, b)
     if a.size < 2:
         return float("nan")
     da, db = a - a.mean(), b - b.mean()
@@ -186,12 +182,7 @@ def circular_r(a_deg, b_deg) -> float:
     for identical samples and lies in [−1, 1]. NaN with fewer than 2 pairs or
     when either sample has no spread around its mean.
     """
-    a = np.asarray(a_deg, float).ravel()
-    b = np.asarray(b_deg, float).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"samples differ in length: {a.size} vs {b.size}")
-    ok = np.isfinite(a) & np.isfinite(b)
-    a, b = a[ok], b[ok]
+    a, b = finite_pairs(a_deg, b_deg)
     if a.size < 2:
         return float("nan")
     sa = np.sin(np.radians(a - circular_mean_deg(a)))
