@@ -225,10 +225,6 @@ MOTION_FILES = {"motion.csv": MOTION_COLUMNS, "rdk.csv": RDK_COLUMNS, "frames.cs
                 "calibration.csv": CALIBRATION_COLUMNS}
 
 
-def is_motion_study(study: Study) -> bool:
-    return study.config.get("kind") == "motion"
-
-
 def _blank(value: Any) -> Any:
     """None as an empty field (``table_csv`` writes NaN as empty too)."""
     return "" if value is None else value

@@ -52,6 +52,11 @@ class Study(Base):
 
     sets: Mapped[list[StudySet]] = relationship(back_populates="study", order_by="StudySet.id")
 
+    @property
+    def is_motion(self) -> bool:
+        """A motion-matching study (``kind = "motion"`` in its study file), not paired comparison."""
+        return self.config.get("kind") == "motion"
+
 
 class StudySet(Base):
     """One scene: a reference and the candidates compared against each other."""

@@ -110,12 +110,8 @@ def check_credentials() -> None:
 def study_settings(study: Study) -> dict[str, Any]:
     """The study's MTurk settings: ``config["mturk"]`` over :data:`DEFAULT_SETTINGS`
     (and :data:`MOTION_SETTINGS` for motion-matching studies)."""
-    kind_defaults = MOTION_SETTINGS if is_motion(study) else {}
+    kind_defaults = MOTION_SETTINGS if study.is_motion else {}
     return {**DEFAULT_SETTINGS, **kind_defaults, **(study.config.get("mturk") or {})}
-
-
-def is_motion(study: Study) -> bool:
-    return study.config.get("kind") == "motion"
 
 
 def hit_reward(spec: StudySpec) -> Decimal:
@@ -382,7 +378,7 @@ class MTurkService:
         """
         counts = {"hits": 0, "assignments": 0, "new": 0}
         qualification = self.took_part_qualification(study) if qualify else None
-        block_new_workers = qualification is not None and not is_motion(study)
+        block_new_workers = qualification is not None and not study.is_motion
         for hit in progress([h for h in self.hits(study) if h.hit_id and h.status != "deleted"]):
             data = self._call("get_hit", HITId=hit.hit_id)["HIT"]
             hit.status = data.get("HITStatus", hit.status)
@@ -403,7 +399,7 @@ class MTurkService:
                 Worker.status.in_(("disqualified", "stopped"))))
             for worker_id in blocked:
                 self.qualify(worker_id, qualification)
-        if qualify and is_motion(study):
+        if qualify and study.is_motion:
             counts["screened"] = self.grant_screening_scores(study)
         self.session.flush()
         return counts

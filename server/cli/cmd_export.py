@@ -55,7 +55,7 @@ def export_command(study: str, out: Path, raw_worker_ids: bool, no_gold: bool, d
             from server.models import Study
             known = ", ".join(session.scalars(select(Study.slug))) or "none"
             raise UserError(f"no study {study!r} (known: {known})")
-        if exports.is_motion_study(found):
+        if found.is_motion:
             tables = exports.export_motion(session, found.id, salt=salt)
             tables["frames.csv"] = exports.export_frames(session, found.id, salt=salt)
             workers = exports.workers_meta(session, found.id, salt=salt)

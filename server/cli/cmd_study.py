@@ -120,7 +120,7 @@ def _find(session, slug: str):
 def _summary(session, study) -> str:
     from server.progress import study_progress
 
-    if study.config.get("kind") == "motion":
+    if study.is_motion:
         from server.motion import motion_progress
 
         m = motion_progress(session, study.id)

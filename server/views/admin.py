@@ -137,7 +137,7 @@ def index():
 @auth.login_required
 def study_page(slug: str):
     study = _study(slug)
-    if exports.is_motion_study(study):
+    if study.is_motion:
         return _motion_study_page(study)
     row = _study_row(db_session(), study)
     return render_template("admin_study.html", study=study, row=row, user=_user_name(), refresh_ms=_refresh_ms())
@@ -226,7 +226,7 @@ def scales_csv(slug: str):
 def motion_csv(slug: str, name: str):
     """motion.csv, rdk.csv, frames.csv or calibration.csv of a motion study (``?raw_worker_ids=1``)."""
     study = _study(slug)
-    if not exports.is_motion_study(study) or name not in exports.MOTION_FILES:
+    if not study.is_motion or name not in exports.MOTION_FILES:
         abort(404, description=f"There is no {name} for study {slug!r}.")
     raw = _flag("raw_worker_ids")
     session, salt = db_session(), _salt(study, raw)
@@ -318,7 +318,7 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 def _study_row(session, study: Study) -> dict:
     """One study's headline figures (the study list and the top of the study page)."""
-    if exports.is_motion_study(study):
+    if study.is_motion:
         # The list's columns read sets / pairs / answers: for motion studies clips / probes / sessions.
         motion = motion_progress(session, study.id)
         progress = {"kind": "motion", "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
@@ -339,7 +339,7 @@ def active_assignments(session, study: Study) -> int:
     timeout = spec_from_config(study.config).assignment_timeout_minutes
     cutoff = utcnow() - dt.timedelta(minutes=timeout)
     # Activity is the latest vote, or in motion studies the latest adjustment response.
-    answers = MotionResponse if exports.is_motion_study(study) else Vote
+    answers = MotionResponse if study.is_motion else Vote
     last = (select(answers.assignment_id, func.max(answers.created_at).label("at"))
             .where(answers.study_id == study.id).group_by(answers.assignment_id).subquery())
     return int(session.scalar(

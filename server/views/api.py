@@ -129,7 +129,7 @@ def post_vote(assignment_id: str):
 
 def _motion_assignment(assignment_id: str) -> Assignment:
     assignment = authorised_assignment(assignment_id, lock=True)
-    if assignment.study.config.get("kind") != "motion":
+    if not assignment.study.is_motion:
         raise ApiError(409, "wrong_stage", "this is not a motion-matching study")
     return assignment
 

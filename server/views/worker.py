@@ -101,7 +101,7 @@ def stage_page(token: str):
 
 def _stop_message(assignment: Assignment) -> str | None:
     """Why the worker cannot go on: the worker's status reason, or (motion) why the display was refused."""
-    if assignment.study.config.get("kind") == "motion":
+    if assignment.study.is_motion:
         from ..motion import stop_message
 
         return stop_message(db_session(), assignment)
