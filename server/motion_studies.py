@@ -14,7 +14,7 @@ file when it names one, otherwise one is generated at creation with
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .models import MotionClip, MotionProbe, Study
-from .studies import StudyDefinitionError, _slugify, load_study_toml, read_sections
+from .studies import StoredSpec, StudyDefinitionError, _slugify, load_study_toml, read_sections
 
 KIND = "motion"
 
@@ -123,8 +123,9 @@ min_window_height = 700
 
 
 @dataclass(frozen=True)
-class MotionSpec:
+class MotionSpec(StoredSpec):
     """Every parameter of a motion study, validated; stored as ``Study.config`` (with ``kind = "motion"``)."""
+    _TUPLE_FIELD = "clips"
     slug: str
     name: str
     clips: tuple[str, ...]
@@ -180,16 +181,6 @@ class MotionSpec:
     quiz_size: int = 0
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
     base_dir: str = field(default=".", compare=False)
-
-    def to_config(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> MotionSpec:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in config.items() if k in known}
-        values["clips"] = tuple(values.get("clips", ()))
-        return cls(**values)
 
     @property
     def frame_ms(self) -> float:

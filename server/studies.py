@@ -106,9 +106,26 @@ class StudyDefinitionError(ValueError):
     """The study file is malformed; the message names the file and the key."""
 
 
+class StoredSpec:
+    """``Study.config`` <-> spec, for the dataclasses of both kinds of study: the config is the spec's
+    fields as a dict; reading it back ignores unknown keys and restores the one tuple field."""
+    _TUPLE_FIELD = ""
+
+    def to_config(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in config.items() if k in known}
+        values[cls._TUPLE_FIELD] = tuple(values.get(cls._TUPLE_FIELD, ()))
+        return cls(**values)
+
+
 @dataclass(frozen=True)
-class StudySpec:
+class StudySpec(StoredSpec):
     """Every parameter of a study, validated; stored as ``Study.config``."""
+    _TUPLE_FIELD = "manifests"
     slug: str
     name: str
     manifests: tuple[str, ...]
@@ -133,15 +150,6 @@ class StudySpec:
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over MTURK_DEFAULTS
     base_dir: str = field(default=".", compare=False)
 
-    def to_config(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> StudySpec:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in config.items() if k in known}
-        values["manifests"] = tuple(values.get("manifests", ()))
-        return cls(**values)
 
     @property
     def gold_per_page(self) -> int:
