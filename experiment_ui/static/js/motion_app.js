@@ -9,6 +9,7 @@
 // still queued from an earlier page load is not asked again.
 
 import { sleep, el, guardedReload } from './dom.js';
+import { ApiError, callApi, fetchStateRetrying } from './assignment_api.js';
 import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
 import { loadTrialAssets, practiceVerdict, runTrial, showFeedback, withDefaults } from './motion_trial.js';
 import { runCalibration } from './calibration.js';
@@ -25,14 +26,6 @@ export const info = Object.freeze({
   }),
 });
 
-
-class ApiError extends Error {
-  constructor(status, data) {
-    super((data && data.message) || `HTTP ${status}`);
-    this.status = status;
-    this.code = (data && data.error) || `http_${status}`;
-  }
-}
 
 /** What the worker reads before each part (block name x practice/test). */
 const INTROS = {
@@ -105,32 +98,15 @@ class MotionApp {
 
   // --- server ----------------------------------------------------------------
 
-  async api(method, path, body) {
-    const response = await fetch(`${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${this.token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-      credentials: 'same-origin',
-    });
-    let data = null;
-    try { data = await response.json(); } catch (_) { /* empty body */ }
-    if (!response.ok) throw new ApiError(response.status, data);
-    return data;
+  api(method, path, body) {
+    return callApi(this, method, path, body);
   }
 
   /** GET /state, retried with backoff on network trouble or a 5xx. */
   async fetchState() {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const state = await this.api('GET', '/state');
-        this.showNotice('');
-        return state;
-      } catch (error) {
-        if (error instanceof ApiError && error.status < 500 && error.status !== 429) throw error;
-        this.showNotice('Cannot reach the server; trying again…');
-        await sleep(backoffDelay(attempt));
-      }
-    }
+    const state = await fetchStateRetrying(this, () => this.showNotice('Cannot reach the server; trying again…'));
+    this.showNotice('');
+    return state;
   }
 
   fatal(error) {

@@ -13,6 +13,7 @@
 // VoteQueue, so a reload or an outage loses nothing.
 
 import { sleep, el, guardedReload } from './dom.js';
+import { ApiError, callApi, fetchStateRetrying } from './assignment_api.js';
 import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
 
 export const info = Object.freeze({
@@ -62,14 +63,6 @@ async function decoded(img) {
     if (!(img.complete && img.naturalWidth > 0)) throw new Error(`Image failed to load: ${img.src}`);
   }
   return img;
-}
-
-class ApiError extends Error {
-  constructor(status, data) {
-    super((data && data.message) || `HTTP ${status}`);
-    this.status = status;
-    this.code = (data && data.error) || `http_${status}`;
-  }
 }
 
 class PcTrialApp {
@@ -265,35 +258,19 @@ class PcTrialApp {
 
   // --- server --------------------------------------------------------------
 
-  async api(method, path, body) {
-    const response = await fetch(`${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${this.token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-      credentials: 'same-origin',
-      cache: 'no-store',
-    });
-    let data = null;
-    try { data = await response.json(); } catch (_) { /* 204 or non-JSON */ }
-    if (!response.ok) throw new ApiError(response.status, data);
-    return data;
+  api(method, path, body) {
+    return callApi(this, method, path, body);
   }
 
   /** GET /state, retried with backoff for as long as the network or server is down. */
   async fetchState() {
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        const state = await this.api('GET', '/state');
-        if (attempt > 1) this.showNotice('');
-        return state;
-      } catch (error) {
-        const transient = !(error instanceof ApiError) || error.status >= 500 || error.status === 429;
-        if (!transient) throw error;
-        const delay = backoffDelay(attempt);
-        this.showNotice(`Cannot reach the server. Trying again in ${Math.ceil(delay / 1000)} s… Your answers are kept.`);
-        await sleep(delay);
-      }
-    }
+    let retried = false;
+    const state = await fetchStateRetrying(this, (delay) => {
+      retried = true;
+      this.showNotice(`Cannot reach the server. Trying again in ${Math.ceil(delay / 1000)} s… Your answers are kept.`);
+    });
+    if (retried) this.showNotice('');
+    return state;
   }
 
   postEnvironment() {
