@@ -136,14 +136,8 @@ class MotionApp {
         await this.calibrate();
       } else if (state.stage === 'rdk' || state.stage === 'main') {
         await this.runBlock();
-      } else if (state.stage === 'completed') {
-        this.showEnd('completed');
-        return;
-      } else if (state.stage === 'disqualified' || state.stage === 'stopped') {
-        this.showEnd(state.stage);
-        return;
       } else {
-        // consent / instructions: server-rendered pages.
+        // consent, instructions and the end (completed, disqualified, stopped): server-rendered pages.
         await this.reloadForStage(state.stage);
         return;
       }
@@ -306,38 +300,6 @@ class MotionApp {
   }
 
   // --- the end -------------------------------------------------------------------
-
-  submitBlock(completion) {
-    if (!completion) return [];
-    if (completion.mode === 'mturk') {
-      const hidden = (name, value) => el('input', { type: 'hidden', name, value });
-      // MTurk needs assignmentId plus at least one more field; the form posts straight to MTurk.
-      return [el('p', { text: 'Click the button to submit the HIT to Amazon Mechanical Turk.' }),
-        el('form', { method: 'post', action: completion.submit_url, id: 'mturk-submit' },
-          hidden('assignmentId', completion.assignment_id), hidden('completionCode', completion.code),
-          el('button', { type: 'submit', class: 'button primary', id: 'btn-submit-hit', text: 'Submit HIT' }))];
-    }
-    return [el('p', { text: 'Your completion code:' }),
-      el('p', { class: 'code', id: 'completion-code', text: completion.code }),
-      el('p', { text: 'Copy it into the platform you came from to be paid.' })];
-  }
-
-  showEnd(stage) {
-    this.setStatus('');
-    this.progressEl.textContent = '';
-    const state = this.state;
-    let main;
-    if (stage === 'completed') {
-      main = el('main', { class: 'card', id: 'done' }, el('h1', { text: 'Thank you!' }),
-        el('p', { text: 'You completed the study.' }), ...this.submitBlock(state.completion));
-    } else {
-      const title = stage === 'disqualified' ? 'Thank you for your interest' : 'The study has ended';
-      main = el('main', { class: 'card', id: 'stopped', 'data-stage': stage }, el('h1', { text: title }),
-        el('p', { id: 'stop-message', text: state.message || 'You cannot continue with this study.' }),
-        ...this.submitBlock(state.completion));
-    }
-    this.stageEl.replaceChildren(main);
-  }
 
   async reloadForStage(stage) {
     this.setStatus('Loading…');
