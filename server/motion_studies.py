@@ -173,14 +173,19 @@ class MotionSpec(StoredSpec):
     consent: str = DEFAULT_MOTION_CONSENT
     instructions: str = DEFAULT_MOTION_INSTRUCTIONS
     noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
-    # One paid session per assignment: these keep the payment code (written for pages) right.
-    reward_per_page: str = "2.00"
-    bonus_per_page: str = "0.00"
-    min_pages: int = 1
-    max_pages: int = 1
-    quiz_size: int = 0
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
     base_dir: str = field(default=".", compare=False)
+
+    # One paid session per assignment, seen by the payment code (written for pages) as one page at
+    # the session's reward, with no bonus pages and no quiz. Class constants, not fields.
+    bonus_per_page = "0.00"
+    min_pages = 1
+    max_pages = 1
+    quiz_size = 0
+
+    @property
+    def reward_per_page(self) -> str:
+        return self.reward_per_session
 
     @property
     def frame_ms(self) -> float:
@@ -244,8 +249,6 @@ def motion_spec_from_toml(data: dict[str, Any], path: Path) -> MotionSpec:
         raise StudyDefinitionError(f"{path}: study.clips must be a list of paths (strings)")
     values.setdefault("slug", _slugify(path.stem))
     values.setdefault("name", values["slug"])
-    if "reward_per_session" in values:
-        values["reward_per_page"] = values["reward_per_session"]
     spec = MotionSpec(**{**values, "clips": tuple(clips)}, base_dir=str(path.parent.resolve()))
     validate_motion_spec(spec, str(path))
     return spec

@@ -43,7 +43,8 @@ from .models import (
     Worker,
     utcnow,
 )
-from .studies import MTURK_DEFAULTS, StudySpec
+from .motion_studies import MotionSpec
+from .studies import MTURK_DEFAULTS, StudySpec, spec_from_config
 
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 LIVE_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
@@ -114,7 +115,7 @@ def study_settings(study: Study) -> dict[str, Any]:
     return {**DEFAULT_SETTINGS, **kind_defaults, **(study.config.get("mturk") or {})}
 
 
-def hit_reward(spec: StudySpec) -> Decimal:
+def hit_reward(spec: StudySpec | MotionSpec) -> Decimal:
     """The HIT reward: ``reward_per_page`` for each of the ``min_pages`` pages the HIT requires."""
     return (Decimal(spec.reward_per_page) * spec.min_pages).quantize(Decimal("0.01"))
 
@@ -262,7 +263,7 @@ class MTurkService:
     def ensure_hit_type(self, study: Study) -> str:
         """The HITTypeId for the study (MTurk returns the same ID for the same properties)."""
         settings = study_settings(study)
-        spec = StudySpec.from_config(study.config)
+        spec = spec_from_config(study.config)
         response = self._call(
             "create_hit_type",
             AutoApprovalDelayInSeconds=int(settings["auto_approval_days"]) * 86400,
@@ -290,7 +291,7 @@ class MTurkService:
         question = self.external_question_xml(url)
         launch_id = launch_id or uuid.uuid4().hex[:12]
         hit_type_id = self.ensure_hit_type(study)
-        reward = str(hit_reward(StudySpec.from_config(study.config)))
+        reward = str(hit_reward(spec_from_config(study.config)))
         sizes = [min(per_hit, assignments_total - i * per_hit) for i in range(math.ceil(assignments_total / per_hit))]
         hits = []
         for index in progress(range(len(sizes))):

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .models import Assignment, Bonus, MTurkAssignment, Study, Worker
-from .studies import StudySpec
+from .studies import spec_from_config
 
 CENT = Decimal("0.01")
 FEE_SMALL = Decimal("0.20")   # HITs with fewer than 10 assignments
@@ -110,7 +110,7 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
     """
     from .mturk import hit_reward
 
-    spec = StudySpec.from_config(study.config)
+    spec = spec_from_config(study.config)
     reward = hit_reward(spec)
     per_page = money(spec.bonus_per_page)
     statuses = dict(session.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)

@@ -91,11 +91,11 @@ def launch(slug: str, assignments: int, url: str, per_hit: int, days: float, lau
 
     from server.mturk import hit_reward
     from server.payments import launch_cost
-    from server.studies import StudySpec
+    from server.studies import spec_from_config
 
     with mturk_session(database_url, live) as (session, service):
         study = _find(session, slug)
-        spec = StudySpec.from_config(study.config)
+        spec = spec_from_config(study.config)
         full_url = url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{slug}"
         service.external_question_xml(full_url)  # fail on http:// before anything else
         reward = hit_reward(spec)

@@ -178,7 +178,7 @@ def launch(slug: str):
 
     from ..mturk import hit_reward
     from ..payments import launch_cost
-    from ..studies import StudySpec
+    from ..studies import spec_from_config
 
     study = _study(slug)
     try:
@@ -186,7 +186,7 @@ def launch(slug: str):
     except ValueError as exc:
         return _back(slug, str(exc), ok=False)
     if request.form.get("confirm") != "1":
-        spec = StudySpec.from_config(study.config)
+        spec = spec_from_config(study.config)
         reward = hit_reward(spec)
         extra = max(0, spec.max_pages - spec.min_pages)
         confirm = {**form, "reward": reward, "mode": _mode(), "launch_id": uuid.uuid4().hex[:12],
