@@ -62,7 +62,6 @@ def test_payment_plan_pays_reward_and_extra_pages(app, study):
 def test_a_motion_session_is_paid_as_one_page_at_the_session_reward():
     """Motion studies pay one session per assignment: the payment code sees one page at
     ``reward_per_session`` and no bonus pages, however the spec was made."""
-
     from server.motion_studies import MotionSpec
     from server.mturk import hit_reward
     from server.studies import spec_from_config
