@@ -199,7 +199,8 @@ def create_study(env: dict[str, str], folder: Path, manifest: Path, slug: str, v
     toml.write_text(
         f'[study]\nslug = "{slug}"\nname = "load benchmark {slug}"\nmanifests = ["{manifest}"]\nseed = {seed}\n\n'
         f'[design]\ndegree = 12\nvotes_per_pair = {votes_per_pair}\n\n'
-        '[pages]\npairs_per_page = 20\nmin_pages = 1\nmax_pages = 100\n')
+        '[pages]\npairs_per_page = 20\nmin_pages = 1\nmax_pages = 100\n'
+        '[quality]\nquiz_size = 0\ngold_rate = 0.0\n')  # latent observers cannot tell gold pairs
     subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml)], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL)
 

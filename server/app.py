@@ -14,6 +14,7 @@ import experiment_ui
 from .config import load_config
 from .db import default_database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
+from .validation import StrictJSONProvider
 
 
 def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask:
@@ -29,13 +30,17 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
     app.config["SECRET_KEY"] = secret_key(server)
     app.config["SESSION_COOKIE_HTTPONLY"] = True
     app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+    _secure_transport(app, server)
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20  # no legitimate request is larger than a few kB
+    app.json = StrictJSONProvider(app)  # depth-limited, no NaN/Infinity in or out (server/validation.py)
     app.json.sort_keys = False
     if server.get("auto_migrate", True):
         upgrade(url)
     engine = make_engine(url)
     app.extensions["perceptlab.engine"] = engine
-    app.extensions["perceptlab.sessions"] = make_session_factory(engine)
+    # An injected clock (tests) drives page reservations and the entry rate limit (server/allocation.py).
+    app.extensions["perceptlab.sessions"] = make_session_factory(
+        engine, info={"clock": server["clock"]} if server.get("clock") else None)
 
     from .storage import make_storage
     from .views import admin, admin_mturk, api, stimuli, worker
@@ -50,10 +55,17 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
 
+    worker_csp = worker_content_security_policy(server)
+
     @app.after_request
     def _security_headers(response):
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
+        if request.path == "/admin" or request.path.startswith("/admin/"):  # blueprints set theirs; 404s too
+            response.headers.setdefault("Content-Security-Policy", ADMIN_CSP)
+            response.headers.setdefault("X-Frame-Options", "DENY")
+        else:
+            response.headers.setdefault("Content-Security-Policy", worker_csp)
         return response
 
     if server.get("live_scales_interval", 0) and not app.config["TESTING"]:
@@ -61,6 +73,36 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
 
         start_background_refresh(app)
     return app
+
+
+ADMIN_CSP = "frame-ancestors 'none'; object-src 'none'; base-uri 'none'"
+DEFAULT_FRAME_ANCESTORS = "'self' https://www.mturk.com https://worker.mturk.com https://workersandbox.mturk.com"
+
+
+def worker_content_security_policy(server: dict[str, Any]) -> str:
+    """The CSP of every page outside ``/admin``: only MTurk's worker sites and this server may frame
+    them (``[server] frame_ancestors``), no plugins, no ``<base>`` elsewhere. Scripts, styles and
+    images are left alone (stimuli may come from an S3 endpoint or a CDN)."""
+    ancestors = " ".join(str(server.get("frame_ancestors") or DEFAULT_FRAME_ANCESTORS).split())
+    if any(c in ancestors for c in ";,\r\n"):
+        raise ValueError(f"[server] frame_ancestors must be space-separated sources, got {ancestors!r}")
+    return f"frame-ancestors {ancestors}; object-src 'none'; base-uri 'self'"
+
+
+def _secure_transport(app: Flask, server: dict[str, Any]) -> None:
+    """``Secure`` cookies per ``[server] secure_cookies``, and ``[server] proxy_fix`` trusted proxies
+    (their X-Forwarded-For / X-Forwarded-Proto give the client's address and scheme)."""
+    from werkzeug.middleware.proxy_fix import ProxyFix
+
+    from .auth import SessionInterface, secure_cookie_mode
+
+    secure_cookie_mode(server)  # refuse a misspelt setting at start-up, not at the first login
+    app.session_interface = SessionInterface()
+    proxies = int(server.get("proxy_fix", 0) or 0)
+    if proxies < 0:
+        raise ValueError(f"[server] proxy_fix must be 0 or more, got {proxies}")
+    if proxies:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
 
 
 def db_session():
@@ -84,10 +126,10 @@ def _wants_json() -> bool:
 
 def _api_error(exc: ApiError):
     if _wants_json():
-        return jsonify(exc.to_dict()), exc.status
+        return jsonify(exc.to_dict()), exc.status, exc.headers
     from flask import render_template
 
-    return render_template("error.html", title="Cannot continue", message=exc.message), exc.status
+    return render_template("error.html", title="Cannot continue", message=exc.message), exc.status, exc.headers
 
 
 def _http_error(exc: HTTPException):

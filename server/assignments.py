@@ -5,6 +5,8 @@ Stages of an assignment::
     consent -> instructions -> quiz -> trials <-> page_done -> completed
                                   \\-> disqualified (quiz failed: for good)
                                           trials -> stopped (hidden gold accuracy below the threshold)
+    any of consent, instructions, quiz, page_done -> full (no work left for this worker before
+                                                          min_pages; never paid, see no_work_left)
 
 Every function here runs inside the caller's session and leaves committing to
 it, so that a request either stores everything it changes or nothing.
@@ -27,6 +29,8 @@ from sqlalchemy import and_, case, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from . import validation as check
+from .allocation import now, release_other_pages, renew_page, reservation_end
 from .errors import ApiError, invalid, reject_unknown
 from .models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from .studies import StudySpec, spec_from_config
@@ -34,6 +38,8 @@ from .tokens import new_nonce
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 ACTIVE_STAGES = ("quiz", "trials", "page_done")
+FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
+                "participants. Nothing was recorded for payment.")
 VOTING_STAGES = ("quiz", "trials", "page_done", "completed", "stopped", "disqualified")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
 
@@ -47,9 +53,20 @@ MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 # ---------------------------------------------------------------- entry
 
 def enter(session: Session, study: Study, *, platform: str, worker_id: str | None, assignment_id: str | None = None,
-          hit_id: str | None = None, turk_submit_to: str | None = None) -> tuple[Assignment, bool]:
+          hit_id: str | None = None, turk_submit_to: str | None = None, signature: str | None = None,
+          access_key: str | None = None, admit_new: Callable[[], None] | None = None) -> tuple[Assignment, bool]:
     """Find or create the assignment a worker arrives with; return it and whether it is new
-    (a reload returns the same one)."""
+    (a reload returns the same one).
+
+    Plain links follow the study's ``[entry]`` rules (participant ID, signature, access key:
+    :func:`server.entry.check_link_entry`); MTurk entries must name one of the study's HITs once it
+    has any. ``admit_new`` is called just before a new assignment is created (the per-address rate
+    limit raises there); re-entering an existing assignment never calls it. A new assignment for
+    which no work is left starts at stage ``full``; an assignment at ``full`` re-entered when work
+    is free again is reopened (:func:`reopen_if_room`).
+    """
+    from .entry import check_hit, check_link_entry
+
     if platform == "mturk":
         for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
             if not value or not _ID_PATTERN.fullmatch(value):
@@ -59,7 +76,9 @@ def enter(session: Session, study: Study, *, platform: str, worker_id: str | Non
         if (turk_submit_to or "").rstrip("/") not in MTURK_SUBMIT_URLS:
             raise invalid("turkSubmitTo must be MTurk's own https address")
         turk_submit_to = turk_submit_to.rstrip("/")
+        check_hit(session, study, hit_id)
     elif platform == "link":
+        check_link_entry(study, spec_for(session, study.id), worker_id, signature, access_key)
         worker_id = worker_id or f"anon-{secrets.token_hex(6)}"
         if not _ID_PATTERN.fullmatch(worker_id):
             raise invalid("participant ID is malformed (letters, digits and _.:@- only, at most 200)")
@@ -67,16 +86,21 @@ def enter(session: Session, study: Study, *, platform: str, worker_id: str | Non
         hit_id = turk_submit_to = None
     else:
         raise invalid(f"unknown platform {platform!r}")
+    args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new)
     try:
         with session.begin_nested():
-            return _find_or_create(session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to)
+            assignment, created = _find_or_create(*args)
     except IntegrityError:
         # A concurrent request (double click, reload) created the same rows first: use them.
-        return _find_or_create(session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to)
+        assignment, created = _find_or_create(*args)
+    if not created and assignment.stage == "full":
+        reopen_if_room(session, lock_assignment(session, assignment.id))
+    return assignment, created
 
 
 def _find_or_create(session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
-                    hit_id: str | None, turk_submit_to: str | None) -> tuple[Assignment, bool]:
+                    hit_id: str | None, turk_submit_to: str | None,
+                    admit_new: Callable[[], None] | None) -> tuple[Assignment, bool]:
     worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
                                                  Worker.external_id == worker_id))
     if worker is None:
@@ -91,12 +115,60 @@ def _find_or_create(session: Session, study: Study, platform: str, worker_id: st
         return assignment, False
     if study.status != "active":
         raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+    if admit_new is not None:
+        admit_new()
     stage = {"disqualified": "disqualified", "stopped": "stopped"}.get(worker.status, "consent")
+    if stage == "consent" and not work_left(session, study, worker.id):
+        stage = "full"  # told at once, before consent and instructions, instead of after the quiz
     assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform, external_id=assignment_id,
                             hit_id=hit_id, turk_submit_to=turk_submit_to, stage=stage, token_nonce=new_nonce())
     session.add(assignment)
     session.flush()
     return assignment, True
+
+
+def work_left(session: Session, study: Study, worker_id: int) -> bool:
+    """Whether the study could give this worker a page (a clip session) now."""
+    spec = spec_for(session, study.id)
+    rng = np.random.default_rng(0)  # only whether anything is left matters, not which
+    if getattr(spec, "kind", None) == "motion":
+        from .motion import choose_clips
+
+        return bool(choose_clips(session, study, worker_id, 1, spec, rng))
+    if _worker_trial_pages(session, worker_id) >= spec.max_pages:
+        return False
+    return bool(choose_pairs(session, study, worker_id, 1, spec, rng))
+
+
+def no_work_left(assignment: Assignment, spec) -> None:
+    """Nothing to give the worker: complete when they did at least ``min_pages`` pages, else stage ``full``
+    (told the study is full; no completion code, no MTurk submit form, so never paid)."""
+    if assignment.pages_completed >= spec.min_pages:
+        _complete(assignment)
+    else:
+        assignment.stage = "full"
+
+
+def reopen_if_room(session: Session, assignment: Assignment) -> None:
+    """A worker at stage ``full`` tries again: when work is free again (reservations lapsed), move on.
+
+    Paired comparison: a worker who had any page (quiz or trials) gets a page of trials at once;
+    one who had none starts again at consent. Motion: see :func:`server.motion.reopen_motion`.
+    ``assignment`` must be locked. Does nothing while the study is still full.
+    """
+    if assignment.stage != "full" or assignment.study.status != "active":
+        return
+    if not work_left(session, assignment.study, assignment.worker_id):
+        return
+    spec = spec_for(session, assignment.study_id)
+    if getattr(spec, "kind", None) == "motion":
+        from .motion import reopen_motion
+
+        reopen_motion(session, assignment, spec)
+    elif _page_count(session, assignment.id):
+        _start_trials_page(session, assignment, spec)
+    else:
+        assignment.stage = "consent"
 
 
 # A study's parameters never change after creation (pausing changes only Study.status),
@@ -159,7 +231,7 @@ def perform_action(session: Session, assignment: Assignment, action: str) -> Non
 def _already_done(stage: str, action: str) -> bool:
     order = ["consent", "instructions", "quiz", "trials", "page_done", "completed"]
     first = {"consent": "instructions", "instructions_done": "quiz", "finish": "completed", "continue": "trials"}[action]
-    if stage in ("disqualified", "stopped"):
+    if stage in ("disqualified", "stopped", "full"):
         return True
     return stage in order and order.index(stage) >= order.index(first)
 
@@ -185,8 +257,10 @@ def _page_count(session: Session, assignment_id: int) -> int:
     return int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment_id)))
 
 
-def _new_page(session: Session, assignment: Assignment, kind: str, index: int) -> Page:
-    page = Page(assignment_id=assignment.id, index=index, kind=kind)
+def _new_page(session: Session, assignment: Assignment, kind: str, index: int,
+              reserved_until: dt.datetime | None = None) -> Page:
+    page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
+                reserved_until=reserved_until)
     session.add(page)
     session.flush()
     return page
@@ -205,40 +279,64 @@ def _add_trials(session: Session, page: Page, assignment: Assignment, pair_ids: 
     session.flush()
 
 
-def _gold_pair_ids(session: Session, study: Study) -> list[int]:
-    return list(session.scalars(select(Pair.id).join(StudySet).where(
-        StudySet.study_id == study.id, Pair.is_gold).order_by(Pair.id)))
+def _gold_pairs(session: Session, study: Study) -> dict[int, int]:
+    """The study's gold pairs: pair ID -> set ID."""
+    return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).where(
+        StudySet.study_id == study.id, Pair.is_gold).order_by(Pair.id)).all())
 
 
-def _pick_gold(gold: list[int], n: int, rng: np.random.Generator) -> list[int]:
-    """``n`` gold pairs spread over the sets: a shuffled cycle, so repeats only when n exceeds their number."""
+def _gold_seen(session: Session, worker_id: int) -> dict[int, int]:
+    """How often the worker was shown each gold pair (quiz and hidden, any assignment): pair ID -> count."""
+    return dict(session.execute(select(Trial.pair_id, func.count()).where(
+        Trial.worker_id == worker_id, Trial.is_gold).group_by(Trial.pair_id)).all())
+
+
+def _pick_gold(session: Session, study: Study, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` gold pairs for one of the worker's pages, the least seen by this worker first.
+
+    A gold pair that comes back is a pattern that marks it as gold (real pairs never
+    repeat for a worker), so every pick is one the worker has seen least often, in
+    any of their assignments: unseen ones while any remain. Ties go to the set the
+    worker has seen least gold of (spreading gold over the sets), then at random.
+    """
+    gold = _gold_pairs(session, study)
     if not gold or n == 0:
         return []
+    seen = _gold_seen(session, worker_id)
+    times = {pair_id: seen.get(pair_id, 0) for pair_id in gold}
+    per_set: dict[int, int] = {}
+    for pair_id, count in times.items():
+        per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + count
+    tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
-    while len(picks) < n:
-        picks.extend(int(gold[i]) for i in rng.permutation(len(gold)))
-    return picks[:n]
+    for _ in range(n):
+        pick = min(gold, key=lambda p: (times[p], per_set[gold[p]], tie_break[p]))
+        picks.append(int(pick))
+        times[pick] += 1
+        per_set[gold[pick]] += 1
+    return picks
 
 
 def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
     study = assignment.study
-    gold = _gold_pair_ids(session, study)
+    page_index = _page_count(session, assignment.id)
+    gold = _pick_gold(session, study, assignment.worker_id, spec.quiz_size, _rng(study, assignment, page_index))
     if not gold:
         raise ApiError(409, "wrong_stage", "this study has no gold pairs for its quiz")
-    page = _new_page(session, assignment, "quiz", _page_count(session, assignment.id))
-    _add_trials(session, page, assignment, [], _pick_gold(gold, spec.quiz_size, _rng(study, assignment, page.index)),
-                _rng(study, assignment, 10_000 + page.index), is_quiz=True)
+    page = _new_page(session, assignment, "quiz", page_index)
+    _add_trials(session, page, assignment, [], gold, _rng(study, assignment, 10_000 + page.index), is_quiz=True)
 
 
 def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
-    """Give the worker a new page, or complete the assignment when no pair needs votes any more."""
+    """Give the worker a new page, or (:func:`no_work_left`) complete the assignment or tell the worker
+    the study is full when no pair needs votes any more."""
     study = assignment.study
     worker = assignment.worker
     if worker.status in ("stopped", "disqualified"):  # stopped in another of the worker's HITs
         _stop(assignment, worker.status, worker.status_reason)
         return
     if _worker_trial_pages(session, assignment.worker_id) >= spec.max_pages:
-        _complete(assignment)
+        no_work_left(assignment, spec)
         return
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_000_000 + study.id})
@@ -247,10 +345,11 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     n_gold = spec.gold_per_page
     pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, rng)
     if not pair_ids:
-        _complete(assignment)
+        no_work_left(assignment, spec)
         return
-    page = _new_page(session, assignment, "trials", page_index)
-    _add_trials(session, page, assignment, pair_ids, _pick_gold(_gold_pair_ids(session, study), n_gold, rng),
+    release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved page per worker
+    page = _new_page(session, assignment, "trials", page_index, reservation_end(session, spec))
+    _add_trials(session, page, assignment, pair_ids, _pick_gold(session, study, assignment.worker_id, n_gold, rng),
                 rng, is_quiz=False)
     assignment.stage = "trials"
 
@@ -259,15 +358,15 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
                  rng: np.random.Generator) -> list[int]:
     """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
 
-    A pair's filled count is its votes plus the trials showing it that are still open
-    (unanswered and younger than the assignment timeout), so concurrent workers share out
-    the remaining votes instead of all taking the same pairs. Ties break at random, which
-    mixes the sets.
+    A pair's filled count is its votes plus the trials showing it that are still reserved
+    (unanswered, on a page whose reservation has not lapsed: see :mod:`server.allocation`), so
+    concurrent workers share out the remaining votes instead of all taking the same pairs, and
+    pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
     """
-    cutoff = utcnow() - dt.timedelta(minutes=spec.assignment_timeout_minutes)
     open_trials = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
                    .join(Assignment, Page.assignment_id == Assignment.id)
-                   .where(~Trial.answered, ~Trial.is_gold, Page.created_at > cutoff, Assignment.study_id == study.id)
+                   .where(~Trial.answered, ~Trial.is_gold, Page.reserved_until > now(session),
+                          Assignment.study_id == study.id)
                    .group_by(Trial.pair_id).subquery())
     seen = select(Trial.pair_id).where(Trial.worker_id == worker_id, Trial.pair_id.is_not(None))
     deficit = Pair.target_votes - Pair.n_votes - func.coalesce(open_trials.c.n, 0)
@@ -301,29 +400,15 @@ def parse_vote(payload: Any) -> dict[str, Any]:
         raise invalid("trial_id must be the trial's ID string")
     if payload.get("choice") not in ("left", "right"):
         raise invalid("choice must be 'left' or 'right'")
-    rt = payload.get("rt_ms")
-    if isinstance(rt, bool) or not isinstance(rt, (int, float)) or not 0 <= rt < 86_400_000:
-        raise invalid("rt_ms must be a number of milliseconds >= 0")
+    rt = check.number(payload.get("rt_ms"), "rt_ms (milliseconds)", *check.RT_MS)
     if payload.get("input", "mouse") not in ("mouse", "keyboard", "touch"):
         raise invalid("input must be 'mouse', 'keyboard' or 'touch'")
-    client_time = payload.get("client_time")
-    if client_time is not None and (not isinstance(client_time, str) or len(client_time) > 40):
-        raise invalid("client_time must be an ISO-8601 string")
-    window = payload.get("window") or {}
-    if not isinstance(window, dict):
-        raise invalid("window must be an object")
-    reject_unknown(window, ("width", "height", "dpr"))
-    for key in ("width", "height"):
-        value = window.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 100_000):
-            raise invalid(f"window.{key} must be a positive integer")
-    dpr = window.get("dpr")
-    if dpr is not None and (isinstance(dpr, bool) or not isinstance(dpr, (int, float)) or not 0 < dpr < 20):
-        raise invalid("window.dpr must be a positive number")
+    client_time = check.client_time(payload.get("client_time"))
+    window = check.size_object(payload.get("window"), "window", with_dpr=True)
     return {"vote_id": vote_id.lower(), "trial_id": int(trial_id), "chose_left": payload["choice"] == "left",
-            "rt_ms": float(rt), "input": payload.get("input", "mouse"), "client_time": client_time,
+            "rt_ms": rt, "input": payload.get("input", "mouse"), "client_time": client_time,
             "window_width": window.get("width"), "window_height": window.get("height"),
-            "device_pixel_ratio": float(dpr) if dpr is not None else None}
+            "device_pixel_ratio": window.get("dpr")}
 
 
 # The columns of a trial and its pair that the vote path needs, fetched in one query as a plain row.
@@ -337,9 +422,10 @@ def record_vote(session: Session, assignment: Assignment, payload: Any) -> tuple
 
     ``assignment`` must be locked (:func:`lock_assignment`): votes of one assignment are then
     applied one at a time, so the end of a page or of the quiz is seen exactly once. The
-    common path is six statements in SQLAlchemy Core (the ORM's unit of work costs more CPU
+    common path is seven statements in SQLAlchemy Core (the ORM's unit of work costs more CPU
     than the database does here): the trial with its pair, claiming the trial, counting the
-    pair's vote, inserting the vote, counting the page's open trials, and the commit.
+    pair's vote, inserting the vote, renewing the page's reservation, counting the page's open
+    trials, and the commit.
     """
     vote = parse_vote(payload)
     if vote["trial_id"] > 2_147_483_647:  # beyond Trial.id's INTEGER: no such trial (PostgreSQL would raise)
@@ -379,6 +465,7 @@ def record_vote(session: Session, assignment: Assignment, payload: Any) -> tuple
         # Only the unique client_vote_id can clash here (the trial is ours and locked): the browser
         # reused a vote ID for another trial. The caller rolls the whole request back.
         raise ApiError(409, "conflict", "this vote_id was already used for a different response") from None
+    renew_page(session, trial.page_id, spec_for(session, assignment.study_id))  # the worker is active
     open_left = _open_trials(session, trial.page_id)
     _after_vote(session, assignment, trial, open_left)
     return 201, _vote_body(assignment, trial, winner, vote["vote_id"], "stored", open_left)
@@ -476,14 +563,24 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
-        "message": assignment.worker.status_reason if assignment.stage in ("disqualified", "stopped") else None,
+        "message": stage_message(assignment),
         "page": page_data,
         "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
                      "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
                      "bonus_per_page": spec.bonus_per_page},
-        "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height},
+        "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
+                   "min_image_scale": spec.min_image_scale},
         "completion": completion_info(assignment),
     }
+
+
+def stage_message(assignment: Assignment) -> str | None:
+    """What the worker is told at stages disqualified and stopped (why) and full; else None."""
+    if assignment.stage == "full":
+        return FULL_MESSAGE
+    if assignment.stage in ("disqualified", "stopped"):
+        return assignment.worker.status_reason
+    return None
 
 
 def completion_info(assignment: Assignment) -> dict[str, Any] | None:
@@ -530,23 +627,16 @@ def _image(full: str, crops: list[str], study_set: StudySet, boxes: list[dict], 
 
 
 def record_environment(assignment: Assignment, payload: Any) -> None:
+    """Validate the worker's window, screen and browser (informative) and keep them on the assignment."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
     reject_unknown(payload, ("window", "screen", "user_agent"))
-    clean: dict[str, Any] = {}
-    for key in ("window", "screen"):
-        value = payload.get(key) or {}
-        if not isinstance(value, dict):
-            raise invalid(f"{key} must be an object")
-        reject_unknown(value, ("width", "height", "dpr") if key == "window" else ("width", "height"))
-        for k, v in value.items():
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int if k != "dpr" else (int, float))):
-                raise invalid(f"{key}.{k} must be a number")
-        clean[key] = {k: v for k, v in value.items() if v is not None}
+    clean: dict[str, Any] = {"window": check.size_object(payload.get("window"), "window", with_dpr=True),
+                             "screen": check.size_object(payload.get("screen"), "screen", with_dpr=False)}
     agent = payload.get("user_agent")
-    if agent is not None and not isinstance(agent, str):
-        raise invalid("user_agent must be a string")
-    clean["user_agent"] = agent[:400] if isinstance(agent, str) else None
+    # Truncated rather than refused (browsers' strings grow), but never stored with control characters.
+    agent = check.text(agent, "user_agent", max_length=1 << 20)
+    clean["user_agent"] = agent[:check.USER_AGENT_LENGTH] if agent is not None else None
     clean["recorded_at"] = utcnow().isoformat()
     assignment.environment = clean
 

@@ -1,46 +1,60 @@
-"""Experimenter accounts: password hashes, login sessions, CSRF tokens, a login rate limit.
+"""Experimenter accounts: password hashes, login sessions, CSRF tokens, login throttling, cookies.
 
-Experimenters log in with a username and password (``perceptlab user add``);
-the Flask session cookie (signed with the app's secret key) then carries the
-user's ID, a fingerprint of the password hash (changing the password logs out
-every other session) and a random CSRF token. Every state-changing admin
-request must echo that token, as the form field ``csrf_token`` or the header
-``X-CSRF-Token``; the SameSite=Lax cookie alone does not stop a same-site
-page (another app on a sibling subdomain) from posting.
+Experimenters log in with a username and password (``perceptlab user add``). A login stores a
+row in ``login_session`` (the SHA-256 of a random session ID, the user, created/last seen);
+the Flask session cookie (signed with the app's secret key) carries that ID and a random CSRF
+token. A request is logged in only while its row exists: logging out deletes the row, a
+password change deletes all the user's rows, so a copied cookie stops working everywhere at
+once. Sessions unused for :data:`SESSION_IDLE` end too.
 
-Failed logins are counted per username in process memory: after
-:data:`MAX_FAILURES` failures within :data:`FAILURE_WINDOW` seconds that
-username is refused (even with the right password) until the window has
-passed. With several server processes each keeps its own count, so the
-effective limit is a small multiple of it; that is still far too slow for
-guessing a password of 8 or more characters.
+Every state-changing admin request must echo the CSRF token, as the form field ``csrf_token``
+or the header ``X-CSRF-Token``; the SameSite=Lax cookie alone does not stop a same-site page
+(another app on a sibling subdomain) from posting.
+
+Failed logins are throttled by :mod:`server.login_throttle` (growing delays per account, per
+client address and per device; a limit on usernames per client). A successful login also
+sets a signed long-lived *device cookie* (:data:`DEVICE_COOKIE`, only sent to ``/admin``)
+that lets this browser skip the per-account and per-client delays on later logins, so an
+attack on the account from elsewhere does not lock its owner out.
+
+Cookies are ``HttpOnly``, ``SameSite=Lax`` and ``Secure`` per ``[server] secure_cookies``:
+"auto" (default) when the request came over HTTPS (behind a TLS-terminating proxy set
+``[server] proxy_fix`` so that ``X-Forwarded-Proto`` counts), "always" or "never".
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import re
 import secrets
-import threading
 import time
-from collections import deque
 from functools import wraps
 from urllib.parse import urlsplit
 
-from flask import abort, current_app, g, jsonify, redirect, request, session, url_for
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from flask import (Flask, Response, abort, current_app, g, has_request_context, jsonify, redirect, request, session,
+                   url_for)
+from flask.sessions import SecureCookieSessionInterface
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session, object_session
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .models import User
+from .login_throttle import LoginThrottle
+from .models import LoginSession, User, utcnow
 
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024  # scrypt on megabytes of "password" would be a cheap denial of service
-MAX_FAILURES = 10
-FAILURE_WINDOW = 600.0  # seconds
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
 _USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,100}")
+SESSION_KEY = "sid"                          # the Flask session's key for the login session ID
+SESSION_IDLE = dt.timedelta(days=7)          # a login session unused this long ends
+TOUCH_EVERY = dt.timedelta(minutes=5)        # last_seen_at is written at most this often
+DEVICE_COOKIE = "perceptlab_device"
+DEVICE_COOKIE_MAX_AGE = 365 * 24 * 3600      # seconds
+DEVICE_COOKIE_PATH = "/admin"
+SECURE_COOKIE_MODES = {"auto": "auto", "always": True, "true": True, "never": False, "false": False}
 _dummy_hash: str | None = None
 
 
@@ -86,7 +100,7 @@ def create_user(session: Session, username: str, password: str) -> User:
 
 
 def set_password(user: User, password: str) -> User:
-    """Replace ``user``'s password (which logs out their other sessions); the caller commits.
+    """Replace ``user``'s password and end all their login sessions; the caller commits.
 
     Raises
     ------
@@ -95,11 +109,25 @@ def set_password(user: User, password: str) -> User:
     """
     validate_password(password)
     user.password_hash = generate_password_hash(password)
+    end_sessions(object_session(user), user.id)
     return user
+
+
+def end_sessions(db: Session, user_id: int) -> int:
+    """Delete every login session of the user (they are logged out everywhere); the caller commits.
+
+    Returns
+    -------
+    int
+        How many sessions ended.
+    """
+    return db.execute(delete(LoginSession).where(LoginSession.user_id == user_id)).rowcount or 0
 
 
 def find_user(session: Session, username: str) -> User | None:
     """The user with this name, ignoring case (so "Alice" and "alice" are one account)."""
+    if not _USERNAME.fullmatch(username):
+        return None  # no account has such a name; and PostgreSQL refuses NUL in a query (a 500)
     return session.scalar(select(User).where(User.username.ilike(_escape_like(username), escape="\\")))
 
 
@@ -120,82 +148,130 @@ def verify_password(user: User | None, password: str) -> bool:
     return check_password_hash(user.password_hash, password)
 
 
-# ---------------------------------------------------------------- rate limit
+# ---------------------------------------------------------------- throttling and device cookies
 
-class LoginLimiter:
-    """Failed logins per username within a sliding window (thread-safe, in memory)."""
-
-    def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW):
-        self.max_failures, self.window = max_failures, window
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, key: str, now: float) -> deque[float]:
-        times = self._failures.get(key, deque())
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        return times
-
-    def retry_after(self, username: str, now: float | None = None) -> float:
-        """Seconds until ``username`` may try again (0 when it may try now)."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            times = self._recent(username.lower(), now)
-            if len(times) < self.max_failures:
-                return 0.0
-            return times[-self.max_failures] + self.window - now
-
-    def failed(self, username: str, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            if len(self._failures) > 10_000:  # bound memory under a spray of invented usernames
-                self._failures = {k: v for k, v in self._failures.items() if self._recent(k, now)}
-            times = self._recent(username.lower(), now)
-            times.append(now)
-            self._failures[username.lower()] = times
-
-    def succeeded(self, username: str) -> None:
-        with self._lock:
-            self._failures.pop(username.lower(), None)
+def throttle() -> LoginThrottle:
+    """The app's login throttle (one per app, so tests with fresh apps start clean). It runs on the
+    app's injected clock (``create_app(clock=...)``, aware datetimes; tests) when there is one."""
+    found = current_app.extensions.get("perceptlab.login_throttle")
+    if found is None:
+        clock = current_app.config["SERVER"].get("clock")
+        found = LoginThrottle(clock=(lambda: clock().timestamp()) if clock else time.monotonic)
+        found = current_app.extensions.setdefault("perceptlab.login_throttle", found)
+    return found
 
 
-def limiter() -> LoginLimiter:
-    """The app's login limiter (one per app, so tests with fresh apps start clean)."""
-    return current_app.extensions.setdefault("perceptlab.login_limiter", LoginLimiter())
+def _device_serializer() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(current_app.config["SECRET_KEY"], salt="perceptlab.device-cookie")
+
+
+def device_for(username: str) -> str | None:
+    """The ID of this request's device cookie when it is valid and was set by a login as ``username``."""
+    value = request.cookies.get(DEVICE_COOKIE)
+    if not value:
+        return None
+    try:
+        payload = _device_serializer().loads(value, max_age=DEVICE_COOKIE_MAX_AGE)
+    except BadSignature:
+        return None
+    if not isinstance(payload, dict) or payload.get("u") != username.lower() or not isinstance(payload.get("d"), str):
+        return None
+    return payload["d"]
+
+
+def set_device_cookie(response: Response, user: User) -> None:
+    """Give this browser a fresh device cookie for ``user`` (after a successful login)."""
+    value = _device_serializer().dumps({"u": user.username.lower(), "d": secrets.token_urlsafe(16)})
+    response.set_cookie(DEVICE_COOKIE, value, max_age=DEVICE_COOKIE_MAX_AGE, path=DEVICE_COOKIE_PATH,
+                        httponly=True, samesite="Lax", secure=cookies_secure())
+
+
+# ---------------------------------------------------------------- cookies
+
+def secure_cookie_mode(server: dict) -> bool | str:
+    """``[server] secure_cookies`` as True, False or "auto"; raises ValueError for anything else."""
+    value = server.get("secure_cookies", "auto")
+    key = str(value).lower()  # TOML true/false arrive as bools, environment values as strings
+    if key not in SECURE_COOKIE_MODES:
+        raise ValueError(f"[server] secure_cookies must be \"auto\", \"always\" or \"never\", got {value!r}")
+    return SECURE_COOKIE_MODES[key]
+
+
+def cookies_secure() -> bool:
+    """Whether this response's cookies get the ``Secure`` flag (see :func:`secure_cookie_mode`)."""
+    mode = secure_cookie_mode(current_app.config["SERVER"])
+    if mode == "auto":
+        return has_request_context() and request.is_secure
+    return bool(mode)
+
+
+class SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, with the ``Secure`` flag decided per request."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return cookies_secure()
 
 
 # ---------------------------------------------------------------- sessions
 
-def _fingerprint(user: User) -> str:
-    """A keyed digest of the password hash: changes with the password, reveals nothing about it."""
-    key = current_app.config["SECRET_KEY"].encode()
-    return hmac.new(key, user.password_hash.encode(), hashlib.sha256).hexdigest()[:24]
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
-def log_in(user: User) -> None:
-    """Start a fresh session for ``user`` (a new session and CSRF token: no session fixation)."""
+def _aware(value: dt.datetime) -> dt.datetime:
+    """SQLite returns naive datetimes: they are UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+
+
+def log_in(db: Session, user: User) -> None:
+    """Start a fresh session for ``user``: a new login-session row, session ID and CSRF token (no
+    session fixation); ends the user's sessions idle for longer than :data:`SESSION_IDLE`. The
+    caller commits."""
+    db.execute(delete(LoginSession).where(LoginSession.user_id == user.id,
+                                          LoginSession.last_seen_at < utcnow() - SESSION_IDLE))
+    token = secrets.token_urlsafe(32)
+    db.add(LoginSession(token_hash=_digest(token), user_id=user.id))
     session.clear()
-    session["user_id"] = user.id
-    session["pw"] = _fingerprint(user)
+    session[SESSION_KEY] = token
     session[CSRF_FIELD] = secrets.token_urlsafe(32)
 
 
-def log_out() -> None:
+def log_out(db: Session) -> None:
+    """End this request's login session on the server (its row goes) and clear the cookie; the caller commits."""
+    token = session.get(SESSION_KEY)
+    if isinstance(token, str):
+        db.execute(delete(LoginSession).where(LoginSession.token_hash == _digest(token)))
     session.clear()
 
 
 def current_user(db: Session) -> User | None:
-    """The logged-in user of this request, or None (also when their password changed since)."""
+    """The logged-in user of this request, or None (no session, or it ended: logout, password change, idle)."""
     if "current_user" in g:
         return g.current_user
-    user = None
-    user_id = session.get("user_id")
-    if isinstance(user_id, int):
-        user = db.get(User, user_id)
-        if user is not None and not hmac.compare_digest(session.get("pw", ""), _fingerprint(user)):
-            user = None
-    g.current_user = user
-    return user
+    g.current_user = _session_user(db)
+    return g.current_user
+
+
+def _session_user(db: Session) -> User | None:
+    token = session.get(SESSION_KEY)
+    if not isinstance(token, str):
+        return None
+    row = db.scalar(select(LoginSession).where(LoginSession.token_hash == _digest(token)))
+    if row is None:
+        return None
+    now = utcnow()
+    if now - _aware(row.last_seen_at) > SESSION_IDLE:
+        return None
+    if now - _aware(row.last_seen_at) > TOUCH_EVERY:
+        _touch(row.id, now)
+    return db.get(User, row.user_id)
+
+
+def _touch(session_id: int, now: dt.datetime) -> None:
+    """Record activity in a separate short transaction (the request's own stays read-only here)."""
+    with current_app.extensions["perceptlab.sessions"]() as db:
+        db.execute(update(LoginSession).where(LoginSession.id == session_id).values(last_seen_at=now))
+        db.commit()
 
 
 def login_required(view):
@@ -228,7 +304,9 @@ def check_csrf() -> None:
         return
     expected = session.get(CSRF_FIELD)
     sent = request.headers.get(CSRF_HEADER) or request.form.get(CSRF_FIELD) or ""
-    if not expected or not hmac.compare_digest(str(sent), str(expected)):
+    # Compared as bytes: compare_digest refuses str with non-ASCII characters (a TypeError, a 500).
+    if not expected or not hmac.compare_digest(str(sent).encode("utf-8", "surrogatepass"),
+                                               str(expected).encode("utf-8", "surrogatepass")):
         abort(400, description="The security token of this form is missing or out of date. "
                                "Reload the page and try again.")
 

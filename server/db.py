@@ -55,8 +55,9 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+def make_session_factory(engine: Engine, info: dict | None = None) -> sessionmaker[Session]:
+    """Sessions on ``engine``; ``info`` is copied into each session's ``info`` (e.g. an injected clock)."""
+    return sessionmaker(engine, expire_on_commit=False, info=info)
 
 
 def alembic_config(url: str):

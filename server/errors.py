@@ -5,11 +5,12 @@ from __future__ import annotations
 class ApiError(Exception):
     """A request the server refuses; nothing was stored."""
 
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}  # e.g. Retry-After on a 429
 
     def to_dict(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}

@@ -33,7 +33,7 @@ VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "i
 WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
-TERMINAL_STAGES = ("completed", "disqualified", "stopped")
+TERMINAL_STAGES = ("completed", "disqualified", "stopped", "full")
 
 
 # ---------------------------------------------------------------- pseudonyms

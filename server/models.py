@@ -22,6 +22,7 @@ Votes and motion responses are append-only: nothing updates or deletes them.
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from typing import Any
 
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
@@ -49,6 +50,9 @@ class Study(Base):
     config: Mapped[dict[str, Any]]
     stimulus_root: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # The key that signs this study's participant links (server/entry.py); random per study, so a
+    # link signed for one study opens no other. Null only if a migration could not fill it.
+    entry_secret: Mapped[str | None] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
 
     sets: Mapped[list[StudySet]] = relationship(back_populates="study", order_by="StudySet.id")
 
@@ -82,7 +86,7 @@ class Stimulus(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     set_id: Mapped[int] = mapped_column(ForeignKey("study_set.id", ondelete="CASCADE"), index=True)
-    item_id: Mapped[str] = mapped_column(String(200))  # candidate ID; "__gold_reference__"/"__gold_degraded__" for gold
+    item_id: Mapped[str] = mapped_column(String(200))  # candidate ID; "__gold_better_<k>__"/"__gold_worse_<k>__"
     kind: Mapped[str] = mapped_column(String(16))       # candidate | gold_good | gold_bad
     full: Mapped[str] = mapped_column(Text)             # displayed image (amplified for candidates)
     crops: Mapped[dict[str, Any]]                       # {"paths": [path per crop box]}
@@ -138,7 +142,8 @@ class Assignment(Base):
     external_id: Mapped[str] = mapped_column(String(200))  # MTurk AssignmentId, or a generated one
     hit_id: Mapped[str | None] = mapped_column(String(200))
     turk_submit_to: Mapped[str | None] = mapped_column(Text)
-    # consent | instructions | quiz | trials | page_done | completed | disqualified | stopped
+    # consent | instructions | quiz | trials | page_done | completed | disqualified | stopped | full
+    # (full: no work was left for this worker before min_pages; never paid)
     stage: Mapped[str] = mapped_column(String(16), default="consent")
     token_nonce: Mapped[str] = mapped_column(String(32))
     completion_code: Mapped[str | None] = mapped_column(String(64))
@@ -161,6 +166,10 @@ class Page(Base):
     kind: Mapped[str] = mapped_column(String(16))  # quiz | trials (paired comparison); rdk | main (motion)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[dt.datetime | None]
+    # Pages that hold shared work (paired-comparison "trials", motion "main"): until when their
+    # unanswered trials stay reserved for this worker (renewed while the worker is active, see
+    # server/allocation.py); after that they count as free again. Null for other pages.
+    reserved_until: Mapped[dt.datetime | None]
 
     trials: Mapped[list[Trial]] = relationship(back_populates="page", order_by="Trial.position")
 
@@ -231,6 +240,19 @@ class User(Base):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class LoginSession(Base):
+    """A logged-in dashboard session (server/auth.py). The session cookie carries a random ID whose
+    SHA-256 is stored here; deleting the row (logout, password change) ends that session everywhere,
+    copies of the cookie included."""
+    __tablename__ = "login_session"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class ScaleSnapshot(Base):

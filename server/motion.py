@@ -5,6 +5,8 @@ Stages of an assignment::
     consent -> instructions -> calibration -> rdk -> main -> completed
                                     \\-> disqualified (refresh rate too low or irregular)
                                                 \\-> disqualified (RDK screening r below the threshold: for good)
+    consent, calibration, rdk -> full (no clip needs observers any more: never paid; see
+                                       server.assignments.no_work_left)
 
 A worker who passed the RDK screening in an earlier assignment of the study goes
 from calibration straight to main. Each block (RDK screening, main session) is a
@@ -35,7 +37,9 @@ from sqlalchemy import and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .assignments import UrlFor, _complete, _stop, completion_info, spec_for
+from .allocation import now, release_other_pages, renew_page, reservation_end
+from .assignments import UrlFor, _complete, _stop, completion_info, no_work_left, spec_for
+from . import validation as check
 from .errors import ApiError, invalid, reject_unknown
 from .models import (
     Assignment,
@@ -78,7 +82,8 @@ def perform_motion_action(session: Session, assignment: Assignment, action: str)
     stage = assignment.stage
     if stage != expected[action]:
         following = STAGE_ORDER.index(expected[action]) + 1
-        if stage in ("disqualified", "stopped") or (stage in STAGE_ORDER and STAGE_ORDER.index(stage) >= following):
+        if stage in ("disqualified", "stopped", "full") or (stage in STAGE_ORDER
+                                                            and STAGE_ORDER.index(stage) >= following):
             return  # a repeated click or a retried request: the first one did it
         raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {stage}")
     assignment.stage = STAGE_ORDER[STAGE_ORDER.index(stage) + 1]
@@ -87,22 +92,19 @@ def perform_motion_action(session: Session, assignment: Assignment, action: str)
 # ---------------------------------------------------------------- validation helpers
 
 def _number(body: dict, key: str, low: float, high: float, *, required: bool = True) -> float | None:
-    value = body.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
-        raise invalid(f"{key} must be a number in [{low:g}, {high:g}]")
-    return float(value)
+    return check.number(body.get(key), key, low, high, required=required)
 
 
 def _integer(body: dict, key: str, low: int, high: int, *, required: bool = True) -> int | None:
-    value = body.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise invalid(f"{key} must be an integer in [{low}, {high}]")
-    return int(value)
+    return check.integer(body.get(key), key, low, high, required=required)
+
+
+def _finite_list(values: list, name: str, low: float, high: float) -> list[float]:
+    """Every item a finite number (not a boolean) in ``[low, high]``, as floats; else a 400 naming ``name``."""
+    if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and low <= x <= high
+               and (not isinstance(x, float) or math.isfinite(x)) for x in values):
+        raise invalid(f"{name} must hold finite numbers of milliseconds in [{low:g}, {high:g}]")
+    return [float(x) for x in values]
 
 
 def _digest(values: dict[str, Any]) -> str:
@@ -121,22 +123,24 @@ def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
     reject_unknown(payload, _CALIBRATION_FIELDS)
-    values: dict[str, Any] = {"card_width_px": _number(payload, "card_width_px", 1, 100_000),
-                              "card_height_px": _number(payload, "card_height_px", 1, 100_000)}
+    values: dict[str, Any] = {"card_width_px": _number(payload, "card_width_px", *check.SIZE_PX),
+                              "card_height_px": _number(payload, "card_height_px", *check.SIZE_PX)}
     intervals = payload.get("refresh_intervals_ms")
     if not isinstance(intervals, list) or not spec.refresh_samples <= len(intervals) <= MAX_REFRESH_INTERVALS:
         raise invalid(f"refresh_intervals_ms must be a list of {spec.refresh_samples} to {MAX_REFRESH_INTERVALS} "
                       "requestAnimationFrame intervals")
-    if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and 0 < x < 10_000
-               for x in intervals):
-        raise invalid("refresh_intervals_ms must hold positive numbers of milliseconds (below 10000)")
-    values["refresh_intervals_ms"] = [float(x) for x in intervals]
+    values["refresh_intervals_ms"] = _finite_list(intervals, "refresh_intervals_ms", *check.RAF_INTERVAL_MS)
+    if 1000.0 / float(np.median(values["refresh_intervals_ms"])) > check.REFRESH_HZ[1]:
+        # No display refreshes this fast: a forged or broken timer. (Too slow is a real display
+        # or a throttled tab; record_calibration refuses those, with the reason.)
+        raise invalid(f"refresh_intervals_ms: the median interval gives more than {check.REFRESH_HZ[1]:g} Hz, "
+                      "which is not a display's refresh rate")
     if not isinstance(payload.get("fullscreen"), bool):
         raise invalid("fullscreen must be true or false")
     values["fullscreen"] = payload["fullscreen"]
-    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", 0.01, 20, required=False)
+    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", *check.DEVICE_PIXEL_RATIO, required=False)
     for key in ("screen_width", "screen_height", "window_width", "window_height"):
-        values[key] = _integer(payload, key, 1, 99_999, required=False)
+        values[key] = _integer(payload, key, *check.SIZE_PX, required=False)
     return values
 
 
@@ -173,9 +177,10 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
     px_per_mm, distance_cm = calibration_figures(values["card_width_px"], values["card_height_px"],
                                                  spec.px_per_degree)
     reason = None
-    if refresh.hz < spec.min_refresh_hz:
+    min_refresh_hz = max(spec.min_refresh_hz, check.REFRESH_HZ[0])
+    if refresh.hz < min_refresh_hz:
         reason = (f"Your display refreshes {refresh.hz:.0f} times a second; this study needs at least "
-                  f"{spec.min_refresh_hz:g}. You cannot take part with this display.")
+                  f"{min_refresh_hz:g}. You cannot take part with this display.")
     elif refresh.irregular_fraction > spec.max_refresh_irregular:
         reason = (f"Your display's refresh is irregular ({refresh.irregular_fraction:.0%} of the frames were "
                   "late or early), so the clips cannot be shown with correct timing. Closing other programs "
@@ -198,9 +203,23 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
             assignment.completion_code = _code()
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
+    elif not choose_clips(session, assignment.study, assignment.worker_id, 1, spec, np.random.default_rng(0)):
+        no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
     else:
         _start_rdk_block(session, assignment, spec)
     return 200, _calibration_body(calibration, assignment)
+
+
+def reopen_motion(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
+    """A motion worker at stage ``full`` while clips are free again: after an accepted calibration,
+    the block that calibration would have started; else from consent. ``assignment`` is locked."""
+    calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
+    if calibration is None or not calibration.accepted:
+        assignment.stage = "consent"
+    elif assignment.worker.screening_passed:
+        _start_main_block(session, assignment, spec)
+    else:
+        _start_rdk_block(session, assignment, spec)
 
 
 def _code() -> str:
@@ -220,9 +239,10 @@ def _rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Gen
     return np.random.default_rng([study.seed, assignment.id, page_index])
 
 
-def _new_page(session: Session, assignment: Assignment, kind: str) -> Page:
+def _new_page(session: Session, assignment: Assignment, kind: str, reserved_until: dt.datetime | None = None) -> Page:
     index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
-    page = Page(assignment_id=assignment.id, index=index, kind=kind)
+    page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
+                reserved_until=reserved_until)
     session.add(page)
     session.flush()
     return page
@@ -254,7 +274,8 @@ def _start_rdk_block(session: Session, assignment: Assignment, spec: MotionSpec)
 def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
     """The main session: practice, then every probe of the worker's clips ``repetitions`` times, shuffled.
 
-    Completes the assignment at once when no clip needs observers any more.
+    When no clip needs observers any more the worker is told the study is full (stage ``full``).
+    The block reserves its clips (:mod:`server.allocation`) while the worker responds.
     """
     study = assignment.study
     if session.get_bind().dialect.name == "postgresql":
@@ -265,9 +286,9 @@ def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec
     rng = _rng(study, assignment, page_index)
     clip_ids = choose_clips(session, study, assignment.worker_id, spec.clips_per_session, spec, rng)
     if not clip_ids:
-        assignment.pages_completed = max(assignment.pages_completed, 1)
-        _complete(assignment)
+        no_work_left(assignment, spec)
         return
+    release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved block per worker
     probes = _probes_of(session, clip_ids, spec.probes_per_clip)
     main = [(p, r) for p in probes for r in range(1, spec.repetitions + 1)]
     order = rng.permutation(len(main))
@@ -275,7 +296,7 @@ def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec
     rows = [{"kind": "main", "practice": True, "probe_id": p, "repetition": 0, "params": {}} for p in practice]
     rows += [{"kind": "main", "practice": False, "probe_id": main[k][0], "repetition": main[k][1], "params": {}}
              for k in order]
-    _add_trials(session, _new_page(session, assignment, "main"), assignment, rows)
+    _add_trials(session, _new_page(session, assignment, "main", reservation_end(session, spec)), assignment, rows)
     assignment.stage = "main"
 
 
@@ -309,16 +330,17 @@ def choose_clips(session: Session, study: Study, worker_id: int, n: int, spec: M
     """Up to ``n`` clips that still need observers and that this worker never had, neediest first.
 
     A clip's observers are the completed sessions that showed it plus the sessions still under
-    way (stage main, started within the assignment timeout), so concurrent workers share out the
-    remaining places. Ties break at random.
+    way (stage main, on a block whose reservation has not lapsed: see :mod:`server.allocation`),
+    so concurrent workers share out the remaining places. Ties break at random.
     """
-    cutoff = utcnow() - dt.timedelta(minutes=spec.assignment_timeout_minutes)
+    moment = now(session)
     sessions = (select(MotionProbe.clip_id, MotionTrial.assignment_id)
                 .join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
                 .join(Page, MotionTrial.page_id == Page.id)
                 .join(Assignment, MotionTrial.assignment_id == Assignment.id)
                 .where(MotionTrial.study_id == study.id, ~MotionTrial.practice,
-                       or_(Assignment.stage == "completed", and_(Assignment.stage == "main", Page.created_at > cutoff)))
+                       or_(Assignment.stage == "completed",
+                           and_(Assignment.stage == "main", Page.reserved_until > moment)))
                 .distinct().subquery())
     counts = select(sessions.c.clip_id, func.count().label("n")).group_by(sessions.c.clip_id).subquery()
     seen = (select(MotionProbe.clip_id).join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
@@ -356,15 +378,12 @@ def parse_motion_response(payload: Any, spec: MotionSpec) -> dict[str, Any]:
         "direction_deg": _number(payload, "direction_deg", 0, 360),
         "speed_ppf": _number(payload, "speed_ppf", 0, limit),
         "cycles": _integer(payload, "cycles", spec.cycles_required, 100_000),
-        "rt_ms": _number(payload, "rt_ms", 0, 86_400_000)}
+        "rt_ms": _number(payload, "rt_ms", *check.RT_MS)}
     values["frames"] = _parse_frames(payload.get("frames"))
-    client_time = payload.get("client_time")
-    if client_time is not None and (not isinstance(client_time, str) or len(client_time) > 40):
-        raise invalid("client_time must be an ISO-8601 string")
-    values["client_time"] = client_time
-    values["window_width"] = _integer(payload, "window_width", 1, 99_999, required=False)
-    values["window_height"] = _integer(payload, "window_height", 1, 99_999, required=False)
-    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", 0.01, 20, required=False)
+    values["client_time"] = check.client_time(payload.get("client_time"))
+    values["window_width"] = _integer(payload, "window_width", *check.SIZE_PX, required=False)
+    values["window_height"] = _integer(payload, "window_height", *check.SIZE_PX, required=False)
+    values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", *check.DEVICE_PIXEL_RATIO, required=False)
     return values
 
 
@@ -388,11 +407,10 @@ def _parse_frames(frames: Any) -> list[dict[str, Any]]:
         total += len(t)
         if total > MAX_TIMESTAMPS:
             raise invalid(f"frames hold more than {MAX_TIMESTAMPS} timestamps")
-        if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in t):
-            raise invalid(f"frames[{k}].t must hold finite timestamps in milliseconds")
-        if any(b < a for a, b in zip(t, t[1:])):
+        stamps = _finite_list(t, f"frames[{k}].t", *check.TIMESTAMP_MS)
+        if any(b < a for a, b in zip(stamps, stamps[1:])):
             raise invalid(f"frames[{k}].t must not go backwards")
-        clean.append({"cycle": cycle, "phase": phase["phase"], "t": [float(x) for x in t]})
+        clean.append({"cycle": cycle, "phase": phase["phase"], "t": stamps})
     return clean
 
 
@@ -480,6 +498,7 @@ def record_motion_response(session: Session, assignment: Assignment, payload: An
         # a response ID for another trial. The caller rolls the whole request back.
         raise ApiError(409, "conflict", "this response_id was already used for a different response") from None
     connection.execute(insert(FrameLog).values(response_id=row_id, frames={"phases": values["frames"]}))
+    renew_page(session, trial.page_id, spec)  # the worker is active: the block keeps its clips
     if not _open_trials(session, trial.page_id):
         _end_block(session, assignment, trial.kind, spec)
     stored = session.get(MotionResponse, row_id)
@@ -586,10 +605,36 @@ def _response_body(session: Session, assignment: Assignment, trial, stored: Moti
     worker = assignment.worker
     if trial.kind == "rdk" and worker.screening_passed is not None and not _open_trials(session, trial.page_id):
         screening = {"r": worker.screening_r, "passed": bool(worker.screening_passed)}
+    feedback = None
+    if gives_feedback(trial, spec_for(session, assignment.study_id)):
+        # The truth reaches the browser only now that the response is stored (and on its replays).
+        gt_u, gt_v = trial_gt(trial)
+        feedback = {"gt_u": gt_u, "gt_v": gt_v, "passed": stored.practice_passed}
     return {"status": status, "response_id": stored.response_id, "trial_id": trial.trial_id,
             "frame_drops": stored.frame_drops, "onset_err_mean_ms": stored.onset_err_mean_ms,
             "onset_err_sd_ms": stored.onset_err_sd_ms, "practice_passed": stored.practice_passed,
-            "repeat_added": stored.repeat_added, "stage": assignment.stage, "screening": screening}
+            "repeat_added": stored.repeat_added, "stage": assignment.stage, "screening": screening,
+            "feedback": feedback}
+
+
+def rdk_dot_movie_of(session: Session, assignment: Assignment, trial_id: str) -> bytes:
+    """The dot movie (:func:`stimuli.rdk.encode_dot_movie`) of one of the assignment's RDK trials.
+
+    Rendered from the trial's stored direction, speed and seed, so it is the same on every
+    request; any other trial (another assignment's, a main trial, no such trial) is a 404.
+    """
+    from stimuli.rdk import rdk_dot_movie
+
+    unknown = ApiError(404, "unknown_trial", "this trial is not an RDK trial of your assignment")
+    if not (trial_id.isascii() and trial_id.isdigit()) or int(trial_id) > 2_147_483_647:
+        raise unknown
+    params = session.scalar(select(MotionTrial.params).where(
+        MotionTrial.id == int(trial_id), MotionTrial.assignment_id == assignment.id, MotionTrial.kind == "rdk"))
+    if params is None:
+        raise unknown
+    spec = spec_for(session, assignment.study_id)
+    return rdk_dot_movie(spec.rdk_n_dots, spec.rdk_aperture_px, params["direction_deg"], params["speed_ppf"],
+                         params["seed"], RDK_MOVIE_FRAMES)
 
 
 # ---------------------------------------------------------------- state for the browser
@@ -611,7 +656,7 @@ def motion_params(spec: MotionSpec, noise_url: str) -> dict[str, Any]:
 
 def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
     """The JSON State of a motion assignment: stage, parameters, calibration, the current block and
-    its unanswered trials (ground truth only on feedback trials), completion."""
+    its unanswered trials (never their ground truth, nor an RDK trial's direction, speed or seed), completion."""
     spec = spec_for(session, assignment.study_id)
     calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
     block, trials = None, []
@@ -632,7 +677,12 @@ def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> d
 
 
 def stop_message(session: Session, assignment: Assignment, calibration: Calibration | None = None) -> str | None:
-    """Why a disqualified or stopped worker cannot go on (screening, or the refused display); else None."""
+    """Why a disqualified or stopped worker cannot go on (screening, or the refused display), or that the
+    study is full; else None."""
+    if assignment.stage == "full":
+        from .assignments import FULL_MESSAGE
+
+        return FULL_MESSAGE
     if assignment.stage not in ("disqualified", "stopped"):
         return None
     worker = assignment.worker
@@ -666,19 +716,22 @@ def _block(session: Session, page: Page, spec: MotionSpec, url_for: UrlFor) -> t
     return block, [_trial_json(t, probes, clips, spec, url_for) for t in open_trials]
 
 
+def gives_feedback(trial, spec: MotionSpec) -> bool:
+    """Feedback after practice trials, and (HuPerFlow §3.1.3) after the RDK session's test trials too."""
+    return bool(trial.practice or (trial.kind == "rdk" and spec.rdk_feedback))
+
+
 def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[int, MotionClip],
                 spec: MotionSpec, url_for: UrlFor) -> dict[str, Any]:
     from stimuli.motion_clips import movie_window
 
     movie_frames = RDK_MOVIE_FRAMES
-    # Feedback after practice trials, and (HuPerFlow §3.1.3) after the RDK session's test trials too.
-    feedback = trial.practice or (trial.kind == "rdk" and spec.rdk_feedback)
+    feedback = gives_feedback(trial, spec)
     out: dict[str, Any] = {"trial_id": trial.id, "kind": trial.kind, "practice": trial.practice,
                            "feedback": feedback, "repetition": trial.repetition}
     if trial.kind == "rdk":
-        p = trial.params
-        out["rdk"] = {"n_dots": spec.rdk_n_dots, "aperture_px": spec.rdk_aperture_px, "dot_px": spec.rdk_dot_px,
-                      "direction_deg": p["direction_deg"], "speed_ppf": p["speed_ppf"], "seed": p["seed"]}
+        # No direction, speed or seed: the browser draws the dot movie the server renders (rdk_dot_movie_of).
+        out["rdk"] = {"n_dots": spec.rdk_n_dots, "aperture_px": spec.rdk_aperture_px, "dot_px": spec.rdk_dot_px}
     else:
         probe = probes[trial.probe_id]
         clip = clips[probe.clip_id]
@@ -688,14 +741,7 @@ def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[
                        "width": clip.width, "height": clip.height}
         out["probe"] = {"probe_id": probe.probe_id, "x": probe.x, "y": probe.y, "frame_index": probe_index}
     out.update(movie_frames=movie_frames, movie_ms=spec.movie_ms(movie_frames), isi2_ms=spec.isi2_ms(movie_frames))
-    if feedback:  # the true vector only where the worker gets feedback
-        if trial.kind == "rdk":
-            from stimuli.rdk import rdk_vector
-
-            u, v = rdk_vector(trial.params["direction_deg"], trial.params["speed_ppf"])
-        else:
-            u, v = probes[trial.probe_id].gt_u, probes[trial.probe_id].gt_v
-        out["gt"] = {"u": float(u), "v": float(v)}
+    # No ground truth here, not even on feedback trials: it comes in the answer to the stored response.
     return out
 
 

@@ -23,7 +23,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .models import MotionClip, MotionProbe, Study
-from .studies import StoredSpec, StudyDefinitionError, _slugify, load_study_toml, read_sections
+from .studies import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, _slugify, load_study_toml, read_sections,
+                      validate_entry)
 
 KIND = "motion"
 
@@ -68,7 +69,9 @@ probes_per_clip = 10         # the first N probes of each clip (all when a clip 
 repetitions = 4              # 2 clips x 10 probes x 4 = 80 trials, randomised
 observers_per_clip = 4       # sessions wanted per clip (neediest clips are given out first)
 reward_per_session = "2.00"
-assignment_timeout_minutes = 90  # an unfinished session holds its clips this long
+assignment_timeout_minutes = 90  # a session only polled (never answered) holds its clips at most this long
+reservation_minutes = 5      # an open session holds its clips this long after the worker's last response
+                             # or page load; then its clips are offered to other workers too
 
 [practice]
 practice_needed = 6          # passed practice trials before the main trials
@@ -111,6 +114,14 @@ px_per_degree = 50           # the viewing distance shown to the worker makes 50
 min_window_width = 1100
 min_window_height = 700
 
+[entry]
+# Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
+allow_anonymous = false      # true: a link without ?participant= starts under a generated anon-... ID
+signed_links = false         # true: links also carry sig=... (print them: perceptlab study links SLUG ID...),
+                             # so invented participant IDs are refused
+access_key = ""              # non-empty: links must carry key=<this> (one secret shared by all participants);
+                             # 8+ letters, digits, _ or -
+
 [texts]
 # consent = """..."""
 # instructions = """..."""
@@ -137,6 +148,7 @@ class MotionSpec(StoredSpec):
     observers_per_clip: int = 4
     reward_per_session: str = "2.00"
     assignment_timeout_minutes: int = 90
+    reservation_minutes: int = 5
     practice_needed: int = 6
     practice_max: int = 30
     practice_max_epe: float = 10.0
@@ -174,6 +186,9 @@ class MotionSpec(StoredSpec):
     instructions: str = DEFAULT_MOTION_INSTRUCTIONS
     noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
+    allow_anonymous: bool = False   # the [entry] table (server/entry.py)
+    signed_links: bool = False
+    access_key: str = ""
     base_dir: str = field(default=".", compare=False)
 
     # One paid session per assignment, seen by the payment code (written for pages) as one page at
@@ -211,7 +226,7 @@ class MotionSpec(StoredSpec):
 _MOTION_SECTIONS: dict[str, dict[str, type]] = {
     "study": {"kind": str, "slug": str, "name": str, "clips": list, "seed": int},
     "session": {"clips_per_session": int, "probes_per_clip": int, "repetitions": int, "observers_per_clip": int,
-                "reward_per_session": str, "assignment_timeout_minutes": int},
+                "reward_per_session": str, "assignment_timeout_minutes": int, "reservation_minutes": int},
     "practice": {"practice_needed": int, "practice_max": int, "practice_max_epe": float,
                  "practice_max_dir_deg": float},
     "screening": {"rdk_practice": int, "rdk_trials": int, "rdk_n_dots": int, "rdk_aperture_px": int,
@@ -224,6 +239,7 @@ _MOTION_SECTIONS: dict[str, dict[str, type]] = {
                 "placeholder_diameter_px": int, "probe_diameter_px": int, "cursor_diameter_px": int,
                 "px_per_degree": float, "min_window_width": int, "min_window_height": int},
     "texts": {"consent": str, "instructions": str},
+    "entry": ENTRY_SECTION,
 }
 
 
@@ -294,6 +310,7 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
         fail(f"timing.dropped_frames must be 'exclude', 'repeat' or 'keep', got {spec.dropped_frames!r}")
     if spec.px_per_degree <= 0:
         fail("px_per_degree must be positive")
+    validate_entry(spec, fail)
     try:
         amount = Decimal(spec.reward_per_page)
     except InvalidOperation:
@@ -341,12 +358,14 @@ def create_motion_study(session: Session, spec: MotionSpec) -> Study:
     """
     from stimuli.motion_clips import ClipManifestError, movie_window
 
+    from .stimulus_index import SALT_KEY, new_salt
+
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     manifests = _manifests(spec)
     root = _common_root([Path(m.root).resolve() for m in manifests])
     noise = _noise_path(spec, manifests[0], root)
-    config = {**spec.to_config(), "noise": noise}
+    config = {**spec.to_config(), "noise": noise, SALT_KEY: new_salt()}  # new_salt: key of the stimulus names
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     session.flush()

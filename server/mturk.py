@@ -85,27 +85,40 @@ class MTurkError(RuntimeError):
     """An MTurk call failed or an action is not possible; ``str()`` says what to do."""
 
 
-def make_client(*, live: bool = False, region: str = "us-east-1", max_attempts: int = 5, **kwargs):
-    """A boto3 ``mturk`` client: the sandbox unless ``live``; credentials from the standard boto3 chain
-    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, ~/.aws/credentials, ...).
+def make_client(*, live: bool = False, region: str = "us-east-1", max_attempts: int = 5,
+                use_instance_metadata: bool = False, **kwargs):
+    """A boto3 ``mturk`` client: the sandbox unless ``live``.
 
+    Credentials come from the environment (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``),
+    ``AWS_PROFILE`` and the shared files (~/.aws/credentials), or ``kwargs``; the EC2 instance
+    metadata service and the container credentials endpoint are asked only when
+    ``use_instance_metadata`` (``[mturk] use_instance_metadata``), see :mod:`server.aws`.
     Throttled calls are retried by botocore ("standard" retry mode, ``max_attempts`` in all).
     """
-    import boto3
     from botocore.config import Config
 
+    from .aws import boto3_session
+
     config = Config(retries={"mode": "standard", "max_attempts": max_attempts}, region_name=region)
-    return boto3.client("mturk", region_name=region, endpoint_url=LIVE_ENDPOINT if live else SANDBOX_ENDPOINT,
-                        config=config, **kwargs)
+    return boto3_session(use_instance_metadata=use_instance_metadata).client(
+        "mturk", region_name=region, endpoint_url=LIVE_ENDPOINT if live else SANDBOX_ENDPOINT, config=config,
+        **kwargs)
 
 
-def check_credentials() -> None:
-    """Raise :class:`MTurkError` naming the environment variables when boto3 finds no credentials."""
-    import boto3
+def check_credentials(*, use_instance_metadata: bool = False) -> None:
+    """Raise :class:`MTurkError` naming the environment variables when no credentials are found.
 
-    if boto3.session.Session().get_credentials() is None:
-        raise MTurkError("no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                         "(or AWS_PROFILE / ~/.aws/credentials) for an IAM user allowed to use MTurk")
+    Without ``use_instance_metadata`` this reads only the environment and local files: no network call.
+    """
+    from .aws import MISSING_CREDENTIALS, has_credentials
+
+    if not has_credentials(use_instance_metadata=use_instance_metadata):
+        raise MTurkError(MISSING_CREDENTIALS + " for an IAM user allowed to use MTurk")
+
+
+def instance_metadata_allowed(config: dict[str, Any]) -> bool:
+    """``[mturk] use_instance_metadata`` of the server configuration (default False)."""
+    return bool((config.get("mturk") or {}).get("use_instance_metadata", False))
 
 
 def study_settings(study: Study) -> dict[str, Any]:

@@ -141,3 +141,19 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
     plan.total = money(plan.rewards + plan.bonuses)
     plan.due_now = money(plan.bonuses_unpaid + plan.bonus_fees)
     return plan
+
+
+def submitted_for_approval(session: Session, study: Study) -> tuple[list[str], list[str]]:
+    """Split the study's Submitted MTurk assignments into ``(earned, unearned)`` AssignmentIds.
+
+    Earned: the payment plan lists them (completed, or stopped by hidden gold after some pages).
+    Unearned: anything else a worker managed to submit -- a study that was full for them, no
+    page completed, or no record here at all (a hand-made externalSubmit). "Approve all" must
+    never pay those; the experimenter rejects them (or approves one by one after a look).
+    """
+    submitted = list(session.scalars(select(MTurkAssignment.assignment_id).where(
+        MTurkAssignment.study_id == study.id, MTurkAssignment.status == "Submitted")
+        .order_by(MTurkAssignment.assignment_id)))
+    earning = {row.assignment_id for row in payment_plan(session, study).rows}
+    return [a for a in submitted if a in earning], [a for a in submitted if a not in earning]
+

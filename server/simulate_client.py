@@ -28,17 +28,19 @@ observer noise in RMSE units (images scaled to [0, 1]). Its default,
 (``perceptlab stimuli build-demo``, 4 scenes x 11 methods, amplified images):
 there the median |RMSE difference| of a design pair is 0.026, so honest
 workers agree with the lower-RMSE candidate on 88 % of design pairs on average
-(82 % at 0.02, 92 % at 0.005), and the gold pairs (reference against a
-strongly degraded copy, RMSE about 0.1) are answered correctly with
-probability > 0.9999, far above the 70 % gold threshold.
+(82 % at 0.02, 92 % at 0.005), and the gold pairs (the best candidate's
+error halved against the worst one's doubled, amplified RMSE 0.01-0.02 against 0.19
+or more) are answered correctly with probability > 0.9999, far above the
+70 % gold threshold.
 
 With ``observer="latent"`` no image is downloaded: each image URL gets a
 latent quality ~ N(0, 1) derived from a hash of (seed, URL), the same for every
 worker, and the worker chooses right when ``latent_right - latent_left + e > 0``.
-A candidate whose URL equals the trial reference's URL gets +8 and one whose
-URL contains ``/gold/`` gets -8, so honest latent workers also pass gold
-trials. This mode measures only the API/vote path (used by
-``benchmarks/server_load.py``).
+Nothing in a URL tells a gold pair or its better image (both are files of
+their own under opaque names), so latent workers answer gold pairs at chance
+and fail the quiz: use this mode on a study without quiz and hidden gold
+(``quiz_size = 0``, ``gold_rate = 0``). It measures only the API/vote path
+(used by ``benchmarks/server_load.py``).
 
 *Random clickers* (a fraction ``spam`` of the workers, exactly
 ``round(spam * workers)`` of them, chosen by the seed) pick left or right with
@@ -99,7 +101,7 @@ RT_LOG_SIGMA = 0.5
 WINDOW = {"width": 1366, "height": 768, "dpr": 1}
 SCREEN = {"width": 1366, "height": 768}
 USER_AGENT = "perceptlab-simulate/0.1 (aiohttp)"
-TERMINAL_STAGES = ("completed", "stopped", "disqualified")
+TERMINAL_STAGES = ("completed", "stopped", "disqualified", "full")  # full: no work left (study filled)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 OBSERVERS = ("images", "latent")
 
@@ -148,7 +150,9 @@ class SimulationReport:
     ``duplicates`` the "duplicate" answers. ``latencies_ms`` holds one sample
     per HTTP answer, by request kind (entry, state, action, environment,
     vote, image). ``outcomes`` counts workers by their last stage
-    (completed / stopped / disqualified, or ``error`` when a worker gave up).
+    (completed / stopped / disqualified / full, or ``error`` when a worker gave up). The server's entry
+    rate limit (``[server] entry_limit`` per client address) answers 429 to a fast simulation from one
+    machine: run the server under test with ``PERCEPTLAB_SERVER_ENTRY_LIMIT=0``.
     """
 
     base_url: str
@@ -250,7 +254,8 @@ class SimulationReport:
         return [
             f"workers: {self.workers} ({self.concurrency} at a time), "
             f"completed {self.outcomes.get('completed', 0)}, stopped {self.outcomes.get('stopped', 0)}, "
-            f"disqualified {self.outcomes.get('disqualified', 0)}, gave up {self.outcomes.get('error', 0)}",
+            f"disqualified {self.outcomes.get('disqualified', 0)}, study full {self.outcomes.get('full', 0)}, "
+            f"gave up {self.outcomes.get('error', 0)}",
             f"votes: sent {self.votes_sent}, acknowledged {self.votes_acknowledged}, "
             f"duplicates {self.duplicates}, rejected {self.votes_rejected}, unresolved {self.votes_unresolved}",
             f"rate: {self.votes_per_second():.1f} votes/s over {self.elapsed_s:.1f} s "
@@ -402,10 +407,6 @@ class _Session:
         return self._rmse[key]
 
     def latent(self, url: str, reference_url: str) -> float:
-        if url == reference_url:
-            return 8.0
-        if "/gold/" in url:
-            return -8.0
         if url not in self._latent:
             self._latent[url] = _latent(self.seed, url)
         return self._latent[url]

@@ -4,14 +4,18 @@ Two backends, picked by ``[storage] backend`` (see ``config/default.toml``):
 
 ``local`` (default)
     The local folder each study's manifests are in, served by the ``stimuli`` blueprint
-    under ``/stimuli/<slug>/<path>``.
+    under ``/stimuli/<slug>/<name>``.
 ``s3``
     An S3 bucket (AWS or any S3-compatible store: SeaweedFS, MinIO, Ceph, R2...). Objects are
-    keyed ``<prefix>/<study slug>/<path>``; ``perceptlab storage upload STUDY`` copies a study's
-    stimulus folder there. Browsers load them from presigned GET URLs, or from
+    keyed ``<prefix>/<study slug>/<name>``; ``perceptlab storage upload STUDY`` copies the files the
+    study shows there. Browsers load them from presigned GET URLs, or from
     ``public_base_url`` when the bucket (or a CDN in front of it) is public. Credentials come
-    only from the environment / the standard boto3 chain (``AWS_ACCESS_KEY_ID``,
-    ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, instance roles...), never from config files.
+    only from the environment and the AWS files (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_PROFILE``...), never from perceptlab's config files; instance roles (the EC2 metadata
+    service) only with ``[storage] use_instance_metadata = true``.
+
+``<name>`` is a file's opaque name (:mod:`server.stimulus_index`): the backends never see the
+stimulus folder's paths in URLs or keys, only names that tell a worker nothing.
 
 boto3 is imported only when an S3 backend first needs a client, so the local backend and the
 CLI's other commands do not pay for it.
@@ -24,7 +28,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +41,8 @@ EXTRA_TYPES = {".webp": "image/webp", ".avif": "image/avif", ".json": "applicati
 
 
 class Storage(Protocol):
-    def url(self, study_slug: str, path: str) -> str:
-        """The URL a browser loads ``path`` (relative to the study's stimulus root) from."""
+    def url(self, study_slug: str, name: str) -> str:
+        """The URL a browser loads the study's stimulus published as ``name`` from."""
 
 
 class StorageError(Exception):
@@ -46,16 +50,18 @@ class StorageError(Exception):
 
 
 class LocalStorage:
-    """Stimuli served by this server from the study's stimulus folder."""
+    """Stimuli served by this server from the study's stimulus folder (``views/stimuli.py``)."""
 
-    def url(self, study_slug: str, path: str) -> str:
-        return f"/stimuli/{quote(study_slug)}/{quote(path)}"
+    def url(self, study_slug: str, name: str) -> str:
+        return f"/stimuli/{quote(study_slug)}/{quote(name)}"
 
 
 @dataclass
 class UploadReport:
     uploaded: list[str] = field(default_factory=list)   # keys written
     skipped: list[str] = field(default_factory=list)    # keys already holding the same bytes
+    stale: list[str] = field(default_factory=list)      # keys under the study's prefix that it does not use
+    deleted: list[str] = field(default_factory=list)    # stale keys removed (``prune``)
     bytes_uploaded: int = 0
     bytes_total: int = 0
     seconds: float = 0.0
@@ -93,7 +99,7 @@ def file_md5(path: Path, chunk: int = 1 << 20) -> str:
 
 
 class S3Storage:
-    """Stimuli in an S3 bucket under ``<prefix>/<study slug>/<path>``.
+    """Stimuli in an S3 bucket under ``<prefix>/<study slug>/<name>``.
 
     Parameters
     ----------
@@ -112,7 +118,10 @@ class S3Storage:
     multipart_threshold_mb : float
         Files from this size up are uploaded in parts of this size.
     client : optional
-        A ready boto3 S3 client (default: made on first use from the standard credential chain).
+        A ready boto3 S3 client (default: made on first use from the environment and ~/.aws files).
+    use_instance_metadata : bool
+        Also ask the EC2 instance metadata service / container endpoint for credentials
+        (``[storage] use_instance_metadata``; off by default: see :mod:`server.aws`).
     """
 
     CACHE_FRACTION = 0.25
@@ -122,7 +131,7 @@ class S3Storage:
     def __init__(self, bucket: str, *, prefix: str = "stimuli", endpoint_url: str | None = None,
                  region: str = "us-east-1", public_base_url: str = "", presign_seconds: int = 21600,
                  multipart_threshold_mb: float = 8, client: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, use_instance_metadata: bool = False) -> None:
         if not bucket:
             raise StorageError("no S3 bucket configured: set [storage] bucket (or PERCEPTLAB_STORAGE_BUCKET)")
         if presign_seconds <= 0:
@@ -135,6 +144,7 @@ class S3Storage:
         self.presign_seconds = int(presign_seconds)
         self.multipart_threshold = max(int(float(multipart_threshold_mb) * (1 << 20)), 1)
         self._client = client
+        self.use_instance_metadata = bool(use_instance_metadata)
         self._clock = clock
         self._lock = threading.Lock()
         self._urls: OrderedDict[str, tuple[float, str]] = OrderedDict()
@@ -145,7 +155,8 @@ class S3Storage:
                    endpoint_url=section.get("endpoint_url") or None, region=section.get("region", "us-east-1"),
                    public_base_url=section.get("public_base_url", ""),
                    presign_seconds=section.get("presign_seconds", 21600),
-                   multipart_threshold_mb=section.get("multipart_threshold_mb", 8), **kwargs)
+                   multipart_threshold_mb=section.get("multipart_threshold_mb", 8),
+                   use_instance_metadata=section.get("use_instance_metadata", False), **kwargs)
 
     # ------------------------------------------------------------------ client and keys
 
@@ -154,20 +165,22 @@ class S3Storage:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    import boto3
                     from botocore.config import Config
+
+                    from .aws import boto3_session
 
                     style = "path" if self.endpoint_url else "auto"
                     config = Config(signature_version="s3v4", s3={"addressing_style": style},
                                     retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5,
                                     read_timeout=60, max_pool_connections=self.UPLOAD_THREADS * 2)
-                    self._client = boto3.session.Session().client("s3", endpoint_url=self.endpoint_url,
-                                                                  region_name=self.region, config=config)
+                    session = boto3_session(use_instance_metadata=self.use_instance_metadata)
+                    self._client = session.client("s3", endpoint_url=self.endpoint_url,
+                                                  region_name=self.region, config=config)
         return self._client
 
-    def key(self, study_slug: str, path: str) -> str:
-        path = path.replace("\\", "/").lstrip("/")
-        return "/".join(part for part in (self.prefix, study_slug, path) if part)
+    def key(self, study_slug: str, name: str) -> str:
+        name = name.replace("\\", "/").lstrip("/")
+        return "/".join(part for part in (self.prefix, study_slug, name) if part)
 
     @property
     def where(self) -> str:
@@ -175,8 +188,8 @@ class S3Storage:
 
     # ------------------------------------------------------------------ URLs
 
-    def url(self, study_slug: str, path: str) -> str:
-        key = self.key(study_slug, path)
+    def url(self, study_slug: str, name: str) -> str:
+        key = self.key(study_slug, name)
         if self.public_base_url:
             return f"{self.public_base_url}/{quote(key)}"
         now = self._clock()
@@ -204,7 +217,7 @@ class S3Storage:
 
     def url_form(self) -> str:
         """How URLs look, for ``perceptlab storage check``."""
-        example = self.key("<study>", "<path>")
+        example = self.key("<study>", "<name>")
         if self.public_base_url:
             return f"public: {self.public_base_url}/{example}"
         base = self.endpoint_url or f"https://{self.bucket}.s3.{self.region or 'us-east-1'}.amazonaws.com"
@@ -249,13 +262,26 @@ class S3Storage:
 
     # ------------------------------------------------------------------ upload
 
-    def upload_folder(self, local_root: str | Path, study_slug: str, *,
-                      progress: bool | None = None) -> UploadReport:
-        """Upload every file under ``local_root`` to ``<prefix>/<study_slug>/``; skip unchanged files.
+    def upload_files(self, local_root: str | Path, study_slug: str, files: Mapping[str, str], *,
+                     progress: bool | None = None, prune: bool = False) -> UploadReport:
+        """Upload the named files to ``<prefix>/<study_slug>/<name>``; skip unchanged ones.
+
+        Parameters
+        ----------
+        local_root : str or Path
+            The study's stimulus folder.
+        study_slug : str
+        files : mapping
+            Opaque name -> path relative to ``local_root`` (a study's
+            :class:`~server.stimulus_index.StimulusIndex`): only these files go up.
+        progress : bool, optional
+            A tqdm bar on stderr (default: when stderr is a terminal).
+        prune : bool
+            Delete the objects under the study's prefix that are not among ``files`` (left by
+            earlier uploads); without it they are only listed in ``report.stale``.
 
         A file is unchanged when an object of the same size exists whose ``perceptlab-md5``
-        metadata matches the file's MD5. ``progress``: a tqdm bar on stderr (default: when
-        stderr is a terminal).
+        metadata matches the file's MD5.
         """
         from boto3.s3.transfer import TransferConfig
 
@@ -263,10 +289,16 @@ class S3Storage:
         root = Path(local_root)
         if not root.is_dir():
             raise StorageError(f"stimulus folder {root} does not exist")
-        files = sorted(p for p in root.rglob("*") if p.is_file())
+        sources = {name: root / relative for name, relative in sorted(files.items())}
+        missing = [str(path) for path in sources.values() if not path.is_file()]
+        if missing:
+            raise StorageError(f"{len(missing)} stimulus file(s) of study {study_slug} are missing, "
+                               f"e.g. {missing[0]}")
         self.check()
         existing = self._list_sizes(self.key(study_slug, "") + "/")
-        report = UploadReport(bytes_total=sum(p.stat().st_size for p in files))
+        report = UploadReport(bytes_total=sum(p.stat().st_size for p in sources.values()))
+        wanted = {self.key(study_slug, name) for name in sources}
+        report.stale = sorted(key for key in existing if key not in wanted)
         transfer = TransferConfig(multipart_threshold=self.multipart_threshold,
                                   multipart_chunksize=max(self.multipart_threshold, 5 << 20),  # S3's smallest part
                                   max_concurrency=4, use_threads=True)
@@ -280,9 +312,8 @@ class S3Storage:
                        desc=f"upload {study_slug}", file=sys.stderr)
         lock = threading.Lock()
 
-        def one(path: Path) -> None:
-            relative = path.relative_to(root).as_posix()
-            key = self.key(study_slug, relative)
+        def one(name: str, path: Path) -> None:
+            key = self.key(study_slug, name)
             size = path.stat().st_size
             md5 = file_md5(path)
             if existing.get(key) == size and self._stored_md5(key) == md5:
@@ -294,7 +325,7 @@ class S3Storage:
             self.client.upload_file(
                 str(path), self.bucket, key, Config=transfer,
                 Callback=(bar.update if bar is not None else None),
-                ExtraArgs={"ContentType": content_type(path), "CacheControl": CACHE_CONTROL,
+                ExtraArgs={"ContentType": content_type(name), "CacheControl": CACHE_CONTROL,
                            "Metadata": {MD5_METADATA: md5}})
             with lock:
                 report.uploaded.append(key)
@@ -302,8 +333,11 @@ class S3Storage:
 
         try:
             with ThreadPoolExecutor(max_workers=self.UPLOAD_THREADS) as pool:
-                for future in [pool.submit(one, p) for p in files]:
+                for future in [pool.submit(one, name, path) for name, path in sources.items()]:
                     future.result()
+            if prune and report.stale:
+                self._delete(report.stale)
+                report.deleted = list(report.stale)
         except Exception as exc:
             raise self._explain(_unwrap(exc)) from exc
         finally:
@@ -313,6 +347,15 @@ class S3Storage:
         report.skipped.sort()
         report.seconds = time.monotonic() - started
         return report
+
+    def _delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):  # S3's largest DeleteObjects batch
+            batch = [{"Key": key} for key in keys[start:start + 1000]]
+            answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            if answer.get("Errors"):
+                error = answer["Errors"][0]
+                raise StorageError(f"could not delete {error.get('Key')} from {self.where}: "
+                                   f"{error.get('Code')} {error.get('Message', '')}".rstrip())
 
     def _list_sizes(self, prefix: str) -> dict[str, int]:
         sizes: dict[str, int] = {}

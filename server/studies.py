@@ -19,8 +19,14 @@ from sqlalchemy.orm import Session
 
 from .models import Pair, Stimulus, Study, StudySet
 
-GOLD_GOOD = "__gold_reference__"
-GOLD_BAD = "__gold_degraded__"
+
+def gold_item_ids(k: int) -> tuple[str, str]:
+    """Item IDs of a set's gold pair ``k`` (1, 2, ...): its better and worse image (see stimuli.gold).
+
+    They appear in exports only (``item_a``/``item_b``/``gold_winner``); workers see opaque URLs.
+    """
+    return f"__gold_better_{k}__", f"__gold_worse_{k}__"
+
 
 DEFAULT_CONSENT = """\
 This task is part of a research study on how people perceive image quality. You will compare \
@@ -38,7 +44,7 @@ Click the image on the LEFT or on the RIGHT that looks more like the reference, 
 left or right arrow key. There is no time limit, but please decide at your natural pace.
 
 Under each image, enlarged crops show the regions where the images differ most (outlined in \
-the overview below). Look there first. The differences have been amplified so they are easier to see.
+the example image). Look there first. The differences have been amplified so they are easier to see.
 
 First comes a short quiz with obvious differences: you must pass it to continue."""
 
@@ -68,11 +74,24 @@ quiz_size = 5             # gold pairs in the quiz; failing it disqualifies for 
 gold_rate = 0.1           # share of each page's trials that are hidden gold pairs
 accuracy_threshold = 0.7  # quiz and hidden gold (StudyMB 1.0: more than 30% wrong stops a worker)
 gold_min_answered = 3     # hidden gold answers needed before the threshold is applied
-assignment_timeout_minutes = 60  # trials left unanswered this long are offered to other workers
+assignment_timeout_minutes = 60  # a page only polled (never answered) is held at most this long
+reservation_minutes = 5   # an open page holds its pairs this long after the worker's last vote or
+                          # page load; then its unanswered pairs are offered to other workers too
 
 [display]
-min_window_width = 1000
-min_window_height = 600
+# The trial page scales the three images and their zoom crops to fit the worker's browser window
+# (its inside, without scrolling), never above their prepared display size (scale 1).
+min_image_scale = 0.5    # smaller than this, the trial is hidden and the worker asked for a larger window
+min_window_width = 1000  # smallest window inside (CSS pixels) whatever the images need: keeps phones out;
+min_window_height = 600  # 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600
+
+[entry]
+# Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
+allow_anonymous = false   # true: a link without ?participant= starts under a generated anon-... ID
+signed_links = false      # true: links also carry sig=... (print them: perceptlab study links SLUG ID...),
+                          # so invented participant IDs are refused
+access_key = ""           # non-empty: links must carry key=<this> (one secret shared by all participants,
+                          # e.g. appended to a Prolific study URL); 8+ letters, digits, _ or -
 
 [texts]
 # consent = """..."""       # plain text shown before the task; blank lines separate paragraphs
@@ -143,11 +162,16 @@ class StudySpec(StoredSpec):
     accuracy_threshold: float = 0.7
     gold_min_answered: int = 3
     assignment_timeout_minutes: int = 60
+    reservation_minutes: int = 5
     min_window_width: int = 1000
     min_window_height: int = 600
+    min_image_scale: float = 0.5  # smallest scale the trial page may show images and crops at (1 = display size)
     consent: str = DEFAULT_CONSENT
     instructions: str = DEFAULT_INSTRUCTIONS
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over MTURK_DEFAULTS
+    allow_anonymous: bool = False
+    signed_links: bool = False
+    access_key: str = ""
     base_dir: str = field(default=".", compare=False)
 
 
@@ -165,10 +189,15 @@ _SECTIONS = {
     "pages": {"pairs_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
               "bonus_per_page": str},
     "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
-                "assignment_timeout_minutes": int},
-    "display": {"min_window_width": int, "min_window_height": int},
+                "assignment_timeout_minutes": int, "reservation_minutes": int},
+    "display": {"min_window_width": int, "min_window_height": int, "min_image_scale": float},
     "texts": {"consent": str, "instructions": str},
+    "entry": {},  # filled below: the same [entry] table in both kinds of study
 }
+
+# The optional [entry] table (server/entry.py), read for both kinds of study.
+ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str}
+_SECTIONS["entry"] = ENTRY_SECTION
 
 
 def spec_from_config(config: dict[str, Any]):
@@ -269,7 +298,7 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
     if spec.stimulus not in ("amplified", "original"):
         fail(f"design.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
     for key in ("votes_per_pair", "pairs_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
-                "min_window_width", "min_window_height"):
+                "reservation_minutes", "min_window_width", "min_window_height"):
         if getattr(spec, key) < 1:
             fail(f"{key} must be at least 1")
     for key in ("degree", "quiz_size", "gold_min_answered", "seed"):
@@ -277,8 +306,11 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
             fail(f"{key} must not be negative")
     if spec.max_pages < spec.min_pages:
         fail(f"max_pages ({spec.max_pages}) is below min_pages ({spec.min_pages})")
+    validate_entry(spec, fail)
     if not 0 <= spec.gold_rate < 1:
         fail(f"gold_rate must be in [0, 1), got {spec.gold_rate}")
+    if not 0 < spec.min_image_scale <= 1:
+        fail(f"display.min_image_scale must be in (0, 1], got {spec.min_image_scale}")
     if not 0 < spec.accuracy_threshold <= 1:
         fail(f"accuracy_threshold must be in (0, 1], got {spec.accuracy_threshold}")
     if spec.gold_per_page >= spec.pairs_per_page:
@@ -290,6 +322,16 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
             amount = Decimal(-1)
         if amount < 0 or amount.as_tuple().exponent < -2:
             fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
+
+
+def validate_entry(spec, fail) -> None:
+    """Check the ``[entry]`` values of either kind of spec; ``fail(message)`` raises."""
+    if spec.allow_anonymous and spec.signed_links:
+        fail("entry.allow_anonymous contradicts entry.signed_links (a signed link names its participant)")
+    if spec.access_key and not re.fullmatch(r"[A-Za-z0-9_-]{8,200}", spec.access_key):
+        fail("entry.access_key must be 8-200 letters, digits, '_' or '-' (it goes into links)")
+    if spec.reservation_minutes < 1:
+        fail("reservation_minutes must be at least 1")
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -343,14 +385,19 @@ def create_study(session: Session, spec: StudySpec) -> Study:
     not a broken image in a worker's browser later.
     """
     from .motion_studies import MotionSpec, create_motion_study
+    from .stimulus_index import SALT_KEY, new_salt
 
     if isinstance(spec, MotionSpec):
         return create_motion_study(session, spec)
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)
+    if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
+        raise StudyDefinitionError("the stimuli have no gold pairs (prepared with --gold-pairs 0): "
+                                   "set [quality] quiz_size = 0 and gold_rate = 0")
     root = stimulus_root(spec)
-    study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=spec.to_config(), stimulus_root=str(root))
+    config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
+    study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     rng = np.random.default_rng(spec.seed)
     for folder, manifest in scenes:
@@ -376,18 +423,19 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
                          image_width=manifest["image_size"]["width"], image_height=manifest["image_size"]["height"])
     session.add(study_set)
     session.flush()
-    stimuli: dict[str, Stimulus] = {}
-    for candidate in manifest["candidates"]:
-        crops = [rel(c[spec.stimulus]) for c in sorted(candidate["crops"], key=lambda c: c["rank"])]
-        stimuli[candidate["id"]] = Stimulus(item_id=candidate["id"], kind="candidate",
-                                            full=rel(candidate[spec.stimulus]), crops={"paths": crops})
-    gold = manifest.get("gold")
-    if gold:
-        stimuli[GOLD_GOOD] = Stimulus(item_id=GOLD_GOOD, kind="gold_good", full=study_set.reference["full"],
-                                      crops={"paths": list(study_set.reference["crops"])})
-        bad_crops = [rel(c["degraded"]) for c in sorted(gold["crops"], key=lambda c: c["rank"])]
-        stimuli[GOLD_BAD] = Stimulus(item_id=GOLD_BAD, kind="gold_bad", full=rel(gold["degraded"]),
-                                     crops={"paths": bad_crops})
+    def make_stimulus(item_id: str, kind: str, entry: dict) -> Stimulus:
+        """A candidate or gold image as the study shows it (``spec.stimulus``: amplified or original)."""
+        crops = [rel(c[spec.stimulus]) for c in sorted(entry["crops"], key=lambda c: c["rank"])]
+        return Stimulus(item_id=item_id, kind=kind, full=rel(entry[spec.stimulus]), crops={"paths": crops})
+
+    stimuli = {c["id"]: make_stimulus(c["id"], "candidate", c) for c in manifest["candidates"]}
+    gold_ids = []
+    for k, gold in enumerate(_gold_entries(folder, manifest), start=1):
+        # Both gold images are files of their own, shown like candidates: never the reference's file.
+        better_id, worse_id = gold_item_ids(k)
+        stimuli[better_id] = make_stimulus(better_id, "gold_good", gold["better"])
+        stimuli[worse_id] = make_stimulus(worse_id, "gold_bad", gold["worse"])
+        gold_ids.append((better_id, worse_id))
     for stimulus in stimuli.values():
         stimulus.set_id = study_set.id
         session.add(stimulus)
@@ -395,10 +443,31 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
     for a, b in _design_pairs(spec, manifest, rng):
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[a].id, stimulus_b_id=stimuli[b].id,
                          target_votes=spec.votes_per_pair))
-    if gold:
-        session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[GOLD_GOOD].id,
-                         stimulus_b_id=stimuli[GOLD_BAD].id, target_votes=0, is_gold=True,
-                         gold_winner_id=stimuli[GOLD_GOOD].id))
+    for better_id, worse_id in gold_ids:
+        session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[better_id].id,
+                         stimulus_b_id=stimuli[worse_id].id, target_votes=0, is_gold=True,
+                         gold_winner_id=stimuli[better_id].id))
+
+
+def _gold_entries(folder: Path, manifest: dict) -> list[dict]:
+    """The manifest's gold pairs (each with ``better`` and ``worse`` entries); empty when it has none.
+
+    Schema 3 lists several pairs; schema 2's single pair is read as a list of one.
+    Manifests from before schema 2 hold a blurred, noisy copy of the reference
+    (``degraded``) whose correct side was the reference itself: easy to spot and
+    to read from a URL, so they are refused rather than shown.
+    """
+    gold = manifest.get("gold")
+    if not gold:
+        return []
+    entries = [gold] if isinstance(gold, dict) else gold
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("better"), dict) and isinstance(e.get("worse"), dict)
+            for e in entries):
+        raise StudyDefinitionError(
+            f"{folder / 'manifest.json'}: its gold pair is from an older perceptlab (a blurred copy of the "
+            f"reference, easy to tell from real trials); run `perceptlab stimuli prepare` again")
+    return entries
 
 
 def _design_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> list[tuple[str, str]]:

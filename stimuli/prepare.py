@@ -16,8 +16,9 @@ whose ID is its file stem. In memory, pass a :class:`SceneImages`.
     crops/<rank>/reference.png        zoom crops: reference,
     crops/<rank>/original/<id>.png    each candidate,
     crops/<rank>/amplified/<id>.png   and each amplified candidate
-    gold/degraded.png                 a strongly degraded reference for gold trials
-    crops/<rank>/gold/degraded.png    and its crops (the reference is the correct answer)
+    gold/<k>/original/<side>.png      gold pair k = 1..gold_pairs (side: better, worse), made of the
+    gold/<k>/amplified/<side>.png     scene's own candidate errors (stimuli.gold), amplified like a candidate,
+    crops/<rank>/gold/<k>/<kind>/<side>.png  and their crops (kind: original, amplified)
 
 :func:`prepare_study` writes several scenes into one subfolder each plus a
 top-level ``manifest.json``. Both build into a temporary folder beside the
@@ -38,8 +39,11 @@ import numpy as np
 
 from .io import FOLDER_MODE, StimulusInputError, is_image_file, read_image, write_bytes_atomic, write_png
 
-SCHEMA_VERSION = 1
+# 2: gold pairs made of candidate errors ("better"/"worse"), no blurred reference;
+# 3: "gold" is a list of such pairs (several per scene, so none needs to repeat for a worker)
+SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
+MAX_GOLD_PAIRS = 100  # per scene: each is four images plus their crops on disk
 
 
 class PrepareError(StimulusInputError):
@@ -71,8 +75,9 @@ class PrepareParameters:
     degree: int = 6               # comparisons per candidate in the random regular design
     seed: int = 0                 # seed of the pair design
     compression: int = 3          # PNG zlib level
-    gold_blur: float = 4.0        # Gaussian blur (px) of the gold trials' degraded reference
-    gold_noise: float = 0.08      # noise SD (fraction of full range) of the degraded reference
+    gold_margin: float = 2.0      # worse gold image's error / worst candidate's error, at least (> 1)
+    gold_better_scale: float = 0.5  # the best candidate's error, scaled by this, makes the better gold image
+    gold_pairs: int = 6           # distinct gold pairs per scene (0: none)
 
     def validate(self) -> None:
         """Raise :class:`PrepareError` naming the first bad parameter."""
@@ -87,6 +92,12 @@ class PrepareParameters:
             (self.aspect > 0, f"aspect must be > 0, got {self.aspect}"),
             (self.degree >= 2, f"degree must be >= 2 (a connected design), got {self.degree}"),
             (0 <= self.compression <= 9, f"compression must be 0..9, got {self.compression}"),
+            (np.isfinite(self.gold_margin) and self.gold_margin > 1,
+             f"gold_margin must be > 1, got {self.gold_margin}"),
+            (0 < self.gold_better_scale <= 0.85,
+             f"gold_better_scale must be in (0, 0.85], got {self.gold_better_scale}"),
+            (isinstance(self.gold_pairs, int) and 0 <= self.gold_pairs <= MAX_GOLD_PAIRS,
+             f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS}, got {self.gold_pairs}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -215,39 +226,28 @@ def _progress(iterable, total: int, desc: str, progress: bool):
 
 
 def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, progress: bool) -> dict:
-    from .amplify import amplify_with_alpha
-    from .zoom import average_error, crop, draw_overview, find_crop_boxes
+    from .gold import make_gold_pairs
+    from .zoom import average_error, draw_overview, find_crop_boxes
 
     ids = sorted(scene.candidates)
     design = scene_design(ids, params.degree, params.seed)  # before any work: odd n * degree is an input error
+    # Also before any file: a scene whose candidates allow no gold pair is an input error.
+    gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=params.gold_margin,
+                           better_scale=params.gold_better_scale, seed=params.seed)
     boxes = find_crop_boxes(average_error(scene.reference, (scene.candidates[i] for i in ids)),
                             sigma=params.sigma, top_k=params.top_k, levels=params.levels, pad=params.pad,
                             min_size=params.min_size, aspect=params.aspect, zoom=params.zoom)
-    for sub in ["original", "amplified"] + [f"crops/{b.rank}/{kind}" for b in boxes for kind in ("original", "amplified")]:
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-    png = params.compression
-    write_png(folder / "reference.png", scene.reference, png)
-    write_png(folder / "overview.png", draw_overview(scene.reference, boxes), png)
+    write_png(folder / "reference.png", scene.reference, params.compression)
+    write_png(folder / "overview.png", draw_overview(scene.reference, boxes), params.compression)
     for box in boxes:
-        write_png(folder / f"crops/{box.rank}/reference.png", crop(scene.reference, box), png)
-    gold = _write_gold(scene, folder, boxes, params)
-    candidates = []
+        _write_file(folder, f"crops/{box.rank}/reference.png", _crop(scene.reference, box), params)
+    candidates, amplified_errors = [], {}
     for item_id in _progress(ids, len(ids), scene.scene_id, progress):
-        image = scene.candidates[item_id]
-        amplified, alpha_map = amplify_with_alpha(scene.reference, image, params.alpha)
-        entry = {"id": item_id, "original": f"original/{item_id}.png", "amplified": f"amplified/{item_id}.png",
-                 "alpha_reduced_fraction": float(np.mean(alpha_map < params.alpha)),
-                 "alpha_min": float(alpha_map.min()), "crops": []}
+        entry, amplified_errors[item_id] = _write_item(folder, scene.reference, scene.candidates[item_id],
+                                                       "", item_id, boxes, params)
         if item_id in scene.sources:
             entry["source"] = scene.sources[item_id]
-        write_png(folder / entry["original"], image, png)
-        write_png(folder / entry["amplified"], amplified, png)
-        for box in boxes:
-            paths = {kind: f"crops/{box.rank}/{kind}/{item_id}.png" for kind in ("original", "amplified")}
-            write_png(folder / paths["original"], crop(image, box), png)
-            write_png(folder / paths["amplified"], crop(amplified, box), png)
-            entry["crops"].append({"rank": box.rank, **paths})
-        candidates.append(entry)
+        candidates.append({"id": item_id, **entry})
     height, width = scene.reference.shape[:2]
     manifest = {
         "schema_version": SCHEMA_VERSION, "kind": "scene", "scene_id": scene.scene_id,
@@ -259,28 +259,72 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
         "candidates": candidates,
         "parameters": params.to_dict(),
         "design": design,
-        "gold": gold,
+        "gold": [_write_gold(scene, folder, boxes, params, pair, k, amplified_errors)
+                 for k, pair in enumerate(gold, start=1)],
     }
     _write_json(folder / MANIFEST, manifest)
     return manifest
 
 
-def _write_gold(scene: SceneImages, folder: Path, boxes, params: PrepareParameters) -> dict:
-    """Write the degraded reference of gold trials and its crops; return the manifest entry."""
-    from .gold import degrade_for_gold
+def _crop(image: np.ndarray, box) -> np.ndarray:
     from .zoom import crop
 
-    degraded = degrade_for_gold(scene.reference, params.gold_blur, params.gold_noise, seed=params.seed)
-    entry = {"degraded": "gold/degraded.png", "better": "reference", "crops": [],
-             "degradation": {"blur_sigma": params.gold_blur, "noise_sd": params.gold_noise, "seed": params.seed}}
-    (folder / "gold").mkdir(exist_ok=True)
-    write_png(folder / entry["degraded"], degraded, params.compression)
+    return crop(image, box)
+
+
+def _write_file(folder: Path, path: str, image: np.ndarray, params: PrepareParameters) -> None:
+    (folder / path).parent.mkdir(parents=True, exist_ok=True)
+    write_png(folder / path, image, params.compression)
+
+
+def _write_item(folder: Path, reference: np.ndarray, image: np.ndarray, prefix: str, name: str, boxes,
+                params: PrepareParameters) -> tuple[dict, float]:
+    """Write one image as given and amplified, full and cropped, under ``<prefix>original/<name>.png``
+    and the like: candidates and gold images alike. Returns the manifest entry (without ``id``) and
+    the amplified image's interpolation error."""
+    from .amplify import amplify_with_alpha
+    from .metrics import interpolation_error
+
+    amplified, alpha_map = amplify_with_alpha(reference, image, params.alpha)
+    entry = {"original": f"{prefix}original/{name}.png", "amplified": f"{prefix}amplified/{name}.png",
+             "alpha_reduced_fraction": float(np.mean(alpha_map < params.alpha)),
+             "alpha_min": float(alpha_map.min()), "crops": []}
+    _write_file(folder, entry["original"], image, params)
+    _write_file(folder, entry["amplified"], amplified, params)
     for box in boxes:
-        path = f"crops/{box.rank}/gold/degraded.png"
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        write_png(folder / path, crop(degraded, box), params.compression)
-        entry["crops"].append({"rank": box.rank, "degraded": path})
-    return entry
+        paths = {kind: f"crops/{box.rank}/{prefix}{kind}/{name}.png" for kind in ("original", "amplified")}
+        _write_file(folder, paths["original"], _crop(image, box), params)
+        _write_file(folder, paths["amplified"], _crop(amplified, box), params)
+        entry["crops"].append({"rank": box.rank, **paths})
+    return entry, interpolation_error(reference, amplified)
+
+
+def _write_gold(scene: SceneImages, folder: Path, boxes, params: PrepareParameters, gold, k: int,
+                amplified_errors: dict[str, float]) -> dict:
+    """Write gold pair ``k`` like candidates (under ``gold/<k>/``); return its manifest entry.
+
+    The entry holds ``id`` (``k``), ``better`` and ``worse`` (paths like a candidate's),
+    ``errors`` and ``construction``.
+
+    The errors are recorded for the images as given (``original``, where
+    :func:`stimuli.gold.make_gold_pair` checked its rule) and as amplified, where
+    the same order is checked here: each pixel's error grows by a factor in
+    ``[1, alpha]``, so the worse image's lead is at least ``gold_margin / alpha``.
+    """
+    from .gold import GoldError
+
+    better, better_error = _write_item(folder, scene.reference, gold.better, f"gold/{k}/", "better", boxes, params)
+    worse, worse_error = _write_item(folder, scene.reference, gold.worse, f"gold/{k}/", "worse", boxes, params)
+    amplified = {"candidates": amplified_errors, "better": better_error, "worse": worse_error}
+    best = min((e for e in amplified_errors.values() if e > 0), default=0.0)
+    if not (worse_error > max(amplified_errors.values()) and better_error < best):
+        raise GoldError(f"scene {scene.scene_id!r}: amplified, gold pair {k}'s errors ({better_error:.3f}, "
+                        f"{worse_error:.3f}) do not bracket the candidates' ({best:.3f} .. "
+                        f"{max(amplified_errors.values()):.3f}); lower the gold better-scale or raise the margin")
+    original = {k: v for k, v in gold.errors.items() if k != "metric"}
+    return {"id": k, "better": better, "worse": worse,
+            "errors": {"metric": gold.errors["metric"], "original": original, "amplified": amplified},
+            "construction": gold.construction}
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -350,6 +394,7 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
                   alpha: float = 1.5, sigma: float = 20.0, zoom: float = 1.5, top_k: int = 3,
                   degree: int = 6, seed: int = 0, levels: int = 2, pad: int = 16,
                   min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3, compression: int = 3,
+                  gold_margin: float = 2.0, gold_better_scale: float = 0.5, gold_pairs: int = 6,
                   reference: str | os.PathLike | None = None, scene_id: str | None = None,
                   overwrite: bool = False, progress: bool = True) -> dict:
     """Amplify, crop and design one scene into ``out_dir`` (layout in the module docstring).
@@ -365,6 +410,14 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
     degree, seed :
         Random ``degree``-regular pair design over the candidates, drawn with ``seed``;
         scenes with at most ``degree`` candidates get the full design (recorded as ``"kind": "full"``).
+        ``seed`` also seeds the gold images' stochastic rounding.
+    gold_margin, gold_better_scale : float
+        The gold pairs (:func:`stimuli.gold.make_gold_pairs`): each worse image's error is at least
+        ``gold_margin`` times the worst candidate's; the first better image is the best candidate's
+        error scaled by ``gold_better_scale`` (the others stay below it). All are amplified and
+        cropped like candidates.
+    gold_pairs : int
+        Distinct gold pairs of the scene (0: none, so the study can have no quiz or hidden gold).
     reference : str or path, optional
         Reference file (name inside the scene folder, or a path) when it is not ``reference.*``.
     scene_id : str, optional
@@ -383,10 +436,11 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
     ------
     PrepareError, ImageReadError (both ``ValueError``)
         Bad parameters, unreadable or truncated images, sizes that differ, fewer than
-        two candidates, an existing output. Nothing is written then.
+        two candidates, candidates that allow no gold pair (:class:`stimuli.gold.GoldError`),
+        an existing output. Nothing is written then.
     """
     params = PrepareParameters(alpha, sigma, zoom, top_k, levels, pad, tuple(min_size), aspect, degree, seed,
-                               compression)
+                               compression, gold_margin, gold_better_scale, gold_pairs)
     params.validate()
     out_dir = Path(out_dir)
     inputs = [Path(scene)] if isinstance(scene, (str, os.PathLike)) else []
@@ -432,6 +486,7 @@ def prepare_study(scene_dirs: Sequence[str | os.PathLike], out: str | os.PathLik
             manifest = _write_scene(scene, staging / scene.scene_id, scene_params, progress)
             entries.append({"scene_id": scene.scene_id, "manifest": f"{scene.scene_id}/{MANIFEST}",
                             "n_candidates": len(scene.candidates), "n_pairs": len(manifest["design"]["pairs"]),
+                            "n_gold_pairs": len(manifest["gold"]),
                             "design_seed": scene_seed, "source": str(folder)})
         top = {"schema_version": SCHEMA_VERSION, "kind": "study", "scenes": entries, "parameters": params.to_dict()}
         _write_json(staging / MANIFEST, top)

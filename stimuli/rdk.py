@@ -6,24 +6,30 @@ uniform in 0-360° and speed uniform in 1-20 px/frame. Directions are polar
 angles in y-up coordinates (0° = right, 90° = up on the screen), so the image
 velocity (``v`` down) is ``u = s·cos θ``, ``v = −s·sin θ`` (:func:`rdk_vector`).
 
-The browser draws its own dots (``experiment_ui/static/js``) with the same
-rule as :func:`rdk_dot_positions`, the reference implementation used by the
-tests and analyses: dots start uniform in the aperture, move by ``(u, v)``
-every frame, and a dot that leaves the aperture re-enters on the opposite
-side (reflected through the centre, then moved back inside along its motion
-line), so the dot density stays uniform and every dot keeps moving
-coherently. The browser's own random positions need not match these
-(the ``seed`` only makes a trial reproducible within one implementation).
+The server renders every trial's dots with :func:`rdk_dot_positions`: dots
+start uniform in the aperture, move by ``(u, v)`` every frame, and a dot that
+leaves the aperture re-enters on the opposite side (moved back inside along
+its motion line), so the dot density stays uniform and every dot keeps moving
+coherently. The browser never receives the direction, speed or seed: it gets
+the finished positions as a compact binary "dot movie"
+(:func:`encode_dot_movie`, served by ``GET .../motion-trials/<id>/dots``) and
+only draws them. A script can still estimate the motion from the positions
+(that is what the observer does too); there is just no field to read.
 """
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
 DEFAULT_N_DOTS = 5000
 DEFAULT_APERTURE_PX = 600
 SPEED_MIN, SPEED_MAX = 1.0, 20.0
+# Dot movie: "RDK1", uint16 frames, uint16 units per px, uint32 dots, uint16 aperture px, uint16 0 (little-endian).
+DOT_MOVIE_MAGIC = b"RDK1"
+DOT_MOVIE_HEADER = struct.Struct("<4sHHIHH")
+MAX_DOT_SCALE = 64  # 1/64 px: far finer than a 2 px dot
 
 
 def rdk_vector(direction_deg: float, speed_ppf: float) -> tuple[float, float]:
@@ -130,3 +136,53 @@ def rdk_dot_positions(n_dots: int, aperture_px: float, direction_deg: float, spe
         moved = positions[frame - 1] + velocity
         positions[frame] = moved if speed_ppf == 0 else _wrap_into_disc(moved, velocity, radius)
     return positions
+
+
+def encode_dot_movie(positions: np.ndarray, aperture_px: int) -> bytes:
+    """Pack dot positions into the binary "dot movie" the browser draws an RDK trial from.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        ``(n_frames, n_dots, 2)`` positions ``(x, y)`` relative to the aperture centre (``y`` down),
+        within the aperture (:func:`rdk_dot_positions`).
+    aperture_px : int
+        Aperture diameter in pixels (1 to 65535).
+
+    Returns
+    -------
+    bytes
+        A 16-byte header (:data:`DOT_MOVIE_HEADER`: ``b"RDK1"``, frames, scale, dots, aperture,
+        0), then for every frame and every dot ``x`` and ``y`` as little-endian uint16 fixed point:
+        ``round((coordinate + aperture_px / 2) * scale)``, with ``scale = min(64, 65535 // aperture_px)``
+        units per pixel. Frame-major: value ``2 * (frame * n_dots + dot) + (0 for x, 1 for y)``.
+    """
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 3 or positions.shape[2] != 2 or not 1 <= positions.shape[0] <= 65535:
+        raise ValueError(f"positions: need (n_frames, n_dots, 2) with 1-65535 frames, got {positions.shape}")
+    if isinstance(aperture_px, bool) or int(aperture_px) != aperture_px or not 1 <= aperture_px <= 65535:
+        raise ValueError(f"aperture_px: need an integer in 1..65535, got {aperture_px!r}")
+    aperture_px = int(aperture_px)
+    scale = min(MAX_DOT_SCALE, 65535 // aperture_px)
+    n_frames, n_dots, _ = positions.shape
+    fixed = np.clip(np.round((positions + aperture_px / 2) * scale), 0, aperture_px * scale).astype("<u2")
+    header = DOT_MOVIE_HEADER.pack(DOT_MOVIE_MAGIC, n_frames, scale, n_dots, aperture_px, 0)
+    return header + fixed.tobytes()
+
+
+def decode_dot_movie(data: bytes) -> tuple[np.ndarray, int]:
+    """Unpack :func:`encode_dot_movie`: ``(positions (n_frames, n_dots, 2) in px from the centre, aperture_px)``."""
+    if len(data) < DOT_MOVIE_HEADER.size:
+        raise ValueError("not a dot movie: too short")
+    magic, n_frames, scale, n_dots, aperture_px, _ = DOT_MOVIE_HEADER.unpack_from(data)
+    if magic != DOT_MOVIE_MAGIC or scale < 1 or len(data) != DOT_MOVIE_HEADER.size + 4 * n_frames * n_dots:
+        raise ValueError("not a dot movie (bad header or length)")
+    fixed = np.frombuffer(data, dtype="<u2", offset=DOT_MOVIE_HEADER.size).reshape(n_frames, n_dots, 2)
+    return fixed / scale - aperture_px / 2, aperture_px
+
+
+def rdk_dot_movie(n_dots: int, aperture_px: int, direction_deg: float, speed_ppf: float, seed: int,
+                  n_frames: int) -> bytes:
+    """The dot movie of one RDK trial: :func:`rdk_dot_positions` packed by :func:`encode_dot_movie`."""
+    positions = rdk_dot_positions(n_dots, aperture_px, direction_deg, speed_ppf, seed, n_frames)
+    return encode_dot_movie(positions, aperture_px)

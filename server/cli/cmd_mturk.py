@@ -1,8 +1,9 @@
 """``perceptlab mturk balance | launch | status | review | approve | reject | bonus | expire | notify``.
 
 The MTurk sandbox is used unless ``--live`` is given; live commands that spend money show the
-cost and ask first (``--yes`` skips the question). AWS credentials come from the standard boto3
-chain: ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (or ``AWS_PROFILE``).
+cost and ask first (``--yes`` skips the question). AWS credentials come from the environment:
+``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (or ``AWS_PROFILE`` and ~/.aws files); the EC2
+instance metadata service is asked only with ``[mturk] use_instance_metadata = true``.
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ YES_OPTION = click.option("--yes", is_flag=True, help="Do not ask for confirmati
 
 def client_factory(live: bool):
     """The boto3 client for a command (tests replace this with a stubbed client)."""
-    from server.mturk import check_credentials, make_client
+    from server.config import load_config
+    from server.mturk import check_credentials, instance_metadata_allowed, make_client
 
-    check_credentials()
-    return make_client(live=live)
+    metadata = instance_metadata_allowed(load_config())
+    check_credentials(use_instance_metadata=metadata)  # no network call unless [mturk] allows the metadata service
+    return make_client(live=live, use_instance_metadata=metadata)
 
 
 @contextmanager
@@ -178,17 +181,17 @@ def review(slug: str, live: bool, database_url: str | None) -> None:
 @mturk_group.command("approve")
 @click.argument("slug")
 @click.argument("assignment_ids", nargs=-1)
-@click.option("--all-submitted", is_flag=True, help="Approve every submitted assignment of the study.")
+@click.option("--all-submitted", is_flag=True,
+              help="Approve every submitted assignment that earned pay (completed, or stopped after some pages); "
+                   "the others are listed, not approved.")
 @LIVE_OPTION
 @YES_OPTION
 @DATABASE_OPTION
 def approve(slug: str, assignment_ids: tuple[str, ...], all_submitted: bool, live: bool, yes: bool,
             database_url: str | None) -> None:
     """Approve assignments of study SLUG (already approved ones count as done)."""
-    from sqlalchemy import select
-
-    from server.models import MTurkAssignment
     from server.mturk import MTurkError
+    from server.payments import submitted_for_approval
 
     if bool(assignment_ids) == all_submitted:
         raise UserError("give ASSIGNMENT_IDs or --all-submitted (one of the two)")
@@ -196,8 +199,12 @@ def approve(slug: str, assignment_ids: tuple[str, ...], all_submitted: bool, liv
         study = _find(session, slug)
         if all_submitted:
             service.reconcile(study)
-            assignment_ids = tuple(session.scalars(select(MTurkAssignment.assignment_id).where(
-                MTurkAssignment.study_id == study.id, MTurkAssignment.status == "Submitted")))
+            earned, unearned = submitted_for_approval(session, study)
+            assignment_ids = tuple(earned)
+            for assignment_id in unearned:
+                click.echo(f"  {assignment_id}: not approved: no paid work recorded for it (study full, no page "
+                           "completed, or never started here); reject it, or approve it by its ID after a look",
+                           err=True)
         if live and not yes and assignment_ids:
             click.confirm(f"Approve {len(assignment_ids)} assignment(s) on the LIVE marketplace?", abort=True)
         failed = 0

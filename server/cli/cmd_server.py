@@ -53,7 +53,8 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
 
     from server import create_app
 
-    app = create_app(database_url=database_url, instance_path=str(instance))
+    # No entry rate limit: the demo is filled by simulated workers that all come from this machine.
+    app = create_app(database_url=database_url, instance_path=str(instance), entry_limit=0)
     server = _make_server(app, host, port)
     base = f"http://{host}:{server.server_port}"
     click.echo("")

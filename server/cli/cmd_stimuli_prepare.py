@@ -26,30 +26,46 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="Otsu classes: 2 = Otsu's threshold, 3 or more = multi-Otsu keeping the most degraded class.")
 @click.option("--degree", default=6, show_default=True, type=int,
               help="Comparisons per candidate in the random regular pair design (full design for small scenes).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the pair designs.")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed of the pair designs and of the gold images' rounding.")
+@click.option("--gold-margin", default=2.0, show_default=True, type=float,
+              help="The worse gold image's error is at least this times the worst candidate's (> 1).")
+@click.option("--gold-better-scale", default=0.5, show_default=True, type=float,
+              help="The better gold image is the best candidate's error scaled by this (0..0.85].")
+@click.option("--gold-pairs", default=6, show_default=True, type=int,
+              help="Distinct gold pairs per scene, so a worker need not meet one twice (0 = none: "
+                   "then the study needs quiz_size = 0 and gold_rate = 0).")
 @click.option("--reference", default=None,
               help="File name of the reference inside each scene folder [default: reference.<ext>].")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output folder.")
 def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma: float, zoom: float,
-                    top_k: int, levels: int, degree: int, seed: int, reference: str | None,
-                    overwrite: bool) -> None:
+                    top_k: int, levels: int, degree: int, seed: int, gold_margin: float,
+                    gold_better_scale: float, gold_pairs: int, reference: str | None, overwrite: bool) -> None:
     """Amplify artefacts, cut zoom crops and draw pair designs for SCENE_DIRS.
 
     A scene folder holds reference.<ext> and two or more candidate images of the
     same size (candidate ID = file stem). A folder of scene folders works too.
+
+    Each scene also gets gold (check) pairs made of its own candidates' errors,
+    amplified and cropped like them: a bad candidate's error scaled up (worse
+    image) against a good one's scaled down (better image), several distinct pairs
+    per scene (--gold-pairs). The reference itself is never a gold image.
     """
     from stimuli.io import StimulusInputError
     from stimuli.prepare import prepare_study
 
     try:
         manifest = prepare_study(list(scene_dirs), out, alpha=alpha, sigma=sigma, zoom=zoom, top_k=top_k,
-                                 levels=levels, degree=degree, seed=seed, reference=reference,
+                                 levels=levels, degree=degree, seed=seed, gold_margin=gold_margin,
+                                 gold_better_scale=gold_better_scale, gold_pairs=gold_pairs, reference=reference,
                                  overwrite=overwrite)
     except StimulusInputError as exc:
         raise UserError(str(exc)) from None
     n_candidates = sum(scene["n_candidates"] for scene in manifest["scenes"])
     n_pairs = sum(scene["n_pairs"] for scene in manifest["scenes"])
-    click.echo(f"prepared {len(manifest['scenes'])} scene(s), {n_candidates} candidates, {n_pairs} pairs -> {out}")
+    n_gold = sum(scene["n_gold_pairs"] for scene in manifest["scenes"])
+    click.echo(f"prepared {len(manifest['scenes'])} scene(s), {n_candidates} candidates, {n_pairs} pairs, "
+               f"{n_gold} gold pairs -> {out}")
 
 
 METRIC_COLUMNS = ("rmse", "psnr", "ssim", "ms_ssim", "gmsd", "ie", "ne", "wae")

@@ -34,22 +34,42 @@ def _s3_storage():
 @DATABASE_OPTION
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
-def upload(study: str, database_url: str | None, progress: bool | None) -> None:
-    """Upload STUDY's stimulus folder to the S3 bucket (files already there unchanged are skipped)."""
+@click.option("--prune", is_flag=True,
+              help="Delete objects under the study's prefix that it does not show (e.g. from older uploads).")
+def upload(study: str, database_url: str | None, progress: bool | None, prune: bool) -> None:
+    """Upload the files STUDY shows to the S3 bucket, under opaque names (unchanged files are skipped).
+
+    Only the images trials and worker pages show go up (no flow files, manifests or other files of
+    the stimulus folder), each under a name that tells nothing about it.
+    """
     from server.cli._db import cli_session
+    from server.cli.cmd_export import server_secret_key
     from server.cli.cmd_study import _find
+    from server.stimulus_index import SALT_KEY, StimulusIndex
     from server.storage import StorageError
 
     storage = _s3_storage()
     with cli_session(database_url) as session:
         found = _find(session, study)
-        slug, root = found.slug, found.stimulus_root
+        if not found.config.get(SALT_KEY):  # an older study: names come from the server's secret key
+            secret, existed = server_secret_key()
+            if not existed:
+                raise UserError("this study's stimulus names derive from the server's secret key, and none was "
+                                "found: set PERCEPTLAB_SECRET_KEY (or [server] instance_path) as the server has it")
+        else:
+            secret = ""
+        index = StimulusIndex.build(session, found, secret)
     try:
-        report = storage.upload_folder(root, slug, progress=progress)
+        report = storage.upload_files(index.root, index.slug, index.paths, progress=progress, prune=prune)
     except StorageError as exc:
         raise UserError(str(exc)) from None
-    click.echo(f"{slug}: {report.summary()}")
-    click.echo(f"  to s3://{storage.bucket}/{storage.key(slug, '')}/ ({storage.endpoint_url or 'AWS S3'})")
+    click.echo(f"{index.slug}: {report.summary()}")
+    click.echo(f"  to s3://{storage.bucket}/{storage.key(index.slug, '')}/ ({storage.endpoint_url or 'AWS S3'})")
+    if report.deleted:
+        click.echo(f"  deleted {len(report.deleted)} object(s) the study does not show")
+    elif report.stale:
+        click.echo(f"  warning: {len(report.stale)} object(s) under this prefix are not shown by the study "
+                   "(older uploads?); remove them with --prune")
 
 
 @storage_group.command("check")
@@ -63,5 +83,5 @@ def check() -> None:
     except StorageError as exc:
         raise UserError(str(exc)) from None
     click.echo(f"{storage.where}: ok (head_bucket)")
-    click.echo(f"keys: {storage.key('<study>', '<path>')}")
+    click.echo(f"keys: {storage.key('<study>', '<name>')}")
     click.echo(f"URLs: {storage.url_form()}")

@@ -1,4 +1,4 @@
-"""``perceptlab study create | list | show | pause | resume | template``."""
+"""``perceptlab study create | list | show | pause | resume | template | links``."""
 from __future__ import annotations
 
 import click
@@ -31,6 +31,8 @@ def create(study_file: str, database_url: str | None) -> None:
         raise UserError(str(exc)) from None
     click.echo(f"created study {spec.slug!r}: {summary}")
     click.echo(f"worker link: /s/{spec.slug}  (MTurk appends assignmentId, hitId, workerId, turkSubmitTo)")
+    if spec.signed_links or spec.access_key or not spec.allow_anonymous:
+        click.echo(f"plain links need ?participant=ID: perceptlab study links {spec.slug} ID... prints them")
 
 
 @study_group.command("template")
@@ -77,7 +79,7 @@ def show(slug: str, database_url: str | None) -> None:
         click.echo(f"stimuli: {study.stimulus_root}")
         click.echo(_summary(session, study))
         for key, value in study.config.items():
-            if key not in ("consent", "instructions", "base_dir"):
+            if key not in ("consent", "instructions", "base_dir", "stimulus_salt"):
                 click.echo(f"  {key} = {value!r}")
 
 
@@ -95,6 +97,39 @@ def pause(slug: str, database_url: str | None) -> None:
 def resume(slug: str, database_url: str | None) -> None:
     """Let new workers start again."""
     _set_status(slug, "active", database_url)
+
+
+@study_group.command("links")
+@click.argument("slug")
+@click.argument("participants", nargs=-1)
+@click.option("--from-file", "from_file", type=click.File("r"), default=None,
+              help="Read participant IDs from this file, one per line ('-' = standard input).")
+@click.option("--base-url", default="", help="Prefix of the links, e.g. https://lab.example.org (default: none).")
+@DATABASE_OPTION
+def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, database_url: str | None) -> None:
+    """Print one plain study link per participant ID (signed when the study has [entry] signed_links,
+    with its access key when it has one), tab-separated after the ID."""
+    import re
+
+    from server.cli._db import cli_session
+    from server.entry import participant_link
+    from server.studies import spec_from_config
+
+    ids = list(participants)
+    if from_file is not None:
+        ids += [line.strip() for line in from_file if line.strip() and not line.lstrip().startswith("#")]
+    if not ids:
+        raise UserError("name participant IDs (perceptlab study links SLUG ID...) or --from-file ids.txt")
+    bad = [i for i in ids if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,200}", i)]
+    if bad:
+        raise UserError(f"participant IDs may hold letters, digits and _.:@- only (at most 200): {bad[0]!r}")
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        spec = spec_from_config(study.config)
+        if spec.signed_links and not study.entry_secret:
+            raise UserError(f"study {slug!r} has no link key (run `perceptlab db upgrade`)")
+        for participant in ids:
+            click.echo(f"{participant}\t{participant_link(study, spec, participant, base_url)}")
 
 
 def _set_status(slug: str, status: str, database_url: str | None) -> None:

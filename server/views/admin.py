@@ -1,7 +1,9 @@
 """Experimenter pages under ``/admin``: login, the study list, a study's live dashboard, exports.
 
 HTML pages
-    GET  /admin/login, POST /admin/login, POST /admin/logout
+    GET  /admin/login, POST /admin/login         401 on a wrong password, 429 + Retry-After while the
+                                                 login throttle holds (server/login_throttle.py)
+    POST /admin/logout                           ends the session on the server too
     GET  /admin/                                 studies with progress, pause/resume buttons
     GET  /admin/studies/<slug>                   one study (figures filled in by dashboard.js; a motion
                                                  study's page is rendered on the server)
@@ -24,8 +26,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from flask import (Blueprint, Response, abort, current_app, jsonify, redirect, render_template, request,
-                   url_for)
+from flask import (Blueprint, Response, abort, current_app, jsonify, make_response, redirect, render_template,
+                   request, url_for)
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
@@ -86,25 +88,42 @@ def login():
         return render_template("admin_login.html", next=target, error=None, username="")
     username = request.form.get("username", "").strip()[:100]
     password = request.form.get("password", "")
-    wait = auth.limiter().retry_after(username)
+    device, client = auth.device_for(username), request.remote_addr
+    wait = auth.throttle().acquire(username, client, device)  # counts this attempt as failed until refunded
     if wait > 0:
-        error = (f"Too many failed logins for this username. Try again in {math.ceil(wait / 60)} minute(s), "
-                 "or ask an administrator to reset the password (perceptlab user passwd).")
-        return render_template("admin_login.html", next=target, error=error, username=username), 429
+        return _throttled(target, username, wait, device is not None)
     session = db_session()
     user = auth.find_user(session, username) if username else None
     if not auth.verify_password(user, password):
-        auth.limiter().failed(username)
         return render_template("admin_login.html", next=target, error="Wrong username or password.",
                                username=username), 401
-    auth.limiter().succeeded(username)
-    auth.log_in(user)
-    return redirect(target, code=303)
+    auth.throttle().succeeded(username, client, device)
+    auth.log_in(session, user)
+    session.commit()
+    response = redirect(target, code=303)
+    auth.set_device_cookie(response, user)
+    return response
+
+
+def _throttled(target: str, username: str, wait: float, known_device: bool):
+    """429 with Retry-After and a login page that says how long to wait (no request thread sleeps)."""
+    seconds = math.ceil(wait)
+    when = f"{seconds} second(s)" if seconds < 120 else f"{math.ceil(seconds / 60)} minute(s)"
+    if known_device:
+        error = f"Too many failed logins from this browser. Try again in {when}."
+    else:
+        error = (f"Too many failed logins for this username or from this network. Try again in {when}, "
+                 "or from a browser you logged in with before: other people's attempts do not hold it up.")
+    response = make_response(render_template("admin_login.html", next=target, error=error, username=username), 429)
+    response.headers["Retry-After"] = str(seconds)
+    return response
 
 
 @bp.post("/logout")
 def logout():
-    auth.log_out()
+    session = db_session()
+    auth.log_out(session)
+    session.commit()
     return redirect(url_for("admin.login"), code=303)
 
 

@@ -32,6 +32,7 @@ from sqlalchemy import select
 from .. import auth
 from ..app import db_session
 from ..models import MTurkAssignment, MTurkHit, Study
+from ..payments import submitted_for_approval
 from .admin import protect
 
 bp = Blueprint("admin_mturk", __name__, url_prefix="/admin/mturk")
@@ -50,12 +51,13 @@ def _live() -> bool:
 
 
 def _service():
-    from ..mturk import MTurkService, check_credentials, make_client
+    from ..mturk import MTurkService, check_credentials, instance_metadata_allowed, make_client
 
     factory = current_app.config.get("MTURK_CLIENT_FACTORY")
     if factory is None:
-        check_credentials()
-        factory = lambda live: make_client(live=live)
+        metadata = instance_metadata_allowed(current_app.config["PERCEPTLAB"])
+        check_credentials(use_instance_metadata=metadata)  # no network call unless metadata is allowed
+        factory = lambda live: make_client(live=live, use_instance_metadata=metadata)
     return MTurkService(factory(_live()), db_session(), sandbox=not _live())
 
 
@@ -247,15 +249,17 @@ def reconcile(slug: str):
 @auth.login_required
 def approve(slug: str):
     def action(service, study):
+        unearned: list[str] = []
         if request.form.get("all_submitted"):
-            ids = list(db_session().scalars(select(MTurkAssignment.assignment_id).where(
-                MTurkAssignment.study_id == study.id, MTurkAssignment.status == "Submitted")))
+            ids, unearned = submitted_for_approval(db_session(), study)
         else:
             ids = [_own_assignment(study, request.form.get("assignment_id", ""))]
         for assignment_id in ids:
             service.approve(assignment_id)
             db_session().commit()
-        return f"{len(ids)} assignment(s) approved"
+        left = (f"; {len(unearned)} submitted without paid work left for you to review: {', '.join(unearned)}"
+                if unearned else "")
+        return f"{len(ids)} assignment(s) approved{left}"
     return _run(slug, action)
 
 

@@ -17,18 +17,16 @@ from ..app import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
 from ..tokens import BadToken, make_token, read_token
+from ..validation import json_object_body, text
+from .stimuli import stimulus_urls
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
 def _json_body() -> dict:
-    body = request.get_json(silent=True)
-    if body is None:
-        raise invalid("the body must be JSON (Content-Type: application/json)")
-    if not isinstance(body, dict):
-        raise invalid("the body must be a JSON object")
-    return body
+    """The request's JSON object, parsed strictly (depth limit, no NaN/Infinity, no NUL): else a 400."""
+    return json_object_body()
 
 
 def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignment:
@@ -50,9 +48,7 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
 
 
 def state_response(assignment: Assignment, status: int = 200):
-    storage = current_app.extensions["perceptlab.storage"]
-    slug = assignment.study.slug
-    body = flow.assignment_state(db_session(), assignment, lambda path: storage.url(slug, path))
+    body = flow.assignment_state(db_session(), assignment, stimulus_urls(assignment.study))
     return jsonify(body), status
 
 
@@ -80,21 +76,32 @@ def create_assignment(slug: str):
     study = db_session().scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise ApiError(404, "not_found", f"no study {slug!r}")
-    reject_unknown(body, ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to"))
-    for key in ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to"):
-        if body.get(key) is not None and not isinstance(body[key], str):
-            raise invalid(f"{key} must be a string")
+    fields = ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to", "signature", "access_key")
+    reject_unknown(body, fields)
+    for key in fields:
+        text(body.get(key), key, max_length=400)  # a string without control characters (patterns: flow.enter)
+    from ..entry import admit_from_request
+
+    # The same entry rules as the HTML entry /s/<slug> (server/entry.py), and the same rate limit.
     assignment, created = flow.enter(db_session(), study, platform=body.get("platform", "link"),
                             worker_id=body.get("worker_id"), assignment_id=body.get("assignment_id"),
-                            hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"))
+                            hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
+                            signature=body.get("signature"), access_key=body.get("access_key"),
+                            admit_new=admit_from_request)
     token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200
 
 
 @bp.get("/assignments/<assignment_id>/state")
+@_committed
 def get_state(assignment_id: str):
-    return state_response(authorised_assignment(assignment_id))
+    """The state; asking for it is a sign of life that renews the open page's reservation."""
+    from ..allocation import renew_on_poll
+
+    assignment = authorised_assignment(assignment_id)
+    renew_on_poll(db_session(), assignment.id, flow.spec_for(db_session(), assignment.study_id))
+    return state_response(assignment)
 
 
 @bp.post("/assignments/<assignment_id>/actions")
@@ -152,6 +159,19 @@ def post_motion_response(assignment_id: str):
     body = _json_body()
     status, result = motion.record_motion_response(db_session(), _motion_assignment(assignment_id), body)
     return jsonify(result), status
+
+
+@bp.get("/assignments/<assignment_id>/motion-trials/<trial_id>/dots")
+def get_rdk_dots(assignment_id: str, trial_id: str):
+    """The server-rendered dot movie of an RDK trial (the browser gets no direction, speed or seed)."""
+    from .. import motion
+
+    data = motion.rdk_dot_movie_of(db_session(), authorised_assignment(assignment_id), trial_id)
+    response = Response(data, mimetype="application/octet-stream")
+    # A pure function of the trial's stored parameters, which never change: a reload may reuse it.
+    # private: it belongs to one assignment (shared caches must not keep it).
+    response.headers["Cache-Control"] = "private, max-age=86400, immutable"
+    return response
 
 
 @bp.get("/openapi.yaml")

@@ -1,30 +1,48 @@
-"""Stimulus files from the local storage backend, with long cache lifetimes (they never change)."""
+"""Stimulus files: their opaque URLs (both backends) and serving them from the local backend.
+
+Only files in the study's :class:`~server.stimulus_index.StimulusIndex` are served, under their
+opaque names; anything else (flow files, manifests, unreferenced files, path-style URLs, unknown
+studies) is the same plain 404, so the route cannot be used to probe for studies or files.
+"""
 from __future__ import annotations
 
+from collections.abc import Callable
 
 from flask import Blueprint, abort, current_app, send_from_directory
-from sqlalchemy import select
 
 from ..app import db_session
 from ..models import Study
+from ..stimulus_index import IndexCache, StimulusIndex, name_maker
+from ..storage import content_type
 
 bp = Blueprint("stimuli", __name__)
 
+MAX_AGE = 86400  # seconds; a name always means the same file of an immutable study
 
-@bp.get("/stimuli/<slug>/<path:path>")
-def stimulus_file(slug: str, path: str):
-    root = _root(current_app._get_current_object(), slug)
-    if root is None:
+
+@bp.get("/stimuli/<slug>/<name>")
+def stimulus_file(slug: str, name: str):
+    index = study_index(slug)
+    path = index.path(name) if index is not None else None
+    if path is None:
         abort(404)
-    # send_from_directory refuses paths that leave the root ("../"), so a URL can only reach study files.
-    return send_from_directory(root, path, max_age=86400)
+    # send_from_directory still refuses paths that would leave the root.
+    return send_from_directory(index.root, path, max_age=MAX_AGE, mimetype=content_type(name))
 
 
-def _root(app, slug: str) -> str | None:
-    cache = app.extensions.setdefault("perceptlab.stimulus_roots", {})
-    if slug not in cache:
-        root = db_session().scalar(select(Study.stimulus_root).where(Study.slug == slug))
-        if root is None:
-            return None
-        cache[slug] = root
-    return cache[slug]
+def study_index(slug: str) -> StimulusIndex | None:
+    """The current app's index of the study ``slug`` (built once per process), or None."""
+    app = current_app._get_current_object()
+    cache = app.extensions.setdefault("perceptlab.stimulus_index", IndexCache())
+    return cache.get(db_session(), slug, app.config["SECRET_KEY"])
+
+
+def stimulus_urls(study: Study) -> Callable[[str], str]:
+    """``path -> URL`` for the stimuli of ``study``, from the configured storage backend.
+
+    The one function templates (``stimulus_url``) and trial states use to make stimulus URLs.
+    """
+    storage = current_app.extensions["perceptlab.storage"]
+    name_of = name_maker(study, current_app.config["SECRET_KEY"])
+    slug = study.slug
+    return lambda path: storage.url(slug, name_of(path))

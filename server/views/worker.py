@@ -9,6 +9,7 @@ from ..app import db_session
 from ..errors import ApiError
 from ..models import Assignment, MotionClip, Study, StudySet
 from ..tokens import BadToken, make_token, read_token
+from .stimuli import stimulus_urls
 
 bp = Blueprint("worker", __name__)
 
@@ -27,19 +28,22 @@ def entry(slug: str):
     args = request.args
     spec = flow.spec_for(db_session(), study.id)
     if args.get("assignmentId") == flow.PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
-        storage = current_app.extensions["perceptlab.storage"]
         return render_template("preview.html", study=study, spec=spec, example=_example_set(study),
-                               clip_example=_example_clip(study),
-                               stimulus_url=lambda path: storage.url(study.slug, path))
+                               clip_example=_example_clip(study), stimulus_url=stimulus_urls(study))
+    from ..entry import admit_from_request
+
     session = db_session()
     try:
         if "assignmentId" in args:
             assignment, _ = flow.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                     assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                    turk_submit_to=args.get("turkSubmitTo"))
+                                    turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
         else:
+            # The study's [entry] rules decide which links admit (server/entry.py).
             assignment, _ = flow.enter(session, study, platform="link",
-                                    worker_id=args.get("participant") or args.get("PROLIFIC_PID"))
+                                    worker_id=args.get("participant") or args.get("PROLIFIC_PID"),
+                                    signature=args.get("sig"), access_key=args.get("key"),
+                                    admit_new=admit_from_request)
         session.commit()
     except BaseException:
         session.rollback()
@@ -78,9 +82,8 @@ def stage_page(token: str):
     assignment = _assignment(token)
     study = assignment.study
     spec = flow.spec_for(db_session(), study.id)
-    storage = current_app.extensions["perceptlab.storage"]
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
-              "stimulus_url": lambda path: storage.url(study.slug, path)}
+              "stimulus_url": stimulus_urls(study)}
     stage = assignment.stage
     if stage == "consent":
         return render_template("consent.html", paragraphs=_paragraphs(spec.consent), **common)
@@ -95,6 +98,8 @@ def stage_page(token: str):
                                assignment_id=str(assignment.id), study_name=study.name, **common)
     if stage == "completed":
         return render_template("done.html", completion=flow.completion_info(assignment), **common)
+    if stage == "full":  # no work left before min_pages: no code, no submit form (see flow.no_work_left)
+        return render_template("full.html", message=flow.FULL_MESSAGE, **common)
     return render_template("stopped.html", message=_stop_message(assignment),
                            completion=flow.completion_info(assignment), **common)
 
@@ -134,3 +139,17 @@ def consent(token: str):
 @bp.post("/w/<token>/instructions")
 def instructions(token: str):
     return _advance(token, "instructions_done")
+
+
+@bp.post("/w/<token>/retry")
+def retry(token: str):
+    """A worker told the study is full tries again: reopened when work is free again, else the same page."""
+    session = db_session()
+    try:
+        assignment = _assignment(token)
+        flow.reopen_if_room(session, flow.lock_assignment(session, assignment.id))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return redirect(url_for("worker.stage_page", token=token), code=303)

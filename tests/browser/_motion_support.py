@@ -12,6 +12,7 @@ import json
 import mimetypes
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "experiment_ui" / "static"
@@ -31,6 +32,9 @@ def serve_static(page, extra: dict[str, Any] | None = None) -> None:
             return extra[path](route, request)
         if path == "/static/harness/noise.png":  # the harness's matching-noise texture (a study ships its own)
             return route.fulfill(status=200, body=noise_png(), headers={"Content-Type": "image/png"})
+        if path == "/static/harness/rdk-dots.bin":  # a synthetic RDK trial's dots, by the server's renderer
+            return route.fulfill(status=200, body=rdk_dots(urlsplit(request.url).query),
+                                 headers={"Content-Type": "application/octet-stream"})
         if path.startswith("/static/"):
             file = (STATIC / path[len("/static/"):]).resolve()
             if STATIC in file.parents and file.is_file():
@@ -53,6 +57,17 @@ def noise_png(size: int = 1024) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(brownian_noise(size, rng=0)).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+@functools.cache
+def rdk_dots(query: str) -> bytes:
+    """The dot movie (as GET .../motion-trials/<id>/dots sends it) of the harness's query
+    ``direction_deg, speed_ppf, seed, n_dots, aperture_px, n_frames``."""
+    from stimuli.rdk import rdk_dot_movie
+
+    q = {k: v[0] for k, v in parse_qs(query).items()}
+    return rdk_dot_movie(int(q["n_dots"]), int(q["aperture_px"]), float(q["direction_deg"]), float(q["speed_ppf"]),
+                         int(q["seed"]), int(q["n_frames"]))
 
 
 def open_harness(page, spec: dict, *, extra: dict | None = None) -> None:
@@ -79,9 +94,11 @@ def rdk_trial(trial_id: int = 1, *, direction_deg: float = 37.5, speed_ppf: floa
               n_dots: int = 5000, practice: bool = False, feedback: bool = False) -> dict:
     import math
 
+    """An RDK trial as State sends it (no direction, speed or seed), plus the harness's "synthetic"
+    parameters of its dot movie (served by :func:`rdk_dots`) and the true vector for feedback."""
     rad = math.radians(direction_deg)
     return {"trial_id": trial_id, "kind": "rdk", "practice": practice, "feedback": feedback, "repetition": 1,
             "movie_frames": 15, "movie_ms": 500, "isi2_ms": 1000,
-            "rdk": {"n_dots": n_dots, "aperture_px": 600, "dot_px": 2, "direction_deg": direction_deg,
-                    "speed_ppf": speed_ppf, "seed": seed},
+            "rdk": {"n_dots": n_dots, "aperture_px": 600, "dot_px": 2},
+            "synthetic": {"direction_deg": direction_deg, "speed_ppf": speed_ppf, "seed": seed},
             "gt": {"u": speed_ppf * math.cos(rad), "v": -speed_ppf * math.sin(rad)}}

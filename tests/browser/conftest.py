@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import (SMALL_STUDY, app, create_test_study, demo_stimuli, live_server,  # noqa: F401
-                                   sqlite_url, study)
+from tests.server.conftest import (SMALL_STUDY, app, clock, create_test_study, demo_stimuli,  # noqa: F401
+                                   live_server, sqlite_url, study)
 
 CHROMIUM = os.environ.get("PERCEPTLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

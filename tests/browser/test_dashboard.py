@@ -21,8 +21,8 @@ def _vote_one_page(app, study: str, worker_id: str) -> None:
     """Quiz and one page of trials over the API (5 real votes, 1 hidden gold)."""
     worker = WorkerClient(app.test_client(), study, worker_id=worker_id)
     worker.start()
-    worker.answer_page(WorkerClient.correct_side)
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
+    worker.answer_page(worker.correct_side)
 
 
 def test_logged_out_visitor_is_sent_to_login(page, live_server, study, screenshot):

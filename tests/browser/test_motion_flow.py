@@ -74,10 +74,47 @@ def run_trial(page, target: tuple[float, float]) -> dict:
     return trial
 
 
-def go_through_study(page, live_server, slug: str, assignment: str, screenshot) -> tuple[list[dict], list[str]]:
+def true_vector(app, trial_id: int) -> tuple[float, float]:
+    """A trial's true vector, from the database: the page is never told it before the answer."""
+    from server.models import MotionClip, MotionProbe
+    from server.motion import trial_gt
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        return trial_gt(session.execute(
+            select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
+            .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
+            .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id).where(MotionTrial.id == trial_id)).one())
+
+
+def saving_until_the_answer_arrives(page, held: list) -> None:
+    """A feedback trial waits for the server's answer (it carries the truth), saying so when slow."""
+    for _ in range(100):
+        if held:
+            break
+        page.clock.run_for(50)
+    assert held, "the response was not sent"
+    page.clock.run_for(700)
+    assert page.text_content("#motion-app-status") == "Saving your answer…"
+    assert page.locator(".motion-feedback").count() == 0
+    held[0].continue_()
+
+
+def go_through_study(page, app, live_server, slug: str, assignment: str, screenshot) -> tuple[list[dict], list[str]]:
     """An MTurk worker from the HIT URL to the end: the first RDK practice answer is wrong, every
-    other answer is the true motion (or a guess on main test trials, which carry no truth).
-    Returns the trials shown, in order, and the intro cards seen."""
+    other answer is the true motion (read from the database: the page has no truth before the
+    answer) or a guess on main test trials. Returns the trials shown, in order (with the dot
+    movies the page fetched), and the intro cards seen."""
+    dots_fetched: list[int] = []
+    page.on("request", lambda request: dots_fetched.append(int(request.url.split("/")[-2]))
+            if request.url.endswith("/dots") else None)
+    held: list = []
+
+    def hold(route, request):  # the first response is held back, as on a slow connection
+        if request.method == "POST" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
     page.set_viewport_size({"width": VIEW_W, "height": VIEW_H})
     page.clock.install(time=1_000_000)
     page.clock.pause_at(1_001_000)
@@ -115,22 +152,27 @@ def go_through_study(page, live_server, slug: str, assignment: str, screenshot) 
             page.keyboard.press("Space")
         elif state == "trial:ready":
             trial = page.evaluate("window.motionApp.current.trial")
-            if trial["kind"] == "rdk":
-                rad = math.radians(trial["rdk"]["direction_deg"])
-                u, v = trial["rdk"]["speed_ppf"] * math.cos(rad), -trial["rdk"]["speed_ppf"] * math.sin(rad)
-            else:
-                u, v = (trial["gt"]["u"], trial["gt"]["v"]) if "gt" in trial else (2.0, -1.0)
+            assert not {"gt", "direction_deg", "speed_ppf", "seed"} & (set(trial) | set(trial.get("rdk", {})))
+            u, v = true_vector(app, trial["trial_id"]) if trial["kind"] == "rdk" or trial["practice"] else (2.0, -1.0)
             if trial["kind"] == "rdk" and trial["practice"] and not wrong_done:
                 u, v, wrong_done = -u, -v, True   # opposite direction: this practice trial fails
             if len(shown) == 1:
                 screenshot(page, "rdk-trial")
+            if not shown:
+                page.route("**/motion-responses", hold)
             run_trial(page, cursor_for(u, v))
             shown.append(trial)
+            if len(shown) == 1:
+                saving_until_the_answer_arrives(page, held)
+                page.unroute("**/motion-responses", hold)
         else:
             page.clock.run_for(100)
     else:
         raise AssertionError(f"the study did not end; last status {status(page)!r}")
     assert status(page) == "done", page.text_content("body")
+    # Every RDK trial drew the dots the server rendered; main trials fetched none.
+    assert {t["trial_id"] for t in shown if t["kind"] == "rdk"} <= set(dots_fetched)
+    assert not {t["trial_id"] for t in shown if t["kind"] == "main"} & set(dots_fetched)
     screenshot(page, "done")
     return shown, parts
 
@@ -146,7 +188,12 @@ def check_study_record(app, page, assignment_external_id: str, shown: list[dict]
     # The failed RDK practice trial came back next (same dots), after a "will be repeated" verdict.
     first, second = shown[0], shown[1]
     assert first["practice"] and "will be repeated" in first["feedback_text"]
-    assert second["rdk"] == first["rdk"] and second["trial_id"] != first["trial_id"]
+    assert second["trial_id"] != first["trial_id"]
+    with app.extensions["perceptlab.sessions"]() as session:
+        params = dict(session.execute(select(MotionTrial.id, MotionTrial.params).where(
+            MotionTrial.id.in_((first["trial_id"], second["trial_id"])))).all())
+    assert {k: params[second["trial_id"]][k] for k in ("direction_deg", "speed_ppf", "seed")} == {
+        k: params[first["trial_id"]][k] for k in ("direction_deg", "speed_ppf", "seed")}
     practice = [t for t in shown if t["kind"] == "rdk" and t["practice"]]
     assert all("Well done" in t["feedback_text"] for t in practice[1:])
     # RDK test trials show the truth too (HuPerFlow); main test trials never do.
@@ -182,7 +229,7 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
     slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    shown, parts = go_through_study(page, live_server, slug, "AMOTION1", screenshot)
+    shown, parts = go_through_study(page, app, live_server, slug, "AMOTION1", screenshot)
     assert parts == ["rdk:practice", "rdk:test", "main:practice", "main:test"]
     spec = {**SMALL["screening"], **SMALL["practice"]}
     check_study_record(app, page, "AMOTION1", shown, 2 * SMALL["session"]["probes_per_clip"]
@@ -196,7 +243,7 @@ def test_default_study_full_session(page, app, live_server, motion_clips, tmp_pa
     slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default")
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    shown, _ = go_through_study(page, live_server, slug, "AFULL1", screenshot)
+    shown, _ = go_through_study(page, app, live_server, slug, "AFULL1", screenshot)
     check_study_record(app, page, "AFULL1", shown, 80, {"rdk_practice": 6, "rdk_trials": 80, "practice_needed": 6})
     main = [t for t in shown if t["kind"] == "main" and not t["practice"]]
     assert len({t["clip"]["clip_id"] for t in main}) == 2

@@ -86,13 +86,41 @@ def database_url(request) -> str:
 def make_test_app(database_url: str, instance_path: Path, **overrides):
     from server import create_app
 
+    # API tests create many workers from one address (the test client's); the tests of the entry
+    # rate limit (test_fair_allocation.py) set ``entry_limit`` themselves.
+    overrides.setdefault("entry_limit", 0)
+
     return create_app(database_url=database_url, instance_path=str(instance_path), secret_key="test-secret",
                       testing=True, **overrides)
 
 
+class ManualClock:
+    """An injected clock (``create_app(clock=...)``) that stands still until a test moves it: page
+    reservations and the entry rate limit then lapse exactly when the test says, without sleeping."""
+
+    def __init__(self):
+        import datetime as dt
+
+        self.now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, **delta) -> None:
+        """Move time forward by ``datetime.timedelta(**delta)``, e.g. ``advance(minutes=6)``."""
+        import datetime as dt
+
+        self.now += dt.timedelta(**delta)
+
+
 @pytest.fixture
-def app(database_url, tmp_path):
-    app = make_test_app(database_url, tmp_path / "instance")
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def app(database_url, tmp_path, clock):
+    app = make_test_app(database_url, tmp_path / "instance", clock=clock)
     yield app
     app.extensions["perceptlab.engine"].dispose()
 
@@ -104,7 +132,10 @@ def write_study_file(folder: Path, demo_stimuli: Path, slug: str = "demo", **sec
     for section, values in sections.items():
         lines.append(f"[{section}]")
         for key, value in values.items():
-            lines.append(f"{key} = {value!r}" if not isinstance(value, str) else f'{key} = "{value}"')
+            if isinstance(value, bool):
+                lines.append(f"{key} = {str(value).lower()}")  # TOML booleans are lowercase
+            else:
+                lines.append(f"{key} = {value!r}" if not isinstance(value, str) else f'{key} = "{value}"')
     path = folder / f"{slug}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -129,6 +160,29 @@ SMALL_STUDY = {"pages": {"pairs_per_page": 6, "min_pages": 1, "max_pages": 3},
 def study(app, demo_stimuli, tmp_path) -> str:
     """Slug of a small demo study in the test database."""
     return create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+
+
+def gold_side(app, trial: dict) -> str | None:
+    """The side ("left"/"right") showing a gold trial's better image, None for a real pair.
+
+    Read from the database, as the server judges votes: nothing a worker receives tells gold
+    from real pairs, nor which gold image is the better one (neither is the reference's file).
+    """
+    from sqlalchemy import select
+
+    from server.models import Pair, Trial
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
+                              .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == int(trial["trial_id"]))).one()
+    if not row.is_gold:
+        return None
+    return "left" if (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
+
+
+def _flask_app(client):
+    """The Flask app behind a test client (or behind a wrapper of one with a ``client`` attribute)."""
+    return client.application if hasattr(client, "application") else _flask_app(client.client)
 
 
 class WorkerClient:
@@ -174,10 +228,18 @@ class WorkerClient:
         assert response.status_code == 200, response.json
         return response.json
 
-    @staticmethod
-    def correct_side(trial: dict) -> str:
-        """The side showing the reference image itself (the right answer of gold trials)."""
-        return "left" if trial["left"]["full"] == trial["reference"]["full"] else "right"
+    def gold_side(self, trial: dict) -> str | None:
+        """The side of a gold trial's better image; None for a real pair (see :func:`gold_side`)."""
+        return gold_side(_flask_app(self.client), trial)
+
+    def correct_side(self, trial: dict) -> str:
+        """The right answer of a gold trial, else "left" (real pairs have no right answer)."""
+        return self.gold_side(trial) or "left"
+
+    def wrong_side(self, trial: dict) -> str:
+        """The wrong answer of a gold trial, else "left"."""
+        side = self.gold_side(trial)
+        return "left" if side is None else ("right" if side == "left" else "left")
 
     def answer_page(self, choose) -> dict:
         """Answer every open trial of the current page with ``choose(trial) -> side``; return the last body."""

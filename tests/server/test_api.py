@@ -26,7 +26,7 @@ from sqlalchemy import func, select, update
 
 from server.models import Assignment, Base, Study, Trial, Vote
 
-from .conftest import WorkerClient
+from .conftest import WorkerClient, gold_side
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
 SPEC: dict = yaml.safe_load(OPENAPI_FILE.read_text())
@@ -185,7 +185,7 @@ def _at_trials(client, study) -> tuple[WorkerClient, dict]:
     """A worker past the quiz, at the first trials page."""
     worker = WorkerClient(client, study)
     worker.start()
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
     state = worker.state()
     assert state["stage"] == "trials"
     return worker, state
@@ -258,7 +258,7 @@ def test_happy_path_mturk(app, study, client):
     assert state["stage"] == "consent" and state["page"] is None and state["completion"] is None
     assert state["progress"] == {"pages_completed": 0, "min_pages": 1, "max_pages": 3,
                                  "reward_per_page": "0.50", "bonus_per_page": "0.40"}
-    assert state["limits"] == {"min_window_width": 1000, "min_window_height": 600}
+    assert state["limits"] == {"min_window_width": 1000, "min_window_height": 600, "min_image_scale": 0.5}
 
     environment = {"window": {"width": 1366, "height": 768, "dpr": 1.25}, "screen": {"width": 1920, "height": 1080},
                    "user_agent": "Mozilla/5.0 test"}
@@ -286,7 +286,7 @@ def test_happy_path_mturk(app, study, client):
         assert client.client.get(trial["left"]["full"]).status_code == 200
 
     for k, trial in enumerate(state["page"]["trials"]):
-        response = worker.vote(trial["trial_id"], WorkerClient.correct_side(trial))
+        response = worker.vote(trial["trial_id"], worker.correct_side(trial))
         assert response.status_code == 201, response.json
         assert response.json["status"] == "stored" and response.json["feedback"] == {"correct": True}
         assert response.json["page_complete"] == (k == 2)
@@ -297,7 +297,7 @@ def test_happy_path_mturk(app, study, client):
         state = worker.state()
         assert state["stage"] == "trials" and state["page"]["kind"] == "trials"
         assert state["page"]["index"] == pages + 1 and state["page"]["n_answered"] == 0
-        body = worker.answer_page(WorkerClient.correct_side)
+        body = worker.answer_page(worker.correct_side)
         assert "feedback" not in body  # hidden gold looks like any other trial
         pages += 1
         state = worker.state()
@@ -323,7 +323,10 @@ def test_happy_path_mturk(app, study, client):
 
 
 def test_happy_path_plain_link(app, study, client):
+    # A plain link needs a participant ID unless the study allows anonymous entry ([entry]).
     response = client.post(f"/api/v1/studies/{study}/assignments", json={"platform": "link"})
+    assert response.status_code == 403 and response.json["error"] == "participant_required"
+    response = client.post(f"/api/v1/studies/{study}/assignments", json={"platform": "link", "worker_id": "P-1"})
     assert response.status_code == 201
     entry = response.json
     headers = {"Authorization": f"Bearer {entry['token']}"}
@@ -333,7 +336,7 @@ def test_happy_path_plain_link(app, study, client):
     while state["stage"] in ("quiz", "trials"):
         for trial in state["page"]["trials"]:
             response = client.post(f"{base}/votes", headers=headers,
-                                   json=_vote_body(trial["trial_id"], WorkerClient.correct_side(trial)))
+                                   json=_vote_body(trial["trial_id"], gold_side(app, trial) or "left"))
             assert response.status_code == 201
         state = client.get(f"{base}/state", headers=headers).json
     assert state["stage"] == "page_done"
@@ -400,7 +403,7 @@ def test_invalid_vote_bodies(app, study, client):
     wrong = {"vote_id": ["not-a-uuid", 12, None, str(uuid.uuid4())[:-1]],
              "trial_id": [int(trial_id), "", "x1", "1" * 19, "²", None],
              "choice": ["LEFT", "up", 0, True, None],
-             "rt_ms": ["812", -1, True, None, 86_400_000],
+             "rt_ms": ["812", -1, True, None, 86_400_001],
              "input": ["voice", 1],
              "client_time": [1234, "x" * 41],
              "window": ["1366x768", [1366, 768]]}
@@ -616,11 +619,11 @@ def test_actions_in_the_wrong_stage(app, study, client):
     repeated("consent", "quiz")
     for action in ("continue", "finish"):
         refused(action)
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
     assert worker.state()["stage"] == "trials"
     refused("finish")  # the page is not done
     repeated("continue", "trials")
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
     assert worker.state()["stage"] == "page_done"
     assert worker.action("finish").json["stage"] == "completed"
     repeated("continue", "completed")
@@ -641,7 +644,7 @@ def test_finish_needs_min_pages(app, demo_stimuli, tmp_path, client):
     worker = WorkerClient(client, slug)
     worker.action("consent")
     assert worker.action("instructions_done").json["stage"] == "trials"  # no quiz in this study
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
     before = db_snapshot(app)
     expect_error(worker.action("finish"), 409, "wrong_stage", "2 page")
     assert db_snapshot(app) == before

@@ -38,15 +38,9 @@ def _export(app, slug: str, **kwargs) -> list[dict]:
 def _api_worker(app, study: str, worker_id: str) -> WorkerClient:
     worker = WorkerClient(app.test_client(), study, worker_id=worker_id)
     worker.start()
-    worker.answer_page(WorkerClient.correct_side)  # quiz
-    worker.answer_page(_left_or_gold)              # 5 real pairs + 1 hidden gold
+    worker.answer_page(worker.correct_side)  # quiz
+    worker.answer_page(worker.correct_side)  # 5 real pairs (left) + 1 hidden gold (right answer)
     return worker
-
-
-def _left_or_gold(trial: dict) -> str:
-    """The right answer of a gold trial, else always "left"."""
-    is_gold = trial["reference"]["full"] in (trial["left"]["full"], trial["right"]["full"])
-    return WorkerClient.correct_side(trial) if is_gold else "left"
 
 
 def test_export_format(app, study, tmp_path):
@@ -63,7 +57,8 @@ def test_export_format(app, study, tmp_path):
         assert r["winner"] in (r["item_a"], r["item_b"]) and r["position_a"] in ("left", "right")
         assert dt.datetime.fromisoformat(r["created_at"]).tzinfo is not None and float(r["rt_ms"]) == 1234.5
         if r["is_gold"] == "1":
-            assert r["gold_winner"] == "__gold_reference__" and {r["item_a"], r["item_b"]} >= {r["gold_winner"]}
+            assert re.fullmatch(r"__gold_better_[1-6]__", r["gold_winner"])
+            assert {r["item_a"], r["item_b"]} == {r["gold_winner"], r["gold_winner"].replace("better", "worse")}
         else:
             assert r["gold_winner"] == "" and "__gold" not in r["item_a"] + r["item_b"]
     # The worker clicked "left" on every real trial: position_a says which item that was.
@@ -71,6 +66,8 @@ def test_export_format(app, study, tmp_path):
     assert len(real) == 5 and all((r["winner"] == r["item_a"]) == (r["position_a"] == "left") for r in real)
     assert sum(r["is_quiz"] == "1" for r in records) == 3 and sum(r["is_gold"] == "1" for r in records) == 4
     assert len({r["trial_id"] for r in records}) == len(records)
+    # Quiz and hidden gold never showed the worker the same gold pair twice (24 in the study).
+    assert len({(r["set_id"], r["gold_winner"]) for r in records if r["is_gold"] == "1"}) == 4
     # analysis.formats reads it as it is, gold answers included.
     path = tmp_path / "votes.csv"
     path.write_text(text)

@@ -44,7 +44,11 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
         pairs = [(p, name) for p, name in session.execute(query) if sets is None or name in sets]
         stimuli = {s.id: s.item_id for s in session.scalars(select(Stimulus))}
         real = [(p, n) for p, n in pairs if not p.is_gold]
-        golds = [(p, n) for p, n in pairs if p.is_gold] if gold else []
+        first_gold = {}  # one gold pair per set (each set has several)
+        for p, n in pairs:
+            if p.is_gold:
+                first_gold.setdefault(n, (p, n))
+        golds = list(first_gold.values()) if gold else []
         for k in range(honest + random):
             is_honest = k < honest
             raw = f"{prefix}{seed}X{k:03d}"

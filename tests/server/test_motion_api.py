@@ -58,7 +58,9 @@ def write_motion_study(folder: Path, manifest: Path, slug: str = "motion", **sec
     for section, values in sections.items():
         lines.append(f"[{section}]")
         for key, value in values.items():
-            lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value!r}")
+            text = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) \
+                else repr(value)
+            lines.append(f"{key} = {text}")
     path = folder / f"{slug}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -175,6 +177,10 @@ class MotionWorker:
                                   .where(MotionTrial.id == trial_id)).one()
             return trial_gt(row)
 
+    def dots(self, trial_id: int, headers: dict | None = None):
+        """GET the dot movie of an RDK trial (spec-checked)."""
+        return self.client.get(self.url(f"motion-trials/{trial_id}/dots"), headers=headers or self.headers)
+
     def respond(self, trial: dict, u: float, v: float, response_id: str | None = None, drops: int = 0, **extra):
         body = {"response_id": response_id or str(uuid.uuid4()), "trial_id": trial["trial_id"],
                 **vector_fields(u, v), "cycles": 3, "rt_ms": 9876.5,
@@ -218,7 +224,8 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
     assert worker.action("finish").status_code == 409  # paired-comparison actions do not exist here
     state = worker.start()
     assert state["stage"] == "calibration" and state["calibration"] is None and state["block"] is None
-    assert state["params"]["noise_url"].endswith("noise.png") and state["params"]["panel_diameter_px"] == 600
+    assert re.fullmatch(rf"/stimuli/{motion_study}/[0-9a-f]{{32}}\.png", state["params"]["noise_url"])  # opaque
+    assert state["params"]["panel_diameter_px"] == 600
     assert worker.action("consent").status_code == 200  # a repeated action is harmless
 
     calibrated = worker.calibrate()
@@ -238,18 +245,20 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
                      "practice_max": 5, "trials_done": 0, "trials_total": 8}
     assert [t["practice"] for t in state["trials"]] == [True] * 2 + [False] * 8
     assert all("rdk" in t and "clip" not in t for t in state["trials"])
-    # RDK trials all show the true motion afterwards (HuPerFlow gives feedback in the whole RDK session).
-    assert all(t["feedback"] and "gt" in t for t in state["trials"])
+    # RDK trials all show the true motion afterwards (HuPerFlow gives feedback in the whole RDK session),
+    # but the truth comes with the answer to the response, not in State.
+    assert all(t["feedback"] and "gt" not in t for t in state["trials"])
 
     # A failed practice trial is repeated at once, with the same dots.
     first = state["trials"][0]
-    gt = first["gt"]
-    assert (gt["u"], gt["v"]) == pytest.approx(worker.gt(first["trial_id"]))
-    failed = worker.respond(first, -gt["u"], -gt["v"])  # the opposite direction
+    gt_u, gt_v = worker.gt(first["trial_id"])
+    failed = worker.respond(first, -gt_u, -gt_v)  # the opposite direction
     assert failed.status_code == 201 and failed.json["practice_passed"] is False and failed.json["repeat_added"]
+    assert failed.json["feedback"] == {"gt_u": pytest.approx(gt_u), "gt_v": pytest.approx(gt_v), "passed": False}
     state = worker.state()
     practice = [t for t in state["trials"] if t["practice"]]
     assert len(practice) == 2 and practice[0]["rdk"] == first["rdk"] and practice[0]["trial_id"] != first["trial_id"]
+    assert worker.dots(practice[0]["trial_id"]).data == worker.dots(first["trial_id"]).data
     assert state["block"]["practice_done"] == 1 and state["block"]["practice_passes"] == 0
 
     last = worker.answer_block()
@@ -368,20 +377,22 @@ def test_clips_go_to_the_neediest_first_and_run_out(app, motion_clips, tmp_path)
                                practice={"practice_needed": 0},
                                screening={"rdk_practice": 0, "rdk_trials": 3})
     seen = []
-    for k in range(3):
+    for k in range(2):
         worker = MotionWorker(app, slug)
         worker.start()
         worker.calibrate()
         body = worker.answer_block()
-        if k < 2:
-            assert body["stage"] == "main"
-            state = worker.state()
-            # Practice uses probes of clips outside the session where there are any (none asked here).
-            seen.append({t["clip"]["clip_id"] for t in state["trials"]})
-            assert len(seen[-1]) == 2  # two clips per session, while the first session is still open
-        else:
-            assert body["stage"] == "completed"  # every clip has its observer: nothing left to show
+        assert body["stage"] == "main"
+        state = worker.state()
+        # Practice uses probes of clips outside the session where there are any (none asked here).
+        seen.append({t["clip"]["clip_id"] for t in state["trials"]})
+        assert len(seen[-1]) == 2  # two clips per session, while the first session is still open
     assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 4
+    # Every clip has its observer: a third worker is told at entry that the study is full (never completed).
+    third = MotionWorker(app, slug)
+    assert third.entry["stage"] == "full"
+    state = third.state()
+    assert state["stage"] == "full" and state["completion"] is None and "no work left" in state["message"]
 
 
 # ---------------------------------------------------------------- errors and idempotency
@@ -480,7 +491,7 @@ def test_timing_summary_and_repeat_policy(app, motion_clips, tmp_path):
     state = worker.state()
     assert state["block"]["trials_total"] == 9
     repeat = state["trials"][-1]
-    assert repeat["rdk"] == tests[1]["rdk"] and not repeat["practice"]
+    assert worker.dots(repeat["trial_id"]).data == worker.dots(tests[1]["trial_id"]).data and not repeat["practice"]
     again = worker.answer(tests[2], drops=1)
     assert again["frame_drops"] == 1 and not again["repeat_added"]  # max_timing_repeats reached
     with app.extensions["perceptlab.sessions"]() as session:

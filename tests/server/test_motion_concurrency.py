@@ -62,7 +62,7 @@ def test_clips_are_never_given_to_more_observers_than_asked(app, live_server, mo
         results = list(pool.map(lambda k: _post(live_server, workers[k], last[k]), range(6)))
     assert all(r.status_code == 201 for r in results)
     stages = Counter(r.json()["stage"] for r in results)
-    assert stages == {"main": 4, "completed": 2}  # four clips, one observer each
+    assert stages == {"main": 4, "full": 2}  # four clips, one observer each; the others are told it is full
     with app.extensions["perceptlab.sessions"]() as session:
         per_clip = Counter(session.scalars(
             select(MotionClip.clip_id).join(MotionProbe).join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)

@@ -462,3 +462,37 @@ def test_motion_study_reconcile_keeps_screened_workers_and_grants_their_score(cl
     requirements = service.qualification_requirements(motion)
     assert {"QualificationTypeId": "QT-SCREEN", "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [90],
             "ActionsGuarded": "DiscoverPreviewAndAccept"} in requirements
+
+
+def test_cli_approve_all_submitted_pays_only_assignments_that_earned_it(monkeypatch, client, app, database_url, study):
+    """A worker turned away (study full, no page done) or one who posted MTurk's submit form by hand
+    can still submit on MTurk: "approve all" must leave them to the experimenter, not pay them."""
+    with app.test_client() as http:
+        workers = [WorkerClient(http, study) for _ in range(2)]
+    with app.extensions["perceptlab.sessions"]() as db:
+        s = _study(db, study)
+        rows = {r.worker.external_id: r for r in db.scalars(select(Assignment).where(Assignment.study_id == s.id))}
+        done, turned_away = rows[workers[0].worker_id], rows[workers[1].worker_id]
+        done.stage, done.pages_completed = "completed", 1
+        turned_away.stage = "full"
+        for row, worker in ((done, workers[0]), (turned_away, workers[1])):
+            db.add(MTurkAssignment(study_id=s.id, assignment_id=row.external_id, hit_id="HIT1",
+                                   worker_id=worker.worker_id, status="Submitted", local_assignment_id=row.id))
+        db.add(MTurkAssignment(study_id=s.id, assignment_id="AHANDMADE", hit_id="HIT1", worker_id="WSCRIPT",
+                               status="Submitted"))
+        db.commit()
+        paid, not_paid = done.external_id, turned_away.external_id
+    # Only the completed assignment may be approved: the Stubber fails on any other request.
+    client.stubber.add_response("get_assignment", {"Assignment": {"AssignmentId": paid,
+                                                                  "AssignmentStatus": "Submitted"}},
+                                {"AssignmentId": paid})
+    client.stubber.add_response("approve_assignment", {}, {"AssignmentId": paid})
+    result = _cli(monkeypatch, client, database_url, "approve", study, "--all-submitted")
+    assert result.exit_code == 0, result.output
+    client.stubber.assert_no_pending_responses()
+    assert f"{paid}: approved" in result.output
+    for unpaid in (not_paid, "AHANDMADE"):
+        assert f"{unpaid}: not approved" in result.output
+    with app.extensions["perceptlab.sessions"]() as db:
+        statuses = dict(db.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)).all())
+    assert statuses == {paid: "Approved", not_paid: "Submitted", "AHANDMADE": "Submitted"}

@@ -5,12 +5,12 @@ the demo's designs with two comparisons per candidate (4 scenes x 11 pairs = 44 
 """
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 
 from sqlalchemy import func, select
 
-from server.models import GoldResult, Page, Pair, Stimulus, Trial, Vote, Worker, utcnow
+from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
+from server.stimulus_index import name_maker
 
 from .conftest import WorkerClient, create_test_study
 from .test_api import SpecClient
@@ -22,26 +22,22 @@ def _session(app):
     return app.extensions["perceptlab.sessions"]()
 
 
-def wrong_side(trial: dict) -> str:
-    return "left" if WorkerClient.correct_side(trial) == "right" else "right"
-
-
 def start(worker: WorkerClient) -> dict:
     """Consent, instructions and (when there is one) a correctly answered quiz: the state after."""
     assert worker.action("consent").status_code == 200
     state = worker.action("instructions_done").json
     if state["stage"] == "quiz":
-        worker.answer_page(WorkerClient.correct_side)
+        worker.answer_page(worker.correct_side)
         state = worker.state()
     return state
 
 
-def work(worker: WorkerClient, pages: int | None = None, choose=WorkerClient.correct_side) -> dict:
+def work(worker: WorkerClient, pages: int | None = None, choose=None) -> dict:
     """Start, then answer pages until the assignment completes (or ``pages`` pages, then finish)."""
     state = start(worker)
     done = 0
     while state["stage"] == "trials":
-        worker.answer_page(choose)
+        worker.answer_page(choose or worker.correct_side)
         done += 1
         state = worker.state()
         if state["stage"] == "page_done":
@@ -72,10 +68,12 @@ def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
     for n in range(12):
         worker = WorkerClient(client, slug)
         state = work(worker)
+        if state["stage"] == "full":  # the study is full: told so, with nothing to submit
+            assert state["progress"]["pages_completed"] == 0 and state["completion"] is None
+            assert worker.entry["stage"] == "full"  # told at entry, before consent and instructions
+            break
         assert state["stage"] == "completed"
         finished.append(worker)
-        if state["progress"]["pages_completed"] == 0:
-            break  # the study is full: this worker got no page at all
     else:
         raise AssertionError("the study never filled")
     with _session(app) as session:
@@ -86,13 +84,13 @@ def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
     assert votes == Counter(targets), {p: (votes[p], t) for p, t in targets.items() if votes[p] != t}
     assert open_trials == 0
     # 88 votes, at most 3 pages x 9 real pairs per worker: 4 workers do it, the 5th finds nothing left.
-    assert len(finished) == 5
+    assert len(finished) == 4
     for worker in finished:
         pairs = real_pairs_of(app, assignment_id=int(worker.assignment_id))
         assert len(pairs) == len(set(pairs)) <= 3 * 9
 
 
-def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_path):
+def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_path, clock):
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="repeat", design={"degree": 2, "votes_per_pair": 1},
                              pages={"pairs_per_page": 8, "min_pages": 1, "max_pages": 3},
                              quality={"quiz_size": 0, "gold_rate": 0.125, "assignment_timeout_minutes": 30})
@@ -107,13 +105,11 @@ def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_pat
     for _ in range(5):
         if work(WorkerClient(client, slug))["progress"]["pages_completed"] == 0:
             break
-    with _session(app) as session:
-        for page in session.scalars(select(Page).where(Page.assignment_id == int(abandoned.assignment_id))):
-            page.created_at = utcnow() - dt.timedelta(minutes=31)
-        session.commit()
-    # The abandoned pairs are the only ones that need votes now, and this worker has seen them.
+    clock.advance(minutes=6)  # the abandoned page's reservation (5 minutes) lapses
+    # The abandoned pairs are the only ones that need votes now, and this worker has seen them:
+    # no page, and no completion either (this HIT did no page).
     state = start(WorkerClient(client, slug, worker_id="WMANY"))
-    assert state["stage"] == "completed", state["page"]
+    assert state["stage"] == "full" and state["completion"] is None, state["page"]
     pairs = real_pairs_of(app, worker_id=worker_row_id(app, "WMANY"))
     assert len(pairs) == len(set(pairs)), Counter(pairs).most_common(3)
     # Someone else gets them.
@@ -131,10 +127,10 @@ def test_trials_per_worker_capped_by_max_pages(app, demo_stimuli, tmp_path):
     client = SpecClient(app.test_client())
     worker = WorkerClient(client, slug, worker_id="WCAP")
     state = start(worker)
-    worker.answer_page(WorkerClient.correct_side)
+    worker.answer_page(worker.correct_side)
     assert worker.state()["stage"] == "page_done"
     worker.action("continue")
-    body = worker.answer_page(WorkerClient.correct_side)
+    body = worker.answer_page(worker.correct_side)
     assert body["stage"] == "completed"  # the second page was the last one allowed
     assert worker.action("continue").json["stage"] == "completed"
     assert len(real_pairs_of(app, assignment_id=int(worker.assignment_id))) == 2 * 5
@@ -154,6 +150,8 @@ def test_pages_mix_sets_and_randomise_logged_sides(app, demo_stimuli, tmp_path):
     worker = WorkerClient(client, slug)
     state = start(worker)
     sides_seen = []
+    with _session(app) as session:
+        name_of = name_maker(session.scalar(select(Study).where(Study.slug == slug)), app.config["SECRET_KEY"])
     for page in range(3):
         state = worker.state()
         with _session(app) as session:
@@ -166,9 +164,9 @@ def test_pages_mix_sets_and_randomise_logged_sides(app, demo_stimuli, tmp_path):
                 pair = session.get(Pair, row.pair_id)
                 a, b = session.get(Stimulus, pair.stimulus_a_id), session.get(Stimulus, pair.stimulus_b_id)
                 left, right = (a, b) if row.left_is_a else (b, a)
-                # The state shows the stimuli on the sides the trial row logged.
-                assert trial["left"]["full"].endswith("/" + left.full), (trial["left"]["full"], left.full)
-                assert trial["right"]["full"].endswith("/" + right.full)
+                # The state shows the stimuli on the sides the trial row logged (under their opaque names).
+                assert trial["left"]["full"].endswith("/" + name_of(left.full)), (trial["left"]["full"], left.full)
+                assert trial["right"]["full"].endswith("/" + name_of(right.full))
                 assert trial["position"] == row.position
                 if not pair.is_gold:
                     sets.add(pair.set_id)
@@ -193,10 +191,10 @@ def test_pages_mix_sets_and_randomise_logged_sides(app, demo_stimuli, tmp_path):
     assert 0.2 < sum(sides_seen) / len(sides_seen) < 0.8, sides_seen
 
 
-def test_abandoned_trials_are_released_and_a_full_study_completes(app, demo_stimuli, tmp_path):
+def test_abandoned_trials_are_released_and_a_full_study_turns_newcomers_away(app, demo_stimuli, tmp_path, clock):
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="release", design={"degree": 2, "votes_per_pair": 1},
                              pages={"pairs_per_page": 20, "min_pages": 1, "max_pages": 3},
-                             quality={"quiz_size": 0, "gold_rate": 0.0, "assignment_timeout_minutes": 30})
+                             quality={"quiz_size": 0, "gold_rate": 0.0, "reservation_minutes": 10})
     client = SpecClient(app.test_client())
     abandoned = WorkerClient(client, slug)
     state = start(abandoned)
@@ -208,29 +206,34 @@ def test_abandoned_trials_are_released_and_a_full_study_completes(app, demo_stim
     taken = [real_pairs_of(app, assignment_id=int(w.assignment_id)) for w in (abandoned, *others)]
     assert [len(t) for t in taken] == [20, 20, 4] and len(set(sum(taken, []))) == N_SMALL_PAIRS
 
-    # Every pair is answered or held by a recent page: a newcomer completes at once, no empty page.
+    # Every pair is answered or held by a reserved page: a newcomer is told the study is full (no
+    # completion code, no submit form), and gets no empty page.
     newcomer = WorkerClient(client, slug)
+    assert newcomer.entry["stage"] == "full"
     newcomer.action("consent")
     state = newcomer.action("instructions_done").json
-    assert state["stage"] == "completed" and state["page"] is None and state["completion"]["mode"] == "mturk"
+    assert state["stage"] == "full" and state["page"] is None and state["completion"] is None
+    assert "no work left" in state["message"]
     with _session(app) as session:
         assert session.scalar(select(func.count()).select_from(Page).where(
             Page.assignment_id == int(newcomer.assignment_id))) == 0
 
-    # The abandoned page grows older than assignment_timeout_minutes: its 15 open trials are offered again.
-    with _session(app) as session:
-        for page in session.scalars(select(Page).where(Page.assignment_id == int(abandoned.assignment_id))):
-            page.created_at = utcnow() - dt.timedelta(minutes=31)
-        session.commit()
+    # The other two keep answering (each vote renews their page); the abandoned page's worker does not:
+    # after its reservation (10 minutes here) lapses, its 15 open trials are offered again.
+    clock.advance(minutes=6)
+    for worker in others:
+        trial = next(t for t in worker.state()["page"]["trials"] if not t["answered"])
+        assert worker.vote(trial["trial_id"], "left").status_code == 201
+    clock.advance(minutes=5)
     later = WorkerClient(client, slug)
     state = start(later)
     assert state["stage"] == "trials"
     released = real_pairs_of(app, assignment_id=int(later.assignment_id))
     assert sorted(released) == sorted(real_pairs_of(app, assignment_id=int(abandoned.assignment_id), answered=False))
-    # Pages younger than the timeout keep theirs: nothing is left for another newcomer.
+    # Pages still reserved keep theirs: nothing is left for another newcomer.
     last = WorkerClient(client, slug)
     last.action("consent")
-    assert last.action("instructions_done").json["stage"] == "completed"
+    assert last.action("instructions_done").json["stage"] == "full"
 
 
 def test_quiz_passed_in_an_earlier_hit_is_not_taken_again(app, study):
@@ -238,8 +241,8 @@ def test_quiz_passed_in_an_earlier_hit_is_not_taken_again(app, study):
     first = WorkerClient(client, study, worker_id="WQUIZ")
     first.action("consent")
     assert first.action("instructions_done").json["stage"] == "quiz"
-    first.answer_page(WorkerClient.correct_side)
-    first.answer_page(WorkerClient.correct_side)
+    first.answer_page(first.correct_side)
+    first.answer_page(first.correct_side)
     assert first.action("finish").json["stage"] == "completed"
     second = WorkerClient(client, study, worker_id="WQUIZ")
     second.action("consent")
@@ -258,24 +261,17 @@ GOLD_STUDY = {"pages": {"pairs_per_page": 5, "min_pages": 1, "max_pages": 5},
               "quality": {"quiz_size": 0, "gold_rate": 0.2, "gold_min_answered": 2, "accuracy_threshold": 0.7}}
 
 
-def _answer_gold_wrong(trial: dict) -> str:
-    # Real pairs have no right answer; gold pairs show the reference itself on one side.
-    if trial["reference"]["full"] in (trial["left"]["full"], trial["right"]["full"]):
-        return wrong_side(trial)
-    return "left"
-
-
 def test_hidden_gold_below_threshold_stops_the_worker(app, demo_stimuli, tmp_path):
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="gold", **GOLD_STUDY)
     client = SpecClient(app.test_client())
     worker = WorkerClient(client, slug, worker_id="WGOLD")
     start(worker)
-    body = worker.answer_page(_answer_gold_wrong)
+    body = worker.answer_page(worker.wrong_side)
     assert body["stage"] == "page_done"  # one wrong of one: below gold_min_answered, not judged yet
     worker.action("continue")
     stages = []
     for trial in worker.state()["page"]["trials"]:
-        response = worker.vote(trial["trial_id"], _answer_gold_wrong(trial))
+        response = worker.vote(trial["trial_id"], worker.wrong_side(trial))
         stages.append(response.json["stage"])
         if stages[-1] == "stopped":
             break
@@ -309,10 +305,10 @@ def test_stopped_worker_cannot_go_on_in_another_open_hit(app, demo_stimuli, tmp_
     client = SpecClient(app.test_client())
     first = WorkerClient(client, slug, worker_id="WTWO")
     start(first)
-    assert first.answer_page(_answer_gold_wrong)["stage"] == "page_done"
+    assert first.answer_page(first.wrong_side)["stage"] == "page_done"
     second = WorkerClient(client, slug, worker_id="WTWO")
     start(second)
-    second.answer_page(_answer_gold_wrong)
+    second.answer_page(second.wrong_side)
     assert second.state()["stage"] == "stopped"
     with _session(app) as session:
         pages_before = session.scalar(select(func.count()).select_from(Page).where(
@@ -324,3 +320,60 @@ def test_stopped_worker_cannot_go_on_in_another_open_hit(app, demo_stimuli, tmp_
             Page.assignment_id == int(first.assignment_id)))
     assert pages_after == pages_before, response.json
     assert response.json.get("stage", response.json.get("error")) in ("stopped", "wrong_stage")
+
+
+def _gold_shown(app, external_id: str) -> list[tuple[int, int, int]]:
+    """``(page ID, gold pair ID, set ID)`` of every quiz and hidden gold trial shown to a worker, in order."""
+    with _session(app) as session:
+        return [tuple(row) for row in session.execute(
+            select(Trial.page_id, Trial.pair_id, Pair.set_id).join(Pair, Trial.pair_id == Pair.id)
+            .join(Worker, Trial.worker_id == Worker.id)
+            .where(Worker.external_id == external_id, Trial.is_gold, Pair.is_gold).order_by(Trial.page_id, Trial.id))]
+
+
+def _study_gold(app, slug: str) -> dict[int, int]:
+    from server.models import StudySet
+
+    with _session(app) as session:
+        return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).join(Study)
+                                    .where(Study.slug == slug, Pair.is_gold)).all())
+
+
+def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimuli, tmp_path):
+    """Quiz (5) and hidden gold (2 a page) over every page a worker can do of the demo study with the
+    defaults: 4 scenes x 6 gold pairs are enough that none comes back, and each scene's gold is met
+    about as often as any other's."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="golddefault")
+    assert len(_study_gold(app, slug)) == 24
+    state = work(WorkerClient(SpecClient(app.test_client()), slug, worker_id="WGOLDDEF"))
+    assert state["stage"] == "completed" and state["progress"]["pages_completed"] >= 7
+    shown = _gold_shown(app, "WGOLDDEF")
+    pages = {page for page, _, _ in shown}
+    assert len(shown) == 5 + 2 * (len(pages) - 1) >= 19  # the quiz page, then 2 hidden gold a page
+    assert len({pair for _, pair, _ in shown}) == len(shown)  # never the same gold pair twice
+    per_set = Counter(set_id for _, _, set_id in shown)
+    assert len(per_set) == 4 and max(per_set.values()) - min(per_set.values()) <= 1
+
+
+def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, demo_stimuli, tmp_path):
+    """More gold trials (5 + 10 x 5 = 55) than gold pairs (24): after every page, no gold pair and no
+    scene has been shown more than once more than any other, over both of the worker's HITs."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="goldmany",
+                             pages={"pairs_per_page": 10, "min_pages": 1, "max_pages": 10},
+                             quality={"gold_rate": 0.5, "gold_min_answered": 3})
+    client = SpecClient(app.test_client())
+    assert work(WorkerClient(client, slug, worker_id="WGOLDMANY"), pages=4)["stage"] == "completed"
+    assert work(WorkerClient(client, slug, worker_id="WGOLDMANY"))["stage"] == "completed"  # a second HIT
+    gold = _study_gold(app, slug)
+    shown = _gold_shown(app, "WGOLDMANY")
+    assert len(shown) == 5 + 10 * 5
+    times, per_set = Counter({pair: 0 for pair in gold}), Counter({set_id: 0 for set_id in gold.values()})
+    for page in sorted({page for page, _, _ in shown}):
+        on_page = [(pair, set_id) for p, pair, set_id in shown if p == page]
+        assert len({pair for pair, _ in on_page}) == len(on_page)  # never twice on one page
+        for pair, set_id in on_page:
+            times[pair] += 1
+            per_set[set_id] += 1
+        assert max(times.values()) - min(times.values()) <= 1, (page, times)
+        assert max(per_set.values()) - min(per_set.values()) <= 1, (page, per_set)
+    assert sorted(set(times.values())) == [2, 3]  # 55 = 24 x 2 + 7

@@ -22,6 +22,15 @@ def _stored_votes(app) -> tuple[Counter, Counter]:
     return Counter(r[0] for r in rows), Counter(r[1] for r in rows)
 
 
+@pytest.fixture
+def no_gold_study(app, demo_stimuli, tmp_path) -> str:
+    """Latent observers see no images, so they cannot answer gold pairs: a study without any."""
+    from .conftest import SMALL_STUDY, create_test_study
+
+    return create_test_study(app, demo_stimuli, tmp_path, slug="nogold", pages=SMALL_STUDY["pages"],
+                             quality={"quiz_size": 0, "gold_rate": 0.0})
+
+
 def _assert_db_holds_exactly_the_acknowledged_votes(app, report: SimulationReport) -> None:
     by_vote, by_trial = _stored_votes(app)
     assert report.votes_unresolved == 0 and report.votes_rejected == 0
@@ -49,8 +58,8 @@ def test_small_simulation_stores_exactly_the_acknowledged_votes(app, study, live
     json.dumps(summary)  # plain JSON
 
 
-def test_latent_observer_downloads_nothing_and_fixed_pages(app, study, live_server):
-    report = run_simulation(live_server, study, workers=3, spam=0.0, concurrency=3, seed=4, pages=2,
+def test_latent_observer_downloads_nothing_and_fixed_pages(app, no_gold_study, live_server):
+    report = run_simulation(live_server, no_gold_study, workers=3, spam=0.0, concurrency=3, seed=4, pages=2,
                             observer="latent", progress=False)
     assert report.outcomes == Counter(completed=3)
     assert report.images_downloaded == 0 and "image" not in report.latencies_ms
@@ -85,7 +94,7 @@ class _LoseEveryThirdVoteAnswer:
         return self.app(environ, start_response)
 
 
-def test_lost_answers_are_retried_with_the_same_vote_id(app, study):
+def test_lost_answers_are_retried_with_the_same_vote_id(app, no_gold_study):
     from werkzeug.serving import make_server
 
     flaky = _LoseEveryThirdVoteAnswer(app)
@@ -93,7 +102,7 @@ def test_lost_answers_are_retried_with_the_same_vote_id(app, study):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        report = run_simulation(f"http://127.0.0.1:{server.server_port}", study, workers=3, spam=0.0,
+        report = run_simulation(f"http://127.0.0.1:{server.server_port}", no_gold_study, workers=3, spam=0.0,
                                 concurrency=3, seed=5, observer="latent", progress=False)
     finally:
         server.shutdown()
@@ -114,11 +123,11 @@ def test_unknown_study_and_unreachable_server_raise(app, study, live_server):
     assert _stored_votes(app)[0] == Counter()  # the start-up check writes nothing
 
 
-def test_cli_simulate(app, study, live_server, tmp_path):
+def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path):
     from server.cli import cli
 
     out = tmp_path / "report.json"
-    result = CliRunner().invoke(cli, ["simulate", study, "--url", live_server, "--workers", "2", "--spam", "0",
+    result = CliRunner().invoke(cli, ["simulate", no_gold_study, "--url", live_server, "--workers", "2", "--spam", "0",
                                       "--concurrency", "2", "--seed", "7", "--observer", "latent", "--quiet",
                                       "--json-out", str(out)])
     assert result.exit_code == 0, result.output

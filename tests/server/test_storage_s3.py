@@ -4,6 +4,7 @@ caching headers, skipping unchanged files, multipart), presigned and public URLs
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -22,6 +23,7 @@ from server.storage import (
     content_type,
     make_storage,
 )
+from server.stimulus_index import SALT_KEY, name_maker, opaque_name
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 from tests.server.s3_fixture import _free_ports, s3_client, seaweed_s3  # noqa: F401
 
@@ -61,36 +63,56 @@ def folder(demo_stimuli, tmp_path) -> Path:
     return target
 
 
-def test_upload_sets_types_and_cache_headers_then_skips_unchanged(s3, folder):
+def _shown(folder: Path) -> dict[str, str]:
+    """Opaque name -> path of the files a study over ``folder`` would show (its amplified images and
+    the reference): not the manifests, nor the original (unamplified) images."""
+    key = bytes(range(32))
+    paths = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*.png")) if "original" not in p.parts]
+    return {opaque_name(key, path): path for path in paths}
+
+
+def test_upload_sends_only_the_named_files_with_types_and_cache_headers_then_skips_unchanged(s3, folder):
     storage = _storage(s3)
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    report = storage.upload_folder(folder, "demo", progress=False)
-    assert len(report.uploaded) == len(files) and not report.skipped
-    assert report.bytes_uploaded == report.bytes_total == sum(p.stat().st_size for p in files)
+    shown = _shown(folder)
+    assert 10 < len(shown) < sum(1 for p in folder.rglob("*") if p.is_file())
+    report = storage.upload_files(folder, "demo", shown, progress=False)
+    assert len(report.uploaded) == len(shown) and not report.skipped and not report.stale
+    assert report.bytes_uploaded == report.bytes_total == sum((folder / p).stat().st_size for p in shown.values())
     listed = _objects(s3, f"{s3['prefix']}/demo/")
-    assert listed == {f"{s3['prefix']}/demo/{p.relative_to(folder).as_posix()}": p.stat().st_size for p in files}
+    assert listed == {f"{s3['prefix']}/demo/{name}": (folder / path).stat().st_size for name, path in shown.items()}
+    assert all(re.fullmatch(rf"{s3['prefix']}/demo/[0-9a-f]{{32}}\.png", key) for key in listed)
     client = s3_client(s3["endpoint_url"])
-    types = set()
-    for path in files:
-        head = client.head_object(Bucket=s3["bucket"], Key=storage.key("demo", path.relative_to(folder).as_posix()))
-        assert head["ContentType"] == content_type(path)
+    for name, path in shown.items():
+        head = client.head_object(Bucket=s3["bucket"], Key=storage.key("demo", name))
+        assert head["ContentType"] == "image/png" == content_type(path)
         assert head["CacheControl"] == CACHE_CONTROL
         assert len(head["Metadata"][MD5_METADATA]) == 32
-        types.add(head["ContentType"])
-    assert "image/png" in types and "application/json" in types
 
-    again = storage.upload_folder(folder, "demo", progress=False)
-    assert not again.uploaded and len(again.skipped) == len(files) and again.bytes_uploaded == 0
+    again = storage.upload_files(folder, "demo", shown, progress=False)
+    assert not again.uploaded and len(again.skipped) == len(shown) and again.bytes_uploaded == 0
 
     # Same size, different bytes: only the MD5 tells, and only that file goes up again.
-    changed = next(p for p in files if p.suffix == ".png")
+    name, relative = next(iter(shown.items()))
+    changed = folder / relative
     data = bytearray(changed.read_bytes())
     data[-1] ^= 0xFF
     changed.write_bytes(bytes(data))
-    third = storage.upload_folder(folder, "demo", progress=False)
-    key = storage.key("demo", changed.relative_to(folder).as_posix())
-    assert third.uploaded == [key] and len(third.skipped) == len(files) - 1
-    assert requests.get(storage.url("demo", changed.relative_to(folder).as_posix()), timeout=10).content == data
+    third = storage.upload_files(folder, "demo", shown, progress=False)
+    assert third.uploaded == [storage.key("demo", name)] and len(third.skipped) == len(shown) - 1
+    assert requests.get(storage.url("demo", name), timeout=10).content == data
+
+
+def test_stale_objects_are_listed_and_pruned(s3, folder):
+    """Objects an older upload left under the study's prefix (path-style keys) are reported; --prune deletes them."""
+    storage = _storage(s3)
+    shown = _shown(folder)
+    old_key = storage.key("demo", "scene/gold/degraded.png")
+    s3_client(s3["endpoint_url"]).put_object(Bucket=s3["bucket"], Key=old_key, Body=b"old")
+    report = storage.upload_files(folder, "demo", shown, progress=False)
+    assert report.stale == [old_key] and not report.deleted and old_key in _objects(s3, f"{s3['prefix']}/demo/")
+    report = storage.upload_files(folder, "demo", shown, progress=False, prune=True)
+    assert report.deleted == [old_key] and len(report.skipped) == len(shown)
+    assert set(_objects(s3, f"{s3['prefix']}/demo/")) == {storage.key("demo", name) for name in shown}
 
 
 def test_large_file_goes_multipart_and_round_trips(s3, tmp_path):
@@ -99,35 +121,36 @@ def test_large_file_goes_multipart_and_round_trips(s3, tmp_path):
     payload = os.urandom(12 * 1024 * 1024)
     (folder / "large.bin").write_bytes(payload)
     storage = _storage(s3, multipart_threshold_mb=5)
-    report = storage.upload_folder(folder, "big", progress=False)
-    assert report.uploaded == [storage.key("big", "large.bin")]
-    head = s3_client(s3["endpoint_url"]).head_object(Bucket=s3["bucket"], Key=storage.key("big", "large.bin"))
+    files = {"0123abcd.bin": "large.bin"}
+    report = storage.upload_files(folder, "big", files, progress=False)
+    assert report.uploaded == [storage.key("big", "0123abcd.bin")]
+    head = s3_client(s3["endpoint_url"]).head_object(Bucket=s3["bucket"], Key=storage.key("big", "0123abcd.bin"))
     assert head["ETag"].strip('"').endswith("-3"), head["ETag"]  # 3 parts of 5 MiB: not an MD5
     assert head["ContentType"] == "application/octet-stream"
-    assert storage.upload_folder(folder, "big", progress=False).skipped == [storage.key("big", "large.bin")]
-    response = requests.get(storage.url("big", "large.bin"), timeout=30)
+    assert storage.upload_files(folder, "big", files, progress=False).skipped == [storage.key("big", "0123abcd.bin")]
+    response = requests.get(storage.url("big", "0123abcd.bin"), timeout=30)
     assert response.status_code == 200 and response.content == payload
 
 
 def test_presigned_urls_fetch_identical_bytes_and_are_cached(s3, folder):
     now = [1000.0]
     storage = _storage(s3, presign_seconds=600, clock=lambda: now[0])
-    storage.upload_folder(folder, "demo", progress=False)
-    png = next(p for p in sorted(folder.rglob("*.png")))
-    relative = png.relative_to(folder).as_posix()
-    url = storage.url("demo", relative)
-    assert url.startswith(f"{s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/demo/") and "X-Amz-Signature=" in url
-    assert "X-Amz-Expires=600" in url
+    shown = _shown(folder)
+    storage.upload_files(folder, "demo", shown, progress=False)
+    name, relative = next(iter(shown.items()))
+    url = storage.url("demo", name)
+    assert url.startswith(f"{s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/demo/{name}?")
+    assert "X-Amz-Signature=" in url and "X-Amz-Expires=600" in url
     response = requests.get(url, timeout=10)
-    assert response.status_code == 200 and response.content == png.read_bytes()
+    assert response.status_code == 200 and response.content == (folder / relative).read_bytes()
     assert response.headers["Content-Type"] == "image/png"
     assert response.headers["Cache-Control"] == CACHE_CONTROL
 
     signed = []
     storage.presign = lambda key, expires=None: signed.append(key) or f"signed:{key}:{len(signed)}"
-    assert storage.url("demo", relative) == url          # cached: nothing signed
+    assert storage.url("demo", name) == url              # cached: nothing signed
     now[0] += 600 * S3Storage.CACHE_FRACTION + 1         # past a quarter of the lifetime: signed again
-    assert storage.url("demo", relative) == f"signed:{storage.key('demo', relative)}:1"
+    assert storage.url("demo", name) == f"signed:{storage.key('demo', name)}:1"
     storage.CACHE_SIZE = 3
     for i in range(10):
         storage.url("demo", f"x{i}.png")
@@ -136,19 +159,18 @@ def test_presigned_urls_fetch_identical_bytes_and_are_cached(s3, folder):
 
 def test_tampered_and_expired_urls_are_refused(s3, folder):
     storage = _storage(s3)
-    storage.upload_folder(folder, "demo", progress=False)
-    relative = next(p for p in sorted(folder.rglob("*.png"))).relative_to(folder).as_posix()
-    url = storage.url("demo", relative)
+    shown = _shown(folder)
+    storage.upload_files(folder, "demo", shown, progress=False)
+    name, other = sorted(shown)[:2]
+    url = storage.url("demo", name)
     assert requests.get(url, timeout=10).status_code == 200
-    other = next(p for p in sorted(folder.rglob("*.png"), reverse=True)).relative_to(folder).as_posix()
-    assert other != relative
-    tampered_key = url.replace(relative, other)           # someone else's signature
+    tampered_key = url.replace(name, other)               # someone else's signature
     assert requests.get(tampered_key, timeout=10).status_code == 403
     signature = url.rsplit("X-Amz-Signature=", 1)[1][:64]
     flipped = ("0" if signature[0] != "0" else "1") + signature[1:]
     assert requests.get(url.replace(signature, flipped), timeout=10).status_code == 403
     assert requests.get(url.split("?")[0], timeout=10).status_code == 403   # unsigned: the bucket is private
-    short = storage.presign(storage.key("demo", relative), expires=1)
+    short = storage.presign(storage.key("demo", name), expires=1)
     assert requests.get(short, timeout=10).status_code == 200
     time.sleep(2.2)
     assert requests.get(short, timeout=10).status_code == 403
@@ -160,7 +182,7 @@ def test_public_base_url_mode():
     assert storage.url("my-study", "scene 1/ref#1.png") == "https://cdn.example.org/base/stim/my-study/scene%201/ref%231.png"
     assert S3Storage("b", prefix="", public_base_url="https://x.org", client=object()).url("s", "a.png") == \
         "https://x.org/s/a.png"
-    assert storage.url_form().startswith("public: https://cdn.example.org/base/stim/<study>/<path>")
+    assert storage.url_form().startswith("public: https://cdn.example.org/base/stim/<study>/<name>")
 
 
 def test_make_storage_picks_the_backend(s3):
@@ -190,7 +212,7 @@ def test_errors_name_the_problem(s3, folder, monkeypatch):
     with pytest.raises(StorageError, match="S3 bucket 'no-such-bucket-xyz' does not exist"):
         missing.check()
     with pytest.raises(StorageError, match="'no-such-bucket-xyz' does not exist"):
-        missing.upload_folder(folder, "demo", progress=False)
+        missing.upload_files(folder, "demo", _shown(folder), progress=False)
     (port,) = _free_ports(1)
     unreachable = S3Storage(s3["bucket"], endpoint_url=f"http://127.0.0.1:{port}")
     with pytest.raises(StorageError, match=f"cannot reach the S3 endpoint http://127.0.0.1:{port}"):
@@ -199,7 +221,9 @@ def test_errors_name_the_problem(s3, folder, monkeypatch):
     with pytest.raises(StorageError, match="access denied"):
         _storage(s3).check()
     with pytest.raises(StorageError, match="stimulus folder .* does not exist"):
-        _storage(s3).upload_folder(folder / "nothing", "demo", progress=False)
+        _storage(s3).upload_files(folder / "nothing", "demo", _shown(folder), progress=False)
+    with pytest.raises(StorageError, match="1 stimulus file\\(s\\) of study demo are missing, e.g. .*gone.png"):
+        _storage(s3).upload_files(folder, "demo", {**_shown(folder), "0" * 32 + ".png": "gone.png"}, progress=False)
 
 
 def _s3_env(s3, **extra) -> dict[str, str]:
@@ -208,17 +232,30 @@ def _s3_env(s3, **extra) -> dict[str, str]:
             "PERCEPTLAB_CONFIG": "", **extra}
 
 
+def _shown_by_study(app, slug: str) -> tuple[Path, dict[str, str]]:
+    """The study's stimulus root and {URL name: path} of the images its rows name."""
+    from sqlalchemy import select
+
+    from server.models import Stimulus, Study, StudySet
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == slug))
+        paths = set()
+        for study_set in study.sets:
+            paths.update([study_set.reference["full"], *study_set.reference["crops"], study_set.overview])
+        for stimulus in session.scalars(select(Stimulus).join(StudySet).where(StudySet.study_id == study.id)):
+            paths.update([stimulus.full, *stimulus.crops["paths"]])
+        name_of = name_maker(study, app.config["SECRET_KEY"])
+        return Path(study.stimulus_root), {name_of(p): p for p in paths if p}
+
+
 def test_cli_upload_and_check(s3, app, demo_stimuli, tmp_path):
     from server.cli import cli
 
     slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
-    with app.extensions["perceptlab.sessions"]() as session:
-        from sqlalchemy import select
-
-        from server.models import Study
-
-        root = Path(session.scalar(select(Study.stimulus_root).where(Study.slug == slug)))
-    files = {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    root, shown = _shown_by_study(app, slug)
+    files = {name: (root / path).stat().st_size for name, path in shown.items()}
+    assert len(files) < sum(1 for p in root.rglob("*") if p.is_file())  # manifests, originals: not shown
     runner = CliRunner()
     database = ["--database-url", app.config["DATABASE_URL"]]
 
@@ -229,11 +266,12 @@ def test_cli_upload_and_check(s3, app, demo_stimuli, tmp_path):
     assert _objects(s3, f"{s3['prefix']}/{slug}/") == {f"{s3['prefix']}/{slug}/{k}": v for k, v in files.items()}
     result = runner.invoke(cli, ["storage", "upload", slug, *database], env=_s3_env(s3))
     assert result.exit_code == 0 and f"0 uploaded (0 B), {len(files)} unchanged" in result.output, result.output
+    assert "warning" not in result.output
 
     result = runner.invoke(cli, ["storage", "check"], env=_s3_env(s3))
     assert result.exit_code == 0, result.output
     assert f"bucket {s3['bucket']!r} at {s3['endpoint_url']}: ok" in result.output
-    assert f"URLs: presigned: {s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/<study>/<path>?" in result.output
+    assert f"URLs: presigned: {s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/<study>/<name>?" in result.output
 
     result = runner.invoke(cli, ["storage", "upload", "nope", *database], env=_s3_env(s3))
     assert result.exit_code == 2 and "error: no study 'nope'" in result.output
@@ -245,10 +283,48 @@ def test_cli_upload_and_check(s3, app, demo_stimuli, tmp_path):
     assert result.exit_code == 2 and "error: S3 bucket 'missing-bucket' does not exist" in result.output
 
 
+def test_cli_upload_of_a_study_without_salt_uses_the_server_key_and_prunes(s3, app, demo_stimuli, tmp_path):
+    """A study made before salts existed: names from the server's secret key, as the server makes them."""
+    from sqlalchemy import select, update
+
+    from server.cli import cli
+    from server.models import Study
+
+    slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+    salted = _shown_by_study(app, slug)[1]
+    with app.extensions["perceptlab.sessions"]() as session:
+        config = dict(session.scalar(select(Study.config).where(Study.slug == slug)))
+        del config[SALT_KEY]
+        session.execute(update(Study).where(Study.slug == slug).values(config=config))
+        session.commit()
+    root, shown = _shown_by_study(app, slug)
+    assert not set(shown) & set(salted)
+    database = ["--database-url", app.config["DATABASE_URL"]]
+    runner = CliRunner()
+    nowhere = {**_s3_env(s3, PERCEPTLAB_SERVER_INSTANCE_PATH=str(tmp_path / "cli-instance")),
+               "PERCEPTLAB_SECRET_KEY": None}
+    result = runner.invoke(cli, ["storage", "upload", slug, *database], env=nowhere)
+    assert result.exit_code == 2 and "PERCEPTLAB_SECRET_KEY" in result.output, result.output
+    assert not _objects(s3, f"{s3['prefix']}/{slug}/")
+
+    s3_client(s3["endpoint_url"]).put_object(Bucket=s3["bucket"], Key=f"{s3['prefix']}/{slug}/manifest.json",
+                                             Body=b"{}")   # left by an older, path-style upload
+    env = _s3_env(s3, PERCEPTLAB_SECRET_KEY=app.config["SECRET_KEY"])
+    result = runner.invoke(cli, ["storage", "upload", slug, *database], env=env)
+    assert result.exit_code == 0, result.output
+    assert "warning: 1 object(s) under this prefix are not shown by the study" in result.output
+    result = runner.invoke(cli, ["storage", "upload", slug, *database, "--prune"], env=env)
+    assert result.exit_code == 0 and "deleted 1 object(s)" in result.output, result.output
+    assert _objects(s3, f"{s3['prefix']}/{slug}/") == \
+        {f"{s3['prefix']}/{slug}/{name}": (root / path).stat().st_size for name, path in shown.items()}
+
+
 def test_app_with_s3_backend_serves_presigned_urls(s3, database_url, demo_stimuli, tmp_path):
-    """The State of a worker's page holds presigned URLs that fetch the study's files."""
+    """The State of a worker's page holds presigned URLs of opaque keys that fetch the study's files."""
     from server import create_app
     from server.config import load_config
+
+    from .test_stimulus_serving import PATH_WORDS, trial_paths
 
     config = load_config(_s3_env(s3))
     app = create_app(config, database_url=database_url, instance_path=str(tmp_path / "instance"),
@@ -257,20 +333,25 @@ def test_app_with_s3_backend_serves_presigned_urls(s3, database_url, demo_stimul
         slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
         storage = app.extensions["perceptlab.storage"]
         assert isinstance(storage, S3Storage)
-        root = demo_stimuli / "prepared"
-        storage.upload_folder(root, slug, progress=False)
+        root, shown = _shown_by_study(app, slug)
+        storage.upload_files(root, slug, shown, progress=False)
         worker = WorkerClient(app.test_client(), slug, platform="link")
         state = worker.start()
+        base = f"{s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/{slug}/"
+        fetched = 0
+        for trial in state["page"]["trials"]:
+            for side, (full, crops) in trial_paths(app, trial["trial_id"]).items():
+                image = trial[side]
+                for url, path in [(image["full"], full), *zip([c["url"] for c in image["crops"]], crops)]:
+                    name = url.removeprefix(base).split("?")[0]
+                    assert url.startswith(base) and re.fullmatch(r"[0-9a-f]{32}\.png", name), url
+                    assert not [w for w in PATH_WORDS if w in name]
+                    response = requests.get(url, timeout=10)
+                    assert response.status_code == 200 and response.headers["Content-Type"] == "image/png"
+                    assert response.content == (root / path).read_bytes()
+                    fetched += 1
+        assert fetched >= 18  # 3 quiz trials x 3 images x (full + crop)
         trial = state["page"]["trials"][0]
-        urls = [trial["left"]["full"], trial["right"]["full"], trial["reference"]["full"]]
-        for url in urls:
-            assert url.startswith(f"{s3['endpoint_url']}/{s3['bucket']}/{s3['prefix']}/{slug}/"), url
-            response = requests.get(url, timeout=10)
-            assert response.status_code == 200 and response.headers["Content-Type"] == "image/png"
-            relative = url.split(f"/{slug}/", 1)[1].split("?")[0]
-            from urllib.parse import unquote
-
-            assert response.content == (root / unquote(relative)).read_bytes()
         assert worker.state()["page"]["trials"][0]["left"]["full"] == trial["left"]["full"]  # cached URL
     finally:
         app.extensions["perceptlab.engine"].dispose()

@@ -17,7 +17,7 @@ from server.models import Pair, Stimulus, Study, StudySet
 from server.studies import (_SECTIONS, STUDY_TEMPLATE, StudyDefinitionError, StudySpec, create_study,
                             read_study_file)
 
-N_SCENES, N_CANDIDATES, N_MANIFEST_PAIRS = 4, 11, 33
+N_SCENES, N_CANDIDATES, N_MANIFEST_PAIRS, N_GOLD = 4, 11, 33, 6
 
 
 @pytest.fixture
@@ -85,8 +85,8 @@ def test_template_documents_every_key_at_its_default(study_dir, database):
     study = store(sessions, spec)
     assert count(sessions, StudySet) == N_SCENES
     assert count(sessions, Pair, ~Pair.is_gold) == N_SCENES * N_MANIFEST_PAIRS
-    assert count(sessions, Pair, Pair.is_gold) == N_SCENES
-    assert count(sessions, Stimulus) == N_SCENES * (N_CANDIDATES + 2)
+    assert count(sessions, Pair, Pair.is_gold) == N_SCENES * N_GOLD
+    assert count(sessions, Stimulus) == N_SCENES * (N_CANDIDATES + 2 * N_GOLD)
     with sessions() as session:
         assert set(session.scalars(select(Pair.target_votes).where(~Pair.is_gold))) == {20}
         assert session.get(Study, study.id).config["quiz_size"] == 5
@@ -115,9 +115,14 @@ gold_rate = 0
 accuracy_threshold = 0.8
 gold_min_answered = 5
 assignment_timeout_minutes = 15
+reservation_minutes = 3
 [display]
 min_window_width = 800
 min_window_height = 500
+min_image_scale = 0.75
+[entry]
+signed_links = true
+access_key = "k3y-for-all"
 [texts]
 consent = "Agree?"
 instructions = """Click.
@@ -132,7 +137,8 @@ title = "Compare frames"
         "votes_per_pair": 9, "stimulus": "original", "pairs_per_page": 12, "min_pages": 2, "max_pages": 4,
         "reward_per_page": "1.25", "bonus_per_page": "0.5", "quiz_size": 2, "gold_rate": 0.0,
         "accuracy_threshold": 0.8, "gold_min_answered": 5, "assignment_timeout_minutes": 15,
-        "min_window_width": 800, "min_window_height": 500, "consent": "Agree?", "instructions": "Click.\n\nTwice.",
+        "reservation_minutes": 3, "allow_anonymous": False, "signed_links": True, "access_key": "k3y-for-all",
+        "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "consent": "Agree?", "instructions": "Click.\n\nTwice.",
         "mturk": {"title": "Compare frames"}, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
@@ -167,6 +173,8 @@ BAD_FILES = [
     ("gold rate 1", minimal(extra="[quality]\ngold_rate = 1.0\n"), ["gold_rate"]),
     ("all gold", minimal(extra="[pages]\npairs_per_page = 1\n[quality]\ngold_rate = 0.1\n"), ["gold_rate"]),
     ("threshold 0", minimal(extra="[quality]\naccuracy_threshold = 0\n"), ["accuracy_threshold"]),
+    ("image scale above 1", minimal(extra="[display]\nmin_image_scale = 1.5\n"), ["min_image_scale"]),
+    ("image scale nan", minimal(extra="[display]\nmin_image_scale = nan\n"), ["min_image_scale"]),
     ("reward with mills", minimal(extra='[pages]\nreward_per_page = "0.505"\n'), ["reward_per_page"]),
     ("negative bonus", minimal(extra='[pages]\nbonus_per_page = "-1"\n'), ["bonus_per_page"]),
     ("reward not a number", minimal(extra='[pages]\nreward_per_page = "fifty cents"\n'), ["reward_per_page"]),
@@ -248,6 +256,91 @@ def test_a_single_scene_manifest_and_duplicate_scenes(study_dir, demo_stimuli, d
         create_study(session, twice)
 
 
+@pytest.mark.parametrize("shown", ["amplified", "original"])
+def test_gold_pairs_show_their_own_files_never_the_reference(study_dir, demo_stimuli, database, shown):
+    import json
+
+    from server.studies import gold_item_ids
+
+    _, sessions = database
+    scene = demo_stimuli / "prepared" / "scene_03_astronaut"
+    manifest = json.loads((scene / "manifest.json").read_text())
+    text = f'[study]\nslug = "gold"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n' \
+           f'[design]\nstimulus = "{shown}"\n'
+    store(sessions, read_study_file(write(study_dir, text)))
+    with sessions() as session:
+        root = Path(session.scalar(select(Study.stimulus_root)))
+        study_set = session.scalar(select(StudySet))
+        pairs = session.scalars(select(Pair).where(Pair.is_gold).order_by(Pair.id)).all()
+        sides = [(session.get(Stimulus, p.gold_winner_id), session.get(Stimulus, p.stimulus_b_id)) for p in pairs]
+    assert len(pairs) == len(manifest["gold"]) == N_GOLD
+    for k, (pair, (better, worse), entries) in enumerate(zip(pairs, sides, manifest["gold"]), start=1):
+        assert (better.item_id, worse.item_id) == gold_item_ids(k) == (f"__gold_better_{k}__", f"__gold_worse_{k}__")
+        assert (better.kind, worse.kind) == ("gold_good", "gold_bad")
+        assert pair.stimulus_a_id == better.id and pair.target_votes == 0
+        for stimulus, side in ((better, "better"), (worse, "worse")):
+            entry = entries[side]
+            assert root / stimulus.full == scene.resolve() / entry[shown]
+            assert [root / p for p in stimulus.crops["paths"]] == [scene.resolve() / c[shown] for c in entry["crops"]]
+            # Not the reference's file, nor the same bytes under another name.
+            assert stimulus.full != study_set.reference["full"]
+            assert (root / stimulus.full).read_bytes() != (root / study_set.reference["full"]).read_bytes()
+            assert not set(stimulus.crops["paths"]) & set(study_set.reference["crops"])
+    shown_files = [(root / b.full).read_bytes() for pair in sides for b in pair]
+    assert len(set(shown_files)) == 2 * N_GOLD  # no two gold images are the same file or the same bytes
+
+
+def test_manifest_with_the_old_blurred_gold_is_refused(study_dir, demo_stimuli, tmp_path, database):
+    import json
+
+    _, sessions = database
+    scene = _scene_copy(demo_stimuli, tmp_path)
+    manifest = json.loads((scene / "manifest.json").read_text())
+    manifest["gold"] = {"degraded": "reference.png", "better": "reference", "crops": []}  # schema 1's entry
+    (scene / "manifest.json").unlink()
+    (scene / "manifest.json").write_text(json.dumps(manifest))
+    text = f'[study]\nslug = "old"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n'
+    with sessions() as session, pytest.raises(StudyDefinitionError, match="older perceptlab.*stimuli prepare"):
+        create_study(session, read_study_file(write(study_dir, text)))
+    assert count(sessions, Study) == 0
+
+
+def _rewrite_gold(scene: Path, gold) -> str:
+    """Replace the (linked) manifest of a scene copy by one whose ``gold`` is ``gold``; its path for TOML."""
+    import json
+
+    manifest = json.loads((scene / "manifest.json").read_text())
+    manifest["gold"] = gold(manifest["gold"]) if callable(gold) else gold
+    (scene / "manifest.json").unlink()
+    (scene / "manifest.json").write_text(json.dumps(manifest))
+    return (scene / "manifest.json").as_posix()
+
+
+def test_schema_2_single_gold_pair_is_read_as_one(study_dir, demo_stimuli, tmp_path, database):
+    _, sessions = database
+    path = _rewrite_gold(_scene_copy(demo_stimuli, tmp_path), lambda pairs: {k: v for k, v in pairs[2].items()
+                                                                                  if k != "id"})
+    store(sessions, read_study_file(write(study_dir, f'[study]\nslug = "v2"\nmanifests = ["{path}"]\n')))
+    with sessions() as session:
+        pair = session.scalar(select(Pair).where(Pair.is_gold))
+        better = session.get(Stimulus, pair.gold_winner_id)
+    assert count(sessions, Pair, Pair.is_gold) == 1 and better.item_id == "__gold_better_1__"
+    assert better.full.endswith("gold/3/amplified/better.png")
+
+
+def test_stimuli_without_gold_need_a_study_without_quiz_and_hidden_gold(study_dir, demo_stimuli, tmp_path, database):
+    _, sessions = database
+    path = _rewrite_gold(_scene_copy(demo_stimuli, tmp_path), [])  # prepared with --gold-pairs 0
+    for quality in ("", "[quality]\nquiz_size = 0\n", "[quality]\ngold_rate = 0.0\n"):
+        text = f'[study]\nslug = "nogold"\nmanifests = ["{path}"]\n{quality}'
+        with sessions() as session, pytest.raises(StudyDefinitionError, match="no gold pairs.*quiz_size = 0"):
+            create_study(session, read_study_file(write(study_dir, text)))
+    assert count(sessions, Study) == 0
+    text = f'[study]\nslug = "nogold"\nmanifests = ["{path}"]\n[quality]\nquiz_size = 0\ngold_rate = 0.0\n'
+    store(sessions, read_study_file(write(study_dir, text)))
+    assert count(sessions, Pair, Pair.is_gold) == 0 and count(sessions, Pair) == N_MANIFEST_PAIRS
+
+
 def test_duplicate_slug(study_dir, database):
     _, sessions = database
     spec = read_study_file(write(study_dir, minimal("dup")))
@@ -304,7 +397,7 @@ def test_degree_redraws_the_designs(study_dir, demo_stimuli, database):
             assert pairs != manifest_design[scene]
     assert _design(sessions, "d2") == _design(sessions, "d2-again")  # the study seed makes it reproducible
     assert _design(sessions, "d2") != _design(sessions, "d2-seed")
-    assert count(sessions, Pair, Pair.is_gold) == 5 * N_SCENES  # gold pairs do not depend on the design
+    assert count(sessions, Pair, Pair.is_gold) == 5 * N_SCENES * N_GOLD  # gold pairs do not depend on the design
 
 
 def test_odd_degree_is_an_error_naming_the_scene(study_dir, database):

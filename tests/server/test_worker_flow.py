@@ -18,12 +18,12 @@ def test_quiz_pages_and_completion(app, study):
     worker = WorkerClient(client, study)
     state = worker.start()
     assert state["stage"] == "quiz" and state["page"]["kind"] == "quiz" and state["page"]["n_trials"] == 3
-    body = worker.answer_page(WorkerClient.correct_side)
+    body = worker.answer_page(worker.correct_side)
     assert body["feedback"] == {"correct": True} and body["stage"] == "trials"
     for page in range(3):
         state = worker.state()
         assert state["stage"] == "trials" and state["page"]["n_trials"] == 6
-        body = worker.answer_page(WorkerClient.correct_side)
+        body = worker.answer_page(worker.correct_side)
         assert body["page_complete"]
         if body["stage"] == "page_done":
             assert worker.action("continue").status_code == 200
@@ -43,7 +43,7 @@ def test_failed_quiz_disqualifies_for_good(app, study):
     client = app.test_client()
     worker = WorkerClient(client, study, worker_id="WBAD")
     worker.start()
-    wrong = lambda trial: "right" if WorkerClient.correct_side(trial) == "left" else "left"  # noqa: E731
+    wrong = worker.wrong_side
     body = worker.answer_page(wrong)
     assert body["stage"] == "disqualified" and body["feedback"] == {"correct": False}
     assert "quiz" in worker.state()["message"]

@@ -91,12 +91,12 @@ def test_prepare_cli_end_to_end(tmp_path):
     out = tmp_path / "study"
     result = _run([*PREPARE, str(scene), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "1 scene(s), 5 candidates" in result.stdout
+    assert "1 scene(s), 5 candidates" in result.stdout and "6 gold pairs" in result.stdout
     top = json.loads((out / "manifest.json").read_text())
     assert top["kind"] == "study" and [s["scene_id"] for s in top["scenes"]] == ["dumptruck"]
     folder = out / "dumptruck"
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1 and manifest["scene_id"] == "dumptruck"
+    assert manifest["schema_version"] == 3 and manifest["scene_id"] == "dumptruck"
     assert manifest["image_size"] == {"width": W, "height": H}
     assert manifest["parameters"]["alpha"] == 1.5 and manifest["parameters"]["top_k"] == 2
     ids = [c["id"] for c in manifest["candidates"]]
@@ -137,7 +137,48 @@ def test_prepare_cli_end_to_end(tmp_path):
 
     expected = [[ids[i], ids[j]] for i, j in random_regular_design(5, 2, design["seed"])]
     assert design["pairs"] == expected
+
+    # gold: 6 pairs (the default), files of their own, amplified and cropped like candidates,
+    # bracketing their errors
+    assert [g["id"] for g in manifest["gold"]] == [1, 2, 3, 4, 5, 6] and top["scenes"][0]["n_gold_pairs"] == 6
+    first = manifest["gold"][0]["construction"]
+    assert first["worse_from"] == "method4" and first["better_from"] == "method0"
+    for gold in manifest["gold"]:
+        errors = gold["errors"]["original"]
+        assert errors["worse"] >= 2 * max(errors["candidates"].values())
+        assert 0 < errors["better"] < min(errors["candidates"].values())
+        for side in ("better", "worse"):
+            assert gold[side]["original"] == f"gold/{gold['id']}/original/{side}.png"
+            original = read_image(folder / gold[side]["original"])
+            np.testing.assert_array_equal(read_image(folder / gold[side]["amplified"]),
+                                          amplify(reference, original, 1.5))
+            assert not np.array_equal(original, reference)
+            assert [c["rank"] for c in gold[side]["crops"]] == [b["rank"] for b in boxes]
+            assert read_image(folder / gold[side]["crops"][0]["amplified"]).shape == reference_crop.shape
+    gold_files = [folder / g[side][kind] for g in manifest["gold"] for side in ("better", "worse")
+                  for kind in ("original", "amplified")]
+    assert len({f.read_bytes() for f in gold_files}) == len(gold_files) == 24
     assert not _leftovers(tmp_path, "study")[1:]  # only 'study' itself
+
+
+@pytest.mark.parametrize("n_gold", [0, 1])
+def test_prepare_cli_gold_pairs_option(tmp_path, n_gold):
+    """--gold-pairs 0 writes no gold files (even for a scene whose candidates allow none); 1 writes one pair."""
+    scene = _scene_folder(tmp_path / "in" / "s")
+    if n_gold == 0:
+        _identical_candidates(scene)
+    out = tmp_path / "out"
+    result = _run([*PREPARE, str(scene), "--out", str(out), "--gold-pairs", str(n_gold)])
+    assert result.exit_code == 0, result.output
+    assert f"{n_gold} gold pairs" in result.stdout
+    manifest = json.loads((out / "s" / "manifest.json").read_text())
+    assert len(manifest["gold"]) == n_gold and manifest["parameters"]["gold_pairs"] == n_gold
+    gold_files = sorted(p.relative_to(out / "s").as_posix() for p in (out / "s").rglob("*.png") if "gold" in p.parts)
+    expected = sorted(e[side][kind] for e in manifest["gold"] for side in ("better", "worse")
+                      for kind in ("original", "amplified")) + sorted(
+        c[kind] for e in manifest["gold"] for side in ("better", "worse") for c in e[side]["crops"]
+        for kind in ("original", "amplified"))
+    assert gold_files == sorted(expected) and len(gold_files) == n_gold * 2 * 2 * (1 + len(manifest["crops"]))
 
 
 def test_prepare_small_scene_gets_full_design_and_folder_of_scenes_works(tmp_path):
@@ -216,6 +257,11 @@ def _no_reference(folder: Path) -> None:
     (folder / "reference.png").unlink()
 
 
+def _identical_candidates(folder: Path) -> None:
+    for k in range(5):
+        (folder / f"method{k}.png").write_bytes((folder / "reference.png").read_bytes())
+
+
 @pytest.mark.parametrize("spoil, extra, message", [
     (_bad_size, [], "method1.png: size 64x50 differs"),
     (_truncated, [], "method2.png: image file is truncated"),
@@ -225,6 +271,9 @@ def _no_reference(folder: Path) -> None:
     (None, ["--alpha", "1.0"], "alpha must be > 1"),
     (None, ["--alpha", "0.5"], "alpha must be > 1"),
     (None, ["--degree", "3"], "choose an even degree"),
+    (None, ["--gold-margin", "1"], "gold_margin must be > 1"),
+    (None, ["--gold-pairs", "-1"], "gold_pairs must be an integer in 0..100"),
+    (_identical_candidates, [], "no artefact to build gold pairs from"),
 ])
 def test_prepare_bad_input_exit_2_one_line_nothing_written(tmp_path, spoil, extra, message):
     good = _scene_folder(tmp_path / "in" / "good", seed=4)   # processed first, then the bad scene fails

@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from stimuli.rdk import rdk_dot_positions, rdk_trial_params, rdk_vector
+from stimuli.rdk import (
+    decode_dot_movie,
+    encode_dot_movie,
+    rdk_dot_movie,
+    rdk_dot_positions,
+    rdk_trial_params,
+    rdk_vector,
+)
 
 
 def test_vector_uses_y_up_directions_and_v_down():
@@ -82,3 +89,23 @@ def test_dots_are_seeded_and_inputs_checked():
         args = good | bad
         with pytest.raises(ValueError):
             rdk_dot_positions(**args)
+
+
+def test_dot_movie_round_trip_and_bad_input():
+    positions = rdk_dot_positions(300, 600, 123.0, 7.5, seed=3, n_frames=15)
+    data = encode_dot_movie(positions, 600)
+    assert data[:4] == b"RDK1" and len(data) == 16 + 15 * 300 * 4
+    decoded, aperture = decode_dot_movie(data)
+    assert aperture == 600 and decoded.shape == positions.shape
+    assert np.abs(decoded - positions).max() <= 1 / 128 + 1e-12   # 1/64 px fixed point
+    # Wide apertures trade resolution for range (uint16 must hold the diameter).
+    wide = rdk_dot_positions(10, 4000, 0.0, 3.0, seed=1, n_frames=2)
+    assert np.abs(decode_dot_movie(encode_dot_movie(wide, 4000))[0] - wide).max() <= 1 / 32 + 1e-12
+    assert rdk_dot_movie(300, 600, 123.0, 7.5, 3, 15) == data
+    for bad in (data[:10], data[:-2], b"XXXX" + data[4:]):
+        with pytest.raises(ValueError):
+            decode_dot_movie(bad)
+    with pytest.raises(ValueError):
+        encode_dot_movie(positions, 70_000)
+    with pytest.raises(ValueError):
+        encode_dot_movie(positions[0], 600)

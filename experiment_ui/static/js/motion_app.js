@@ -7,11 +7,16 @@
 // unanswered trial of the current block.  Responses go through VoteQueue
 // (path "motion-responses"), so a reload or an outage loses nothing; a response
 // still queued from an earlier page load is not asked again.
+//
+// No answers reach the page before the worker gives one: an RDK trial's dots come
+// pre-rendered from the server (GET .../motion-trials/{id}/dots, fetched while the worker
+// reads the intro or answers the trial before), and a feedback trial's true vector comes
+// only in the answer to its stored response.
 
 import { sleep, el, guardedReload } from './dom.js';
 import { ApiError, callApi, fetchStateRetrying } from './assignment_api.js';
 import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
-import { loadTrialAssets, practiceVerdict, runTrial, showFeedback, withDefaults } from './motion_trial.js';
+import { loadTrialAssets, runTrial, showFeedback } from './motion_trial.js';
 import { runCalibration } from './calibration.js';
 
 export const info = Object.freeze({
@@ -184,9 +189,19 @@ class MotionApp {
     return hz > 0 ? 1000 / hz : 1000 / 60;
   }
 
+  /** An RDK trial's dots, rendered by the server (the page is never told the direction or speed). */
+  async fetchDots(trial) {
+    const url = `${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}`
+      + `/motion-trials/${encodeURIComponent(trial.trial_id)}/dots`;
+    // Cacheable (the server marks it private and immutable): a reload reuses the download.
+    const response = await fetch(url, { headers: { Authorization: `Bearer ${this.token}` }, credentials: 'same-origin' });
+    if (!response.ok) throw new ApiError(response.status, null);
+    return response.arrayBuffer();
+  }
+
   assetsFor(trial) {
     if (!this.preloaded.has(trial.trial_id)) {
-      const promise = loadTrialAssets(trial, this.state.params);
+      const promise = loadTrialAssets(trial, this.state.params, { loadDots: (t) => this.fetchDots(t) });
       promise.catch(() => this.preloaded.delete(trial.trial_id));
       this.preloaded.set(trial.trial_id, promise);
     }
@@ -289,12 +304,14 @@ class MotionApp {
       clearTimeout(saving);
       this.setStatus('');
     }
-    if (trial.feedback && trial.gt && result) {
-      const local = practiceVerdict(trial.gt, { u: response.resp_u, v: response.resp_v }, withDefaults(this.state.params));
-      const passed = trial.practice ? (result.practice_passed ?? local.passed) : null;
-      const verdict = trial.practice ? { passed, repeat: Boolean(result.repeat_added) } : null;
+    // The truth comes only in the server's answer to the stored response (awaited above, with
+    // "Saving your answer…" if slow); main test trials get none.
+    const feedback = trial.feedback && result ? result.feedback : null;
+    if (feedback) {
+      const verdict = trial.practice ? { passed: feedback.passed, repeat: Boolean(result.repeat_added) } : null;
       this.root.dataset.feedback = 'shown';
-      await showFeedback(this.stageEl, trial, response, { params: this.state.params, verdict });
+      await showFeedback(this.stageEl, trial, response,
+        { params: this.state.params, verdict, gt: { u: feedback.gt_u, v: feedback.gt_v } });
       delete this.root.dataset.feedback;
     }
   }

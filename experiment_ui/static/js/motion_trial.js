@@ -173,54 +173,34 @@ export function summariseFrames(frames, refreshMs, movieFrames, matchingFrames =
     f.phase === 'movie' ? movieFrames : matchingFrames, frameMs)));
 }
 
-/** Seeded PRNG (mulberry32): the same seed gives the same dot field. */
-export function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0;
-    let r = Math.imul(a ^ (a >>> 15), 1 | a);
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
- * A coherent random-dot field in a circular aperture. Dots are stored as (along, across)
- * coordinates in the motion direction; at stimulus frame k a dot is at along + k·speed,
- * wrapped within its chord of the circle, so a dot leaving the aperture re-enters on the
- * opposite side and every position is a pure function of (seed, k).
+ * The dots of an RDK trial as the server rendered them (GET .../motion-trials/{id}/dots; format in
+ * server/openapi.yaml): a 16-byte little-endian header ("RDK1", uint16 frames, uint16 units per px,
+ * uint32 dots, uint16 aperture px, uint16 0), then uint16 x, y of every dot in every frame, frame-major,
+ * offset by half the aperture. The browser is never told the direction or speed: it only draws these.
+ * @param {ArrayBuffer} buffer
+ * @returns {{n: number, nFrames: number, aperture: number, xy: Float32Array, position: (i: number, k: number) => number[]}}
  */
-export class DotField {
-  constructor({ n_dots = 5000, aperture_px = 600, direction_deg = 0, speed_ppf = 1, seed = 1 }) {
-    this.n = n_dots;
-    this.radius = aperture_px / 2;
-    this.speed = speed_ppf;
-    const rad = direction_deg * Math.PI / 180;
-    this.dir = [Math.cos(rad), -Math.sin(rad)];  // screen coordinates, y down
-    this.perp = [Math.sin(rad), Math.cos(rad)];
-    const rand = mulberry32(seed);
-    this.along = new Float64Array(this.n);
-    this.across = new Float64Array(this.n);
-    this.half = new Float64Array(this.n);
-    for (let i = 0; i < this.n; i++) {
-      // Uniform in the disc: r = R·sqrt(u).
-      const r = this.radius * Math.sqrt(rand());
-      const a = 2 * Math.PI * rand();
-      const x = r * Math.cos(a);
-      const y = r * Math.sin(a);
-      this.along[i] = x * this.dir[0] + y * this.dir[1];
-      this.across[i] = x * this.perp[0] + y * this.perp[1];
-      this.half[i] = Math.sqrt(Math.max(0, this.radius ** 2 - this.across[i] ** 2));
-    }
-  }
-
-  /** Offset of dot i from the aperture centre at stimulus frame k (screen px). */
-  position(i, k) {
-    const h = this.half[i];
-    let s = this.along[i] + k * this.speed;
-    if (h > 0) s = ((((s + h) % (2 * h)) + 2 * h) % (2 * h)) - h;
-    return [s * this.dir[0] + this.across[i] * this.perp[0], s * this.dir[1] + this.across[i] * this.perp[1]];
-  }
+export function decodeDotMovie(buffer) {
+  const view = new DataView(buffer);
+  const magic = buffer.byteLength >= 16 ? String.fromCharCode(...new Uint8Array(buffer, 0, 4)) : '';
+  if (magic !== 'RDK1') throw new Error('not a dot movie');
+  const nFrames = view.getUint16(4, true);
+  const scale = view.getUint16(6, true);
+  const n = view.getUint32(8, true);
+  const aperture = view.getUint16(12, true);
+  if (!scale || buffer.byteLength !== 16 + 4 * nFrames * n) throw new Error('dot movie: bad header or length');
+  const half = aperture / 2;
+  const xy = new Float32Array(2 * nFrames * n);
+  for (let j = 0; j < xy.length; j++) xy[j] = view.getUint16(16 + 2 * j, true) / scale - half;
+  return {
+    n, nFrames, aperture, xy,
+    /** Offset of dot i from the aperture centre at stimulus frame k (screen px; the last frame after the end). */
+    position(i, k) {
+      const j = 2 * (Math.min(k, nFrames - 1) * n + i);
+      return [xy[j], xy[j + 1]];
+    },
+  };
 }
 
 // --- assets -----------------------------------------------------------------
@@ -251,12 +231,19 @@ export function loadNoise(url) {
   return noiseCache.get(url);
 }
 
-/** Everything a trial draws, decoded before it starts: {frames: ImageBitmap[], noise}. */
-export async function loadTrialAssets(trial, params = {}) {
+/**
+ * Everything a trial draws, decoded before it starts: {frames: ImageBitmap[], dots, noise}.
+ * `loadDots(trial)` resolves with an RDK trial's dot movie (ArrayBuffer); the study app fetches it
+ * from the server with the assignment's token.
+ */
+export async function loadTrialAssets(trial, params = {}, { loadDots } = {}) {
   const p = withDefaults(params);
-  const frames = trial.kind === 'main' ? Promise.all(trial.clip.frames.map(loadBitmap)) : Promise.resolve([]);
-  const [loaded, noise] = await Promise.all([frames, loadNoise(p.noise_url)]);
-  return { frames: loaded, noise };
+  const rdk = trial.kind === 'rdk';
+  if (rdk && !loadDots) throw new Error('an RDK trial needs loadDots (the server renders its dots)');
+  const frames = rdk ? Promise.resolve([]) : Promise.all(trial.clip.frames.map(loadBitmap));
+  const dots = rdk ? loadDots(trial).then(decodeDotMovie) : Promise.resolve(null);
+  const [loaded, movie, noise] = await Promise.all([frames, dots, loadNoise(p.noise_url)]);
+  return { frames: loaded, dots: movie, noise };
 }
 
 // --- the trial ----------------------------------------------------------------
@@ -268,7 +255,8 @@ const round3 = (x) => Math.round(x * 1000) / 1000;
  *
  * options: params (study params), refreshMs (calibrated refresh interval; 1000/60 if
  * unknown), assets (from loadTrialAssets; loaded here if absent), autoStart (skip the
- * "click to start" cue screen), recordDraws (keep a per-rAF draw log in `drawLog`),
+ * "click to start" cue screen), loadDots (RDK: fetch the dot movie, see loadTrialAssets),
+ * recordDraws (keep a per-rAF draw log in `drawLog`),
  * hooks.onDraw(event) (called at every rAF with {cycle, phase, k, t, probe, ...}).
  * `run()` resolves with the response (contract body without response_id / client fields).
  */
@@ -289,7 +277,6 @@ export class MotionTrial {
     this.cursor = null;        // last valid panel value (null until the cursor entered the panel)
     this.cursorXY = null;      // its offset from the panel centre
     this.state = 'loading';    // loading | ready | running | paused | done
-    this.dots = trial.kind === 'rdk' ? new DotField(trial.rdk) : null;
     this.onMove = this.onMove.bind(this);
     this.onClick = this.onClick.bind(this);
     this.onKey = this.onKey.bind(this);
@@ -325,7 +312,8 @@ export class MotionTrial {
   async run() {
     this.setState('loading');
     this.setStatus('Loading the movie…');
-    this.assets = this.options.assets || await loadTrialAssets(this.trial, this.params);
+    this.assets = this.options.assets
+      || await loadTrialAssets(this.trial, this.params, { loadDots: this.options.loadDots });
     this.pattern = this.ctx.createPattern(this.assets.noise, 'repeat');
     window.addEventListener('mousemove', this.onMove);
     window.addEventListener('mousedown', this.onClick);
@@ -632,12 +620,14 @@ export class MotionTrial {
     const ctx = this.ctx;
     const size = this.trial.rdk.dot_px ?? 2;
     ctx.fillStyle = '#ffffff';
-    const field = this.dots;
-    for (let i = 0; i < field.n; i++) {
-      const [x, y] = field.position(i, k);
-      ctx.fillRect(this.cx + x - size / 2, this.cy + y - size / 2, size, size);
-    }
-    if (this.recordDraws) event.dots = [0, 1, 2, 3, 4].map((i) => field.position(i, k));
+    const movie = this.assets.dots;
+    const frame = Math.min(k, movie.nFrames - 1);
+    const xy = movie.xy;
+    const x0 = this.cx - size / 2;
+    const y0 = this.cy - size / 2;
+    const end = 2 * (frame + 1) * movie.n;
+    for (let j = 2 * frame * movie.n; j < end; j += 2) ctx.fillRect(x0 + xy[j], y0 + xy[j + 1], size, size);
+    if (this.recordDraws) event.dots = [0, 1, 2, 3, 4].map((i) => movie.position(i, frame));
   }
 }
 
@@ -678,11 +668,13 @@ function arrow(ctx, x, y, u, v, colour) {
 /**
  * Feedback after a practice / RDK-training trial: the true (green) and reported (purple)
  * vectors as arrows from the probe (main) or the aperture centre (RDK), and the errors.
- * `verdict` = {passed, repeat} or null (no verdict shown). Resolves on a click or Space.
+ * `options.gt` = {u, v}: the true vector, which the server sends only in the answer to the stored
+ * response. `verdict` = {passed, repeat} or null (no verdict shown). Resolves on a click or Space.
  */
 export function showFeedback(container, trial, response, options = {}) {
   const params = withDefaults(options.params);
-  const gt = trial.gt;
+  const gt = options.gt;
+  if (!gt) throw new Error('showFeedback needs options.gt');
   const resp = { u: response.resp_u, v: response.resp_v };
   const local = practiceVerdict(gt, resp, params);
   const verdict = options.verdict || null;

@@ -7,6 +7,14 @@
 // candidate closer to the reference by clicking its column or pressing
 // ArrowLeft / ArrowRight.  Forced choice: no default, no submit button.
 //
+// Nothing else votes.  The candidates are not focusable (a focused button would
+// turn a later Space or Enter into a vote for whatever pair is on screen then);
+// a vote key must be pressed afresh for each pair (held keys and auto-repeat do
+// not vote twice).  The pair is scaled to the inside of the browser window --
+// header, the three full images and all zoomed crops, without scrolling -- and
+// hidden with a message when that would make the images smaller than the
+// study's min_image_scale (or the window is below min_window_width/height).
+//
 // The server is the source of truth for where the worker is (State from
 // GET /state); this module only walks through the current page's unanswered
 // trials and asks the server again whenever a page ends.  Votes go through
@@ -46,6 +54,48 @@ function defaults() {
 
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
+// Space (CSS px at scale 1) between a full image and its crops and between crops; it scales with the images.
+const CROP_GAP = 8;
+// Room kept free below and beside the pair, so that rounding never brings a scrollbar back.
+const FIT_MARGIN = 2;
+const DEFAULT_MIN_IMAGE_SCALE = 0.5;
+
+function sortedCrops(image) {
+  return [...(image.crops || [])].sort((a, b) => a.rank - b.rank);
+}
+
+/** Size (CSS px at scale 1) of one column's images when its crops are laid out `perRow` to a row. */
+function columnGeometry(image, perRow) {
+  const crops = sortedCrops(image);
+  let width = image.width;
+  let height = image.height;
+  for (let i = 0; i < crops.length; i += perRow) {
+    const row = crops.slice(i, i + perRow);
+    width = Math.max(width, row.reduce((sum, c) => sum + c.display_width, 0) + (row.length - 1) * CROP_GAP);
+    height += CROP_GAP + Math.max(...row.map((c) => c.display_height));
+  }
+  return { width, height };
+}
+
+/**
+ * The largest scale (at most 1: images never grow) at which the three columns of `trial` fit
+ * `room` (CSS px), trying every number of crops per row.
+ * @returns {{perRow: number, scale: number, width: number, height: number}} width/height at scale 1
+ */
+export function bestFit(trial, room) {
+  const images = [trial.left, trial.reference, trial.right];
+  const nCrops = Math.max(1, ...images.map((image) => (image.crops || []).length));
+  let best = null;
+  for (let perRow = nCrops; perRow >= 1; perRow -= 1) {
+    const columns = images.map((image) => columnGeometry(image, perRow));
+    const width = columns.reduce((sum, c) => sum + c.width, 0);
+    const height = Math.max(...columns.map((c) => c.height));
+    const scale = Math.min(1, room.width / width, room.height / height);
+    if (!best || scale > best.scale + 1e-9) best = { perRow, scale, width, height };
+  }
+  return best;
+}
+
 /** Rewards come as strings ("0.50"); show plain numbers as dollars, anything else as given. */
 function money(value) {
   const text = String(value ?? '').trim();
@@ -83,6 +133,8 @@ class PcTrialApp {
     this.answered = new Set();  // trial ids answered in this page load (server may not know yet)
     this.preloaded = new Map(); // url -> Image of the next trial (keeps them in the memory cache)
     this.pageEndRetries = 0;
+    this.keysDown = new Set();  // vote keys pressed and not yet released: they must be pressed afresh
+    this.fit = null;            // bestFit() of the pair on screen, for the current window
     this.buildDom();
     this.queue = new VoteQueue({
       apiBase: this.apiBase,
@@ -103,7 +155,16 @@ class PcTrialApp {
     this.onKeyDown = this.onKeyDown.bind(this);
     this.onResize = this.onResize.bind(this);
     document.addEventListener('keydown', this.onKeyDown);
+    document.addEventListener('keyup', (event) => this.keysDown.delete(event.key));
+    // Keys released while another window had the focus send no keyup here.
+    window.addEventListener('blur', () => this.keysDown.clear());
     window.addEventListener('resize', this.onResize);
+    // The bar (feedback, a longer line) and the notice change the room left for the pair.
+    if (typeof ResizeObserver !== 'undefined') {
+      this.chromeObserver = new ResizeObserver(() => this.onResize());
+      this.chromeObserver.observe(this.bar);
+      this.chromeObserver.observe(this.noticeEl);
+    }
   }
 
   // --- DOM -----------------------------------------------------------------
@@ -113,19 +174,23 @@ class PcTrialApp {
       const label = side === 'left'
         ? el('span', { class: 'pc-label' }, el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '←' }), ' Left')
         : el('span', { class: 'pc-label' }, 'Right ', el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '→' }));
-      const button = el('button', {
-        type: 'button',
+      // Not a <button> and not focusable: focus never rests on a candidate, so Space and Enter
+      // cannot vote; the keyboard's way to choose is the arrow keys (the page says so).
+      const candidate = el('div', {
         class: 'pc-col pc-choice',
+        role: 'button',
         'data-side': side,
+        'aria-keyshortcuts': side === 'left' ? this.params.key_left : this.params.key_right,
         'aria-label': `${side === 'left' ? 'Left' : 'Right'} image is closer to the reference `
           + `(${side === 'left' ? 'Left' : 'Right'} arrow key)`,
       }, label, el('span', { class: 'pc-images' }));
-      // detail > 1 is the 2nd click of a double-click: it must not answer the next pair.
-      button.addEventListener('click', (event) => {
-        if (event.detail > 1) return;
-        this.choose(side, event.detail === 0 ? 'keyboard' : 'mouse');
+      // Only a real pointer click votes: detail 1.  (0 is a click made by script or by a key on a
+      // focused element; > 1 is the 2nd click of a double-click, which must not answer the next pair.)
+      candidate.addEventListener('click', (event) => {
+        if (event.detail !== 1 || !event.isTrusted) return;
+        this.choose(side, event.pointerType === 'touch' ? 'touch' : 'mouse');
       });
-      return button;
+      return candidate;
     };
     this.left = column('left');
     this.right = column('right');
@@ -143,7 +208,7 @@ class PcTrialApp {
       el('kbd', { text: '←' }), ' / ', el('kbd', { text: '→' }), '.');
     this.feedbackEl = el('p', { id: 'feedback', class: 'pc-feedback', role: 'status', 'aria-live': 'assertive', hidden: true });
     this.pendingEl = el('p', { id: 'pending', class: 'pc-pending', 'aria-live': 'polite', 'data-pending': '0' });
-    const bar = el('header', { class: 'pc-bar' }, this.progressEl,
+    const bar = this.bar = el('header', { class: 'pc-bar' }, this.progressEl,
       el('div', { class: 'pc-bar-center' }, this.instructionEl, this.feedbackEl), this.pendingEl);
 
     this.noticeEl = el('div', { id: 'notice', class: 'pc-notice', role: 'alert', hidden: true });
@@ -152,8 +217,8 @@ class PcTrialApp {
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
       el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: 'The images of this study need a larger browser window to be shown at their true size. '
-        + 'Maximise the window, or zoom out with Ctrl and − (⌘ and − on a Mac). '
+      el('p', { text: 'The images of this study need a larger browser window to be shown large enough. '
+        + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
         + 'The study continues by itself as soon as the window is large enough.' }),
       this.sizeNumbersEl);
 
@@ -184,12 +249,12 @@ class PcTrialApp {
   /** #trial is visible only in trial mode and only if the window is large enough. */
   updateTrialVisibility() {
     const inTrial = this.mode === 'trial' || this.mode === 'saving_quiz';
-    const tooSmall = inTrial && this.windowTooSmall();
+    const need = inTrial && this.trial !== null && this.imagesShown ? this.layout() : null;
+    const tooSmall = need !== null && (window.innerWidth < need.width || window.innerHeight < need.height);
     this.tooSmallEl.hidden = !tooSmall;
     if (tooSmall) {
-      const lim = this.state.limits;
       this.sizeNumbersEl.textContent = `Window now ${window.innerWidth} × ${window.innerHeight} pixels; `
-        + `needed at least ${lim.min_window_width} × ${lim.min_window_height}.`;
+        + `needed at least ${need.width} × ${need.height}.`;
     }
     const show = inTrial && !tooSmall && this.trial !== null && this.imagesShown;
     const wasHidden = this.trialEl.hidden;
@@ -208,10 +273,74 @@ class PcTrialApp {
     }
   }
 
-  windowTooSmall() {
-    const lim = this.state && this.state.limits;
-    if (!lim) return false;
-    return window.innerWidth < (lim.min_window_width || 0) || window.innerHeight < (lim.min_window_height || 0);
+  /**
+   * Scale the pair on screen to the window (see bestFit) and say which window it needs: the
+   * study's min_window_width/height, or more if the images would fall below min_image_scale.
+   * @returns {{width: number, height: number}} the smallest inner window (CSS px) for this pair
+   */
+  layout() {
+    const limits = (this.state && this.state.limits) || {};
+    const minScale = limits.min_image_scale || DEFAULT_MIN_IMAGE_SCALE;
+    const chrome = this.measureChrome();
+    const room = { width: window.innerWidth - chrome.width - FIT_MARGIN,
+                   height: window.innerHeight - chrome.height - FIT_MARGIN };
+    this.fit = bestFit(this.trial, room);
+    this.applyScale(this.fit);
+    return {
+      width: Math.max(limits.min_window_width || 0,
+                      Math.ceil(this.fit.width * minScale + chrome.width + FIT_MARGIN)),
+      height: Math.max(limits.min_window_height || 0,
+                       Math.ceil(this.fit.height * minScale + chrome.height + FIT_MARGIN)),
+    };
+  }
+
+  /** What does not scale with the images (CSS px): the bar and notice above the pair, the column
+   *  labels, the trial's padding and the gaps between the columns. */
+  measureChrome() {
+    const trial = this.trialEl;
+    const wasHidden = trial.hidden;
+    if (wasHidden) {
+      // Laid out but not painted: all of this runs before the browser draws again.
+      trial.style.visibility = 'hidden';
+      trial.hidden = false;
+    }
+    const box = trial.getBoundingClientRect();
+    const style = getComputedStyle(trial);
+    const labels = Math.max(...[this.left, this.reference, this.right].map(
+      (column) => column.querySelector('.pc-images').getBoundingClientRect().top - box.top));
+    if (wasHidden) {
+      trial.hidden = true;
+      trial.style.visibility = '';
+    }
+    const above = (this.noticeEl.hidden ? this.bar : this.noticeEl).getBoundingClientRect().bottom + window.scrollY;
+    return {
+      width: parseFloat(style.paddingLeft) + parseFloat(style.paddingRight) + 2 * parseFloat(style.columnGap),
+      height: above + labels + parseFloat(style.paddingBottom),
+    };
+  }
+
+  /** Size every image of the pair to `fit.scale` and put the crops `fit.perRow` to a row. */
+  applyScale(fit) {
+    const px = (value) => `${(value * fit.scale).toFixed(2)}px`;
+    this.trialEl.style.setProperty('--pc-gap', px(CROP_GAP));
+    this.trialEl.dataset.scale = fit.scale.toFixed(3);
+    const columns = [[this.left, this.trial.left], [this.reference, this.trial.reference], [this.right, this.trial.right]];
+    for (const [column, image] of columns) {
+      column.style.width = px(columnGeometry(image, fit.perRow).width);
+      for (const img of column.querySelectorAll('img')) {
+        img.style.width = px(Number(img.dataset.displayWidth));
+        img.style.height = px(Number(img.dataset.displayHeight));
+      }
+      const box = column.querySelector('.pc-crops');
+      if (!box || box.dataset.perRow === String(fit.perRow)) continue;
+      const crops = [...box.querySelectorAll('.pc-crop')]; // built in rank order
+      const rows = [];
+      for (let i = 0; i < crops.length; i += fit.perRow) {
+        rows.push(el('span', { class: 'pc-crop-row' }, ...crops.slice(i, i + fit.perRow)));
+      }
+      box.replaceChildren(...rows); // moving an <img> keeps it loaded
+      box.dataset.perRow = String(fit.perRow);
+    }
   }
 
   onResize() {
@@ -416,6 +545,7 @@ class PcTrialApp {
     this.reference.querySelector('.pc-images').replaceChildren(...columns.reference);
     this.right.querySelector('.pc-images').replaceChildren(...columns.right);
     this.hideFeedback();
+    this.releaseFocus();
     this.imagesShown = true;
     this.awaitingChoice = true;
     const wasVisible = !this.trialEl.hidden;
@@ -459,6 +589,8 @@ class PcTrialApp {
       img.className = cls;
       img.width = width;
       img.height = height;
+      img.dataset.displayWidth = String(width);
+      img.dataset.displayHeight = String(height);
       img.alt = alt;
       img.decoding = 'async';
       img.draggable = false;
@@ -468,7 +600,7 @@ class PcTrialApp {
     };
     const column = (image, name) => {
       const nodes = [make(image.full, image.width, image.height, 'pc-full', `${name}, full image`)];
-      const crops = [...(image.crops || [])].sort((a, b) => a.rank - b.rank);
+      const crops = sortedCrops(image);
       if (crops.length) {
         const box = el('span', { class: 'pc-crops' });
         crops.forEach((crop, i) => box.append(
@@ -501,12 +633,17 @@ class PcTrialApp {
     }
   }
 
+  /** Only key_left / key_right vote, and only when pressed afresh: a held key (auto-repeat, or a
+   *  press that began before this pair appeared) never answers a pair. */
   onKeyDown(event) {
-    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
     const side = event.key === this.params.key_left ? 'left' : event.key === this.params.key_right ? 'right' : null;
-    if (!side || this.mode !== 'trial' || this.trialEl.hidden) return;
+    if (!side) return;
+    const held = event.repeat || this.keysDown.has(event.key);
+    this.keysDown.add(event.key);
+    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    if (this.mode !== 'trial' || this.trialEl.hidden) return;
     event.preventDefault(); // arrows would otherwise scroll the page
-    if (event.repeat) return; // a held key must not answer several pairs
+    if (held) return;
     this.choose(side, 'keyboard');
   }
 
@@ -530,6 +667,7 @@ class PcTrialApp {
       window: this.windowInfo(),
     };
     const delivered = this.queue.enqueue(vote);
+    this.releaseFocus();
     this.trialEl.dataset.chosen = side;
     (side === 'left' ? this.left : this.right).dataset.state = 'chosen';
 
@@ -568,6 +706,13 @@ class PcTrialApp {
     this.mode = 'trial';
     if (result && result.page_complete) this.pageFinished();
     else this.showNextTrial();
+  }
+
+  /** Nothing in the app keeps the focus after a vote or a new pair (Space and Enter act on the
+   *  focused element: a leftover focus on a page button must not do anything either). */
+  releaseFocus() {
+    const focused = document.activeElement;
+    if (focused && focused !== document.body && this.root.contains(focused)) focused.blur();
   }
 
   showFeedback(text, kind) {

@@ -1,0 +1,73 @@
+"""Page reservations: how long a worker's open page holds its share of a study's work.
+
+A page of paired-comparison trials reserves its pairs (each unanswered trial counts towards its
+pair's target votes), and a motion main block reserves its clips (each counts as an observer).
+The reservation is short (the study's ``reservation_minutes``, default 5) and renewed by every
+sign of life from the worker: each vote or motion response, and each ``GET .../state`` (the trial
+page asks for the state when it loads and whenever it re-synchronises). When it lapses, the
+page's unanswered trials count as free again and other workers are given the same pairs or clips:
+a script that opens pages and walks away holds them for minutes, not for the assignment timeout.
+
+A worker who comes back after the lapse keeps the page: the trials can still be answered and
+the first vote (or state request) reserves them again. No answer is ever refused or lost; the
+price is that a pair (clip) may end with one vote (observer) more than its target when both the
+returning worker and the one who took over answer it. Polling alone renews a page only while it
+is younger than the study's ``assignment_timeout_minutes``; votes renew it at any age.
+
+A worker holds at most one reserved page in a study: starting a page releases the worker's
+pages in other assignments (other HITs of the same study).
+
+Time comes from the session's clock (``session.info["clock"]``, set by the app factory; tests
+inject one), so that tests move time forward instead of sleeping.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from .models import Assignment, Page, utcnow
+
+Clock = Callable[[], dt.datetime]
+
+
+def now(session: Session) -> dt.datetime:
+    """The current time (timezone-aware UTC) by the session's clock, or the real one."""
+    clock = session.info.get("clock")
+    return clock() if clock is not None else utcnow()
+
+
+def reservation_end(session: Session, spec) -> dt.datetime:
+    """When a reservation made or renewed now lapses."""
+    return now(session) + dt.timedelta(minutes=spec.reservation_minutes)
+
+
+def renew_page(session: Session, page_id: int, spec) -> None:
+    """Extend the reservation of a page the worker just answered on (no-op for unreserved pages)."""
+    session.execute(update(Page).where(Page.id == page_id, Page.reserved_until.is_not(None))
+                    .values(reserved_until=reservation_end(session, spec))
+                    .execution_options(synchronize_session=False))
+
+
+def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
+    """Extend the reservation of the assignment's open page when the worker asks for the state.
+
+    Only pages younger than the assignment timeout are renewed this way: a client that polls
+    without ever answering cannot hold work for longer than that.
+    """
+    cutoff = now(session) - dt.timedelta(minutes=spec.assignment_timeout_minutes)
+    session.execute(update(Page).where(Page.assignment_id == assignment_id, Page.reserved_until.is_not(None),
+                                       Page.completed_at.is_(None), Page.created_at > cutoff)
+                    .values(reserved_until=reservation_end(session, spec))
+                    .execution_options(synchronize_session=False))
+
+
+def release_other_pages(session: Session, worker_id: int, assignment_id: int) -> None:
+    """End the reservations of the worker's open pages in their other assignments of the study."""
+    others = select(Assignment.id).where(Assignment.worker_id == worker_id, Assignment.id != assignment_id)
+    moment = now(session)
+    session.execute(update(Page).where(Page.assignment_id.in_(others), Page.completed_at.is_(None),
+                                       Page.reserved_until > moment)
+                    .values(reserved_until=moment).execution_options(synchronize_session=False))

@@ -1,0 +1,194 @@
+"""Who may enter a study, and how fast one client may create assignments.
+
+Plain links (``/s/<slug>?participant=ID``) follow the study file's ``[entry]`` table:
+
+* ``allow_anonymous = false`` (default): a link without a participant ID is refused, so that
+  nobody can create workers just by fetching the bare study URL. With ``true`` such a visit
+  starts under a generated ``anon-...`` ID.
+* ``signed_links = true``: the link must also carry ``sig``, an HMAC of the study and the
+  participant ID under the study's own random key (``Study.entry_secret``);
+  ``perceptlab study links SLUG ID...`` prints such links. Invented IDs are then refused.
+* ``access_key = "..."``: the link must carry ``key=<access_key>``, one secret shared by every
+  participant of the study (for platforms that can only append the participant ID).
+
+MTurk entries must name a HIT of the study when the study has HITs (posted with
+``perceptlab mturk launch``).
+
+Every request that would create a new assignment (a plain-link or MTurk entry, or the JSON
+twin ``POST /api/v1/studies/<slug>/assignments``) passes :class:`EntryLimiter`, a sliding
+window per client address; re-entering an existing assignment (a reload) is never limited.
+Behind a reverse proxy set ``[server] proxy_fix`` so that the client's address is the one counted
+(else every visitor shares the proxy's address and its limit).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from urllib.parse import urlencode
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .errors import ApiError
+from .models import MTurkHit, Study
+
+SIGNATURE_HEX_DIGITS = 32  # 128 bits: far beyond guessing, short enough for a URL
+DEFAULT_ENTRY_LIMIT = 20
+DEFAULT_ENTRY_WINDOW = 600.0  # seconds
+
+
+# ---------------------------------------------------------------- signed participant links
+
+def link_signature(secret: str, slug: str, participant: str) -> str:
+    """The ``sig`` of a participant link: HMAC-SHA256 of the study slug and the participant ID.
+
+    Parameters
+    ----------
+    secret : str
+        The study's ``entry_secret``.
+    slug, participant : str
+        The study and the participant ID the link is for.
+
+    Returns
+    -------
+    str
+        32 lowercase hexadecimal digits.
+    """
+    message = f"perceptlab-link\0{slug}\0{participant}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+
+
+def participant_link(study: Study, spec, participant: str, base_url: str = "") -> str:
+    """The link to hand one participant: ``<base_url>/s/<slug>?participant=ID`` plus ``sig`` when the
+    study signs its links and ``key`` when it has an access key."""
+    query = {"participant": participant}
+    if spec.signed_links:
+        query["sig"] = link_signature(study.entry_secret or "", study.slug, participant)
+    if spec.access_key:
+        query["key"] = spec.access_key
+    return f"{base_url.rstrip('/')}/s/{study.slug}?{urlencode(query)}"
+
+
+def check_link_entry(study: Study, spec, participant: str | None, signature: str | None,
+                     access_key: str | None) -> None:
+    """Refuse a plain-link entry that the study's ``[entry]`` rules do not admit.
+
+    Raises
+    ------
+    ApiError
+        403 ``participant_required`` (no participant ID where one is required) or ``bad_link``
+        (missing or wrong access key or signature). The messages are written for the worker.
+        (403, not 400: the request is well-formed, the study's rules refuse it.)
+    """
+    if spec.access_key and not hmac.compare_digest((access_key or "").encode(), spec.access_key.encode()):
+        raise ApiError(403, "bad_link", "This study link is incomplete or wrong (its access key does not match). "
+                                        "Please open the exact link you were given.")
+    if not participant:
+        if spec.allow_anonymous and not spec.signed_links:
+            return
+        raise ApiError(403, "participant_required",
+                       "This study link needs your participant ID. Please open the exact link you were given "
+                       "(it ends with ?participant=...).")
+    if spec.signed_links:
+        expected = link_signature(study.entry_secret or "", study.slug, participant)
+        if not study.entry_secret or not hmac.compare_digest((signature or "").lower().encode(), expected.encode()):
+            raise ApiError(403, "bad_link", "This study link is not valid for this participant ID. "
+                                            "Please open the exact link you were given.")
+
+
+def check_hit(session: Session, study: Study, hit_id: str) -> None:
+    """An MTurk entry must name one of the study's HITs, once the study has any (403 ``unknown_hit``)."""
+    hits = select(MTurkHit.hit_id).where(MTurkHit.study_id == study.id, MTurkHit.hit_id.is_not(None))
+    if session.scalar(hits.limit(1)) is None:
+        return  # HITs posted outside perceptlab: nothing to check against
+    if session.scalar(hits.where(MTurkHit.hit_id == hit_id)) is None:
+        raise ApiError(403, "unknown_hit", "This HIT does not belong to this study. Please open the task from "
+                                           "its HIT on Mechanical Turk.")
+
+
+# ---------------------------------------------------------------- rate limit
+
+class EntryLimiter:
+    """New assignments per client address within a sliding window (thread-safe, in memory).
+
+    The counts live in this process: with several server processes (gunicorn workers, several
+    instances) each keeps its own, so one address may create up to that many times the limit
+    in a window. That still turns "thousands of workers a minute" into a trickle; an exact
+    limit across processes would need a shared store and a write on every entry.
+
+    Parameters
+    ----------
+    limit : int
+        New assignments one address may create within ``window`` seconds (0 = no limit).
+    window : float
+        Length of the sliding window, seconds.
+    clock : callable, optional
+        Seconds as a float, monotonic (default :func:`time.monotonic`); tests inject their own.
+    """
+
+    def __init__(self, limit: int = DEFAULT_ENTRY_LIMIT, window: float = DEFAULT_ENTRY_WINDOW,
+                 clock: Callable[[], float] | None = None):
+        self.limit, self.window = limit, window
+        self.clock = clock or time.monotonic
+        self._entries: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, address: str, now: float) -> deque[float]:
+        times = self._entries.get(address, deque())
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        return times
+
+    def admit(self, address: str) -> float:
+        """Count one new assignment for ``address`` and return 0, or return the seconds to wait
+        (and count nothing) when the address is at its limit."""
+        if self.limit <= 0:
+            return 0.0
+        now = self.clock()
+        with self._lock:
+            if len(self._entries) > 50_000:  # bound memory under a spray of addresses
+                self._entries = {a: t for a, t in self._entries.items() if self._recent(a, now)}
+            times = self._recent(address, now)
+            if len(times) >= self.limit:
+                return max(1.0, times[-self.limit] + self.window - now)
+            times.append(now)
+            self._entries[address] = times
+            return 0.0
+
+
+def rate_limited(retry_after: float) -> ApiError:
+    """The 429 answer to an address over its entry limit (with a ``Retry-After`` header)."""
+    seconds = int(retry_after + 0.999)
+    minutes = max(1, round(seconds / 60))
+    return ApiError(429, "rate_limited",
+                    f"Too many new sessions were started from your network in a short time. Please try again "
+                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)})
+
+
+def app_limiter() -> EntryLimiter:
+    """The app's entry limiter, made on first use from ``[server] entry_limit`` and ``entry_window_seconds``
+    (and the app's injected clock, if any)."""
+    from flask import current_app
+
+    limiter = current_app.extensions.get("perceptlab.entry_limiter")
+    if limiter is None:
+        server = current_app.config["SERVER"]
+        clock = server.get("clock")
+        limiter = EntryLimiter(int(server.get("entry_limit", DEFAULT_ENTRY_LIMIT)),
+                               float(server.get("entry_window_seconds", DEFAULT_ENTRY_WINDOW)),
+                               (lambda: clock().timestamp()) if clock is not None else None)
+        limiter = current_app.extensions.setdefault("perceptlab.entry_limiter", limiter)
+    return limiter
+
+
+def admit_from_request() -> None:
+    """Count a new assignment for this request's client address, or raise the 429."""
+    from flask import request
+
+    wait = app_limiter().admit(request.remote_addr or "unknown")
+    if wait > 0:
+        raise rate_limited(wait)
