@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import (SMALL_STUDY, app, clock, create_test_study, demo_stimuli,  # noqa: F401
+from tests.server.conftest import (SMALL_STUDY, app, clock, create_test_study,  # noqa: F401
                                    live_server, sqlite_url, study)
 
 CHROMIUM = os.environ.get("PERCEPTLAB_CHROMIUM", "/usr/bin/chromium")

@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from server import auth, exports
-from tests.server.test_motion_api import MotionWorker, create_motion_study, motion_clips  # noqa: F401
+from tests.server.test_motion_api import MotionWorker, create_motion_study  # noqa: F401
 
 PASSWORD = "correct horse battery"
 SMALL = {"session": {"probes_per_clip": 2, "repetitions": 1},
@@ -22,7 +22,7 @@ def _add_user(app) -> None:
         session.commit()
 
 
-def test_experimenter_opens_the_motion_study(page, app, live_server, motion_clips, tmp_path,  # noqa: F811
+def test_experimenter_opens_the_motion_study(page, app, live_server, motion_clips, tmp_path,
                                              screenshot):
     slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-dash", **SMALL)
     worker = MotionWorker(app, slug, worker_id="BROWSERM1")

@@ -18,7 +18,7 @@ from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import func, select
 
 from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
-from tests.server.test_motion_api import SMALL, create_motion_study, motion_clips  # noqa: F401
+from tests.server.test_motion_api import SMALL, create_motion_study  # noqa: F401
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -225,7 +225,7 @@ def check_study_record(app, page, assignment_external_id: str, shown: list[dict]
     assert page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('perceptlab.votes.'))") == []
 
 
-def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path, screenshot):
     slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -237,7 +237,7 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
     assert not errors, errors
 
 
-def test_default_study_full_session(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+def test_default_study_full_session(page, app, live_server, motion_clips, tmp_path, screenshot):
     """The study as `perceptlab study template --motion` makes it: 6 + 80 RDK trials, then 6 practice
     and a full main session of 80 trials (2 clips x 10 probes x 4 repetitions), all in the browser."""
     slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default")
@@ -254,7 +254,7 @@ def test_default_study_full_session(page, app, live_server, motion_clips, tmp_pa
     assert not errors, errors
 
 
-def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp_path, screenshot):  # noqa: F811
+def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp_path, screenshot):
     """The HIT preview of a motion study shows what the task needs and a frame of a clip; a worker
     whose display refreshes too slowly for the study is told so after the calibration."""
     slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-fast", timing={"min_refresh_hz": 100.0})

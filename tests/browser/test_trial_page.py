@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from server.models import Page, Trial, Vote
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 from tests.server.test_motion_api import SMALL as SMALL_MOTION
-from tests.server.test_motion_api import create_motion_study, motion_clips  # noqa: F401
+from tests.server.test_motion_api import create_motion_study  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -412,7 +412,7 @@ def test_second_tab_shows_a_notice_and_votes_nothing(page, app, live_server, stu
         (first_pair, True), (pair, False)]
 
 
-def test_second_tab_of_a_motion_study(page, app, live_server, motion_clips, tmp_path):  # noqa: F811
+def test_second_tab_of_a_motion_study(page, app, live_server, motion_clips, tmp_path):
     """The same guard on the motion app: the second tab says so and shows no calibration or trial;
     with the first tab closed, its "continue here" button takes over."""
     slug = create_motion_study(app, motion_clips, tmp_path, **SMALL_MOTION)

@@ -20,16 +20,6 @@ TEMPLATE_DB = f"perceptlab_template_{os.getpid()}"
 _counter = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def demo_stimuli(tmp_path_factory) -> Path:
-    """The demo builder's output (4 scenes x 11 methods, prepared), built once per session."""
-    from stimuli.demo import build_demo
-
-    out = tmp_path_factory.mktemp("demo") / "stimuli"
-    build_demo(out, progress=False)
-    return out
-
-
 def _admin_connection():
     import psycopg
 

@@ -38,7 +38,7 @@ from schemathesis.specs.openapi.checks import (
 
 from .conftest import WorkerClient
 from .test_motion_api import MotionWorker
-from .test_motion_api import motion_clips, motion_study  # noqa: F401 - fixtures
+from .test_motion_api import motion_study  # noqa: F401 - fixtures
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
 # Per operation and generation mode: about 8 x (8 + 6) requests per run. A deeper run:

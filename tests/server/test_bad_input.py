@@ -22,7 +22,7 @@ from server.validation import MAX_JSON_DEPTH, JsonBodyError, json_depth, loads_s
 from .conftest import WorkerClient
 from .test_api import SpecClient, db_snapshot, expect_error
 from .test_motion_api import MotionWorker, frame_log, vector_fields
-from .test_motion_api import motion_clips, motion_study  # noqa: F401 - fixtures
+from .test_motion_api import motion_study  # noqa: F401 - fixtures
 
 
 def strict_json(data: bytes):

@@ -21,7 +21,7 @@ from server.studies import StudyDefinitionError, read_study_file
 
 from .conftest import create_test_study, make_test_app, write_study_file
 from .test_api import SpecClient
-from .test_motion_api import MotionWorker, create_motion_study, motion_clips  # noqa: F401 (fixture)
+from .test_motion_api import MotionWorker, create_motion_study  # noqa: F401 (fixture)
 
 SANDBOX = "https://workersandbox.mturk.com"
 # 44 real pairs (4 scenes x 11), one vote each; 10 pairs a page. No quiz and no hidden gold: the rules
@@ -413,7 +413,7 @@ def test_a_worker_without_min_pages_is_told_the_study_is_full_never_completed(ap
     assert real.action("finish")["stage"] == "completed"
 
 
-def test_motion_study_full_after_calibration_spares_the_screening(app, motion_clips, tmp_path, clock):  # noqa: F811
+def test_motion_study_full_after_calibration_spares_the_screening(app, motion_clips, tmp_path, clock):
     slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="motion-full",
                                session={"probes_per_clip": 1, "repetitions": 1, "observers_per_clip": 1,
                                         "clips_per_session": 4},

@@ -35,22 +35,6 @@ REFRESH_MS = 1000 / 60
 
 # ---------------------------------------------------------------- fixtures
 
-@pytest.fixture(scope="session")
-def motion_clips(tmp_path_factory) -> Path:
-    """The motion demo's clip manifest (2 clips x 10 probes), and beside it ``four.json``: the same
-    frames as four clips (for allocation tests), without a noise texture."""
-    from stimuli.motion_demo import build_motion_demo
-
-    manifest = build_motion_demo(tmp_path_factory.mktemp("motion") / "clips", progress=False)
-    data = json.loads(manifest.read_text())
-    clips = []
-    for copy in ("a", "b"):
-        for clip in data["clips"]:
-            clips.append({**clip, "clip_id": f"{clip['clip_id']}_{copy}"})
-    (manifest.parent / "four.json").write_text(json.dumps({"format": data["format"], "clips": clips}))
-    return manifest
-
-
 def write_motion_study(folder: Path, manifest: Path, slug: str = "motion", **sections) -> Path:
     """A motion study.toml over ``manifest``; ``sections`` like ``screening={"rdk_trials": 10}``."""
     lines = ["[study]", 'kind = "motion"', f'slug = "{slug}"', 'name = "Motion test"',

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from server.models import MotionClip, MotionProbe, MotionResponse, MotionTrial
 
 from .test_api_concurrency import checked
-from .test_motion_api import MotionWorker, create_motion_study, frame_log, motion_clips, vector_fields  # noqa: F401
+from .test_motion_api import MotionWorker, create_motion_study, frame_log, vector_fields  # noqa: F401
 
 TIMEOUT = 30
 
@@ -29,7 +29,7 @@ def _body(worker: MotionWorker, trial: dict, response_id: str | None = None) -> 
             **vector_fields(gt_u, gt_v), "cycles": 3, "rt_ms": 9500.0, "frames": frame_log(trial["movie_frames"])}
 
 
-def test_a_response_sent_many_times_at_once_is_stored_once(app, live_server, motion_clips, tmp_path):  # noqa: F811
+def test_a_response_sent_many_times_at_once_is_stored_once(app, live_server, motion_clips, tmp_path):
     slug = create_motion_study(app, motion_clips, tmp_path, screening={"rdk_practice": 1, "rdk_trials": 4})
     worker = MotionWorker(app, slug)
     worker.start()
@@ -43,7 +43,7 @@ def test_a_response_sent_many_times_at_once_is_stored_once(app, live_server, mot
         assert session.scalars(select(MotionResponse.trial_id)).all() == [trial["trial_id"]]
 
 
-def test_clips_are_never_given_to_more_observers_than_asked(app, live_server, motion_clips, tmp_path):  # noqa: F811
+def test_clips_are_never_given_to_more_observers_than_asked(app, live_server, motion_clips, tmp_path):
     slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="race",
                                session={"clips_per_session": 1, "observers_per_clip": 1, "probes_per_clip": 1,
                                         "repetitions": 1},

@@ -16,7 +16,7 @@ from server.cli import cli
 from server.models import MotionClip, MotionProbe, MotionResponse, Study
 
 from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_motion_api import MotionWorker, motion_clips, motion_study  # noqa: F401 - fixtures
+from .test_motion_api import MotionWorker, motion_study  # noqa: F401 - fixtures
 
 SECRET = "test-secret"
 
@@ -140,7 +140,7 @@ def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, mon
     assert "motion: 2 clips, 20 probes, 2/8 sessions" in shown.output
 
 
-def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):  # noqa: F811
+def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):
     from server.studies import read_study_file
 
     result = CliRunner().invoke(cli, ["study", "template", "--motion"])

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from server.models import MotionProbe, MotionTrial
 from stimuli.rdk import rdk_dot_positions, rdk_vector
 
-from .test_motion_api import SMALL, MotionWorker, create_motion_study, motion_clips, motion_study  # noqa: F401
+from .test_motion_api import SMALL, MotionWorker, create_motion_study, motion_study  # noqa: F401
 
 FORBIDDEN_KEYS = {"direction_deg", "speed_ppf", "seed", "gt", "gt_u", "gt_v"}
 
@@ -172,7 +172,7 @@ def expected_feedback(worker: MotionWorker, trial: dict, passed) -> dict:
 
 
 @pytest.mark.parametrize("rdk_feedback", [True, False])
-def test_truth_comes_only_with_the_stored_response(app, motion_clips, tmp_path, rdk_feedback):  # noqa: F811
+def test_truth_comes_only_with_the_stored_response(app, motion_clips, tmp_path, rdk_feedback):
     slug = create_motion_study(app, motion_clips, tmp_path, slug=f"fb-{rdk_feedback}".lower(),
                                **{**SMALL, "screening": {**SMALL["screening"], "rdk_feedback": rdk_feedback}})
     worker = MotionWorker(app, slug)

@@ -16,7 +16,7 @@ from server.models import MotionClip, Pair, Study, Trial
 from server.stimulus_index import SALT_KEY, name_maker
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
-from .test_motion_api import SMALL, MotionWorker, create_motion_study, motion_clips  # noqa: F401
+from .test_motion_api import SMALL, MotionWorker, create_motion_study  # noqa: F401
 
 # What a path may give away: none of it may appear in a URL.
 PATH_WORDS = ("gold", "degraded", "reference", "flow", "overview", "crop", "amplified", "original", "scene",
@@ -210,7 +210,7 @@ def test_names_are_distinct_stable_across_restarts_and_legacy_studies_get_a_deri
 
 # ---------------------------------------------------------------- motion
 
-def test_every_motion_url_serves_its_file_and_flow_files_404(app, motion_clips, tmp_path):  # noqa: F811
+def test_every_motion_url_serves_its_file_and_flow_files_404(app, motion_clips, tmp_path):
     slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
     client = app.test_client()
     row = study_row(app, slug)

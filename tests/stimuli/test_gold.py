@@ -13,11 +13,9 @@ from stimuli.prepare import SceneImages, prepare_scene
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(demo_stimuli):
     """The demo study (4 scenes x 11 interpolation methods), prepared: a list of (folder, manifest)."""
-    from stimuli.demo import build_demo
-
-    out = build_demo(tmp_path_factory.mktemp("gold") / "demo", progress=False).path / "prepared"
+    out = demo_stimuli / "prepared"
     return [(out / s["scene_id"], json.loads((out / s["manifest"]).read_text()))
             for s in json.loads((out / "manifest.json").read_text())["scenes"]]
 

@@ -16,7 +16,6 @@ from stimuli.machine_flow import (
     write_predictions_csv,
 )
 from stimuli.motion_clips import load_clip_manifest, write_clip_manifest
-from stimuli.motion_demo import build_motion_demo
 from stimuli.noise import brownian_noise
 
 W, H, N = 160, 120, 16
@@ -59,8 +58,8 @@ def test_models_recover_known_translations_per_probe_frame(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def demo_manifest(tmp_path_factory):
-    return load_clip_manifest(build_motion_demo(tmp_path_factory.mktemp("mf") / "demo", seed=0))
+def demo_manifest(motion_clips):
+    return load_clip_manifest(motion_clips)  # the session's motion demo (seed 0), built once for every package
 
 
 def _angle(a: tuple[float, float], b: tuple[float, float]) -> float:
