@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, object_session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .login_throttle import LoginThrottle
-from .models import LoginSession, User, utcnow
+from .models import LoginSession, User, as_utc, utcnow
 
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024  # scrypt on megabytes of "password" would be a cheap denial of service
@@ -218,11 +218,6 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _aware(value: dt.datetime) -> dt.datetime:
-    """SQLite returns naive datetimes: they are UTC."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
-
-
 def log_in(db: Session, user: User) -> None:
     """Start a fresh session for ``user``: a new login-session row, session ID and CSRF token (no
     session fixation); ends the user's sessions idle for longer than :data:`SESSION_IDLE`. The
@@ -260,9 +255,9 @@ def _session_user(db: Session) -> User | None:
     if row is None:
         return None
     now = utcnow()
-    if now - _aware(row.last_seen_at) > SESSION_IDLE:
+    if now - as_utc(row.last_seen_at) > SESSION_IDLE:
         return None
-    if now - _aware(row.last_seen_at) > TOUCH_EVERY:
+    if now - as_utc(row.last_seen_at) > TOUCH_EVERY:
         _touch(row.id, now)
     return db.get(User, row.user_id)
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, aliased
 
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
-from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
+from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, as_utc
 
 VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
                                          "created_at", "rt_ms")
@@ -58,9 +58,7 @@ def worker_label(raw_id: str, salt: bytes | None) -> str:
 def _iso(value: dt.datetime | None) -> str:
     if value is None:
         return ""
-    if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored in UTC
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc).isoformat()
+    return as_utc(value).astimezone(dt.timezone.utc).isoformat()
 
 
 def vote_rows_query(study_id: int, include_gold: bool = True):

@@ -31,7 +31,6 @@ long one would stall the workers' votes.
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import os
@@ -47,7 +46,7 @@ from sqlalchemy.orm import Session
 from analysis.screening import DEFAULT_GOLD_ACCURACY
 
 from .exports import export_votes
-from .models import ScaleSnapshot, Stimulus, Study, StudySet, Vote, utcnow
+from .models import ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
 
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; assignments.py uses 7_000_000 + study id for page allocation
@@ -258,10 +257,7 @@ def vote_count(session: Session, study_id: int) -> int:
 
 
 def snapshot_age(snapshot: ScaleSnapshot) -> float:
-    computed = snapshot.computed_at
-    if computed.tzinfo is None:
-        computed = computed.replace(tzinfo=dt.timezone.utc)
-    return (utcnow() - computed).total_seconds()
+    return (utcnow() - as_utc(snapshot.computed_at)).total_seconds()
 
 
 class _ProcessState:

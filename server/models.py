@@ -34,6 +34,11 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """A stored time as an aware UTC datetime: SQLite hands back naive datetimes, stored in UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, dt.datetime: DateTime(timezone=True)}
 

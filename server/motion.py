@@ -38,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .allocation import now, release_other_pages, renew_page, reservation_end
-from .assignments import UrlFor, _complete, _stop, completion_info, no_work_left, spec_for
+from .assignments import UrlFor, _complete, _stop, completion_info, no_work_left, spec_for, work_left
 from . import validation as check
 from .errors import ApiError, invalid, reject_unknown
 from .models import (
@@ -99,14 +99,6 @@ def _integer(body: dict, key: str, low: int, high: int, *, required: bool = True
     return check.integer(body.get(key), key, low, high, required=required)
 
 
-def _finite_list(values: list, name: str, low: float, high: float) -> list[float]:
-    """Every item a finite number (not a boolean) in ``[low, high]``, as floats; else a 400 naming ``name``."""
-    if not all(not isinstance(x, bool) and isinstance(x, (int, float)) and low <= x <= high
-               and (not isinstance(x, float) or math.isfinite(x)) for x in values):
-        raise invalid(f"{name} must hold finite numbers of milliseconds in [{low:g}, {high:g}]")
-    return [float(x) for x in values]
-
-
 def _digest(values: dict[str, Any]) -> str:
     """A retry is recognised by the SHA-256 of its significant fields (canonical JSON)."""
     return hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -129,7 +121,7 @@ def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
     if not isinstance(intervals, list) or not spec.refresh_samples <= len(intervals) <= MAX_REFRESH_INTERVALS:
         raise invalid(f"refresh_intervals_ms must be a list of {spec.refresh_samples} to {MAX_REFRESH_INTERVALS} "
                       "requestAnimationFrame intervals")
-    values["refresh_intervals_ms"] = _finite_list(intervals, "refresh_intervals_ms", *check.RAF_INTERVAL_MS)
+    values["refresh_intervals_ms"] = check.number_list(intervals, "refresh_intervals_ms", *check.RAF_INTERVAL_MS)
     if 1000.0 / float(np.median(values["refresh_intervals_ms"])) > check.REFRESH_HZ[1]:
         # No display refreshes this fast: a forged or broken timer. (Too slow is a real display
         # or a throttled tab; record_calibration refuses those, with the reason.)
@@ -203,7 +195,7 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
             assignment.completion_code = _code()
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
-    elif not choose_clips(session, assignment.study, assignment.worker_id, 1, spec, np.random.default_rng(0)):
+    elif not work_left(session, assignment.study, assignment.worker_id):
         no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
     else:
         _start_rdk_block(session, assignment, spec)
@@ -407,7 +399,7 @@ def _parse_frames(frames: Any) -> list[dict[str, Any]]:
         total += len(t)
         if total > MAX_TIMESTAMPS:
             raise invalid(f"frames hold more than {MAX_TIMESTAMPS} timestamps")
-        stamps = _finite_list(t, f"frames[{k}].t", *check.TIMESTAMP_MS)
+        stamps = check.number_list(t, f"frames[{k}].t", *check.TIMESTAMP_MS)
         if any(b < a for a, b in zip(stamps, stamps[1:])):
             raise invalid(f"frames[{k}].t must not go backwards")
         clean.append({"cycle": cycle, "phase": phase["phase"], "t": stamps})

@@ -232,11 +232,28 @@ def number(value: Any, name: str, low: float, high: float, *, required: bool = T
     """
     if value is None and not required:
         return None
-    # Bounds are compared before any float conversion: float(10**400) would overflow.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+    if not _is_number_in(value, low, high):
         raise invalid(f"{name} must be a finite number in [{low:g}, {high:g}]")
     return float(value)
+
+
+def number_list(values: list, name: str, low: float, high: float) -> list[float]:
+    """Every item a finite JSON number in ``[low, high]`` (milliseconds), as floats.
+
+    Raises
+    ------
+    ApiError
+        400 ``invalid_request`` naming ``name`` and the bounds.
+    """
+    if not all(_is_number_in(x, low, high) for x in values):
+        raise invalid(f"{name} must hold finite numbers of milliseconds in [{low:g}, {high:g}]")
+    return [float(x) for x in values]
+
+
+def _is_number_in(value: Any, low: float, high: float) -> bool:
+    # Bounds are compared before any float conversion: float(10**400) would overflow.
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and (not isinstance(value, float) or math.isfinite(value)) and low <= value <= high)
 
 
 def integer(value: Any, name: str, low: int, high: int, *, required: bool = True) -> int | None:

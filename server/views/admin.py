@@ -34,7 +34,7 @@ from werkzeug.exceptions import HTTPException
 from .. import auth, exports, live_scales
 from ..app import db_session
 from ..models import (Assignment, Calibration, MotionClip, MotionProbe, MotionResponse, Pair, ScaleSnapshot, Study,
-                      StudySet, Vote, Worker, utcnow)
+                      StudySet, Vote, Worker, as_utc, utcnow)
 from ..motion import clip_observers, motion_progress, worker_block_counts
 from ..progress import study_progress
 from ..studies import spec_from_config
@@ -330,9 +330,7 @@ def api_refresh(slug: str):
 def _iso(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.isoformat()
+    return as_utc(value).isoformat()
 
 
 def _study_row(session, study: Study) -> dict:
