@@ -22,8 +22,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/perceptlab demo --out demo_output
 
+# In parallel (pytest-xdist): one worker per core, at most 4 (each runs its own chromium, PostgreSQL
+# databases and SeaweedFS). TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= auto
 test: $(STAMP) chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --maxprocesses=4
 
 # Browser tests drive Debian's chromium through Playwright (never `playwright install`).
 chromium:
@@ -34,7 +37,10 @@ chromium:
 bench: $(STAMP) chromium
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/screening.py
+	$(PY) benchmarks/analysis_load.py
+	$(PY) benchmarks/vote_cpu.py
 	$(PY) benchmarks/server_load.py
+	$(PY) benchmarks/scale_out.py
 	$(PY) benchmarks/frame_timing.py
 
 clean:

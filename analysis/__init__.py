@@ -6,7 +6,9 @@ worker screening (:mod:`analysis.screening`), bootstrap intervals
 across-set rankings and Pareto groups (:mod:`analysis.ranking`), the file
 formats of DESIGN.md (:mod:`analysis.formats`), the whole pipeline
 (:mod:`analysis.pipeline`), simulated crowds (:mod:`analysis.simulate`) and
-plots (:mod:`analysis.plots`).
+plots (:mod:`analysis.plots`). The solvers run with one BLAS thread
+(:mod:`analysis.threads`): their systems are small, and more threads only
+slow them down on a busy machine.
 """
 from importlib.metadata import PackageNotFoundError, version
 

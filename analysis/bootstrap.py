@@ -23,6 +23,7 @@ from scipy.stats import rankdata
 from tqdm.auto import tqdm
 
 from .scaling import ScalingOptions, SetDesign, anchored, fit_set_batch
+from .threads import limits_blas_threads
 
 CHUNK = 250  # resamples solved together; bounds memory at (CHUNK x votes in a set)
 
@@ -64,6 +65,7 @@ def resample_weights(unit: str, n_boot: int, rng: np.random.Generator, vote_work
     raise ValueError(f"bootstrap unit must be 'worker' or 'vote', got {unit!r}")
 
 
+@limits_blas_threads
 def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: ScalingOptions,
                    vote_worker: np.ndarray, kept_workers: np.ndarray, n_boot: int = 1000,
                    unit: str = "worker", confidence: float = 0.95,

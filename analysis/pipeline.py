@@ -24,13 +24,14 @@ from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, a
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
 from .scaling import ScalingOptions, anchored, fit_set, set_designs
 from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, screen_workers
+from .threads import limits_blas_threads
 
 WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior")
 
 
 @dataclass(frozen=True)
 class AnalysisOptions:
-    """Everything ``perceptlab analyze`` can be told; defaults match config/default.toml."""
+    """Everything ``perceptlab analyze`` can be told; defaults match server/default_config.toml."""
 
     scaling: ScalingOptions = field(default_factory=ScalingOptions)
     keep: str | float = "auto"
@@ -55,6 +56,7 @@ class AnalysisResult:
     plot_data: dict = field(default_factory=dict)
 
 
+@limits_blas_threads
 def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
             objective: dict[str, float] | None = None, objective_lower_is_better: bool = True) -> AnalysisResult:
     """Screen workers, scale every set, bootstrap intervals, rank across sets."""

@@ -34,6 +34,8 @@ import scipy.sparse.linalg
 from scipy.sparse.csgraph import connected_components
 from scipy.special import log_ndtr, ndtri
 
+from .threads import limits_blas_threads
+
 JOD_PER_Z = 1.4826
 """Multiply z-unit scales by this to get pwcmp's JOD units (1 JOD = 75 % preference)."""
 
@@ -172,9 +174,23 @@ def rescale_to_anchors(scales: np.ndarray, n_items: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- MLE
 
+def _log_ndtr_pair(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log Phi(d), log Phi(-d))`` with one ``log_ndtr`` instead of two (the fits' costliest call).
+
+    ``log_ndtr`` gives the smaller tail, ``log Phi(-|d|)``, accurately; the other one is
+    ``log1p(-Phi(-|d|))``, accurate because ``Phi(-|d|) <= 1/2``. Agrees with two ``log_ndtr``
+    calls to about 1e-16 and takes less than half their time.
+    """
+    d = np.asarray(d, dtype=float)
+    tail = log_ndtr(-np.abs(d))
+    body = np.log1p(-np.exp(tail))
+    negative = d < 0
+    return np.where(negative, tail, body), np.where(negative, body, tail)
+
+
 def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
     """Negative log-likelihood, its first and second derivative per pair w.r.t. ``diff``."""
-    log_pos, log_neg = log_ndtr(diff), log_ndtr(-diff)
+    log_pos, log_neg = _log_ndtr_pair(diff)
     log_pdf = -0.5 * diff * diff - _LOG_SQRT_2PI
     mills_pos = np.exp(log_pdf - log_pos)  # phi(d) / Phi(d)
     mills_neg = np.exp(log_pdf - log_neg)  # phi(d) / Phi(-d)
@@ -188,7 +204,8 @@ def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarra
     """Objective of the MLE at ``x`` (last axis = items; a batch when 2-D): no derivatives, for line searches."""
     # np.take keeps the batch C-ordered (x[..., idx] does not), which the products below need to be fast.
     d = np.take(x, pairs[:, 0], axis=-1) - np.take(x, pairs[:, 1], axis=-1)
-    nll = -(w * log_ndtr(d) + l * log_ndtr(-d)).sum(axis=-1)
+    log_pos, log_neg = _log_ndtr_pair(d)
+    nll = -(w * log_pos + l * log_neg).sum(axis=-1)
     return nll + 0.5 * ridge * np.einsum("...n,...n->...", x, x)
 
 
@@ -212,6 +229,7 @@ def _hessian(pairs: np.ndarray, curv: np.ndarray, n: int, ridge: float, dense: b
     return (off + sp.diags(diag)).tocsr()
 
 
+@limits_blas_threads
 def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                   prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
                   tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
@@ -270,6 +288,7 @@ def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     return s
 
 
+@limits_blas_threads
 def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                         prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
                         tol: float = 1e-7, max_iter: int = 30) -> np.ndarray:
@@ -378,6 +397,7 @@ def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-6, max_iter=
 
 # --------------------------------------------------------------------------- least squares
 
+@limits_blas_threads
 def thurstone_ls(pairs: np.ndarray, wins: np.ndarray, n_items: int, correction: float = 0.5,
                  ridge: float = 0.0) -> np.ndarray:
     """Classical least-squares Thurstone Case V scaling on z-scores of proportions.

@@ -14,7 +14,17 @@ vote path is measured):
     --pace seconds on average (exponential gaps): p99 latency and errors;
 (c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
     whole process group) and a new gunicorn starts on the same port; clients
-    retry (same vote_id) until they are done.
+    retry (same vote_id) until they are done;
+(d) the stack's limit: the same closed- and open-loop runs against
+    :mod:`benchmarks.baseline_app` (a minimal Flask app that verifies the same
+    signed token and inserts one row per vote into the same database) under the
+    same gunicorn settings, driven by the same client; perceptlab's closed-loop
+    rate is printed as a fraction of it (goal >= 0.6).
+
+Each run also reports the CPU it cost: the client's (this process: the simulated
+workers share the machine's cores with the server, and can be its bottleneck),
+gunicorn's (master and workers) and PostgreSQL's (the database's backends), per
+acknowledged vote, read from ``/proc``.
 
 After every run the database is checked against what the clients saw: every
 vote_id the clients sent must be acknowledged and present exactly once, no
@@ -26,7 +36,7 @@ not re-measured here.
 
 The benchmark database is always dropped at the end (unless --keep-db).
 
-Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick] [--keep-db]
+Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick] [--keep-db] [--json-out FILE]
 """
 from __future__ import annotations
 
@@ -97,16 +107,24 @@ class Check:
         return self.lost == 0 and self.duplicated == 0 and self.unacknowledged == 0 and self.unresolved == 0
 
 
-def verify(dsn: str, slug: str, report: SimulationReport) -> Check:
+def verify(dsn: str, slug: str, report: SimulationReport, baseline: bool = False) -> Check:
+    """Compare the votes stored for study ``slug`` (in the baseline's table when ``baseline``)
+    with what the clients sent and were told."""
     import psycopg
 
+    if baseline:
+        from benchmarks.baseline_app import TABLE
+
+        votes = f"SELECT client_vote_id, assignment_id::text || '/' || trial_id AS trial FROM {TABLE} WHERE slug = %s"
+    else:
+        votes = ("SELECT v.client_vote_id, v.trial_id::text AS trial FROM vote v JOIN study s ON s.id = v.study_id "
+                 "WHERE s.slug = %s")
     with psycopg.connect(dsn) as conn:
-        counts = dict(conn.execute(
-            "SELECT v.client_vote_id, count(*) FROM vote v JOIN study s ON s.id = v.study_id "
-            "WHERE s.slug = %s GROUP BY v.client_vote_id", (slug,)).fetchall())
+        counts = dict(conn.execute(f"SELECT client_vote_id, count(*) FROM ({votes}) v GROUP BY client_vote_id",
+                                   (slug,)).fetchall())
         double_trials = conn.execute(
-            "SELECT count(*) FROM (SELECT v.trial_id FROM vote v JOIN study s ON s.id = v.study_id "
-            "WHERE s.slug = %s GROUP BY v.trial_id HAVING count(*) > 1) t", (slug,)).fetchone()[0]
+            f"SELECT count(*) FROM (SELECT trial FROM ({votes}) v GROUP BY trial HAVING count(*) > 1) t",
+            (slug,)).fetchone()[0]
     acknowledged = report.acknowledged_vote_ids()
     sent = report.sent_vote_ids()
     rejected = {v.vote_id for v in report.votes if v.status.startswith("rejected")}
@@ -129,8 +147,9 @@ def free_port() -> int:
 class Gunicorn:
     """gunicorn in its own process group (so that one killpg reaches master and workers)."""
 
-    def __init__(self, env: dict[str, str], port: int, workers: int, threads: int, log: Path):
-        self.env, self.port, self.workers, self.threads, self.log = env, port, workers, threads, log
+    def __init__(self, env: dict[str, str], port: int, workers: int, threads: int, log: Path,
+                 app: str = "server:create_app()"):
+        self.env, self.port, self.workers, self.threads, self.log, self.app = env, port, workers, threads, log, app
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -142,7 +161,7 @@ class Gunicorn:
         started = time.perf_counter()
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(VENV_BIN / "gunicorn"), "server:create_app()", "-k", "gthread", "--workers", str(self.workers),
+                [str(VENV_BIN / "gunicorn"), self.app, "-k", "gthread", "--workers", str(self.workers),
                  "--threads", str(self.threads), "-b", f"127.0.0.1:{self.port}", "--backlog", "2048",
                  "--graceful-timeout", "5", "--timeout", "60", "--keep-alive", str(KEEP_ALIVE_S)],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -157,6 +176,10 @@ class Gunicorn:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s; see {self.log}")
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) used so far by gunicorn's master and its live workers."""
+        return process_group_cpu_s(self.proc.pid) if self.proc is not None else 0.0
 
     def kill(self) -> None:
         """SIGKILL the whole process group (master and workers), no clean-up."""
@@ -181,6 +204,64 @@ class Gunicorn:
         except ProcessLookupError:
             pass
         self.proc.wait()
+
+
+# ----------------------------------------------------------------------------- CPU accounting
+
+CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 onwards), or None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of the live processes of process group ``pgid``."""
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _proc_stat(entry.name)
+            if fields is not None and int(fields[2]) == pgid:  # field 5: pgrp
+                ticks += int(fields[11]) + int(fields[12])    # fields 14, 15: utime, stime
+    return ticks * CLOCK_TICK_S
+
+
+class CpuMeter:
+    """CPU of the client (this process), gunicorn and the database over one run.
+
+    Database backends are sampled by PID at both ends: a backend that starts during the run counts
+    from its start (it is new), one that ends during the run is missed (the pools keep theirs)."""
+
+    def __init__(self, server: Gunicorn, dbname: str):
+        self.server, self.dbname = server, dbname
+        self.client0 = time.process_time()
+        self.server0 = server.cpu_s()
+        self.db0 = self._db_by_pid()
+
+    def _db_by_pid(self) -> dict[int, float]:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            pids = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
+                                                   (self.dbname,))]
+        out = {}
+        for pid in pids:
+            fields = _proc_stat(pid)
+            if fields is not None:
+                out[pid] = (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
+        return out
+
+    def stop(self, server_restarted: bool = False) -> dict[str, float | None]:
+        """The CPU seconds of each party since the meter started (gunicorn's: None after a restart,
+        whose killed workers took their counts with them)."""
+        db1 = self._db_by_pid()
+        return {"client_cpu_s": time.process_time() - self.client0,
+                "server_cpu_s": None if server_restarted else self.server.cpu_s() - self.server0,
+                "db_cpu_s": sum(cpu - self.db0.get(pid, 0.0) for pid, cpu in db1.items())}
 
 
 # ----------------------------------------------------------------------------- stimuli and studies
@@ -216,16 +297,17 @@ class Run:
     pages: int
     pace: float | None
     crash: bool = False
+    baseline: bool = False  # against benchmarks/baseline_app.py (the stack's limit), not perceptlab
 
 
-def execute(run: Run, server: Gunicorn, dsn: str, seed: int, spam: float,
+def execute(run: Run, server: Gunicorn, dsn: str, dbname: str, seed: int, spam: float,
             crash_after: float) -> tuple[SimulationReport, Check, dict]:
     extra: dict = {}
     kwargs = dict(workers=run.workers, spam=spam, concurrency=run.concurrency, seed=seed, pages=run.pages,
                   pace=run.pace, progress=False, observer="latent", max_retry_s=300.0)
     print(f"# {run.label}: {run.workers} workers, {run.concurrency} at a time, {run.pages} page(s) each, "
           f"{'closed loop' if run.pace is None else f'pace {run.pace} s'}", flush=True)
-    cpu0 = time.process_time()
+    meter = CpuMeter(server, dbname)
     if not run.crash:
         report = run_simulation(server.url, run.slug, **kwargs)
     else:
@@ -254,8 +336,9 @@ def execute(run: Run, server: Gunicorn, dsn: str, seed: int, spam: float,
         if "error" in box:
             raise box["error"]
         report = box["report"]
-    extra["client_cpu_s"] = time.process_time() - cpu0  # this process: the simulated clients (and the DB checks)
-    check = verify(dsn, run.slug, report)
+    extra.update(meter.stop(server_restarted=run.crash))  # client: this process (the simulated workers)
+    extra["load_avg_1min"] = os.getloadavg()[0]  # other processes on the machine distort wall-clock figures
+    check = verify(dsn, run.slug, report, baseline=run.baseline)
     return report, check, extra
 
 
@@ -271,6 +354,33 @@ def votes_needed(run: Run, pairs_per_page: int = 20) -> int:
     return run.workers * run.pages * pairs_per_page
 
 
+BASELINE_APP = "benchmarks.baseline_app:create_app()"
+FRACTION_GOAL = 0.6  # perceptlab's closed-loop rate over the baseline's (issue 13)
+
+
+def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -> dict:
+    """One run's figures (the ``--json-out`` object, before the baseline's rate is added)."""
+    votes = report.votes_acknowledged
+    per_vote = lambda seconds: None if seconds is None or not votes else 1000.0 * seconds / votes  # noqa: E731
+    return {
+        "name": run.label, "workers": run.concurrency, "workers_total": run.workers, "pages": run.pages,
+        "pace_s": run.pace, "votes": votes, "votes_per_s": report.votes_per_second(),
+        "votes_per_s_full_load": report.votes_per_second_full(),
+        "p50_ms": report.p50(), "p99_ms": report.p99(), "errors": report.error_count,
+        "lost": check.lost, "duplicated": check.duplicated + check.unacknowledged, "db_exact": check.ok,
+        "duplicate_answers": report.duplicates, "elapsed_s": report.elapsed_s,
+        "client_cpu_pct": 100.0 * extra["client_cpu_s"] / report.elapsed_s if report.elapsed_s else None,
+        "client_cpu_ms_per_vote": per_vote(extra["client_cpu_s"]),
+        "server_cpu_ms_per_vote": per_vote(extra["server_cpu_s"]),
+        "db_cpu_ms_per_vote": per_vote(extra["db_cpu_s"]),
+        "load_avg_1min": extra["load_avg_1min"],
+    }
+
+
+def _ms(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers-list", default="50,500", help="comma-separated concurrent workers, closed loop")
@@ -284,8 +394,7 @@ def main(argv=None) -> None:
     parser.add_argument("--crash-after", type=float, default=8.0, help="seconds into the crash run to SIGKILL")
     parser.add_argument("--spam", type=float, default=0.0,
                         help="fraction of random clickers (they fail the quiz and leave early)")
-    parser.add_argument("--gunicorn-workers", type=int, default=4,
-                        help="gunicorn worker processes (4 x 2 threads measured best on 2 cores: less GIL contention)")
+    parser.add_argument("--gunicorn-workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
     parser.add_argument("--scenes", type=int, default=8, help="demo scenes (13 methods each, 78 pairs per scene)")
     parser.add_argument("--stimuli", type=Path, default=None,
@@ -293,10 +402,14 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (1 page per worker, 1 worker per slot, "
                                                              "shorter open loop)")
     parser.add_argument("--no-crash", action="store_true", help="skip the crash run")
+    parser.add_argument("--no-open", action="store_true", help="skip the open-loop run")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the stack's limit (benchmarks/baseline_app.py under the same gunicorn settings)")
     parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
     parser.add_argument("--seed", type=int, default=0, help="base seed (each run adds its own offset)")
     parser.add_argument("--json-out", type=Path, default=None,
-                        help="write every run's full report (all latency kinds, error codes, DB check) as JSON")
+                        help="write one object per run (name, workers, votes_per_s, p50_ms, p99_ms, errors, lost, "
+                             "duplicated, baseline_votes_per_s, CPU per vote, ...) and the full reports as JSON")
     args = parser.parse_args(argv)
     if args.quick:
         args.workers_per_slot, args.pages, args.open_pages = 1, 1, 1
@@ -308,16 +421,23 @@ def main(argv=None) -> None:
     dbname = f"perceptlab_bench_{os.getpid()}"
     dsn = f"host=127.0.0.1 port=5432 user=postgres dbname={dbname}"
     url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{dbname}"
+    secret = "bench-" + os.urandom(16).hex()
     env = {**os.environ, "PERCEPTLAB_DATABASE_URL": url, "PERCEPTLAB_SERVER_DATABASE_URL": url,
-           "PERCEPTLAB_SECRET_KEY": "bench-" + os.urandom(16).hex(),
+           "PERCEPTLAB_SECRET_KEY": secret, "PERCEPTLAB_SERVER_SECRET_KEY": secret,
            "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0",
+           "PERCEPTLAB_SERVER_ENTRY_LIMIT": "0",  # every simulated worker comes from 127.0.0.1
            "PERCEPTLAB_SERVER_INSTANCE_PATH": str(work / "instance")}
-    env["PERCEPTLAB_SERVER_SECRET_KEY"] = env["PERCEPTLAB_SECRET_KEY"]
+    baseline_env = {**os.environ, "BASELINE_DSN": dsn, "BASELINE_SECRET_KEY": secret}
 
     runs = [Run(f"closed loop, {c} workers", f"bench-closed-{c}", c, c * args.workers_per_slot, args.pages, None)
             for c in (int(x) for x in args.workers_list.split(","))]
-    runs.append(Run(f"open loop {args.pace:g} s, {args.open_workers} workers", f"bench-open-{args.open_workers}",
-                    args.open_workers, args.open_workers, args.open_pages, args.pace))
+    if not args.no_open:
+        runs.append(Run(f"open loop {args.pace:g} s, {args.open_workers} workers", f"bench-open-{args.open_workers}",
+                        args.open_workers, args.open_workers, args.open_pages, args.pace))
+    # The baseline repeats every run but the crash (its slug carries the pages per worker).
+    baseline_runs = [] if args.no_baseline else [
+        Run(f"baseline: {run.label}", f"baseline-{k}-{run.pages}", run.concurrency, run.workers, run.pages, run.pace,
+            baseline=True) for k, run in enumerate(runs)]
     if not args.no_crash:
         runs.append(Run(f"crash (SIGKILL + restart), {args.crash_workers} workers", "bench-crash",
                         args.crash_workers, args.crash_workers * max(1, args.workers_per_slot), args.pages, None,
@@ -334,44 +454,85 @@ def main(argv=None) -> None:
         n_pairs = args.scenes * 78
         for i, run in enumerate(runs):  # a study per run, with votes to spare (quiz trials are gold: not counted)
             create_study(env, work, manifest, run.slug, max(20, -(-2 * votes_needed(run) // n_pairs)), args.seed + i)
-        server = Gunicorn(env, free_port(), args.gunicorn_workers, args.threads, work / "gunicorn.log")
-        up = server.start()
-        print(f"# gunicorn -k gthread --workers {args.gunicorn_workers} --threads {args.threads} "
-              f"--keep-alive {KEEP_ALIVE_S} on {server.url} "
-              f"(answered after {up:.1f} s)", flush=True)
-        rows, crash_rows, dumps = [], [], []
-        for i, run in enumerate(runs):
-            report, check, extra = execute(run, server, dsn, args.seed + 1000 * (i + 1), args.spam, args.crash_after)
-            errors = sum(n for code, n in report.errors.items())
-            psiturk = PSITURK["p99"].get(run.concurrency, "-") if run.pace is None and not run.crash else "-"
-            rows.append([run.label, report.votes_acknowledged, f"{report.votes_per_second():.0f}",
-                         f"{report.votes_per_second_full():.0f}",
-                         f"{report.p50():.1f}", f"{report.p99():.1f}", errors, report.duplicates,
-                         check.lost, check.duplicated + check.unacknowledged, "yes" if check.ok else "NO",
-                         f"{100 * extra['client_cpu_s'] / report.elapsed_s:.0f}%", psiturk])
-            dumps.append({"run": run.label, "report": report.to_dict(), "check": {**check.__dict__, "ok": check.ok},
-                          **extra})
-            if run.crash:
-                crash_rows.append([run.label, extra["votes_before_kill"], f"{extra['kill_s'] * 1000:.0f}",
-                               f"{extra['down_s']:.2f}",
-                                   report.retries, report.duplicates, check.lost, check.duplicated, check.unresolved,
-                                   "yes" if check.ok else "NO"])
-            print(f"  {report.votes_acknowledged} votes, {report.votes_per_second():.0f}/s, p99 {report.p99():.1f} ms, "
-                  f"errors {dict(report.errors) or 0}, DB check {'ok' if check.ok else check}", flush=True)
+        gunicorn_settings = (f"gunicorn -k gthread --workers {args.gunicorn_workers} --threads {args.threads} "
+                             f"--keep-alive {KEEP_ALIVE_S}")
+        results: list[tuple[Run, SimulationReport, Check, dict]] = []
+        for app, app_runs, log in (("server:create_app()", runs, "gunicorn.log"),
+                                   (BASELINE_APP, baseline_runs, "baseline.log")):
+            if not app_runs:
+                continue
+            if app == BASELINE_APP:
+                from benchmarks.baseline_app import ensure_table
+
+                ensure_table(dsn)
+            server = Gunicorn(baseline_env if app == BASELINE_APP else env, free_port(), args.gunicorn_workers,
+                              args.threads, work / log, app=app)
+            up = server.start()
+            print(f"# {gunicorn_settings} '{app}' on {server.url} (answered after {up:.1f} s)", flush=True)
+            for run in app_runs:
+                i = len(results)
+                report, check, extra = execute(run, server, dsn, dbname, args.seed + 1000 * (i + 1), args.spam,
+                                               args.crash_after)
+                results.append((run, report, check, extra))
+                print(f"  {report.votes_acknowledged} votes, {report.votes_per_second():.0f}/s, "
+                      f"p99 {report.p99():.1f} ms, errors {dict(report.errors) or 0}, "
+                      f"DB check {'ok' if check.ok else check}; load average {extra['load_avg_1min']:.1f}", flush=True)
+            server.stop()
+            server = None
+
+        figures = {run.slug: run_figures(run, report, check, extra) for run, report, check, extra in results}
+        baseline_of = {run.label: figures[b.slug] for run, b in zip(runs, baseline_runs)}
+        for run, *_ in results:
+            if not run.baseline:
+                base = baseline_of.get(run.label)
+                figures[run.slug]["baseline_votes_per_s"] = base["votes_per_s"] if base else None
+                figures[run.slug]["baseline_p99_ms"] = base["p99_ms"] if base else None
+                figures[run.slug]["fraction_of_baseline"] = (figures[run.slug]["votes_per_s"] / base["votes_per_s"]
+                                                             if base and run.pace is None else None)
+        header = ["run", "votes saved", "votes/s", "votes/s full load", "p50 ms", "p99 ms", "errors", "duplicates",
+                  "lost", "extra/dup in DB", "DB exact", "client CPU", "client ms/vote", "gunicorn ms/vote",
+                  "PostgreSQL ms/vote"]
+
+        def row(run: Run, report: SimulationReport, check: Check) -> list:
+            f = figures[run.slug]
+            return [run.label, report.votes_acknowledged, f"{f['votes_per_s']:.0f}", f"{f['votes_per_s_full_load']:.0f}",
+                    f"{f['p50_ms']:.1f}", f"{f['p99_ms']:.1f}", f["errors"], report.duplicates, check.lost,
+                    f["duplicated"], "yes" if check.ok else "NO", f"{f['client_cpu_pct']:.0f}%",
+                    _ms(f["client_cpu_ms_per_vote"]), _ms(f["server_cpu_ms_per_vote"]), _ms(f["db_cpu_ms_per_vote"])]
+
         print()
         print("perceptlab (measured now; latency = vote POSTs as the clients saw them, ms):")
-        print_table(["run", "votes saved", "votes/s", "votes/s full load", "p50 ms", "p99 ms", "errors", "duplicates",
-                     "lost", "extra/dup in DB", "DB exact", "client CPU", "psiTurk p99 (notes)"], rows)
+        ours = [(run, report, check) for run, report, check, _ in results if not run.baseline]
+        print_table(header + ["baseline votes/s", "fraction", "psiTurk p99 (notes)"],
+                    [row(run, report, check) + [
+                        _ms(figures[run.slug].get("baseline_votes_per_s"), 0),
+                        _ms(figures[run.slug].get("fraction_of_baseline")),
+                        PSITURK["p99"].get(run.concurrency, "-") if run.pace is None and not run.crash else "-"]
+                     for run, report, check in ours])
+        theirs = [(run, report, check) for run, report, check, _ in results if run.baseline]
+        if theirs:
+            print()
+            print("the stack's limit (benchmarks/baseline_app.py: verify the token, insert one row; same gunicorn, "
+                  "database and client):")
+            print_table(header, [row(run, report, check) for run, report, check in theirs])
+        crash_rows = [[run.label, extra["votes_before_kill"], f"{extra['kill_s'] * 1000:.0f}", f"{extra['down_s']:.2f}",
+                       report.retries, report.duplicates, check.lost, check.duplicated, check.unresolved,
+                       "yes" if check.ok else "NO"] for run, report, check, extra in results if run.crash]
         if crash_rows:
             print()
             print("crash run:")
-            print_table(["run", "stored at kill", "restart issued after ms", "down s", "client retries", "duplicate answers", "lost",
-                         "duplicated", "unresolved", "DB exact"], crash_rows)
+            print_table(["run", "stored at kill", "restart issued after ms", "down s", "client retries",
+                         "duplicate answers", "lost", "duplicated", "unresolved", "DB exact"], crash_rows)
         if args.json_out is not None:
             import json
 
-            args.json_out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": dumps}, indent=2, default=float))
-            print(f"# full reports: {args.json_out}")
+            dump = {"cpus": os.cpu_count(), "gunicorn": gunicorn_settings, "fraction_goal": FRACTION_GOAL,
+                    "runs": [{**figures[run.slug], "baseline": run.baseline, "crash": run.crash,
+                              "extra": {k: v for k, v in extra.items()}, "report": report.to_dict(),
+                              "check": {**check.__dict__, "ok": check.ok}}
+                             for run, report, check, extra in results]}
+            args.json_out.write_text(json.dumps(dump, indent=2, default=float))
+            print(f"# figures and full reports: {args.json_out}")
         print()
         print("psiTurk 3.3.1 anchor (quoted from shared/PLATFORM_NOTES.md, measured there, not re-measured here):")
         print_table(["figure", "psiTurk 3.3.1"],
@@ -383,9 +544,13 @@ def main(argv=None) -> None:
         print()
         print("votes/s: acknowledged votes over the whole run; full load: until the first client slot ran out of "
               "workers (all N workers busy).")
-        print("client CPU: CPU time of the simulating process / run time (100% = one of the machine's cores).")
+        print("client CPU: CPU time of the simulating process / run time (100% = one of the machine's cores); "
+              "ms/vote: CPU per acknowledged vote of the client, gunicorn (master and workers) and PostgreSQL "
+              "(the database's backends).")
         print("errors count every failed attempt (network errors, 5xx, 429, 4xx codes), retries included.")
-        print("perceptlab goals (notes): >= 10x psiTurk's rate closed loop; open loop p99 < 50 ms, 0 errors.")
+        print(f"fraction: perceptlab's closed-loop votes/s over the baseline's (goal >= {FRACTION_GOAL:g}).")
+        print("perceptlab goals (issue 13): open loop p99 < 50 ms with 0 errors; closed loop >= 4x the saved votes/s "
+              "of before (203-222); 0 lost or duplicated in every run.")
     finally:
         if server is not None:
             server.stop()

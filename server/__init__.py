@@ -14,13 +14,18 @@ def create_app(config: dict[str, Any] | None = None, **overrides: Any):
     Parameters
     ----------
     config : dict, optional
-        Nested configuration as returned by :func:`server.config.load_config`
-        (default: load it now: ``config/default.toml``, ``PERCEPTLAB_CONFIG``,
-        ``PERCEPTLAB_*`` environment variables).
+        Nested configuration as returned by :func:`server.config.load_config`. Callers that have
+        read it already (the ``perceptlab`` command) pass it in; without it, this is where a
+        server process starts (``gunicorn 'server:create_app()'``), so it is read here, once:
+        ``server/default_config.toml``, ``PERCEPTLAB_CONFIG``, ``PERCEPTLAB_*`` environment variables.
     **overrides
         Keys of the ``[server]`` section to override, e.g. ``database_url=...``,
         ``instance_path=...``, ``secret_key=...``, ``testing=True``.
     """
     from .app import build_app
 
+    if config is None:
+        from .config import load_config
+
+        config = load_config()
     return build_app(config, overrides)

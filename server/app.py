@@ -1,4 +1,9 @@
-"""The application factory's body: configuration, database, secret key, blueprints."""
+"""The application factory's body: configuration, database, secret key, blueprints.
+
+All Flask wiring lives here: the blueprints, the request session's teardown, error handlers,
+security headers and the background work. The configuration arrives from the caller
+(:func:`server.create_app`), read once where the process started.
+"""
 from __future__ import annotations
 
 import os
@@ -6,26 +11,26 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, g, jsonify, request
+from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 import experiment_ui
 
-from .config import load_config
-from .db import default_database_url, make_engine, make_session_factory, upgrade
+from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
 from .validation import StrictJSONProvider
 
 
-def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask:
-    config = load_config() if config is None else config
+def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
+    """The Flask application for ``config`` (nested sections, as from :func:`server.config.load_config`)
+    with ``overrides`` of its ``[server]`` section; see :func:`server.create_app`."""
     server = {**config.get("server", {}), **overrides}
     app = Flask("perceptlab", template_folder=str(experiment_ui.TEMPLATES), static_folder=str(experiment_ui.STATIC),
                 instance_path=str(Path(server.get("instance_path", "instance")).resolve()))
     app.config["TESTING"] = bool(server.get("testing", False))
     app.config["PERCEPTLAB"] = config
     app.config["SERVER"] = server
-    url = server.get("database_url") or os.environ.get("PERCEPTLAB_DATABASE_URL") or default_database_url(app.instance_path)
+    url = database_url(server)
     app.config["DATABASE_URL"] = url
     app.config["SECRET_KEY"] = secret_key(server)
     app.config["SESSION_COOKIE_HTTPONLY"] = True
@@ -51,7 +56,7 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_mturk.bp)
     app.register_blueprint(stimuli.bp)
-    app.teardown_appcontext(_close_session)
+    app.teardown_appcontext(close_request_session)
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
 
@@ -72,6 +77,11 @@ def build_app(config: dict[str, Any] | None, overrides: dict[str, Any]) -> Flask
         from .live_scales import start_background_refresh
 
         start_background_refresh(app)
+
+        @app.before_request
+        def _live_scales_thread_of_this_process():
+            # A process forked after start-up (gunicorn --preload) has no refresh thread: its first request starts it.
+            start_background_refresh(app)
     return app
 
 
@@ -103,21 +113,6 @@ def _secure_transport(app: Flask, server: dict[str, Any]) -> None:
         raise ValueError(f"[server] proxy_fix must be 0 or more, got {proxies}")
     if proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
-
-
-def db_session():
-    """The request's database session (opened on first use, closed at teardown)."""
-    from flask import current_app
-
-    if "db_session" not in g:
-        g.db_session = current_app.extensions["perceptlab.sessions"]()
-    return g.db_session
-
-
-def _close_session(_exc) -> None:
-    session = g.pop("db_session", None)
-    if session is not None:
-        session.close()
 
 
 def _wants_json() -> bool:

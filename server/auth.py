@@ -40,6 +40,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, object_session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from .db import db_session
 from .login_throttle import LoginThrottle
 from .models import LoginSession, User, as_utc, utcnow
 
@@ -206,7 +207,19 @@ def cookies_secure() -> bool:
 
 
 class SessionInterface(SecureCookieSessionInterface):
-    """Flask's signed-cookie sessions, with the ``Secure`` flag decided per request."""
+    """Flask's signed-cookie sessions, with the ``Secure`` flag decided per request.
+
+    The worker API (:data:`STATELESS_PREFIXES`) authenticates by bearer token alone: its requests
+    get Flask's null session (no cookie read, verified or written; writing to it raises), so a
+    login cookie can never authorise a worker request and a vote costs no session work.
+    """
+
+    STATELESS_PREFIXES = ("/api/",)
+
+    def open_session(self, app: Flask, request):
+        if request.path.startswith(self.STATELESS_PREFIXES):
+            return None  # Flask then installs make_null_session() and never saves it
+        return super().open_session(app, request)
 
     def get_cookie_secure(self, app: Flask) -> bool:
         return cookies_secure()
@@ -271,8 +284,6 @@ def _touch(session_id: int, now: dt.datetime) -> None:
 
 def login_required(view):
     """Refuse anonymous requests: a redirect to the login page, or a 401 JSON under ``/admin/api/``."""
-    from .app import db_session
-
     @wraps(view)
     def wrapper(*args, **kwargs):
         if current_user(db_session()) is None:

@@ -1,5 +1,10 @@
-"""Configuration: ``config/default.toml``, then the file named in ``PERCEPTLAB_CONFIG``,
-then ``PERCEPTLAB_<SECTION>_<KEY>`` environment variables (secrets come only from there)."""
+"""Configuration: the defaults shipped in this package (``server/default_config.toml``), then the file
+named in ``PERCEPTLAB_CONFIG``, then ``PERCEPTLAB_<SECTION>_<KEY>`` environment variables (secrets come
+only from there).
+
+The configuration is read once, where a process starts (the ``perceptlab`` command's group callback,
+``server.create_app()`` for gunicorn), and passed down from there; nothing else calls :func:`load_config`.
+"""
 from __future__ import annotations
 
 import os
@@ -7,7 +12,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "default.toml"
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "default_config.toml"
+#: An example of production overrides (HTTPS cookies, a reverse proxy): copy it and name the copy in
+#: ``PERCEPTLAB_CONFIG``. Shipped beside the defaults, so an installed package has it too.
+PRODUCTION_EXAMPLE = Path(__file__).resolve().parent / "production.example.toml"
 
 
 def _coerce(text: str, like: Any) -> Any:
@@ -33,7 +41,21 @@ def _merge(base: dict, override: dict) -> dict:
 
 
 def load_config(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """Return the merged configuration as nested dicts (sections -> keys)."""
+    """Return the merged configuration as nested dicts (sections -> keys).
+
+    Parameters
+    ----------
+    environ : dict, optional
+        The environment to read ``PERCEPTLAB_CONFIG`` and ``PERCEPTLAB_*`` overrides from
+        (default: ``os.environ``).
+
+    Raises
+    ------
+    ValueError
+        An environment override that does not parse as the type of its default.
+    OSError, tomllib.TOMLDecodeError
+        The file named in ``PERCEPTLAB_CONFIG`` cannot be read or is not TOML.
+    """
     environ = os.environ if environ is None else environ
     with DEFAULT_CONFIG.open("rb") as f:
         config = tomllib.load(f)

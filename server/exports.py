@@ -1,4 +1,6 @@
-"""Exports of a study's data: votes.csv (DESIGN.md format) and per-worker metadata.
+"""Exports of a study's data: worker pseudonyms, votes.csv (DESIGN.md format; paired comparison),
+per-worker metadata (every study), and :func:`export_study`, which asks the study's paradigm for
+its files (motion matching: :mod:`server.paradigms.motion_export`).
 
 Worker IDs are personal data (an MTurk WorkerId links to a public profile), so
 every export replaces them by default with a keyed pseudonym::
@@ -27,13 +29,14 @@ from sqlalchemy.orm import Session, aliased
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
 from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, as_utc
+from .paradigms import paradigm_for
+from .paradigms.stages import Stage
 
 VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
                                          "created_at", "rt_ms")
 WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
-TERMINAL_STAGES = ("completed", "disqualified", "stopped", "full")
 
 
 # ---------------------------------------------------------------- pseudonyms
@@ -146,7 +149,7 @@ def worker_stats(session: Session, study_id: int) -> list[dict[str, Any]]:
         s = stats[worker_id]
         s["stage"], s["assignments"], s["pages"] = stage, s["assignments"] + 1, s["pages"] + pages
         s["environment"] = environment or s["environment"]
-        s["has_trials"] |= stage in ("trials", "page_done", "completed", "stopped")
+        s["has_trials"] |= stage in (Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED)
     for worker_id, n in session.execute(
             select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
             .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
@@ -166,7 +169,7 @@ def worker_stats(session: Session, study_id: int) -> list[dict[str, Any]]:
 
 def _quiz_outcome(s: dict[str, Any]) -> str:
     started_trials = s["has_trials"] or s["n_votes"] > 0
-    if s["status"] == "disqualified":
+    if s["status"] == Stage.DISQUALIFIED:
         return "failed"
     if s["quiz_total"] == 0:  # a study without a quiz, or a worker who has not answered it yet
         return "no quiz" if started_trials else "not taken"
@@ -209,145 +212,26 @@ def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
             "sets": len({r["set_id"] for r in rows})}
 
 
-# ---------------------------------------------------------------- motion matching
+def export_study(session: Session, study: Study, *, salt: bytes | None, include_gold: bool = True):
+    """Every export file of a study: its paradigm's (:meth:`~server.paradigms.core.Paradigm.export`) and
+    workers_meta.csv.
 
-MOTION_COLUMNS = ("worker_id", "clip_id", "probe_id", "repetition", "gt_u", "gt_v", "resp_u", "resp_v", "cycles",
-                  "rt_ms", "frame_drops", "onset_err_mean_ms", "onset_err_sd_ms", "dataset", "probe_x", "probe_y",
-                  "probe_frame", "trial_id", "timing_flagged")
-RDK_COLUMNS = MOTION_COLUMNS + ("practice",)
-FRAMES_COLUMNS = ("worker_id", "trial_id", "clip_id", "probe_id", "repetition", "cycle", "phase", "raf_index", "t_ms",
-                  "stim_frame", "interval_ms", "dropped", "onset_err_ms")
-CALIBRATION_COLUMNS = ("worker_id", "px_per_mm", "viewing_distance_cm", "refresh_hz", "refresh_irregular_fraction",
-                       "fullscreen", "screening_r", "screening_passed")
-MOTION_FILES = {"motion.csv": MOTION_COLUMNS, "rdk.csv": RDK_COLUMNS, "frames.csv": FRAMES_COLUMNS,
-                "calibration.csv": CALIBRATION_COLUMNS}
+    Parameters
+    ----------
+    session : Session
+    study : Study
+    salt : bytes or None
+        :func:`study_salt` of the server's secret key and the study slug; None writes raw worker IDs.
+    include_gold : bool
+        Keep quality-check answers (paired comparison: quiz and hidden gold votes).
 
-
-def _blank(value: Any) -> Any:
-    """None as an empty field (``table_csv`` writes NaN as empty too)."""
-    return "" if value is None else value
-
-
-def _motion_response_rows(session: Session, study_id: int):
-    from .models import MotionClip, MotionProbe, MotionResponse, MotionTrial
-
-    return session.execute(
-        select(Worker.external_id, MotionTrial.id, MotionTrial.kind, MotionTrial.practice, MotionTrial.position,
-               MotionTrial.repetition, MotionTrial.params, MotionProbe.probe_id, MotionProbe.x, MotionProbe.y,
-               MotionProbe.frame, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.clip_id, MotionClip.dataset,
-               MotionClip.movie_frames, MotionResponse)
-        .select_from(MotionResponse)
-        .join(MotionTrial, MotionResponse.trial_id == MotionTrial.id)
-        .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
-        .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id)
-        .join(Worker, MotionResponse.worker_id == Worker.id)
-        .where(MotionResponse.study_id == study_id)
-        .order_by(MotionResponse.id)).all()
-
-
-def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dict[str, list[dict[str, Any]]]:
-    """Every motion response of a study as records of motion.csv (main test trials), rdk.csv (RDK
-    trials, practice flagged) and calibration.csv (one row per calibrated assignment).
-
-    Worker IDs are pseudonymised as in votes.csv unless ``salt`` is None. Timing columns are the
-    server's summary of each trial's frame log (``frame_drops`` > 0 sets ``timing_flagged``).
-    RDK rows use ``clip_id`` "rdk", ``probe_id`` "rdk-<trial id>" (each RDK trial is its own stimulus,
-    so the ID is unique across workers and analysis.motion reads rdk.csv like motion.csv) and ``dataset`` "rdk".
+    Returns
+    -------
+    StudyExport
+        ``files`` (name -> CSV text), ``report`` (``(file name, description)`` lines) and ``warning``.
     """
-    from stimuli.rdk import rdk_vector
-
-    labels: dict[str, str] = {}
-    motion, rdk = [], []
-    for row in _motion_response_rows(session, study_id):
-        raw, response = row[0], row[-1]
-        if raw not in labels:
-            labels[raw] = worker_label(raw, salt)
-        record = {"worker_id": labels[raw], "repetition": row.repetition, "resp_u": response.resp_u,
-                  "resp_v": response.resp_v, "cycles": response.cycles, "rt_ms": response.rt_ms,
-                  "frame_drops": response.frame_drops, "onset_err_mean_ms": _blank(response.onset_err_mean_ms),
-                  "onset_err_sd_ms": _blank(response.onset_err_sd_ms), "trial_id": str(row.id),
-                  "timing_flagged": "1" if response.timing_flagged else "0"}
-        if row.kind == "rdk":
-            gt_u, gt_v = rdk_vector(row.params["direction_deg"], row.params["speed_ppf"])
-            record.update(clip_id="rdk", probe_id=f"rdk-{row.id}", dataset="rdk", gt_u=float(gt_u),
-                          gt_v=float(gt_v), probe_x="", probe_y="", probe_frame="",
-                          practice="1" if row.practice else "0")
-            rdk.append(record)
-        elif not row.practice:
-            record.update(clip_id=row.clip_id, probe_id=row.probe_id, dataset=row.dataset, gt_u=row.gt_u,
-                          gt_v=row.gt_v, probe_x=row.x, probe_y=row.y, probe_frame=row.frame)
-            motion.append(record)
-    return {"motion.csv": motion, "rdk.csv": rdk, "calibration.csv": _calibration_rows(session, study_id, salt)}
-
-
-def _calibration_rows(session: Session, study_id: int, salt: bytes | None) -> list[dict[str, Any]]:
-    from .models import Calibration
-
-    rows = []
-    for raw, r, passed, cal in session.execute(
-            select(Worker.external_id, Worker.screening_r, Worker.screening_passed, Calibration)
-            .join(Worker, Calibration.worker_id == Worker.id)
-            .where(Calibration.study_id == study_id).order_by(Calibration.id)):
-        rows.append({"worker_id": worker_label(raw, salt), "px_per_mm": cal.px_per_mm,
-                     "viewing_distance_cm": cal.viewing_distance_cm, "refresh_hz": cal.refresh_hz,
-                     "refresh_irregular_fraction": cal.refresh_irregular_fraction,
-                     "fullscreen": "1" if cal.fullscreen else "0", "screening_r": _blank(r),
-                     "screening_passed": "" if passed is None else ("1" if passed else "0")})
-    return rows
-
-
-def export_frames(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
-    """frames.csv records: one per requestAnimationFrame callback of every logged phase.
-
-    ``t_ms`` is relative to the phase onset; ``stim_frame``, ``interval_ms`` (to the previous
-    callback), ``dropped`` and ``onset_err_ms`` (on the first callback of each stimulus frame only)
-    come from :func:`analysis.frame_timing.phase_timing` with the assignment's calibrated refresh.
-    """
-    from .models import Calibration, FrameLog, MotionResponse
-    from .motion import RDK_MOVIE_FRAMES, frame_timing
-    from .studies import spec_from_config
-
-    spec = spec_from_config(session.scalar(select(Study.config).where(Study.id == study_id)))
-    refresh = dict(session.execute(select(Calibration.assignment_id, Calibration.refresh_median_ms)
-                                   .where(Calibration.study_id == study_id)).all())
-    logs = dict(session.execute(select(FrameLog.response_id, FrameLog.frames).join(
-        MotionResponse, FrameLog.response_id == MotionResponse.id).where(MotionResponse.study_id == study_id)).all())
-    labels: dict[str, str] = {}
-    records = []
-    for row in _motion_response_rows(session, study_id):
-        raw, response = row[0], row[-1]
-        if raw not in labels:
-            labels[raw] = worker_label(raw, salt)
-        phases = logs.get(response.id, {}).get("phases", [])
-        movie_frames = RDK_MOVIE_FRAMES if row.kind == "rdk" else row.movie_frames
-        timings = frame_timing(phases, refresh[response.assignment_id], movie_frames, spec)
-        clip_id, probe_id = (("rdk", f"rdk-{row.id}") if row.kind == "rdk" else (row.clip_id, row.probe_id))
-        common = {"worker_id": labels[raw], "trial_id": str(row.id), "clip_id": clip_id, "probe_id": probe_id,
-                  "repetition": row.repetition}
-        for phase, timing in zip(phases, timings):
-            records += _phase_records(common, phase, timing)
-    return records
-
-
-def _phase_records(common: dict[str, Any], phase: dict[str, Any], timing) -> list[dict[str, Any]]:
-    t = phase["t"]
-    onsets = iter(timing.onset_errors_ms)
-    seen: set[int] = set()
-    n_frames = len(timing.onset_errors_ms) + timing.skipped_frames
-    out = []
-    for i, stamp in enumerate(t):
-        k = int(timing.stim_index[i])
-        onset: Any = ""
-        if k < n_frames and k not in seen:  # the first callback showing stimulus frame k is its onset
-            seen.add(k)
-            onset = float(next(onsets))
-        out.append({**common, "cycle": phase["cycle"], "phase": phase["phase"], "raf_index": i,
-                    "t_ms": stamp - t[0], "stim_frame": k,
-                    "interval_ms": float(timing.intervals_ms[i - 1]) if i else "",
-                    "dropped": ("1" if timing.dropped[i - 1] else "0") if i else "", "onset_err_ms": onset})
-    return out
-
-
-def motion_csv_texts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
-    """CSV text of each motion export file (header only when a table is empty)."""
-    return {name: table_csv(MOTION_FILES[name], records) for name, records in tables.items()}
+    export = paradigm_for(study).export(session, study.id, salt=salt, include_gold=include_gold)
+    workers = workers_meta(session, study.id, salt=salt)
+    export.files["workers_meta.csv"] = workers_meta_csv_text(workers)
+    export.report.append(("workers_meta.csv", f"{len(workers)} workers"))
+    return export

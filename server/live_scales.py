@@ -15,14 +15,26 @@ values of separate groups are not comparable yet.
 Who computes when
 -----------------
 :func:`start_background_refresh` runs a daemon thread per server process that
-every ``[server] live_scales_interval`` seconds recomputes each study whose
-vote count changed since its snapshot; :func:`refresh_if_stale` does the same
-for one study on demand (the dashboard's summary endpoint). Within a process a
+every ``[server] live_scales_interval`` seconds looks for studies whose vote
+count changed since their snapshot; :func:`refresh_if_stale` does the same for
+one study on demand (the dashboard's summary endpoint). Within a process a
 lock per study lets one thread compute while the others return at once;
 across processes a PostgreSQL advisory lock (``pg_try_advisory_lock``) does
 the same, and the vote count is checked again once the lock is held, so a
-study that another process has just computed is not computed again. On SQLite
-(one machine, normally one process) the vote-count check is enough.
+study that another process (another gunicorn worker, another app instance) has
+just computed is not computed again. On SQLite (one machine, normally one
+process) the vote-count check is enough.
+
+Where the computation runs
+--------------------------
+Not in the server process: the analysis takes seconds of CPU, and the server's
+threads must answer votes meanwhile. With ``[server] live_scales_process = true``
+(the default) each server process hands the computation to a child process of
+its own (:class:`ScaleProcess`, ``server/live_scales_child.py``), started when
+first needed, at a lower priority (``os.nice``) and with one BLAS thread, and let
+go after :data:`CHILD_IDLE_SECONDS` without work; the thread that asked waits for
+it (the locks above stay in the server process). ``false`` computes in the asking
+thread (tests, which replace parts of the computation in-process).
 
 Database transactions are kept short: the votes are read in one transaction,
 the (seconds-long) computation runs outside any transaction, and the snapshot
@@ -31,13 +43,19 @@ long one would stall the workers' votes.
 """
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import func, select
@@ -49,8 +67,10 @@ from .exports import export_votes
 from .models import ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
 
 log = logging.getLogger("perceptlab.live_scales")
-ADVISORY_KEY_BASE = 8_100_000  # + study id; assignments.py uses 7_000_000 + study id for page allocation
+ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id
 DEFAULT_BOOTSTRAP = 200
+CHILD_NICE = 10  # niceness added to the computing process (``[server] live_scales_nice``): votes come first
+CHILD_IDLE_SECONDS = 600.0  # a computing process idle this long is let go (the next snapshot starts another)
 
 
 # ---------------------------------------------------------------- the computation
@@ -261,7 +281,8 @@ def snapshot_age(snapshot: ScaleSnapshot) -> float:
 
 
 class _ProcessState:
-    """Per app: a lock per study (one computing thread per process) and the background thread."""
+    """Per app: a lock per study (one computing thread per process), the background thread and the
+    computing child process."""
 
     def __init__(self):
         self.guard = threading.Lock()
@@ -269,8 +290,8 @@ class _ProcessState:
         self.thread: threading.Thread | None = None
         self.pid: int | None = None
         self.stop = threading.Event()
-        self.hooked = False
         self.workers: list[threading.Thread] = []  # on-demand refresh threads, for wait_for_refreshes
+        self.child: ScaleProcess | None = None
 
     def lock_for(self, study_id: int) -> threading.Lock:
         with self.guard:
@@ -278,6 +299,188 @@ class _ProcessState:
 
     def busy(self, study_id: int) -> bool:
         return self.lock_for(study_id).locked()
+
+    def child_process(self, nice: int = CHILD_NICE) -> ScaleProcess:
+        """This server process's computing child (the handle, not yet the process: it starts on first use).
+
+        A process forked from the one that made the handle (gunicorn ``--preload``) makes its own: the
+        pipes it inherited belong to its parent's child.
+        """
+        with self.guard:
+            if self.child is None or not self.child.owned_here():
+                self.child = ScaleProcess(nice)
+            return self.child
+
+    def close_child(self, timeout: float = 5.0) -> None:
+        with self.guard:
+            child, self.child = self.child, None
+        if child is not None and child.owned_here():
+            child.close(timeout)
+
+
+class ScaleProcessError(RuntimeError):
+    """The computing process could not compute a snapshot (its message says why)."""
+
+
+class ScaleProcess:
+    """A child process that computes snapshots for one server process (``server/live_scales_child.py``).
+
+    Started on the first :meth:`compute`, at :data:`CHILD_NICE` lower priority and with every BLAS
+    thread pool limited to one thread, so the analysis never takes a core from the requests of the
+    server process that owns it. One computation at a time: threads that ask while it computes wait
+    their turn. The child ends when :meth:`close` is called, when its owner exits (an ``atexit``
+    hook), or, if the owner dies without exiting, when it reads the end of its request pipe.
+
+    Parameters
+    ----------
+    nice : int
+        Niceness the child adds to its own (0: same priority as the server).
+    """
+
+    def __init__(self, nice: int = CHILD_NICE):
+        self.nice = int(nice)
+        self.owner_pid = os.getpid()
+        self.last_used = time.monotonic()
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process ID, or None when none runs."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def owned_here(self) -> bool:
+        """Whether this handle was made by the current process (not inherited through a fork)."""
+        return self.owner_pid == os.getpid()
+
+    def compute(self, database_url: str, study_id: int, *, bootstrap: int = DEFAULT_BOOTSTRAP,
+                seed: int | None = None) -> dict[str, Any]:
+        """Compute and store the study's snapshot in the child; return its reply (``n_votes``, ``seconds``).
+
+        Raises
+        ------
+        ScaleProcessError
+            The computation failed (the child's traceback is in the server's log) or the child died.
+        """
+        return self._ask({"op": "compute", "database_url": database_url, "study_id": int(study_id),
+                          "bootstrap": int(bootstrap), "seed": seed})
+
+    def describe(self) -> dict[str, Any]:
+        """The child's ``pid``, ``niceness`` and ``blas_threads`` (starts it if needed)."""
+        return self._ask({"op": "info"})
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        line = json.dumps(request) + "\n"
+        with self._lock:
+            if not self.owned_here():
+                raise ScaleProcessError("this computing process belongs to another server process")
+            self.last_used = time.monotonic()
+            try:
+                process = self._running()
+                try:
+                    process.stdin.write(line)
+                    process.stdin.flush()
+                except BrokenPipeError:  # it ended since the last request (killed?): nothing was sent, start anew
+                    self._reap()
+                    process = self._running()
+                    process.stdin.write(line)
+                    process.stdin.flush()
+                answer = process.stdout.readline()
+            finally:
+                self.last_used = time.monotonic()
+            if not answer:
+                code = self._reap()
+                raise ScaleProcessError(f"the computing process ended unexpectedly (exit status {code})")
+        reply = json.loads(answer)
+        if not reply.pop("ok", False):
+            raise ScaleProcessError(reply.get("error") or "unknown error")
+        return reply
+
+    def _running(self) -> subprocess.Popen:
+        """The child, started now if none runs (called with the lock held)."""
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._reap()
+        env = dict(os.environ)
+        # One BLAS thread: read by each BLAS library when numpy and scipy load it, i.e. before any
+        # code of the child could limit it. The analysis would limit it too (analysis/threads.py).
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PERCEPTLAB_BLAS_THREADS="1")
+        # The child imports the same ``server`` package as this process, installed or not.
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "server.live_scales_child", str(self.nice)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8", bufsize=1,
+            close_fds=True)
+        _open_children.add(self)
+        log.info("started the running-scale process (pid %s, nice +%s)", self._process.pid, self.nice)
+        return self._process
+
+    def _reap(self) -> int | None:
+        """Forget a child that has ended (collecting its exit status); return that status."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:  # a broken pipe on close: it is closed all the same
+                pass
+        try:
+            return process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the child, if one runs: close its request pipe, wait ``timeout`` seconds, then kill it.
+
+        A computation in progress is not waited for beyond ``timeout``: its asker gets a
+        :class:`ScaleProcessError` (at shutdown nobody would use the snapshot anyway).
+        """
+        acquired = self._lock.acquire(timeout=max(timeout, 0.0))
+        try:
+            process, self._process = self._process, None
+        finally:
+            if acquired:
+                self._lock.release()
+        _open_children.discard(self)
+        if process is None or not self.owned_here():
+            return
+        try:
+            process.stdin.close()  # the child's loop ends at the end of its input
+        except OSError:
+            pass
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:  # in the middle of a computation: it would only be thrown away
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+    def close_if_idle(self, idle_seconds: float = CHILD_IDLE_SECONDS) -> bool:
+        """End the child if it has had no request for ``idle_seconds``; return whether it was ended."""
+        if not self._lock.acquire(blocking=False):  # computing right now
+            return False
+        try:
+            idle = self._process is not None and time.monotonic() - self.last_used >= idle_seconds
+        finally:
+            self._lock.release()
+        if idle:
+            self.close()
+        return idle
+
+
+_open_children: "weakref.WeakSet[ScaleProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_children() -> None:
+    """At interpreter exit (a gunicorn worker stopping), end the computing children this process started."""
+    for child in list(_open_children):
+        if child.owned_here():
+            child.close(timeout=2.0)
 
 
 def _state(app) -> _ProcessState:
@@ -340,10 +543,24 @@ def refresh_if_stale(app, study_id: int, *, min_age: float = 0.0) -> bool:
                 if not _stale(session, study_id, min_age):
                     return False
                 session.rollback()
-                compute_snapshot(session, study_id, bootstrap=_bootstrap(app))
+            _compute(app, study_id)
         return True
     finally:
         lock.release()
+
+
+def _compute(app, study_id: int) -> None:
+    """Compute and store a snapshot: in this process's computing child, or here when that is switched off."""
+    if _uses_child_process(app):
+        nice = int(app.config.get("SERVER", {}).get("live_scales_nice", CHILD_NICE))
+        _state(app).child_process(nice).compute(app.config["DATABASE_URL"], study_id, bootstrap=_bootstrap(app))
+        return
+    with app.extensions["perceptlab.sessions"]() as session:
+        compute_snapshot(session, study_id, bootstrap=_bootstrap(app))
+
+
+def _uses_child_process(app) -> bool:
+    return bool(app.config.get("SERVER", {}).get("live_scales_process", True))
 
 
 def _bootstrap(app) -> int:
@@ -410,27 +627,23 @@ def _loop(app, state: _ProcessState, interval: float) -> None:
             refresh_all(app)
         except Exception:  # noqa: BLE001 - e.g. the database is briefly unreachable: try again next time
             log.exception("running scale estimates: refresh pass failed")
+        child = state.child
+        if child is not None and child.owned_here():
+            child.close_if_idle(CHILD_IDLE_SECONDS)  # votes stopped coming: give its memory back
 
 
 def start_background_refresh(app) -> threading.Thread | None:
-    """Start this process's refresh thread (every ``[server] live_scales_interval`` seconds).
+    """Start this process's refresh thread (every ``[server] live_scales_interval`` seconds); return it.
 
-    Safe to call more than once. Server processes forked after this call
-    (gunicorn ``--preload``) do not inherit the thread: the first request each
-    of them serves starts its own.
+    Safe to call more than once, and cheap when the thread runs: server processes forked after
+    start-up (gunicorn ``--preload``) do not inherit the thread, so the app factory also calls this
+    before every request, and the first request each of them serves starts its own. Returns None
+    when the interval is 0 (no background refresh).
     """
     interval = float(app.config.get("SERVER", {}).get("live_scales_interval", 0) or 0)
     if interval <= 0:
         return None
-    state = _state(app)
-    thread = _ensure_thread(app, state, interval)
-    if not state.hooked:
-        try:
-            app.before_request(lambda: _ensure_thread(app, state, interval) and None)
-            state.hooked = True
-        except AssertionError:  # the app serves requests already (Flask forbids new hooks then): no fork to follow
-            pass
-    return thread
+    return _ensure_thread(app, _state(app), interval)
 
 
 def _ensure_thread(app, state: _ProcessState, interval: float) -> threading.Thread:
@@ -447,8 +660,9 @@ def _ensure_thread(app, state: _ProcessState, interval: float) -> threading.Thre
 
 
 def stop_background_refresh(app, timeout: float = 5.0) -> None:
-    """Stop the refresh thread (tests, orderly shutdown)."""
+    """Stop the refresh thread and end the computing process (tests, orderly shutdown)."""
     state = _state(app)
     state.stop.set()
     if state.thread is not None:
         state.thread.join(timeout)
+    state.close_child(timeout)

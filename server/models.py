@@ -11,7 +11,7 @@ The tables follow the worker's path through a study::
     Study -< Worker -< Assignment -< Page -< Trial -- Vote (at most one per trial)
                                                    -- GoldResult (gold trials only)
 
-Motion-matching studies (``server/motion.py``) use their own tables::
+Motion-matching studies (``server/paradigms/motion.py``) use their own tables::
 
     Study -< MotionClip -< MotionProbe
     Assignment -- Calibration (one per assignment)
@@ -28,6 +28,8 @@ from typing import Any
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
                         UniqueConstraint, func, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from .paradigms.stages import Stage
 
 
 def utcnow() -> dt.datetime:
@@ -55,16 +57,11 @@ class Study(Base):
     config: Mapped[dict[str, Any]]
     stimulus_root: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    # The key that signs this study's participant links (server/entry.py); random per study, so a
+    # The key that signs this study's participant links (server/paradigms/entry.py); random per study, so a
     # link signed for one study opens no other. Null only if a migration could not fill it.
     entry_secret: Mapped[str | None] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
 
     sets: Mapped[list[StudySet]] = relationship(back_populates="study", order_by="StudySet.id")
-
-    @property
-    def is_motion(self) -> bool:
-        """A motion-matching study (``kind = "motion"`` in its study file), not paired comparison."""
-        return self.config.get("kind") == "motion"
 
 
 class StudySet(Base):
@@ -147,9 +144,9 @@ class Assignment(Base):
     external_id: Mapped[str] = mapped_column(String(200))  # MTurk AssignmentId, or a generated one
     hit_id: Mapped[str | None] = mapped_column(String(200))
     turk_submit_to: Mapped[str | None] = mapped_column(Text)
-    # consent | instructions | quiz | trials | page_done | completed | disqualified | stopped | full
-    # (full: no work was left for this worker before min_pages; never paid)
-    stage: Mapped[str] = mapped_column(String(16), default="consent")
+    # A Stage (server/paradigms/stages.py; full: no work was left for this worker before the units its
+    # HIT requires, never paid)
+    stage: Mapped[str] = mapped_column(String(16), default=Stage.CONSENT)
     token_nonce: Mapped[str] = mapped_column(String(32))
     completion_code: Mapped[str | None] = mapped_column(String(64))
     pages_completed: Mapped[int] = mapped_column(Integer, default=0)
@@ -342,7 +339,7 @@ class Bonus(Base):
     sent_at: Mapped[dt.datetime | None]
 
 
-# ---------------------------------------------------------------- motion matching (server/motion.py)
+# ---------------------------------------------------------------- motion matching (server/paradigms/motion.py)
 
 class MotionClip(Base):
     """One clip of a motion study: its frames (paths relative to the study's stimulus root)."""

@@ -43,8 +43,10 @@ from .models import (
     Worker,
     utcnow,
 )
-from .motion_studies import MotionSpec
-from .studies import MTURK_DEFAULTS, StudySpec, spec_from_config
+from .paradigms import paradigm_for
+from .paradigms.stages import TURNED_AWAY
+from .paradigms.studyfile import MTURK_DEFAULTS
+from .payments import pay_unit
 
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 LIVE_ENDPOINT = "https://mturk-requester.us-east-1.amazonaws.com"
@@ -71,14 +73,6 @@ PAST = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
 
 # Defaults of the optional [mturk] section of a study's config (documented beside the study file's keys).
 DEFAULT_SETTINGS = MTURK_DEFAULTS
-
-# Motion-matching studies describe themselves differently; the [mturk] section still overrides these.
-MOTION_SETTINGS: dict[str, Any] = {
-    "title": "Match the motion of a point in short video clips",
-    "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
-                   "(needs a mouse and a display of at least 60 Hz; about 30 minutes).",
-    "keywords": "motion, video, perception, psychophysics, mouse",
-}
 
 
 class MTurkError(RuntimeError):
@@ -122,15 +116,15 @@ def instance_metadata_allowed(config: dict[str, Any]) -> bool:
 
 
 def study_settings(study: Study) -> dict[str, Any]:
-    """The study's MTurk settings: ``config["mturk"]`` over :data:`DEFAULT_SETTINGS`
-    (and :data:`MOTION_SETTINGS` for motion-matching studies)."""
-    kind_defaults = MOTION_SETTINGS if study.is_motion else {}
-    return {**DEFAULT_SETTINGS, **kind_defaults, **(study.config.get("mturk") or {})}
+    """The study's MTurk settings: ``config["mturk"]`` over its paradigm's HIT texts
+    (:attr:`~server.paradigms.core.Paradigm.mturk_settings`) over :data:`DEFAULT_SETTINGS`."""
+    return {**DEFAULT_SETTINGS, **paradigm_for(study).mturk_settings, **(study.config.get("mturk") or {})}
 
 
-def hit_reward(spec: StudySpec | MotionSpec) -> Decimal:
-    """The HIT reward: ``reward_per_page`` for each of the ``min_pages`` pages the HIT requires."""
-    return (Decimal(spec.reward_per_page) * spec.min_pages).quantize(Decimal("0.01"))
+def hit_reward(study: Study) -> Decimal:
+    """The HIT reward: the reward of each unit of pay the HIT requires (paired comparison: ``reward_per_page``
+    for each of the ``min_pages`` pages; motion matching: one session's reward)."""
+    return pay_unit(study).hit_reward
 
 
 def _error_code(exc: Exception) -> str:
@@ -276,12 +270,11 @@ class MTurkService:
     def ensure_hit_type(self, study: Study) -> str:
         """The HITTypeId for the study (MTurk returns the same ID for the same properties)."""
         settings = study_settings(study)
-        spec = spec_from_config(study.config)
         response = self._call(
             "create_hit_type",
             AutoApprovalDelayInSeconds=int(settings["auto_approval_days"]) * 86400,
             AssignmentDurationInSeconds=int(settings["assignment_duration_minutes"]) * 60,
-            Reward=str(hit_reward(spec)), Title=settings["title"], Keywords=settings["keywords"],
+            Reward=str(hit_reward(study)), Title=settings["title"], Keywords=settings["keywords"],
             Description=settings["description"], QualificationRequirements=self.qualification_requirements(study))
         return response["HITTypeId"]
 
@@ -304,7 +297,7 @@ class MTurkService:
         question = self.external_question_xml(url)
         launch_id = launch_id or uuid.uuid4().hex[:12]
         hit_type_id = self.ensure_hit_type(study)
-        reward = str(hit_reward(spec_from_config(study.config)))
+        reward = str(hit_reward(study))
         sizes = [min(per_hit, assignments_total - i * per_hit) for i in range(math.ceil(assignments_total / per_hit))]
         hits = []
         for index in progress(range(len(sizes))):
@@ -386,13 +379,15 @@ class MTurkService:
         """Bring the database in line with MTurk for every HIT of the study (HIT status, assignments and
         their workers); with ``qualify``, newly seen workers get the "took part" qualification.
 
-        Motion-matching studies differ: a worker may do several sessions (each with other clips), so
-        only workers the study turned away are blocked, and every screened worker gets the lab-wide
-        screening score (:meth:`screening_qualification`) that other HITs can require.
+        Paradigms whose workers may take several assignments (motion matching: several sessions, each
+        with other clips) block only the workers the study turned away; paradigms that screen workers
+        give every screened worker the lab-wide screening score (:meth:`screening_qualification`) that
+        other HITs can require.
         """
         counts = {"hits": 0, "assignments": 0, "new": 0}
+        paradigm = paradigm_for(study)
         qualification = self.took_part_qualification(study) if qualify else None
-        block_new_workers = qualification is not None and not study.is_motion
+        block_new_workers = qualification is not None and not paradigm.repeat_workers
         for hit in progress([h for h in self.hits(study) if h.hit_id and h.status != "deleted"]):
             data = self._call("get_hit", HITId=hit.hit_id)["HIT"]
             hit.status = data.get("HITStatus", hit.status)
@@ -410,27 +405,25 @@ class MTurkService:
             # it, so MTurk never lists them: block them from the study's database records.
             blocked = self.session.scalars(select(Worker.external_id).where(
                 Worker.study_id == study.id, Worker.platform == "mturk",
-                Worker.status.in_(("disqualified", "stopped"))))
+                Worker.status.in_(TURNED_AWAY)))
             for worker_id in blocked:
                 self.qualify(worker_id, qualification)
-        if qualify and study.is_motion:
-            counts["screened"] = self.grant_screening_scores(study)
+        scores = paradigm.screening_scores(self.session, study) if qualify else None
+        if scores is not None:
+            counts["screened"] = self.grant_screening_scores(scores)
         self.session.flush()
         return counts
 
-    def grant_screening_scores(self, study: Study) -> int:
-        """Give every screened MTurk worker of a motion study the screening score round(100·r), clipped
-        to 0..100 (MTurk integer values); return how many were given."""
-        rows = self.session.execute(select(Worker.external_id, Worker.screening_r).where(
-            Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None))
-            .order_by(Worker.id)).all()
-        if not rows:
+    def grant_screening_scores(self, scores: list[tuple[str, int]]) -> int:
+        """Give each ``(MTurk worker ID, score 0..100)`` the lab-wide screening qualification with that
+        score (MTurk integer values); return how many were given."""
+        if not scores:
             return 0
         type_id = self.screening_qualification()
-        for worker_id, r in rows:
+        for worker_id, score in scores:
             self._call("associate_qualification_with_worker", QualificationTypeId=type_id, WorkerId=worker_id,
-                       IntegerValue=int(round(100 * min(max(r, 0.0), 1.0))), SendNotification=False)
-        return len(rows)
+                       IntegerValue=score, SendNotification=False)
+        return len(scores)
 
     def _record_assignment(self, study: Study, item: dict) -> tuple[MTurkAssignment, bool]:
         row = self.session.scalar(select(MTurkAssignment).where(MTurkAssignment.assignment_id == item["AssignmentId"]))

@@ -1,10 +1,12 @@
 """What MTurk workers are owed, and what a launch costs, computed from the database (nothing is paid here).
 
-Rules (from the study's ``[pages]`` section):
+Each paradigm declares its unit of pay (:meth:`~server.paradigms.core.Paradigm.pay_unit`: a page of
+paired comparison, a session of motion matching) and what it earns:
 
-* every completed MTurk assignment earns the HIT reward, which covers the ``min_pages``
-  pages the HIT requires (``reward_per_page x min_pages``, see :func:`server.mturk.hit_reward`);
-* every page after ``min_pages`` (up to ``max_pages``) earns ``bonus_per_page`` as a bonus.
+* every completed MTurk assignment earns the HIT reward, which covers the units the HIT requires
+  (paired comparison: ``reward_per_page x min_pages``; see :func:`pay_unit`);
+* every unit after those (up to the most that count) earns the unit's bonus (paired comparison:
+  ``bonus_per_page`` for every page after ``min_pages``, up to ``max_pages``).
 
 MTurk's commission: 20% of rewards on HITs with fewer than 10 assignments, 40% on HITs with
 10 or more (so HITs are posted in batches of 9), 20% of bonuses; at least $0.01 per
@@ -20,7 +22,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .models import Assignment, Bonus, MTurkAssignment, Study, Worker
-from .studies import spec_from_config
+from .paradigms import paradigm_for, spec_from_config
+from .paradigms.core import PayUnit
+from .paradigms.stages import Stage
 
 CENT = Decimal("0.01")
 FEE_SMALL = Decimal("0.20")   # HITs with fewer than 10 assignments
@@ -28,6 +32,11 @@ FEE_LARGE = Decimal("0.40")   # HITs with 10 or more
 FEE_BONUS = Decimal("0.20")
 LARGE_HIT = 10
 BONUS_REASON = "Bonus for {extra} extra page(s) of the image comparison study {slug}. Thank you!"
+
+
+def pay_unit(study: Study) -> PayUnit:
+    """The study's unit of pay (page, session, ...) with its reward and bonus, from its paradigm."""
+    return paradigm_for(study).pay_unit(spec_from_config(study.config))
 
 
 def money(value) -> Decimal:
@@ -62,13 +71,13 @@ def launch_cost(reward, assignments: int, per_hit: int = 9, *, expected_bonus_pe
 class PaymentRow:
     assignment_id: str          # MTurk AssignmentId
     worker_id: str              # MTurk WorkerId
-    pages_completed: int
+    pages_completed: int        # completed units of pay (pages; a motion session counts as one)
     reward: Decimal
     bonus: Decimal
     mturk_status: str | None    # Submitted | Approved | Rejected | None (not reconciled yet)
     bonus_status: str | None    # pending | sent | None (not started)
     bonus_reason: str = ""
-    stage: str = "completed"    # or "stopped": stopped by hidden gold after some pages (the experimenter decides)
+    stage: str = Stage.COMPLETED  # or stopped: by a quality rule after some paid units (the experimenter decides)
 
     @property
     def bonus_unpaid(self) -> bool:
@@ -100,34 +109,32 @@ class PaymentPlan:
 
 
 def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BONUS) -> PaymentPlan:
-    """What each completed MTurk assignment of the study earns: reward + bonus for extra pages.
+    """What each completed MTurk assignment of the study earns: reward + bonus for extra units of pay.
 
-    Assignments stopped by hidden gold after completing pages are listed too (``stage`` "stopped"):
-    their workers may submit, and the experimenter decides at review.
+    Assignments stopped by a quality rule (hidden gold) after completing units are listed too (``stage``
+    "stopped"): their workers may submit, and the experimenter decides at review.
 
     Rejected assignments earn nothing. Rewards are paid by approving; bonuses with
     ``MTurkService.grant_bonus`` (see ``perceptlab mturk bonus``).
     """
-    from .mturk import hit_reward
-
-    spec = spec_from_config(study.config)
-    reward = hit_reward(spec)
-    per_page = money(spec.bonus_per_page)
+    pay = pay_unit(study)
+    reward = pay.hit_reward
+    per_unit = money(pay.bonus)
     statuses = dict(session.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)
                                     .where(MTurkAssignment.study_id == study.id)).all())
     paid = {(b.assignment_id, b.reason): b.status for b in session.scalars(select(Bonus).where(Bonus.study_id == study.id))}
     plan = PaymentPlan()
     query = (select(Assignment, Worker.external_id).join(Worker, Worker.id == Assignment.worker_id)
              .where(Assignment.study_id == study.id, Assignment.platform == "mturk", 
-                    ((Assignment.stage == "completed")
-                     | ((Assignment.stage == "stopped") & (Assignment.pages_completed > 0))))
+                    ((Assignment.stage == Stage.COMPLETED)
+                     | ((Assignment.stage == Stage.STOPPED) & (Assignment.pages_completed > 0))))
              .order_by(Assignment.id))
     for assignment, worker_external in session.execute(query):
         status = statuses.get(assignment.external_id)
         if status == "Rejected":
             continue
-        extra = max(0, min(assignment.pages_completed, spec.max_pages) - spec.min_pages)
-        bonus = money(per_page * extra)
+        extra = pay.extra_units(assignment.pages_completed)
+        bonus = money(per_unit * extra)
         reason = BONUS_REASON.format(extra=extra, slug=study.slug) if bonus > 0 else ""
         row = PaymentRow(assignment.external_id, worker_external, assignment.pages_completed, reward, bonus, status,
                          paid.get((assignment.external_id, reason)) if bonus > 0 else None, reason,

@@ -93,6 +93,8 @@ from urllib.parse import urljoin
 
 import numpy as np
 
+from .paradigms.stages import TERMINAL_STAGES, Stage  # full: no work left (study filled)
+
 #: Observer noise in RMSE units (images in [0, 1]); calibrated on the demo study (module docstring).
 DEFAULT_NOISE_RMSE = 0.01
 #: Median response time of a simulated vote, in ms (lognormal, sigma 0.5 in log units).
@@ -101,7 +103,6 @@ RT_LOG_SIGMA = 0.5
 WINDOW = {"width": 1366, "height": 768, "dpr": 1}
 SCREEN = {"width": 1366, "height": 768}
 USER_AGENT = "perceptlab-simulate/0.1 (aiohttp)"
-TERMINAL_STAGES = ("completed", "stopped", "disqualified", "full")  # full: no work left (study filled)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 OBSERVERS = ("images", "latent")
 
@@ -476,11 +477,11 @@ class _Worker:
         for _ in range(100_000):
             if stage in TERMINAL_STAGES:
                 return stage
-            if stage == "consent":
+            if stage == Stage.CONSENT:
                 state = await self.action("consent")
-            elif stage == "instructions":
+            elif stage == Stage.INSTRUCTIONS:
                 state = await self.action("instructions_done")
-            elif stage in ("quiz", "trials"):
+            elif stage in (Stage.QUIZ, Stage.TRIALS):
                 if not env_sent:
                     env = {"window": dict(WINDOW), "screen": dict(SCREEN), "user_agent": USER_AGENT}
                     await self.api("environment", "POST", f"/api/v1/assignments/{self.aid}/environment", env)
@@ -490,8 +491,8 @@ class _Worker:
                 if state.get("stage") == stage and state.get("page"):
                     await self.answer_page(state)
                     state = await self.state()
-            elif stage == "page_done":
-                if state is None or state.get("stage") != "page_done":
+            elif stage == Stage.PAGE_DONE:
+                if state is None or state.get("stage") != Stage.PAGE_DONE:
                     state = await self.state()
                 progress = state.get("progress") or {}
                 done = int(progress.get("pages_completed", 0))
@@ -519,7 +520,7 @@ class _Worker:
             if trial.get("answered"):
                 continue
             stage, page_complete = await self.vote(trial)
-            if page_complete or stage not in ("quiz", "trials"):
+            if page_complete or stage not in (Stage.QUIZ, Stage.TRIALS):
                 return
 
     async def vote(self, trial: dict) -> tuple[str | None, bool]:

@@ -30,12 +30,14 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .models import MotionClip, Stimulus, Study, StudySet
+from .models import Study
+from .paradigms import paradigm_for
 
 SALT_KEY = "stimulus_salt"  # in Study.config: 64 hex digits, the study's naming key
 NAME_HEX_DIGITS = 32        # 128 bits: collisions are practically impossible (and refused anyway)
@@ -67,8 +69,13 @@ def naming_key(config: dict, slug: str, secret_key: str) -> bytes:
     return hmac.new(secret_key.encode(), _LEGACY_CONTEXT + slug.encode(), hashlib.sha256).digest()
 
 
+@lru_cache(maxsize=1 << 15)
 def opaque_name(key: bytes, path: str) -> str:
-    """The public name of ``path`` (relative to the study's stimulus root) under ``key``."""
+    """The public name of ``path`` (relative to the study's stimulus root) under ``key``.
+
+    A pure function, remembered for the most recent paths: every state of a worker's page names
+    about a hundred images, and an HMAC for each cost more than the rest of the state together.
+    """
     digest = hmac.new(key, path.encode(), hashlib.sha256).hexdigest()[:NAME_HEX_DIGITS]
     suffix = PurePosixPath(path).suffix.lower()
     return digest + (suffix if suffix in IMAGE_EXTENSIONS else OTHER_EXTENSION)
@@ -81,25 +88,9 @@ def name_maker(study: Study, secret_key: str) -> Callable[[str], str]:
 
 
 def referenced_paths(session: Session, study: Study) -> list[str]:
-    """Every stimulus path the study's trials and worker pages show, once each, in a stable order."""
-    paths: list[str] = []
-    sets = list(session.scalars(select(StudySet).where(StudySet.study_id == study.id).order_by(StudySet.id)))
-    for study_set in sets:
-        paths.append(study_set.reference["full"])
-        paths.extend(study_set.reference.get("crops", []))
-        if study_set.overview:
-            paths.append(study_set.overview)
-    rows = session.execute(select(Stimulus.full, Stimulus.crops).join(StudySet, Stimulus.set_id == StudySet.id)
-                           .where(StudySet.study_id == study.id).order_by(Stimulus.id))
-    for full, crops in rows:
-        paths.append(full)
-        paths.extend((crops or {}).get("paths", []))
-    for frames in session.scalars(select(MotionClip.frames).where(MotionClip.study_id == study.id)
-                                  .order_by(MotionClip.position)):
-        paths.extend(frames["paths"])
-    if study.is_motion and study.config.get("noise"):
-        paths.append(study.config["noise"])
-    return list(dict.fromkeys(paths))
+    """Every stimulus path the study's trials and worker pages show, once each, in a stable order
+    (its paradigm lists them: :meth:`~server.paradigms.core.Paradigm.stimulus_paths`)."""
+    return list(dict.fromkeys(paradigm_for(study).stimulus_paths(session, study)))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Where stimulus files live and the URLs workers load them from.
 
-Two backends, picked by ``[storage] backend`` (see ``config/default.toml``):
+Two backends, picked by ``[storage] backend`` (see ``server/default_config.toml``):
 
 ``local`` (default)
     The local folder each study's manifests are in, served by the ``stimuli`` blueprint
@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -53,7 +54,13 @@ class LocalStorage:
     """Stimuli served by this server from the study's stimulus folder (``views/stimuli.py``)."""
 
     def url(self, study_slug: str, name: str) -> str:
-        return f"/stimuli/{quote(study_slug)}/{quote(name)}"
+        return _local_url(study_slug, name)
+
+
+@lru_cache(maxsize=1 << 15)
+def _local_url(study_slug: str, name: str) -> str:
+    # Remembered: a page's state names about a hundred images, and quote() is not cheap.
+    return f"/stimuli/{quote(study_slug)}/{quote(name)}"
 
 
 @dataclass

@@ -4,14 +4,24 @@ A token names one assignment and carries that assignment's random nonce, signed
 with the server's secret key (itsdangerous, HMAC-SHA1 over a URL-safe payload).
 It does not expire (a worker may resume a HIT hours later), but it is useless
 for any other assignment, and replacing the nonce revokes it.
+
+Every API request of a worker carries the same token, so a verified token is
+remembered (per secret key, in a bounded LRU cache): verifying is a pure function
+of key and token, and the nonce is still compared with the database on every
+request, so revocation is immediate. Forged tokens are never cached.
 """
 from __future__ import annotations
 
 import secrets
+from functools import lru_cache
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
 SALT = "perceptlab.assignment"
+# A real token is ~60 characters (an integer ID and 16 hex digits, signed); anything far longer is
+# refused before any work, and the cache below never holds large strings.
+MAX_TOKEN_LENGTH = 512
+VERIFIED_CACHE_SIZE = 8192  # tokens of this many recently active assignments skip the HMAC
 
 
 class BadToken(Exception):
@@ -22,17 +32,35 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
+@lru_cache(maxsize=16)
+def _serializer(secret_key: str) -> URLSafeSerializer:
+    # Building a serializer is not free (itsdangerous probes its JSON module on every construction).
+    return URLSafeSerializer(secret_key, salt=SALT)
+
+
 def make_token(secret_key: str, assignment_id: int, nonce: str) -> str:
-    return URLSafeSerializer(secret_key, salt=SALT).dumps([assignment_id, nonce])
+    """The signed token of an assignment: ``[assignment_id, nonce]``, signed with ``secret_key``."""
+    return _serializer(secret_key).dumps([assignment_id, nonce])
 
 
 def read_token(secret_key: str, token: str) -> tuple[int, str]:
-    """Return ``(assignment_id, nonce)``; raise :class:`BadToken` when the signature does not verify."""
+    """Return ``(assignment_id, nonce)``; raise :class:`BadToken` when the signature does not verify.
+
+    The caller must still compare the nonce with the assignment's (a replaced nonce revokes the token).
+    """
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise BadToken("the worker token is invalid")
+    return _verified(secret_key, token)
+
+
+@lru_cache(maxsize=VERIFIED_CACHE_SIZE)
+def _verified(secret_key: str, token: str) -> tuple[int, str]:
+    # lru_cache keeps only results: a token that raises BadToken is verified again each time it comes.
     try:
-        value = URLSafeSerializer(secret_key, salt=SALT).loads(token)
+        value = _serializer(secret_key).loads(token)
     except BadSignature:
         raise BadToken("the worker token is invalid") from None
     if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], int)
-            or not isinstance(value[1], str)):
+            or isinstance(value[0], bool) or not isinstance(value[1], str)):
         raise BadToken("the worker token is invalid")
     return value[0], value[1]

@@ -529,8 +529,6 @@ def metric_srocc_table(metric_values: Mapping[str, Mapping[str, np.ndarray]],
         ``subjective``), then ``{"set": "Average", ...}``: the mean over sets, as in
         StudyMB 2.0 Table 4. A metric without values for a set gives NaN there.
     """
-    from analysis.correlation import srocc
-
     direction = dict(higher_is_better or {})
     rows = []
     for set_id, scale in subjective.items():
@@ -544,7 +542,7 @@ def metric_srocc_table(metric_values: Mapping[str, Mapping[str, np.ndarray]],
                 raise StimulusInputError(f"metric {metric!r}, set {set_id!r}: {values.size} values "
                                          f"for {np.size(scale)} subjective scale values")
             sign = 1.0 if direction.get(metric, not _lower_is_better(metric)) else -1.0
-            row[metric] = srocc(sign * values, scale)
+            row[metric] = _srocc(sign * values, scale)
         rows.append(row)
     average: dict = {"set": "Average"}
     for metric in metric_values:
@@ -552,6 +550,19 @@ def metric_srocc_table(metric_values: Mapping[str, Mapping[str, np.ndarray]],
         average[metric] = float(np.mean(values)) if values else float("nan")
     rows.append(average)
     return rows
+
+
+def _srocc(x, y) -> float:
+    """Spearman's rho over the pairs where both values are finite (NaN for fewer than two pairs).
+
+    The same figure as :func:`analysis.correlation.srocc`, computed here because ``stimuli`` must not
+    depend on ``analysis`` (the analysis package uses the stimulus package, never the reverse).
+    """
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    keep = np.isfinite(x) & np.isfinite(y)
+    return float(spearmanr(x[keep], y[keep]).statistic) if keep.sum() > 1 else float("nan")
 
 
 def format_srocc_table(rows: Sequence[dict]) -> str:

@@ -1,6 +1,15 @@
 """Fixtures for every test package. The demo builds are session fixtures *here*, in the one conftest
-every package sees: a session fixture imported into several modules is built once per module."""
+every package sees: a session fixture imported into several modules is built once per module.
+
+The suite runs in parallel with pytest-xdist (``make test``: ``-n auto``, whole files per worker, see
+``[tool.pytest.ini_options]``): the demo builds are shared by the workers of a run, and files with a
+test marked ``slow`` are handed out first, so that the longest ones do not finish the run alone.
+"""
+import fcntl
 import json
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +29,47 @@ def thurstone_counts(truth, pairs, votes_per_pair, rng):
     return np.column_stack([first, votes_per_pair - first]).astype(float)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files with a test marked ``slow`` first (in their own order, as are the others): pytest-xdist
+    hands out whole files in collection order, and a long file handed out last would run alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(folder)`` (which returns a path in ``folder``) made once per test run.
+
+    Without pytest-xdist that is once per session. Each xdist worker has a session of its own, so the
+    workers share the run's temporary root instead: the first to take the lock builds, the others wait
+    for it and reuse its output (tests only read it; the app writes one file beside motion clips, a
+    generated noise texture, and writes it atomically). The path is recorded once the build completed,
+    so a build cut short by a failure is made again rather than reused half-done.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent  # .../pytest-N, above every worker's popen-gwK
+    folder, record = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, also by a crashed worker
+        if not record.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            result = build(folder)
+            record.write_text(str(result.relative_to(folder)))
+        return folder / record.read_text()
+
+
 @pytest.fixture(scope="session")
 def demo_stimuli(tmp_path_factory) -> Path:
-    """The demo builder's output (4 scenes x 11 methods, prepared), built once per session."""
+    """The demo builder's output (4 scenes x 11 methods, prepared), built once per test run."""
     from stimuli.demo import build_demo
 
-    out = tmp_path_factory.mktemp("demo") / "stimuli"
-    build_demo(out, progress=False)
-    return out
+    def build(folder: Path) -> Path:
+        out = folder / "stimuli"
+        build_demo(out, progress=False)
+        return out
+
+    return built_once(tmp_path_factory, "demo", build)
 
 
 @pytest.fixture(scope="session")
@@ -36,11 +78,14 @@ def motion_clips(tmp_path_factory) -> Path:
     frames as four clips (for allocation tests), without a noise texture."""
     from stimuli.motion_demo import build_motion_demo
 
-    manifest = build_motion_demo(tmp_path_factory.mktemp("motion") / "clips", progress=False)
-    data = json.loads(manifest.read_text())
-    clips = []
-    for copy in ("a", "b"):
-        for clip in data["clips"]:
-            clips.append({**clip, "clip_id": f"{clip['clip_id']}_{copy}"})
-    (manifest.parent / "four.json").write_text(json.dumps({"format": data["format"], "clips": clips}))
-    return manifest
+    def build(folder: Path) -> Path:
+        manifest = build_motion_demo(folder / "clips", progress=False)
+        data = json.loads(manifest.read_text())
+        clips = []
+        for copy in ("a", "b"):
+            for clip in data["clips"]:
+                clips.append({**clip, "clip_id": f"{clip['clip_id']}_{copy}"})
+        (manifest.parent / "four.json").write_text(json.dumps({"format": data["format"], "clips": clips}))
+        return manifest
+
+    return built_once(tmp_path_factory, "motion", build)

@@ -7,18 +7,12 @@ from pathlib import Path
 
 import click
 
-from . import UserError, cli
-
-_ANALYSIS = None
+from .base import UserError, cli, cli_config
 
 
 def _defaults() -> dict:
-    """The [analysis] section of the configuration, read once."""
-    global _ANALYSIS
-    if _ANALYSIS is None:
-        from ..config import load_config
-        _ANALYSIS = load_config()["analysis"]
-    return _ANALYSIS
+    """The [analysis] section of this run's configuration (the defaults of ``perceptlab analyze``)."""
+    return cli_config()["analysis"]
 
 
 def _keep(value: str) -> str | float:

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli
 from .cmd_study import DATABASE_OPTION, _find
 
 LIVE_OPTION = click.option("--live", is_flag=True, help="Use the live marketplace (real money) instead of the sandbox.")
@@ -21,10 +21,10 @@ YES_OPTION = click.option("--yes", is_flag=True, help="Do not ask for confirmati
 
 def client_factory(live: bool):
     """The boto3 client for a command (tests replace this with a stubbed client)."""
-    from server.config import load_config
+    from server.cli.base import cli_config
     from server.mturk import check_credentials, instance_metadata_allowed, make_client
 
-    metadata = instance_metadata_allowed(load_config())
+    metadata = instance_metadata_allowed(cli_config())
     check_credentials(use_instance_metadata=metadata)  # no network call unless [mturk] allows the metadata service
     return make_client(live=live, use_instance_metadata=metadata)
 
@@ -34,7 +34,7 @@ def mturk_session(database_url: str | None, live: bool):
     """(database session, MTurkService); MTurk and AWS errors become one-line UserErrors."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.mturk import MTurkError, MTurkService
 
     try:
@@ -92,24 +92,21 @@ def launch(slug: str, assignments: int, url: str, per_hit: int, days: float, lau
     import datetime as dt
     import uuid
 
-    from server.mturk import hit_reward
-    from server.payments import launch_cost
-    from server.studies import spec_from_config
+    from server.payments import launch_cost, pay_unit
 
     with mturk_session(database_url, live) as (session, service):
         study = _find(session, slug)
-        spec = spec_from_config(study.config)
+        pay = pay_unit(study)  # a page, a session: what the HIT reward and the bonuses pay for
         full_url = url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{slug}"
         service.external_question_xml(full_url)  # fail on http:// before anything else
-        reward = hit_reward(spec)
-        extra = max(0, spec.max_pages - spec.min_pages)
+        reward = pay.hit_reward
         cost = launch_cost(reward, assignments, per_hit)
         worst = launch_cost(reward, assignments, per_hit,
-                            expected_bonus_per_assignment=extra * Decimal(spec.bonus_per_page))
+                            expected_bonus_per_assignment=(pay.most - pay.required) * pay.bonus)
         click.echo(f"{_where(live)}: {assignments} assignments in {cost['hits']} HIT(s) of at most {per_hit}, "
                    f"reward ${reward} each, to {full_url}")
         click.echo(f"cost: ${cost['rewards']} rewards + ${cost['reward_fees']} fees = ${cost['total']}; "
-                   f"with every worker doing all {spec.max_pages} pages (bonuses + fees): up to ${worst['total']}")
+                   f"with every worker doing all {pay.most} {pay.name}s (bonuses + fees): up to ${worst['total']}")
         if per_hit >= 10:
             click.echo("warning: HITs with 10 or more assignments pay 40% commission instead of 20%", err=True)
         if live and not yes:
@@ -136,7 +133,7 @@ def status(slug: str, live: bool, database_url: str | None) -> None:
 
     from sqlalchemy import select
 
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.models import MTurkAssignment, MTurkHit
 
     with cli_session(database_url) as session:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli, cli_config
 
 DEMO_SLUG = "demo"
 MOTION_DEMO_SLUG = "demo-motion"
@@ -54,7 +54,7 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
     from server import create_app
 
     # No entry rate limit: the demo is filled by simulated workers that all come from this machine.
-    app = create_app(database_url=database_url, instance_path=str(instance), entry_limit=0)
+    app = create_app(cli_config(), database_url=database_url, instance_path=str(instance), entry_limit=0)
     server = _make_server(app, host, port)
     base = f"http://{host}:{server.server_port}"
     click.echo("")
@@ -82,9 +82,9 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
     from sqlalchemy import select
 
     from server.auth import create_user, set_password
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.models import Study, User
-    from server.studies import create_study, read_study_file
+    from server.paradigms import create_study, read_study_file
 
     motion_file = out / "demo_motion_study.toml"
     if not motion_file.exists():
@@ -149,12 +149,12 @@ def serve_command(host: str | None, port: int | None) -> None:
     """Serve the configured database with a threaded server (small studies; use gunicorn in production:
     gunicorn 'server:create_app()' -k gthread --workers 4 --threads 2)."""
     from server import create_app
-    from server.config import load_config
 
-    settings = load_config().get("server", {})
+    config = cli_config()
+    settings = config.get("server", {})
     host = host or settings.get("host", "127.0.0.1")
     port = settings.get("port", 5000) if port is None else port
-    app = create_app()
+    app = create_app(config)
     server = _make_server(app, host, port)
     click.echo(f"perceptlab on http://{host}:{server.server_port} (database: {app.config['DATABASE_URL']})")
     try:
@@ -175,7 +175,7 @@ def db_group() -> None:
               help="Database URL (default: [server] database_url, else SQLite in the instance folder).")
 def upgrade_command(database_url: str | None) -> None:
     """Apply every Alembic migration the database lacks (the server does this at start-up too)."""
-    from server.cli._db import database_url as resolve
+    from server.cli.base import cli_database_url as resolve
     from server.db import upgrade
 
     url = resolve(database_url)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli
 
 
 @cli.command("simulate")

@@ -1,7 +1,7 @@
 """``perceptlab stimuli ...``: stimulus preparation commands (package :mod:`stimuli`)."""
 from __future__ import annotations
 
-from . import cli
+from .base import cli
 
 
 @cli.group("stimuli")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from . import UserError
+from .base import UserError
 from .cmd_stimuli import stimuli_group
 
 # Spelled out here so that --help does not import numpy/OpenCV; a test keeps

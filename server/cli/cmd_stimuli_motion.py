@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from . import UserError
+from .base import UserError
 from .cmd_stimuli import stimuli_group
 
 # Spelled out here so that --help does not import OpenCV; a test keeps it equal to stimuli.machine_flow.MODELS.

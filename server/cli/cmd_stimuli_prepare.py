@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from . import UserError
+from .base import UserError
 from .cmd_stimuli import stimuli_group
 
 _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one-line errors

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli
 from .cmd_study import DATABASE_OPTION
 
 S3_SETTINGS = ('set [storage] backend = "s3" and bucket (and endpoint_url for non-AWS stores) in the file '
@@ -17,11 +17,11 @@ def storage_group() -> None:
 
 
 def _s3_storage():
-    from server.config import load_config
+    from server.cli.base import cli_config
     from server.storage import S3Storage, StorageError, make_storage
 
     try:
-        storage = make_storage(load_config())
+        storage = make_storage(cli_config())
     except (StorageError, ValueError) as exc:
         raise UserError(str(exc)) from None
     if not isinstance(storage, S3Storage):
@@ -42,7 +42,7 @@ def upload(study: str, database_url: str | None, progress: bool | None, prune: b
     Only the images trials and worker pages show go up (no flow files, manifests or other files of
     the stimulus folder), each under a name that tells nothing about it.
     """
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.cli.cmd_export import server_secret_key
     from server.cli.cmd_study import _find
     from server.stimulus_index import SALT_KEY, StimulusIndex

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli
 
 DATABASE_OPTION = click.option("--database-url", envvar="PERCEPTLAB_DATABASE_URL", default=None,
                                help="Database URL (default: [server] database_url, else SQLite in the instance folder).")
@@ -19,8 +19,8 @@ def study_group() -> None:
 @DATABASE_OPTION
 def create(study_file: str, database_url: str | None) -> None:
     """Create a study from STUDY_FILE (TOML; `perceptlab study template` prints a documented one)."""
-    from server.cli._db import cli_session
-    from server.studies import StudyDefinitionError, create_study, read_study_file
+    from server.cli.base import cli_session
+    from server.paradigms import StudyDefinitionError, create_study, read_study_file
 
     try:
         spec = read_study_file(study_file)
@@ -36,17 +36,16 @@ def create(study_file: str, database_url: str | None) -> None:
 
 
 @study_group.command("template")
-@click.option("--motion", is_flag=True, help="A motion-matching study (clip manifests) instead of paired comparison.")
-def template(motion: bool) -> None:
+@click.option("--kind", default=None, help="The paradigm: pc (paired comparison, the default) or motion.")
+@click.option("--motion", "kind", flag_value="motion", help="A motion-matching study (clip manifests): --kind motion.")
+def template(kind: str | None) -> None:
     """Print a documented study.toml with every key at its default."""
-    if motion:
-        from server.motion_studies import MOTION_STUDY_TEMPLATE
+    from server.paradigms import DEFAULT_KIND, known_kinds, paradigm_named
 
-        click.echo(MOTION_STUDY_TEMPLATE, nl=False)
-        return
-    from server.studies import STUDY_TEMPLATE
-
-    click.echo(STUDY_TEMPLATE, nl=False)
+    kind = kind or DEFAULT_KIND
+    if kind not in known_kinds():
+        raise UserError(f"no paradigm {kind!r} (known: {', '.join(known_kinds())})")
+    click.echo(paradigm_named(kind).template, nl=False)
 
 
 @study_group.command("list")
@@ -55,7 +54,7 @@ def list_studies(database_url: str | None) -> None:
     """List studies with their status and vote counts."""
     from sqlalchemy import select
 
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.models import Study
 
     with cli_session(database_url) as session:
@@ -71,7 +70,7 @@ def list_studies(database_url: str | None) -> None:
 @DATABASE_OPTION
 def show(slug: str, database_url: str | None) -> None:
     """Show a study's parameters and progress."""
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
 
     with cli_session(database_url) as session:
         study = _find(session, slug)
@@ -111,9 +110,9 @@ def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, da
     with its access key when it has one), tab-separated after the ID."""
     import re
 
-    from server.cli._db import cli_session
-    from server.entry import participant_link
-    from server.studies import spec_from_config
+    from server.cli.base import cli_session
+    from server.paradigms import spec_from_config
+    from server.paradigms.entry import participant_link
 
     ids = list(participants)
     if from_file is not None:
@@ -133,7 +132,7 @@ def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, da
 
 
 def _set_status(slug: str, status: str, database_url: str | None) -> None:
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
 
     with cli_session(database_url) as session:
         _find(session, slug).status = status
@@ -153,15 +152,6 @@ def _find(session, slug: str):
 
 
 def _summary(session, study) -> str:
-    from server.progress import study_progress
+    from server.paradigms import paradigm_for
 
-    if study.is_motion:
-        from server.motion import motion_progress
-
-        m = motion_progress(session, study.id)
-        return (f"motion: {m['n_clips']} clips, {m['n_probes']} probes, {m['sessions_done']}/{m['sessions_target']} "
-                f"sessions ({m['fill']:.0%}), {m['n_workers']} workers")
-
-    p = study_progress(session, study.id)
-    return (f"{p['n_sets']} sets, {p['n_pairs']} pairs, {p['n_votes']}/{p['target_votes']} votes "
-            f"({p['fill']:.0%}), {p['n_workers']} workers")
+    return paradigm_for(study).summary_line(session, study.id)

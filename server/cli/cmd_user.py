@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from . import UserError, cli
+from .base import UserError, cli
 from .cmd_study import DATABASE_OPTION
 
 PASSWORD_STDIN = click.option("--password-stdin", is_flag=True,
@@ -31,7 +31,7 @@ def _read_password(from_stdin: bool) -> str:
 def add(username: str, password_stdin: bool, database_url: str | None) -> None:
     """Create the account USERNAME (asks for the password twice, hidden)."""
     from server.auth import AccountError, create_user
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
 
     password = _read_password(password_stdin)
     try:
@@ -49,7 +49,7 @@ def add(username: str, password_stdin: bool, database_url: str | None) -> None:
 def passwd(username: str, password_stdin: bool, database_url: str | None) -> None:
     """Set a new password for USERNAME (logs out their open sessions)."""
     from server.auth import AccountError, find_user, set_password
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
 
     try:
         with cli_session(database_url) as session:
@@ -68,7 +68,7 @@ def list_users(database_url: str | None) -> None:
     """List the experimenter accounts."""
     from sqlalchemy import select
 
-    from server.cli._db import cli_session
+    from server.cli.base import cli_session
     from server.models import User
 
     with cli_session(database_url) as session:

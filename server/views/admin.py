@@ -5,14 +5,15 @@ HTML pages
                                                  login throttle holds (server/login_throttle.py)
     POST /admin/logout                           ends the session on the server too
     GET  /admin/                                 studies with progress, pause/resume buttons
-    GET  /admin/studies/<slug>                   one study (figures filled in by dashboard.js; a motion
-                                                 study's page is rendered on the server)
+    GET  /admin/studies/<slug>                   one study, on its paradigm's page (paired comparison: figures
+                                                 filled in by dashboard.js; motion: rendered on the server)
     POST /admin/studies/<slug>/pause | /resume
     GET  /admin/studies/<slug>/votes.csv         ?raw_worker_ids=1 &no_gold=1
     GET  /admin/studies/<slug>/scales.csv        the running estimate
     GET  /admin/studies/<slug>/workers.csv       ?raw_worker_ids=1
-    GET  /admin/studies/<slug>/motion/<name>     motion studies: motion.csv, rdk.csv, frames.csv,
-                                                 calibration.csv (?raw_worker_ids=1)
+    GET  /admin/studies/<slug>/motion/<name>     the files of the paradigm's downloads (motion studies:
+                                                 motion.csv, rdk.csv, frames.csv, calibration.csv)
+                                                 (?raw_worker_ids=1)
 JSON (``/admin/api``; 401 JSON when not logged in)
     GET  /admin/api/studies                      progress of every study
     GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: everything the study page shows
@@ -32,12 +33,10 @@ from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
 from .. import auth, exports, live_scales
-from ..app import db_session
-from ..models import (Assignment, Calibration, MotionClip, MotionProbe, MotionResponse, Pair, ScaleSnapshot, Study,
-                      StudySet, Vote, Worker, as_utc, utcnow)
-from ..motion import clip_observers, motion_progress, worker_block_counts
-from ..progress import study_progress
-from ..studies import spec_from_config
+from ..db import db_session
+from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
+from ..paradigms import paradigm_for, spec_from_config
+from ..paradigms.stages import TERMINAL_STAGES
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -156,10 +155,12 @@ def index():
 @auth.login_required
 def study_page(slug: str):
     study = _study(slug)
-    if study.is_motion:
-        return _motion_study_page(study)
-    row = _study_row(db_session(), study)
-    return render_template("admin_study.html", study=study, row=row, user=_user_name(), refresh_ms=_refresh_ms())
+    session = db_session()
+    paradigm = paradigm_for(study)
+    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
+    return render_template(paradigm.dashboard_template, study=study, row=_study_row(session, study),
+                           user=_user_name(), refresh_ms=_refresh_ms(),
+                           **paradigm.dashboard_context(session, study, salt))
 
 
 @bp.post("/studies/<slug>/pause")
@@ -243,55 +244,15 @@ def scales_csv(slug: str):
 @bp.get("/studies/<slug>/motion/<name>")
 @auth.login_required
 def motion_csv(slug: str, name: str):
-    """motion.csv, rdk.csv, frames.csv or calibration.csv of a motion study (``?raw_worker_ids=1``)."""
+    """One of the study's paradigm downloads (motion.csv, rdk.csv, frames.csv or calibration.csv of a motion
+    study; ``?raw_worker_ids=1``)."""
     study = _study(slug)
-    if not study.is_motion or name not in exports.MOTION_FILES:
+    paradigm = paradigm_for(study)
+    if name not in paradigm.downloads:
         abort(404, description=f"There is no {name} for study {slug!r}.")
     raw = _flag("raw_worker_ids")
-    session, salt = db_session(), _salt(study, raw)
-    if name == "frames.csv":
-        tables = {name: exports.export_frames(session, study.id, salt=salt)}
-    else:
-        tables = {name: exports.export_motion(session, study.id, salt=salt)[name]}
-    text = exports.motion_csv_texts(tables)[name]
+    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw))
     return _csv(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
-
-
-def _motion_study_page(study: Study):
-    session = db_session()
-    counts = clip_observers(session, study.id)
-    clips = [{"clip_id": c.clip_id, "dataset": c.dataset, "n_probes": n, "done": counts[c.clip_id][0],
-              "open": counts[c.clip_id][1]}
-             for c, n in session.execute(select(MotionClip, func.count(MotionProbe.id)).outerjoin(MotionProbe)
-                                         .where(MotionClip.study_id == study.id).group_by(MotionClip.id)
-                                         .order_by(MotionClip.position))]
-    return render_template("admin_motion_study.html", study=study, spec=spec_from_config(study.config),
-                           progress=motion_progress(session, study.id), clips=clips,
-                           workers=motion_workers(session, study), downloads=tuple(exports.MOTION_FILES),
-                           user=_user_name())
-
-
-def motion_workers(session, study: Study) -> list[dict]:
-    """The motion workers table: pseudonym, status, latest stage and calibration, screening, main trials, drops."""
-
-    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
-    counts = worker_block_counts(session, study.id)
-    stages = dict(session.execute(select(Assignment.worker_id, Assignment.stage)
-                                  .where(Assignment.study_id == study.id).order_by(Assignment.id)).all())
-    calibrations = {c.worker_id: c for c in session.scalars(
-        select(Calibration).where(Calibration.study_id == study.id).order_by(Calibration.id))}
-    out = []
-    for worker in session.scalars(select(Worker).where(Worker.study_id == study.id).order_by(Worker.id)):
-        cal = calibrations.get(worker.id)
-        done = counts.get(worker.id, {"trials_done": 0, "flagged": 0})
-        out.append({"worker_id": exports.pseudonym(salt, worker.external_id), "status": worker.status,
-                    "stage": stages.get(worker.id), "px_per_mm": cal.px_per_mm if cal else None,
-                    "viewing_distance_cm": cal.viewing_distance_cm if cal else None,
-                    "refresh_hz": cal.refresh_hz if cal else None, "refused": bool(cal and not cal.accepted),
-                    "screening_r": worker.screening_r, "screening_passed": worker.screening_passed,
-                    "trials_done": done["trials_done"],
-                    "drop_rate": done["flagged"] / done["trials_done"] if done["trials_done"] else None})
-    return out
 
 
 # ---------------------------------------------------------------- JSON
@@ -334,17 +295,10 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 
 def _study_row(session, study: Study) -> dict:
-    """One study's headline figures (the study list and the top of the study page)."""
-    if study.is_motion:
-        # The list's columns read sets / pairs / answers: for motion studies clips / probes / sessions.
-        motion = motion_progress(session, study.id)
-        progress = {"kind": "motion", "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
-                    "n_votes": motion["sessions_done"], "target_votes": motion["sessions_target"],
-                    "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "clip sessions"}
-        answers = MotionResponse
-    else:
-        progress = {"kind": "pc", **study_progress(session, study.id), "unit": "votes"}
-        answers = Vote
+    """One study's headline figures (the study list and the top of the study page), in its paradigm's units."""
+    paradigm = paradigm_for(study)
+    progress = {**paradigm.progress(session, study.id), "paradigm": paradigm.title}
+    answers = paradigm.response_model
     last_answer = session.scalar(select(func.max(answers.created_at)).where(answers.study_id == study.id))
     return {"slug": study.slug, "name": study.name, "status": study.status, "created_at": _iso(study.created_at),
             **progress, "active_assignments": active_assignments(session, study),
@@ -355,13 +309,13 @@ def active_assignments(session, study: Study) -> int:
     """Assignments still under way: not finished, and active within the study's assignment timeout."""
     timeout = spec_from_config(study.config).assignment_timeout_minutes
     cutoff = utcnow() - dt.timedelta(minutes=timeout)
-    # Activity is the latest vote, or in motion studies the latest adjustment response.
-    answers = MotionResponse if study.is_motion else Vote
+    # Activity is the latest answer: a vote, an adjustment response (the paradigm's response table).
+    answers = paradigm_for(study).response_model
     last = (select(answers.assignment_id, func.max(answers.created_at).label("at"))
             .where(answers.study_id == study.id).group_by(answers.assignment_id).subquery())
     return int(session.scalar(
         select(func.count()).select_from(Assignment).outerjoin(last, last.c.assignment_id == Assignment.id)
-        .where(Assignment.study_id == study.id, Assignment.stage.not_in(exports.TERMINAL_STAGES),
+        .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES),
                func.coalesce(last.c.at, Assignment.created_at) > cutoff)))
 
 

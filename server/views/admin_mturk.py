@@ -30,7 +30,7 @@ from flask import (
 from sqlalchemy import select
 
 from .. import auth
-from ..app import db_session
+from ..db import db_session
 from ..models import MTurkAssignment, MTurkHit, Study
 from ..payments import submitted_for_approval
 from .admin import protect
@@ -176,11 +176,7 @@ def launch(slug: str):
     """Without ``confirm``: the cost and the marketplace, to confirm (no MTurk call). With it: post the HITs."""
     import datetime as dt
     import uuid
-    from decimal import Decimal
-
-    from ..mturk import hit_reward
-    from ..payments import launch_cost
-    from ..studies import spec_from_config
+    from ..payments import launch_cost, pay_unit
 
     study = _study(slug)
     try:
@@ -188,14 +184,14 @@ def launch(slug: str):
     except ValueError as exc:
         return _back(slug, str(exc), ok=False)
     if request.form.get("confirm") != "1":
-        spec = spec_from_config(study.config)
-        reward = hit_reward(spec)
-        extra = max(0, spec.max_pages - spec.min_pages)
+        pay = pay_unit(study)  # a page, a session: what the HIT reward and the bonuses pay for
+        reward = pay.hit_reward
+        extra = pay.most - pay.required
         confirm = {**form, "reward": reward, "mode": _mode(), "launch_id": uuid.uuid4().hex[:12],
                    "cost": launch_cost(reward, form["assignments"], form["per_hit"]),
                    "worst": launch_cost(reward, form["assignments"], form["per_hit"],
-                                        expected_bonus_per_assignment=extra * Decimal(spec.bonus_per_page)),
-                   "max_pages": spec.max_pages}
+                                        expected_bonus_per_assignment=extra * pay.bonus),
+                   "max_pages": pay.most}
         return _render(study, balance=None, balance_error=None, form=form, confirm=confirm)
     if request.form.get("mode") != _mode():
         return _back(slug, f"The marketplace is now {_mode()}, not the one you confirmed: review the launch again.",

@@ -12,12 +12,16 @@ from pathlib import Path
 from flask import Blueprint, Response, current_app, jsonify, request
 from sqlalchemy import select
 
-from .. import assignments as flow
-from ..app import db_session
+from ..allocation import renew_on_poll
+from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
+from ..paradigms import paradigm_for
+from ..paradigms.core import (LockedAssignment, lock_assignment, lock_assignment_row, record_environment,
+                              study_paradigm)
 from ..tokens import BadToken, make_token, read_token
 from ..validation import json_object_body, text
+from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -29,8 +33,9 @@ def _json_body() -> dict:
     return json_object_body()
 
 
-def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignment:
-    """The assignment named in the path, if the bearer token is its own; else a 403."""
+def _bearer_token(assignment_id: str) -> tuple[int, str]:
+    """``(assignment ID, nonce)`` of the request's signed bearer token, if it names the assignment
+    in the path; else a 403. The caller still compares the nonce with the stored one."""
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(403, "bad_token", "missing worker token (Authorization: Bearer ...)")
@@ -40,15 +45,33 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
         raise ApiError(403, "bad_token", str(exc)) from None
     if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != token_assignment:
         raise ApiError(403, "bad_token", "the token belongs to another assignment")
+    return token_assignment, nonce
+
+
+def authorised_row(assignment_id: str) -> LockedAssignment:
+    """The assignment named in the path, locked, as the plain row a response handler gets
+    (:func:`~server.paradigms.core.lock_assignment_row`), if the bearer token is its own; else a 403."""
+    token_assignment, nonce = _bearer_token(assignment_id)
+    assignment = lock_assignment_row(db_session(), token_assignment)
+    if not hmac.compare_digest(assignment.token_nonce, nonce):
+        raise ApiError(403, "bad_token", "the token is no longer valid")
+    return assignment
+
+
+def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignment:
+    """The assignment named in the path, if the bearer token is its own; else a 403."""
+    token_assignment, nonce = _bearer_token(assignment_id)
     session = db_session()
-    assignment = flow.lock_assignment(session, token_assignment) if lock else session.get(Assignment, token_assignment)
+    assignment = lock_assignment(session, token_assignment) if lock else session.get(Assignment, token_assignment)
     if assignment is None or not hmac.compare_digest(assignment.token_nonce, nonce):
         raise ApiError(403, "bad_token", "the token is no longer valid")
     return assignment
 
 
 def state_response(assignment: Assignment, status: int = 200):
-    body = flow.assignment_state(db_session(), assignment, stimulus_urls(assignment.study))
+    session = db_session()
+    paradigm, _ = study_paradigm(session, assignment.study_id)
+    body = paradigm.state(session, assignment, stimulus_urls(assignment.study))
     return jsonify(body), status
 
 
@@ -79,15 +102,12 @@ def create_assignment(slug: str):
     fields = ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to", "signature", "access_key")
     reject_unknown(body, fields)
     for key in fields:
-        text(body.get(key), key, max_length=400)  # a string without control characters (patterns: flow.enter)
-    from ..entry import admit_from_request
-
-    # The same entry rules as the HTML entry /s/<slug> (server/entry.py), and the same rate limit.
-    assignment, created = flow.enter(db_session(), study, platform=body.get("platform", "link"),
-                            worker_id=body.get("worker_id"), assignment_id=body.get("assignment_id"),
-                            hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
-                            signature=body.get("signature"), access_key=body.get("access_key"),
-                            admit_new=admit_from_request)
+        text(body.get(key), key, max_length=400)  # a string without control characters (patterns: Paradigm.enter)
+    # The same entry rules as the HTML entry /s/<slug> (server/paradigms/entry.py), and the same rate limit.
+    assignment, created = paradigm_for(study).enter(
+        db_session(), study, platform=body.get("platform", "link"), worker_id=body.get("worker_id"),
+        assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
+        signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request)
     token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200
@@ -97,10 +117,10 @@ def create_assignment(slug: str):
 @_committed
 def get_state(assignment_id: str):
     """The state; asking for it is a sign of life that renews the open page's reservation."""
-    from ..allocation import renew_on_poll
-
     assignment = authorised_assignment(assignment_id)
-    renew_on_poll(db_session(), assignment.id, flow.spec_for(db_session(), assignment.study_id))
+    session = db_session()
+    _, spec = study_paradigm(session, assignment.study_id)
+    renew_on_poll(session, assignment.id, spec)
     return state_response(assignment)
 
 
@@ -112,7 +132,9 @@ def post_action(assignment_id: str):
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
-    flow.perform_action(db_session(), assignment, body["action"])
+    session = db_session()
+    paradigm, _ = study_paradigm(session, assignment.study_id)
+    paradigm.perform_action(session, assignment, body["action"])
     return state_response(assignment)
 
 
@@ -121,52 +143,49 @@ def post_action(assignment_id: str):
 def post_environment(assignment_id: str):
     body = _json_body()
     assignment = authorised_assignment(assignment_id, lock=True)
-    flow.record_environment(assignment, body)
+    record_environment(assignment, body)
     return Response(status=204)
+
+
+def _record(assignment_id: str, name: str):
+    """Store one response of the kind ``name`` with the handler the study's paradigm declares for it
+    (:attr:`~server.paradigms.core.Paradigm.responses`); a 409 when its paradigm takes none of that kind."""
+    body = _json_body()
+    assignment = authorised_row(assignment_id)
+    session = db_session()
+    paradigm, _ = study_paradigm(session, assignment.study_id)
+    record = paradigm.responses.get(name)
+    if record is None:
+        raise ApiError(409, "wrong_stage", f"a {paradigm.title} study takes no {name}")
+    status, result = record(session, assignment, body)
+    return jsonify(result), status
 
 
 @bp.post("/assignments/<assignment_id>/votes")
 @_committed
 def post_vote(assignment_id: str):
-    body = _json_body()
-    assignment = authorised_assignment(assignment_id, lock=True)
-    status, result = flow.record_vote(db_session(), assignment, body)
-    return jsonify(result), status
-
-
-def _motion_assignment(assignment_id: str) -> Assignment:
-    assignment = authorised_assignment(assignment_id, lock=True)
-    if not assignment.study.is_motion:
-        raise ApiError(409, "wrong_stage", "this is not a motion-matching study")
-    return assignment
+    return _record(assignment_id, "votes")
 
 
 @bp.post("/assignments/<assignment_id>/calibration")
 @_committed
 def post_calibration(assignment_id: str):
-    from .. import motion
-
-    body = _json_body()
-    status, result = motion.record_calibration(db_session(), _motion_assignment(assignment_id), body)
-    return jsonify(result), status
+    return _record(assignment_id, "calibration")
 
 
 @bp.post("/assignments/<assignment_id>/motion-responses")
 @_committed
 def post_motion_response(assignment_id: str):
-    from .. import motion
-
-    body = _json_body()
-    status, result = motion.record_motion_response(db_session(), _motion_assignment(assignment_id), body)
-    return jsonify(result), status
+    return _record(assignment_id, "motion-responses")
 
 
 @bp.get("/assignments/<assignment_id>/motion-trials/<trial_id>/dots")
 def get_rdk_dots(assignment_id: str, trial_id: str):
     """The server-rendered dot movie of an RDK trial (the browser gets no direction, speed or seed)."""
-    from .. import motion
-
-    data = motion.rdk_dot_movie_of(db_session(), authorised_assignment(assignment_id), trial_id)
+    assignment = authorised_assignment(assignment_id)
+    session = db_session()
+    paradigm, _ = study_paradigm(session, assignment.study_id)
+    data = paradigm.trial_media(session, assignment, trial_id)
     response = Response(data, mimetype="application/octet-stream")
     # A pure function of the trial's stored parameters, which never change: a reload may reuse it.
     # private: it belongs to one assignment (shared caches must not keep it).

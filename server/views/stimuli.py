@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from flask import Blueprint, abort, current_app, send_from_directory
 
-from ..app import db_session
+from ..db import db_session
 from ..models import Study
 from ..stimulus_index import IndexCache, StimulusIndex, name_maker
 from ..storage import content_type

@@ -4,11 +4,15 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy import select
 
-from .. import assignments as flow
-from ..app import db_session
+from ..db import db_session
 from ..errors import ApiError
-from ..models import Assignment, MotionClip, Study, StudySet
+from ..models import Assignment, Study
+from ..paradigms import paradigm_for
+from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info, lock_assignment, spec_for,
+                              study_paradigm)
+from ..paradigms.stages import Stage
 from ..tokens import BadToken, make_token, read_token
+from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls
 
 bp = Blueprint("worker", __name__)
@@ -26,24 +30,23 @@ def entry(slug: str):
     """MTurk's ExternalQuestion URL (with assignmentId, hitId, workerId, turkSubmitTo) or a plain link."""
     study = _study(slug)
     args = request.args
-    spec = flow.spec_for(db_session(), study.id)
-    if args.get("assignmentId") == flow.PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
-        return render_template("preview.html", study=study, spec=spec, example=_example_set(study),
-                               clip_example=_example_clip(study), stimulus_url=stimulus_urls(study))
-    from ..entry import admit_from_request
-
     session = db_session()
+    paradigm = paradigm_for(study)
+    if args.get("assignmentId") == PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
+        return render_template("preview.html", study=study, spec=spec_for(session, study.id),
+                               stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
+                               **paradigm.examples(session, study))
     try:
         if "assignmentId" in args:
-            assignment, _ = flow.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
-                                    assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                    turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
+            assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
+                                           assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
+                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
         else:
-            # The study's [entry] rules decide which links admit (server/entry.py).
-            assignment, _ = flow.enter(session, study, platform="link",
-                                    worker_id=args.get("participant") or args.get("PROLIFIC_PID"),
-                                    signature=args.get("sig"), access_key=args.get("key"),
-                                    admit_new=admit_from_request)
+            # The study's [entry] rules decide which links admit (server/paradigms/entry.py).
+            assignment, _ = paradigm.enter(session, study, platform="link",
+                                           worker_id=args.get("participant") or args.get("PROLIFIC_PID"),
+                                           signature=args.get("sig"), access_key=args.get("key"),
+                                           admit_new=admit_from_request)
         session.commit()
     except BaseException:
         session.rollback()
@@ -63,54 +66,31 @@ def _assignment(token: str) -> Assignment:
     return assignment
 
 
-def _example_set(study: Study) -> StudySet | None:
-    return study.sets[0] if study.sets else None
-
-
-def _example_clip(study: Study) -> dict | None:
-    """Motion studies: the middle frame of the first clip, for the HIT preview."""
-    clip = db_session().scalar(select(MotionClip).where(MotionClip.study_id == study.id)
-                               .order_by(MotionClip.position).limit(1))
-    if clip is None:
-        return None
-    paths = clip.frames["paths"]
-    return {"path": paths[len(paths) // 2], "width": clip.width, "height": clip.height}
-
-
 @bp.get("/w/<token>/")
 def stage_page(token: str):
     assignment = _assignment(token)
     study = assignment.study
-    spec = flow.spec_for(db_session(), study.id)
+    session = db_session()
+    paradigm = paradigm_for(study)
+    spec = spec_for(session, study.id)
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
-              "stimulus_url": stimulus_urls(study)}
+              "stimulus_url": stimulus_urls(study), "paradigm_pages": paradigm.worker_pages}
     stage = assignment.stage
-    if stage == "consent":
+    if stage == Stage.CONSENT:
         return render_template("consent.html", paragraphs=_paragraphs(spec.consent), **common)
-    if stage == "instructions":
+    if stage == Stage.INSTRUCTIONS:
         return render_template("instructions.html", paragraphs=_paragraphs(spec.instructions),
-                               example=_example_set(study), **common)
-    if stage in ("quiz", "trials", "page_done"):
-        return render_template("trials.html", api_base=request.script_root + "/api/v1",
+                               example=paradigm.examples(session, study)["example"], **common)
+    if stage in paradigm.app_stages:  # the paradigm's browser app (trials.html, motion.html)
+        return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",
                                assignment_id=str(assignment.id), study_name=study.name, **common)
-    if stage in ("calibration", "rdk", "main"):  # motion-matching studies: the motion app
-        return render_template("motion.html", api_base=request.script_root + "/api/v1",
-                               assignment_id=str(assignment.id), study_name=study.name, **common)
-    if stage == "completed":
-        return render_template("done.html", completion=flow.completion_info(assignment), **common)
-    if stage == "full":  # no work left before min_pages: no code, no submit form (see flow.no_work_left)
-        return render_template("full.html", message=flow.FULL_MESSAGE, **common)
-    return render_template("stopped.html", message=_stop_message(assignment),
-                           completion=flow.completion_info(assignment), **common)
-
-
-def _stop_message(assignment: Assignment) -> str | None:
-    """Why the worker cannot go on: the worker's status reason, or (motion) why the display was refused."""
-    if assignment.study.is_motion:
-        from ..motion import stop_message
-
-        return stop_message(db_session(), assignment)
-    return assignment.worker.status_reason
+    if stage == Stage.COMPLETED:
+        return render_template("done.html", completion=completion_info(assignment), **common)
+    if stage == Stage.FULL:  # no work left before the required units: no code, no submit form (no_work_left)
+        return render_template("full.html", message=FULL_MESSAGE, **common)
+    # disqualified or stopped: why (the worker's status reason, or why the display was refused)
+    return render_template("stopped.html", message=paradigm.stop_message(session, assignment),
+                           completion=completion_info(assignment), **common)
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -121,7 +101,8 @@ def _advance(token: str, action: str):
     session = db_session()
     try:
         assignment = _assignment(token)
-        flow.perform_action(session, flow.lock_assignment(session, assignment.id), action)
+        paradigm, _ = study_paradigm(session, assignment.study_id)
+        paradigm.perform_action(session, lock_assignment(session, assignment.id), action)
         session.commit()
     except BaseException:
         session.rollback()
@@ -147,7 +128,8 @@ def retry(token: str):
     session = db_session()
     try:
         assignment = _assignment(token)
-        flow.reopen_if_room(session, flow.lock_assignment(session, assignment.id))
+        paradigm, _ = study_paradigm(session, assignment.study_id)
+        paradigm.reopen_if_room(session, lock_assignment(session, assignment.id))
         session.commit()
     except BaseException:
         session.rollback()

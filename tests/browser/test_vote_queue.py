@@ -1,4 +1,4 @@
-"""Browser tests of experiment_ui/static/js/vote_queue.js (the worker's vote upload queue).
+"""Browser tests of experiment_ui/static/js/response_queue.js (the worker's upload queue, here with votes).
 
 A tiny threaded HTTP server serves the real module, a harness page and a fake
 ``POST /api/v1/assignments/A1/votes`` whose failures the test scripts (503,
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODULE = REPO / "experiment_ui" / "static" / "js" / "vote_queue.js"
+JS = REPO / "experiment_ui" / "static" / "js"  # the real modules, served as /static/js/<name>
 TOKEN = "T0K"
 
 # Without chromium the conftest's `browser` fixture skips (or fails in CI).
@@ -28,20 +28,27 @@ pytestmark = pytest.mark.timeout(60)
 
 HARNESS = """<!doctype html>
 <meta charset="utf-8">
-<title>VoteQueue harness</title>
+<title>ResponseQueue harness</title>
 <script type="module">
-import { VoteQueue, backoffDelay, uuid4 } from "/static/js/vote_queue.js";
+import { ResponseQueue, uuid4 } from "/static/js/response_queue.js";
+import { backoffDelay } from "/static/js/assignment_api.js";
+const VOTES = { path: "votes", idField: "vote_id" };  // the route of paired-comparison votes
 const params = new URLSearchParams(location.search);
 window.rejected = [];
 window.delivered = [];
-window.q = new VoteQueue({
+// ?jitter=F fixes the backoff's random factor (0.5 + 0.5 F), so the retry delays are exact.
+const jitter = params.get("jitter");
+window.onQueueChange = null;  // a test's hook on the queue's onChange
+window.q = new ResponseQueue({
   apiBase: "/api/v1/", assignmentId: "A1", token: "%s",
   baseDelayMs: Number(params.get("base") || 40), maxDelayMs: Number(params.get("max") || 400),
+  ...(jitter === null ? {} : { random: () => Number(jitter) }),
+  onChange: (queue) => { if (window.onQueueChange) window.onQueueChange(queue); },
   onRejected: (vote, error) => window.rejected.push({ trial_id: vote.trial_id, ...error }),
   onDelivered: (vote, body) => window.delivered.push({ trial_id: vote.trial_id, status: body.status }),
 });
 window.lib = { backoffDelay, uuid4 };
-window.vote = (trial) => window.q.enqueue({
+window.vote = (trial) => window.q.enqueue(VOTES, {
   trial_id: trial, choice: "left", rt_ms: 512, input: "mouse",
   client_time: new Date().toISOString(), window: { width: 1366, height: 657, dpr: 1 },
 });
@@ -91,8 +98,9 @@ def make_handler(fake: FakeVotes):
             path = self.path.split("?")[0]
             if path == "/harness.html":
                 self._send(200, HARNESS, "text/html; charset=utf-8")
-            elif path == "/static/js/vote_queue.js":
-                self._send(200, MODULE.read_text(encoding="utf-8"), "text/javascript; charset=utf-8")
+            elif path.startswith("/static/js/") and (JS / path[len("/static/js/"):]).is_file():
+                self._send(200, (JS / path[len("/static/js/"):]).read_text(encoding="utf-8"),
+                           "text/javascript; charset=utf-8")
             else:
                 self._send(404, {"error": "not_found", "message": path})
 
@@ -171,7 +179,7 @@ def page(browser, server):
 
 
 def stored_queue(page):
-    return page.evaluate("JSON.parse(localStorage.getItem('perceptlab.votes.A1') || '[]')")
+    return page.evaluate("JSON.parse(localStorage.getItem('perceptlab.responses.A1') || '[]')")
 
 
 def wait_until(predicate, timeout=8.0):
@@ -206,17 +214,52 @@ def test_retries_through_failures_without_losing_or_duplicating(page, server):
     assert order == ["t1", "t2", "t3"]
 
 
+# Resolves, when the queue has scheduled its next retry, with that retry's delay in ms. Event-driven
+# (the queue's onChange), so it needs no polling: a paused page clock also stops Playwright's own
+# animation-frame polling of wait_for_function.
+NEXT_RETRY_DELAY_JS = """() => new Promise((resolve) => {
+  const check = (queue) => {
+    if (!queue.retrying) return;
+    window.onQueueChange = null;
+    resolve(queue.nextRetryAt - Date.now());
+  };
+  window.onQueueChange = check;
+  check(window.q);
+})"""
+
+
 def test_backoff_grows_and_is_capped(page, server):
-    fake, _ = server
-    fake.failures = ["503"] * 5
+    """The retry delays, read off the page's paused clock: base 40 ms doubling per failure up to the
+    400 ms cap, times the jitter factor (fixed at 0.75 here), and no retry a millisecond early."""
+    fake, base = server
+    page.clock.install()
+    page.goto(f"{base}/harness.html?jitter=0.5")
+    page.wait_for_function("window.harnessReady === true")
+    # From here the page's time moves only when the test runs it.
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    fake.failures = ["503"] * 6
     page.evaluate("() => { window.vote('t1'); }")
-    page.wait_for_function("window.q.pending === 0")
-    times = [t for t, _, _ in fake.attempts]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert len(gaps) == 5
-    # base 40 ms with jitter in [0.5, 1): gap 1 in [20, 40) ms, gap 4 in [160, 320) ms, gap 5 capped at < 400 ms.
-    assert gaps[3] > gaps[0] * 2
-    assert max(gaps) < 1.5
+    delays = []
+    for failure in range(1, 7):
+        delay = page.evaluate(NEXT_RETRY_DELAY_JS)
+        delays.append(delay)
+        assert len(fake.attempts) == failure
+        page.clock.run_for(delay - 1)
+        assert page.evaluate("window.q.retrying") is True and len(fake.attempts) == failure  # not yet
+        page.clock.run_for(1)  # due: the retry goes out (the next loop sees its attempt)
+    # 0.75 x min(400, 40 x 2^(n-1)): growing, then capped.
+    assert delays == [30, 60, 120, 240, 300, 300]
+    page.evaluate("() => window.q.whenIdle()")
+    assert [status for _, _, status in fake.attempts] == [503] * 6 + [201]
+    assert fake.trial_ids() == ["t1"]
+
+    # A success resets the backoff: the next failure waits the first delay again.
+    fake.failures = ["503"]
+    page.evaluate("() => { window.vote('t2'); }")
+    assert page.evaluate(NEXT_RETRY_DELAY_JS) == 30
+    page.clock.run_for(30)
+    page.evaluate("() => window.q.whenIdle()")
+    assert fake.trial_ids() == ["t1", "t2"]
 
     delays = page.evaluate("""() => {
       const out = [];
@@ -235,12 +278,12 @@ def test_queued_votes_survive_a_reload(page, server):
     fake.fail_all = True
     page.evaluate("['r1', 'r2', 'r3'].forEach((t) => window.vote(t))")
     assert wait_until(lambda: len(fake.attempts) >= 2)
-    before = [e["vote_id"] for e in stored_queue(page)]
+    before = [e["id"] for e in stored_queue(page)]
     assert len(before) == 3
 
     page.reload()
     page.wait_for_function("window.harnessReady === true")
-    assert [e["vote_id"] for e in stored_queue(page)] == before
+    assert [e["id"] for e in stored_queue(page)] == before
     assert page.evaluate("window.q.pending") == 3
     fake.fail_all = False  # the new page's queue is backing off and retries on its own
     page.wait_for_function("window.q.pending === 0")
@@ -254,7 +297,8 @@ def test_rejected_vote_is_dropped_and_reported(page, server):
     result = page.evaluate("""async () => {
       const bad = window.vote('bad').then(() => 'delivered', (e) => e.error);
       window.vote('ok1');
-      const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000));
+      // A guard against a hang (reported, not waited out by the module's timeout); no deadline.
+      const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 30000));
       return await Promise.race([bad, timeout]);
     }""")
     assert result == "invalid_request"
@@ -287,3 +331,44 @@ def test_uuid4_fallback_without_random_uuid(page):
     pattern = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
     assert all(pattern.match(i) for i in ids)
     assert len(set(ids)) == 50
+
+
+def test_one_queue_for_every_route(page, server):
+    """Each response names its route: a route without an id field (the calibration's: the server is
+    idempotent by the body) sends the body as given, and shares the one queue, in order, with the votes.
+    A refusal has the API's error shape."""
+    fake, _ = server
+    queued = page.evaluate("""() => {
+      const calibration = window.q.enqueue({ path: "calibration", idField: null }, { card_width_px: 323.5 });
+      window.refusal = calibration.then(() => null, (e) => ({ status: e.status, error: e.error, message: e.message,
+                                                               name: e.name }));
+      window.vote("after");
+      return JSON.parse(localStorage.getItem("perceptlab.responses.A1"));
+    }""")
+    assert [e["path"] for e in queued] == ["calibration", "votes"]
+    assert json.loads(queued[0]["body"]) == {"card_width_px": 323.5}   # no id added
+    assert json.loads(queued[1]["body"])["vote_id"] == queued[1]["id"]
+    # The fake server knows no /calibration: a 404, refused for good; the vote behind it goes through.
+    assert page.evaluate("window.refusal") == {"status": 404, "error": "not_found",
+                                               "message": "/api/v1/assignments/A1/calibration", "name": "ApiError"}
+    page.wait_for_function("window.q.pending === 0")
+    assert fake.trial_ids() == ["after"]
+
+
+def test_queues_of_an_earlier_release_are_taken_over(page, server):
+    """Votes that a page of the previous release left in its own localStorage queue are not lost when
+    the new page loads: they join the one queue, oldest first, and are delivered."""
+    fake, _ = server
+    old = [{"vote_id": f"00000000-0000-4000-8000-00000000000{i}", "queued_at": i,
+            "body": json.dumps({"vote_id": f"00000000-0000-4000-8000-00000000000{i}", "trial_id": f"old{i}",
+                                "choice": "left", "rt_ms": 500, "input": "mouse"})} for i in (1, 2)]
+    fake.fail_all = True  # hold them in the queue until the test has looked
+    page.evaluate("(old) => localStorage.setItem('perceptlab.votes.A1', old)", json.dumps(old))
+    page.reload()
+    page.wait_for_function("window.harnessReady === true")
+    assert page.evaluate("localStorage.getItem('perceptlab.votes.A1')") is None
+    assert [(e["id"], e["path"]) for e in stored_queue(page)] == [(e["vote_id"], "votes") for e in old]
+    fake.fail_all = False
+    page.wait_for_function("window.q.pending === 0")
+    assert fake.trial_ids() == ["old1", "old2"]
+    assert sorted(fake.stored) == [e["vote_id"] for e in old]

@@ -240,7 +240,7 @@ def _page_action(page, button: str, how: str = "mouse") -> None:
 class VoteOutage:
     """The server side of an outage: while ``down``, vote POSTs are answered 503 (and counted).
 
-    ``page.route`` cannot stop everything: the keep-alive requests that vote_queue.js fires when
+    ``page.route`` cannot stop everything: the keep-alive requests that response_queue.js fires when
     the page goes away (pagehide) leave the browser without passing through it.
     """
 
@@ -261,7 +261,7 @@ class VoteOutage:
 
 def _local_votes(page) -> list[dict]:
     """Votes the page holds in localStorage (not yet acknowledged by the server)."""
-    raw = page.evaluate("""() => Object.keys(localStorage).filter((k) => k.startsWith('perceptlab.votes.'))
+    raw = page.evaluate("""() => Object.keys(localStorage).filter((k) => k.startsWith('perceptlab.responses.'))
                                   .map((k) => localStorage.getItem(k))""")
     return [json.loads(entry["body"]) for blob in raw for entry in json.loads(blob)]
 

@@ -79,6 +79,9 @@ def make_test_app(database_url: str, instance_path: Path, **overrides):
     # API tests create many workers from one address (the test client's); the tests of the entry
     # rate limit (test_fair_allocation.py) set ``entry_limit`` themselves.
     overrides.setdefault("entry_limit", 0)
+    # Running scale estimates are computed in the asking thread: tests replace parts of the computation
+    # in this process (test_live_scales.py runs the child process on purpose).
+    overrides.setdefault("live_scales_process", False)
 
     return create_app(database_url=database_url, instance_path=str(instance_path), secret_key="test-secret",
                       testing=True, **overrides)
@@ -132,7 +135,7 @@ def write_study_file(folder: Path, demo_stimuli: Path, slug: str = "demo", **sec
 
 
 def create_test_study(app, demo_stimuli: Path, folder: Path, slug: str = "demo", **sections):
-    from server.studies import create_study, read_study_file
+    from server.paradigms import create_study, read_study_file
 
     spec = read_study_file(write_study_file(folder, demo_stimuli, slug, **sections))
     with app.extensions["perceptlab.sessions"]() as session:

@@ -15,7 +15,7 @@ from server.cli import cli
 from server.login_throttle import ACCOUNT, CLIENT, DEVICE, MAX_USERNAMES_PER_CLIENT, USERNAME_WINDOW
 from server.models import LoginSession
 
-from .conftest import make_test_app
+from .conftest import WorkerClient, make_test_app
 from .test_admin import PASSWORD, csrf_of, user  # noqa: F401 (fixture)
 
 WRONG = "not the password"
@@ -212,9 +212,9 @@ def test_a_misspelt_secure_cookies_setting_is_refused_at_start(sqlite_url, tmp_p
 
 
 def test_the_production_example_turns_secure_cookies_on():
-    from server.config import DEFAULT_CONFIG, load_config
+    from server.config import PRODUCTION_EXAMPLE, load_config
 
-    example = DEFAULT_CONFIG.parent / "production.example.toml"
+    example = PRODUCTION_EXAMPLE
     config = load_config({"PERCEPTLAB_CONFIG": str(example)})
     assert auth.secure_cookie_mode(config["server"]) is True
     assert auth.secure_cookie_mode(load_config({})["server"]) == "auto"
@@ -264,6 +264,26 @@ def test_idle_sessions_end(app, user):
         row.last_seen_at = row.last_seen_at - auth.SESSION_IDLE - dt.timedelta(minutes=1)
         session.commit()
     assert owner.get("/admin/").status_code == 302
+
+
+def test_worker_api_requests_have_no_login_session(app, user, study):
+    """The worker API authenticates by bearer token alone: it gets Flask's null session, so an
+    experimenter's login cookie is neither read nor renewed there and authorises nothing."""
+    from flask import session
+    from flask.sessions import NullSession
+
+    experimenter = browser(app)
+    assert attempt(experimenter).status_code == 303
+    worker = WorkerClient(experimenter, study)  # the same browser, holding the login cookie
+    state = experimenter.get(f"/api/v1/assignments/{worker.assignment_id}/state", headers=worker.headers)
+    assert state.status_code == 200 and "Set-Cookie" not in state.headers
+    cookie_only = experimenter.get(f"/api/v1/assignments/{worker.assignment_id}/state")
+    assert cookie_only.status_code == 403 and cookie_only.json["error"] == "bad_token"
+    with app.test_request_context(f"/api/v1/assignments/{worker.assignment_id}/state"):
+        assert isinstance(session._get_current_object(), NullSession)
+    with app.test_request_context("/admin/"):
+        assert not isinstance(session._get_current_object(), NullSession)
+    assert experimenter.get("/admin/").status_code == 200  # the login itself is untouched
 
 
 # ---------------------------------------------------------------- headers

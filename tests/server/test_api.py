@@ -9,6 +9,7 @@ checked as well.
 """
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import re
@@ -24,7 +25,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from sqlalchemy import func, select, update
 
-from server.models import Assignment, Base, Study, Trial, Vote
+from server.models import Assignment, Base, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
 
 from .conftest import WorkerClient, gold_side
 
@@ -531,6 +532,20 @@ def test_tokens(app, study, client):
     assert client.get(f"/api/v1/assignments/{mine.assignment_id}/state", headers=mine.headers).status_code == 200
 
 
+def test_a_replaced_nonce_revokes_a_token_already_in_use(app, study, client):
+    """Verified tokens are remembered (server/tokens.py), but the nonce is compared with the database
+    on every request: replacing it stops the very token that was just accepted."""
+    worker = WorkerClient(client, study)
+    url = f"/api/v1/assignments/{worker.assignment_id}/state"
+    assert client.get(url, headers=worker.headers).status_code == 200
+    assert client.get(url, headers=worker.headers).status_code == 200  # now a remembered token
+    with app.extensions["perceptlab.sessions"]() as session:
+        session.get(Assignment, int(worker.assignment_id)).token_nonce = "f" * 16
+        session.commit()
+    expect_error(client.get(url, headers=worker.headers), 403, "bad_token")
+    expect_error(client.get(url, headers={"Authorization": "Bearer " + "x" * 10_000}), 403, "bad_token")
+
+
 # ---------------------------------------------------------------- votes: idempotency and ownership
 
 def test_vote_replays_conflicts_and_answered_trials(app, study, client):
@@ -589,6 +604,58 @@ def test_vote_for_a_trial_of_another_assignment(app, study, client):
     # Their trial is still open for them.
     response = theirs.vote(their_state["page"]["trials"][0]["trial_id"], "left")
     assert response.status_code == 201
+
+
+def test_a_stored_vote_writes_its_rows(app, study, client, clock):
+    """What one vote stores, column by column (PostgreSQL stores a vote in one statement, SQLite in
+    several: both must write the same): the vote, its pair's counter (real pairs only), the gold
+    result of a gold trial, the page's reservation renewed, the quiz page left unreserved."""
+    worker, state = _at_trials(client, study)
+    trials = state["page"]["trials"]
+    real = next(t for t in trials if gold_side(app, t) is None)
+    gold = next(t for t in trials if gold_side(app, t) is not None)
+    wrong = "right" if gold_side(app, gold) == "left" else "left"
+    with app.extensions["perceptlab.sessions"]() as session:
+        page = session.scalar(select(Page).join(Trial, Trial.page_id == Page.id)
+                              .where(Trial.id == int(real["trial_id"])))
+        reserved_before = as_utc(page.reserved_until)
+        shown = {int(t["trial_id"]): session.execute(
+            select(Trial.pair_id, Trial.left_is_a, Pair.stimulus_a_id, Pair.stimulus_b_id, Pair.n_votes)
+            .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == int(t["trial_id"]))).one() for t in (real, gold)}
+    clock.advance(minutes=2)
+    bodies = {}
+    for trial, choice in ((real, "right"), (gold, wrong)):
+        body = _vote_body(trial["trial_id"], choice)
+        response = client.post(f"/api/v1/assignments/{worker.assignment_id}/votes", headers=worker.headers, json=body)
+        assert response.status_code == 201
+        assert response.json == {"vote_id": body["vote_id"], "status": "stored", "stage": "trials",
+                                 "page_complete": False}
+        bodies[int(trial["trial_id"])] = body
+    with app.extensions["perceptlab.sessions"]() as session:
+        assignment = session.get(Assignment, int(worker.assignment_id))
+        for trial_id, body in bodies.items():
+            pair_id, left_is_a, a, b, n_votes = shown[trial_id]
+            vote = session.scalar(select(Vote).where(Vote.trial_id == trial_id))
+            assert (vote.client_vote_id, vote.pair_id, vote.chose_left, vote.winner_id) == (
+                body["vote_id"], pair_id, False, b if left_is_a else a)  # "right" shows b when a is on the left
+            assert (vote.assignment_id, vote.worker_id, vote.study_id) == (
+                assignment.id, assignment.worker_id, assignment.study_id)
+            assert (vote.rt_ms, vote.input, vote.client_time, vote.window_width, vote.window_height,
+                    vote.device_pixel_ratio) == (812, "keyboard", "2026-11-21T10:00:00.000Z", 1366, 768, 2)
+            assert vote.created_at is not None
+            counted = 0 if trial_id == int(gold["trial_id"]) else 1  # gold pairs keep no counter
+            assert session.get(Pair, pair_id).n_votes == n_votes + counted
+        gold_vote = session.scalar(select(Vote.id).where(Vote.trial_id == int(gold["trial_id"])))
+        results = session.execute(select(GoldResult.vote_id, GoldResult.worker_id, GoldResult.assignment_id,
+                                         GoldResult.is_quiz, GoldResult.correct)
+                                  .where(GoldResult.assignment_id == assignment.id, ~GoldResult.is_quiz)).all()
+        assert [tuple(r) for r in results] == [(gold_vote, assignment.worker_id, assignment.id, False, False)]
+        assert session.scalar(select(func.count()).select_from(GoldResult).where(
+            GoldResult.assignment_id == assignment.id, GoldResult.is_quiz, GoldResult.correct)) == 3
+        # The votes renewed the page's reservation from the clock's new time; the quiz page has none.
+        assert as_utc(session.get(Page, page.id).reserved_until) == reserved_before + dt.timedelta(minutes=2)
+        assert session.scalar(select(Page.reserved_until).where(Page.assignment_id == assignment.id,
+                                                                Page.kind == "quiz")) is None
 
 
 # ---------------------------------------------------------------- stages

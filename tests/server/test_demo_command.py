@@ -8,9 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 import requests
 
 
+@pytest.mark.slow  # builds the demo's stimuli and clips in a subprocess
 def test_demo_serves_worker_and_dashboard_links(tmp_path):
     """One demo run serves both studies: paired comparison ("demo") and motion matching ("demo-motion")."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -62,7 +64,8 @@ def check_motion_study(base: str, output: str, tmp_path) -> None:
     session = requests.Session()
     assert session.post(consent.url + "consent", data={"agree": "yes"}, timeout=10).status_code == 200
     page = session.post(consent.url + "instructions", timeout=10)
-    assert page.status_code == 200 and 'id="motion-root"' in page.text and "motion_app.js" in page.text
+    assert page.status_code == 200 and 'id="motion-root"' in page.text and "assignment_driver.js" in page.text
+    assert "motion-matching" in page.text  # the driver's paradigm (static/js/paradigms.js)
     assignment = re.search(r'&#34;assignmentId&#34;: &#34;(\d+)&#34;|"assignmentId": "(\d+)"', page.text)
     assignment_id = next(g for g in assignment.groups() if g)
     state = requests.get(f"{base}/api/v1/assignments/{assignment_id}/state",

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server.entry import EntryLimiter, link_signature
 from server.models import Assignment, MTurkHit, Page, Pair, Study, Trial, Vote, Worker
-from server.studies import StudyDefinitionError, read_study_file
+from server.paradigms import StudyDefinitionError, read_study_file
+from server.paradigms.entry import EntryLimiter, link_signature
 
 from .conftest import create_test_study, make_test_app, write_study_file
 from .test_api import SpecClient

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import numpy as np
+import pytest
 from scipy.special import ndtr
 from scipy.stats import spearmanr
 from sqlalchemy import func, select
@@ -264,3 +269,116 @@ def test_background_thread_survives_errors(app, study, monkeypatch):
 def _vote_count(app, study_id: int) -> int:
     with app.extensions["perceptlab.sessions"]() as session:
         return session.scalar(select(func.count()).select_from(Vote).where(Vote.study_id == study_id))
+
+
+# ---------------------------------------------------------------- the computing child process
+
+CHILD_NICE = 3  # small: the child must still get some CPU while other tests load the machine
+
+
+def _process_gone(pid: int) -> bool:
+    """True once ``pid`` has ended (no longer listed, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_snapshot_is_computed_in_a_low_priority_child_process(app, study):
+    """The analysis runs in a child of the server process: niced, one BLAS thread; its failures are
+    reported and survived, a killed child is replaced, and stopping the app ends it."""
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=2, pairs_per_worker=20)
+    app.config["SERVER"].update(live_scales_process=True, live_scales_nice=CHILD_NICE, live_scales_bootstrap=10)
+    state = live_scales._state(app)
+    assert state.child is None  # started lazily: nothing runs before the first snapshot is needed
+    try:
+        assert live_scales.refresh_if_stale(app, study_id) is True
+        assert _snapshot(app, study_id).n_votes == _vote_count(app, study_id)
+        child = state.child
+        info = child.describe()
+        assert info["pid"] == child.pid and info["pid"] != os.getpid()
+        assert info["niceness"] == min(os.getpriority(os.PRIO_PROCESS, 0) + CHILD_NICE, 19)
+        assert info["blas_threads"] == 1
+        assert live_scales.refresh_if_stale(app, study_id) is False  # up to date: the child is not asked
+
+        # A failure in the child is the asker's exception; the child carries on.
+        with pytest.raises(live_scales.ScaleProcessError, match="no study with id"):
+            child.compute(app.config["DATABASE_URL"], 10_000, bootstrap=0)
+        assert child.pid == info["pid"]
+
+        # A child that died between requests is replaced by the next one.
+        os.kill(info["pid"], signal.SIGKILL)
+        while child.pid is not None:  # the signal is delivered asynchronously (pid is None once it has ended)
+            time.sleep(0.01)
+        add_votes(app, study, honest=1, pairs_per_worker=5, seed=3)
+        assert live_scales.refresh_if_stale(app, study_id) is True
+        assert child.pid not in (None, info["pid"])
+        assert _snapshot(app, study_id).n_votes == _vote_count(app, study_id)
+
+        # Idle long enough, it is let go; the next snapshot starts another.
+        second = child.pid
+        assert child.close_if_idle(idle_seconds=0) is True and child.pid is None
+        assert _process_gone(second)
+    finally:
+        live_scales.stop_background_refresh(app)
+    assert state.child is None
+
+
+def test_background_refresh_uses_the_child_and_stopping_ends_it(app, study):
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=2, pairs_per_worker=10)
+    app.config["SERVER"].update(live_scales_interval=0.05, live_scales_bootstrap=10, live_scales_process=True,
+                                live_scales_nice=CHILD_NICE)
+    thread = live_scales.start_background_refresh(app)
+    try:
+        deadline = time.monotonic() + 120  # the child's imports run at lower priority on a busy machine
+        while _snapshot(app, study_id) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _snapshot(app, study_id).n_votes == _vote_count(app, study_id)
+        pid = live_scales._state(app).child.pid
+        assert pid is not None and pid != os.getpid()
+    finally:
+        live_scales.stop_background_refresh(app)
+    assert not thread.is_alive() and _process_gone(pid)
+
+
+def test_child_ends_when_its_server_process_dies():
+    """A server process killed without clean-up (no atexit) leaves no computing process behind: the child
+    reads the end of its request pipe and exits."""
+    script = ("import os, sys\n"
+              "from server.live_scales import ScaleProcess\n"
+              f"child = ScaleProcess(nice={CHILD_NICE})\n"
+              "print(child.describe()['pid'], flush=True)\n"
+              "os._exit(0)\n")
+    server = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert server.returncode == 0, server.stderr
+    pid = int(server.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while not _process_gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _process_gone(pid)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)  # the advisory lock is PostgreSQL's
+def test_other_process_computing_is_respected_by_the_child_mode(app, study, database_url):
+    """With the child process on, the locks still sit in the server process: a study another process is
+    computing (PostgreSQL's advisory lock) starts no child at all."""
+    import psycopg
+
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=2, pairs_per_worker=20)
+    app.config["SERVER"].update(live_scales_process=True, live_scales_nice=CHILD_NICE, live_scales_bootstrap=10)
+    key = live_scales.ADVISORY_KEY_BASE + study_id
+    try:
+        with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s)", (key,))
+            assert live_scales.refresh_if_stale(app, study_id) is False
+            assert live_scales._state(app).child is None and _snapshot(app, study_id) is None
+            other.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        assert live_scales.refresh_if_stale(app, study_id) is True
+        assert _snapshot(app, study_id).n_votes == _vote_count(app, study_id)
+    finally:
+        live_scales.stop_background_refresh(app)

@@ -1,4 +1,4 @@
-"""Motion-matching studies over the worker API (server/motion.py), on SQLite and PostgreSQL.
+"""Motion-matching studies over the worker API (server/paradigms/motion.py), on SQLite and PostgreSQL.
 
 A scripted worker goes through consent, instructions, calibration, the RDK screening (practice
 with a failed trial repeated, then test trials) and the main session. Every response passes
@@ -51,7 +51,7 @@ def write_motion_study(folder: Path, manifest: Path, slug: str = "motion", **sec
 
 
 def create_motion_study(app, manifest: Path, folder: Path, slug: str = "motion", **sections) -> str:
-    from server.studies import create_study, read_study_file
+    from server.paradigms import create_study, read_study_file
 
     spec = read_study_file(write_motion_study(folder, manifest, slug, **sections))
     with app.extensions["perceptlab.sessions"]() as session:
@@ -151,7 +151,7 @@ class MotionWorker:
     def gt(self, trial_id: int) -> tuple[float, float]:
         """The true vector of a trial, read from the database (State hides it on test trials)."""
         from server.models import MotionClip as Clip
-        from server.motion import trial_gt
+        from server.paradigms.motion import trial_gt
 
         with self.app.extensions["perceptlab.sessions"]() as session:
             row = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v,
@@ -508,8 +508,8 @@ def test_timing_uses_the_calibrated_refresh(app, motion_study):
 # ---------------------------------------------------------------- study files
 
 def test_motion_study_file_validation(motion_clips, tmp_path):
-    from server.motion_studies import MOTION_STUDY_TEMPLATE, MotionSpec
-    from server.studies import StudyDefinitionError, read_study_file
+    from server.paradigms import StudyDefinitionError, read_study_file
+    from server.paradigms.motion_study import MOTION_STUDY_TEMPLATE, MotionSpec
 
     spec = read_study_file(write_motion_study(tmp_path, motion_clips))
     assert isinstance(spec, MotionSpec) and spec.main_trials == 80 and spec.isi2_ms(10) == pytest.approx(1166.667,
@@ -533,7 +533,7 @@ def test_motion_study_file_validation(motion_clips, tmp_path):
 
 
 def test_motion_study_creation_stores_clips_and_probes(app, motion_clips, tmp_path):
-    from server.studies import StudyDefinitionError, create_study, read_study_file
+    from server.paradigms import StudyDefinitionError, create_study, read_study_file
 
     create_motion_study(app, motion_clips, tmp_path)
     with app.extensions["perceptlab.sessions"]() as session:
@@ -584,7 +584,8 @@ def test_worker_pages_of_a_motion_study(app, motion_study):
     assert "How to match the motion" in instructions and "credit-card" in instructions
     client.post(stage_url + "instructions")
     app_page = client.get(stage_url).get_data(as_text=True)
-    assert 'id="motion-root"' in app_page and "js/motion_app.js" in app_page and "css/motion.css" in app_page
+    assert 'id="motion-root"' in app_page and "js/assignment_driver.js" in app_page and "css/motion.css" in app_page
+    assert "motion-matching" in app_page  # the driver's paradigm (static/js/paradigms.js)
     token = stage_url.rstrip("/").rsplit("/", 1)[1]
     assert f"&#34;token&#34;: &#34;{token}&#34;" in app_page or f'"token": "{token}"' in app_page
     # A refused display ends on the stop page with the reason.

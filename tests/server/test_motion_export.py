@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from server import exports
 from server.cli import cli
+from server.paradigms import motion_export
 from server.models import MotionClip, MotionProbe, MotionResponse, Study
 
 from .test_admin import admin, user  # noqa: F401 - fixtures
@@ -42,9 +43,9 @@ def _finished_worker(app, slug: str, worker_id: str, drops_on_first_main: int = 
 def _tables(app, slug: str, salt: bytes | None) -> dict[str, list[dict]]:
     with app.extensions["perceptlab.sessions"]() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == slug))
-        tables = exports.export_motion(session, study_id, salt=salt)
-        tables["frames.csv"] = exports.export_frames(session, study_id, salt=salt)
-    return {name: _rows(text) for name, text in exports.motion_csv_texts(tables).items()}
+        tables = motion_export.export_motion(session, study_id, salt=salt)
+        tables["frames.csv"] = motion_export.export_frames(session, study_id, salt=salt)
+    return {name: _rows(text) for name, text in motion_export.motion_csv_texts(tables).items()}
 
 
 def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noqa: F811
@@ -112,7 +113,7 @@ def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noq
     from analysis.motion import read_motion_csv
 
     path = tmp_path / "motion.csv"
-    path.write_text(exports.motion_csv_texts({"motion.csv": [dict(r) for r in motion]})["motion.csv"])
+    path.write_text(motion_export.motion_csv_texts({"motion.csv": [dict(r) for r in motion]})["motion.csv"])
     trials = read_motion_csv(path)
     assert len(trials.worker_id) == 12 and trials.frame_drops.sum() == 2
 
@@ -141,7 +142,7 @@ def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, mon
 
 
 def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):
-    from server.studies import read_study_file
+    from server.paradigms import read_study_file
 
     result = CliRunner().invoke(cli, ["study", "template", "--motion"])
     assert result.exit_code == 0 and 'kind = "motion"' in result.output

@@ -59,15 +59,16 @@ def test_payment_plan_pays_reward_and_extra_pages(app, study):
         assert len(payment_plan(db, s).rows) == 2
 
 
-def test_a_motion_session_is_paid_as_one_page_at_the_session_reward():
-    """Motion studies pay one session per assignment: the payment code sees one page at
-    ``reward_per_session`` and no bonus pages, however the spec was made."""
-    from server.motion_studies import MotionSpec
-    from server.mturk import hit_reward
-    from server.studies import spec_from_config
+def test_a_motion_session_is_paid_as_one_unit_at_the_session_reward():
+    """Motion studies pay one session per assignment: their paradigm's unit of pay is a session at
+    ``reward_per_session``, the HIT requires one and no further one earns a bonus, however the spec was made."""
+    from server.paradigms import paradigm_of_spec, spec_from_config
+    from server.paradigms.motion_study import MotionSpec
 
     spec = MotionSpec(slug="m", name="m", clips=("clips/manifest.json",), reward_per_session="3.50")
-    assert hit_reward(spec) == Decimal("3.50")
+    assert paradigm_of_spec(spec).pay_unit(spec).hit_reward == Decimal("3.50")
     stored = spec_from_config(spec.to_config())
-    assert isinstance(stored, MotionSpec) and hit_reward(stored) == Decimal("3.50")
-    assert (stored.min_pages, stored.max_pages, stored.bonus_per_page) == (1, 1, "0.00")
+    pay = paradigm_of_spec(stored).pay_unit(stored)
+    assert isinstance(stored, MotionSpec) and pay.hit_reward == Decimal("3.50")
+    assert (pay.name, pay.required, pay.most, pay.bonus) == ("session", 1, 1, Decimal("0.00"))
+    assert pay.extra_units(1) == 0

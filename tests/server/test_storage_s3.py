@@ -3,13 +3,15 @@ caching headers, skipping unchanged files, multipart), presigned and public URLs
 ``perceptlab storage`` commands and an app whose State hands out S3 URLs (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shutil
-import time
 import uuid
 from pathlib import Path
 
+import botocore.auth
+import botocore.compat
 import pytest
 import requests
 from click.testing import CliRunner
@@ -157,7 +159,7 @@ def test_presigned_urls_fetch_identical_bytes_and_are_cached(s3, folder):
     assert len(storage._urls) == 3                       # bounded
 
 
-def test_tampered_and_expired_urls_are_refused(s3, folder):
+def test_tampered_and_expired_urls_are_refused(s3, folder, monkeypatch):
     storage = _storage(s3)
     shown = _shown(folder)
     storage.upload_files(folder, "demo", shown, progress=False)
@@ -170,10 +172,13 @@ def test_tampered_and_expired_urls_are_refused(s3, folder):
     flipped = ("0" if signature[0] != "0" else "1") + signature[1:]
     assert requests.get(url.replace(signature, flipped), timeout=10).status_code == 403
     assert requests.get(url.split("?")[0], timeout=10).status_code == 403   # unsigned: the bucket is private
-    short = storage.presign(storage.key("demo", name), expires=1)
-    assert requests.get(short, timeout=10).status_code == 200
-    time.sleep(2.2)
-    assert requests.get(short, timeout=10).status_code == 403
+    # Expiry without waiting for it: URLs signed two minutes ago (botocore's signing clock moved back).
+    # One valid for a minute is refused; one valid for ten is not, so the age alone is not the reason.
+    signed_at = botocore.compat.get_current_datetime() - datetime.timedelta(minutes=2)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: signed_at)
+    key = storage.key("demo", name)
+    assert requests.get(storage.presign(key, expires=600), timeout=10).status_code == 200
+    assert requests.get(storage.presign(key, expires=60), timeout=10).status_code == 403
 
 
 def test_public_base_url_mode():

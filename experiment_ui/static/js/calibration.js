@@ -1,5 +1,6 @@
-// Screen calibration for motion studies (HuPerFlow, seed 003 §3.1.1): a self-contained
-// ES module in the spirit of a jsPsych plugin -- parameters first, then the code.
+// Screen calibration plugin for motion studies (HuPerFlow, seed 003 §3.1.1): a self-contained
+// ES module in the spirit of a jsPsych plugin -- parameters first, then the code that runs the
+// one calibration screen (Calibration; ScreenCalibration is the plugin the assignment driver runs).
 //
 // 1. Credit card: the worker resizes an on-screen card to a real one (85.60 x 53.98 mm)
 //    with the arrow keys (1 px, Shift 10 px) or by dragging the corner handle.  The
@@ -11,13 +12,19 @@
 //    the server decides from their median (>= refresh_samples intervals are sent).
 // 3. Fullscreen: requested on a button press (inside MTurk's iframe it may be refused;
 //    the outcome is recorded, the study goes on either way).
-// The body of POST /calibration is built by `calibrationBody`; the caller sends it.
+// The body of POST /calibration is built by `calibrationBody`; the caller sends it (the driver:
+// through its response queue).
 
-import { el } from './dom.js';
+import { el, unlessAborted } from './dom.js';
+
 export const info = Object.freeze({
   name: 'screen-calibration',
-  version: 1,
+  version: 2,
   description: 'Credit-card size calibration, refresh-rate estimate and fullscreen request.',
+  // Where the calibration goes: POST .../calibration.  The server is idempotent by the body itself
+  // (the same body again answers the stored result), so it carries no id.  The screen reports a
+  // refusal itself, so the driver stays quiet about it.
+  response: Object.freeze({ path: 'calibration', idField: null, quietRejection: () => true }),
   parameters: Object.freeze({
     card_width_mm: { type: 'float', default: 85.6, description: 'ISO/IEC 7810 ID-1 card width.' },
     card_height_mm: { type: 'float', default: 53.98, description: 'ISO/IEC 7810 ID-1 card height.' },
@@ -279,4 +286,54 @@ export function runCalibration(container, options) {
   const c = new Calibration(container, options);
   if (options.onCreate) options.onCreate(c);
   return c.run();
+}
+
+/**
+ * The calibration screen as the assignment driver runs it (stage "calibration"): the body goes
+ * through the driver's response queue and the server's answer decides (accepted: the next stage;
+ * refused display: disqualified, with the reason on the page).  Resolves with null: the driver then
+ * follows the server's State.
+ */
+export class ScreenCalibration {
+  static info = info;
+
+  constructor(driver, params) {
+    this.driver = driver;
+    this.params = params;
+    this.current = null;       // the Calibration on screen (tests and debugging read it)
+    this.container = null;
+  }
+
+  /**
+   * @param {HTMLElement} container  the driver's stage element
+   * @param {{params: object}} trial  the study's parameters (State's params)
+   * @param {{finish: Function, signal: AbortSignal}} step
+   */
+  async run(container, trial, { finish, signal }) {
+    this.container = container;
+    this.driver.setStatus('');
+    this.driver.setProgress('');
+    container.replaceChildren();
+    const calibration = this.current = new Calibration(container, {
+      params: { ...this.params, ...(trial.params || {}) },
+      submit: async (body) => {
+        try {
+          return await finish(body, { awaitAnswer: true });
+        } catch (error) {
+          if (error.status === 409) return null;  // calibrated already: follow the server's State
+          throw error;
+        }
+      },
+    });
+    await unlessAborted(calibration.run(), signal);
+    calibration.dispose();
+    this.clear();
+    return null;
+  }
+
+  clear() {
+    if (this.current) this.current.dispose();
+    this.current = null;
+    if (this.container) this.container.replaceChildren();
+  }
 }

@@ -1,8 +1,31 @@
-// Small helpers shared by the worker-side modules (pc_trial.js, calibration.js,
-// motion_trial.js, motion_app.js): building DOM nodes, waiting, and the guarded
-// reload that hands a page over to the server when the worker's stage changes.
+// Small helpers shared by the worker-side modules (the assignment driver and its trial plugins):
+// building DOM nodes, waiting, the error a plugin throws when its stimuli do not load, and the
+// guarded reload that hands a page over to the server when the worker's stage changes.
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `promise`, cut short by `signal`: resolves (or rejects) as `promise` does, or with null as soon
+ * as `signal` aborts -- for waits (a click, a trial) that the driver may call off.
+ */
+export function unlessAborted(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.resolve(null);
+  return new Promise((resolve, reject) => {
+    const stop = () => resolve(null);
+    signal.addEventListener('abort', stop, { once: true });
+    promise.then(
+      (value) => { signal.removeEventListener('abort', stop); resolve(value); },
+      (error) => { signal.removeEventListener('abort', stop); reject(error); });
+  });
+}
+
+/**
+ * Thrown by a trial plugin whose stimuli could not be loaded. The driver shows `message` to the
+ * worker (it should say that the page tries again), waits, and asks the server where things stand.
+ */
+export class StimulusLoadError extends Error {}
+StimulusLoadError.prototype.name = 'StimulusLoadError';
 
 /**
  * `el('p', {class: 'note', text: 'Hi'}, child...)`: an element with attributes.

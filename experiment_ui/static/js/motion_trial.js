@@ -1,6 +1,7 @@
-// Motion-matching trial (HuPerFlow paradigm, seed 003 Fig. 2): one self-contained ES
+// Motion-matching trial plugin (HuPerFlow paradigm, seed 003 Fig. 2): one self-contained ES
 // module in the spirit of a jsPsych plugin -- the parameters it understands are
-// declared first, then the code that runs them.
+// declared first, then the code that runs ONE trial (MotionTrial, and MotionMatching, the
+// plugin the assignment driver runs for the RDK screening and the main blocks).
 //
 // A trial is a loop of cycles (cycle_ms = 3000):
 //   movie (movie_frames stimulus frames at 30 Hz) -> ISI1 (1000 ms, grey) ->
@@ -19,13 +20,29 @@
 // ISI screens are mid grey with the four placeholder dots (HuPerFlow shows a grey
 // screen); the control panel outline and the purple cursor dot are drawn in every phase.
 // rt_ms is measured from the trial start (onset of the first movie frame) to the click.
+//
+// No answers reach the page before the worker gives one: an RDK trial's dots come pre-rendered
+// from the server (GET .../motion-trials/{id}/dots, fetched while the worker reads the intro or
+// answers the trial before), and a feedback trial's true vector comes only in the answer to its
+// stored response.
 
-import { el } from './dom.js';
+import { el, unlessAborted, StimulusLoadError } from './dom.js';
+
 export const info = Object.freeze({
   name: 'motion-matching',
-  version: 1,
+  version: 2,
   description: 'Method of adjustment for perceived motion at a probe (movie -> ISI -> matching noise -> ISI, repeated).',
+  // Where its responses (with their raw frame logs) go: POST .../motion-responses, idempotent by response_id.
+  response: Object.freeze({
+    path: 'motion-responses',
+    idField: 'response_id',
+    // A trial answered already or a block that moved on: the next State says where things stand.
+    quietRejection: (error) => error.status === 409,
+  }),
+  // The study sends the stimulus parameters in State's params; saving_delay_ms is the page's own.
   parameters: Object.freeze({
+    saving_delay_ms: { type: 'int', default: 600,
+      description: 'Show "Saving your answer" only if the server has not answered after this long.' },
     frame_rate_hz: { type: 'float', default: 30, description: 'Stimulus frame rate (movie and matching noise).' },
     cycle_ms: { type: 'float', default: 3000, description: 'Length of one cycle.' },
     isi1_ms: { type: 'float', default: 1000, description: 'Grey interval between movie and matching noise.' },
@@ -277,6 +294,7 @@ export class MotionTrial {
     this.cursor = null;        // last valid panel value (null until the cursor entered the panel)
     this.cursorXY = null;      // its offset from the panel centre
     this.state = 'loading';    // loading | ready | running | paused | done
+    this.cancelled = false;    // cancel(): the driver moved on; run() resolves with null
     this.onMove = this.onMove.bind(this);
     this.onClick = this.onClick.bind(this);
     this.onKey = this.onKey.bind(this);
@@ -314,6 +332,7 @@ export class MotionTrial {
     this.setStatus('Loading the movie…');
     this.assets = this.options.assets
       || await loadTrialAssets(this.trial, this.params, { loadDots: this.options.loadDots });
+    if (this.cancelled) return null;
     this.pattern = this.ctx.createPattern(this.assets.noise, 'repeat');
     window.addEventListener('mousemove', this.onMove);
     window.addEventListener('mousedown', this.onClick);
@@ -324,6 +343,14 @@ export class MotionTrial {
     if (this.options.autoStart) this.begin();
     else this.showCue();
     return done;
+  }
+
+  /** Stop for good (the page moved on): no more drawing or listening; run() resolves with null. */
+  cancel() {
+    this.cancelled = true;
+    this.dispose();
+    this.setState('done');
+    if (this.resolve) this.resolve(null);
   }
 
   dispose() {
@@ -631,13 +658,20 @@ export class MotionTrial {
   }
 }
 
-/** Run one trial and resolve with its response; the trial's DOM is removed afterwards. */
+/**
+ * Run one trial and resolve with its response (null if `options.signal` aborted it); the trial's
+ * DOM is removed afterwards.
+ */
 export async function runTrial(container, trial, options = {}) {
   const t = new MotionTrial(container, trial, options);
   if (options.onCreate) options.onCreate(t);
+  const cancel = () => t.cancel();
+  if (options.signal) options.signal.addEventListener('abort', cancel, { once: true });
   try {
+    if (options.signal && options.signal.aborted) return null;
     return await t.run();
   } finally {
+    if (options.signal) options.signal.removeEventListener('abort', cancel);
     t.dispose();
     t.root.remove();
   }
@@ -669,7 +703,8 @@ function arrow(ctx, x, y, u, v, colour) {
  * Feedback after a practice / RDK-training trial: the true (green) and reported (purple)
  * vectors as arrows from the probe (main) or the aperture centre (RDK), and the errors.
  * `options.gt` = {u, v}: the true vector, which the server sends only in the answer to the stored
- * response. `verdict` = {passed, repeat} or null (no verdict shown). Resolves on a click or Space.
+ * response. `verdict` = {passed, repeat} or null (no verdict shown). Resolves on a click or Space
+ * (or, with null, when `options.signal` aborts).
  */
 export function showFeedback(container, trial, response, options = {}) {
   const params = withDefaults(options.params);
@@ -719,16 +754,185 @@ export function showFeedback(container, trial, response, options = {}) {
   const wrap = el('div', { class: 'motion-trial motion-feedback-screen' }, canvas, box);
   container.append(wrap);
   return new Promise((resolve) => {
+    const signal = options.signal;
+    const finish = (result) => {
+      window.removeEventListener('mousedown', done);
+      window.removeEventListener('keydown', done);
+      if (signal) signal.removeEventListener('abort', stop);
+      wrap.remove();
+      resolve(result);
+    };
     const done = (event) => {
       if (event.type === 'keydown' && event.key !== ' ' && event.key !== 'Enter') return;
       if (event.type === 'mousedown' && event.button !== 0) return;
       if (event.type === 'keydown') event.preventDefault();
-      window.removeEventListener('mousedown', done);
-      window.removeEventListener('keydown', done);
-      wrap.remove();
-      resolve({ ...local, text: errorText, verdictText });
+      finish({ ...local, text: errorText, verdictText });
     };
+    const stop = () => finish(null);
     window.addEventListener('mousedown', done);
     window.addEventListener('keydown', done);
+    if (signal) signal.addEventListener('abort', stop, { once: true });
   });
+}
+
+// --- the plugin the assignment driver runs ------------------------------------------
+
+/** What the worker reads before each part (block name x practice/test). */
+const INTROS = {
+  'rdk:practice': ['Practice: moving dots',
+    'A cloud of dots moves in one direction for half a second. Then a small patch of noise appears in the middle. '
+    + 'Move the mouse so that the noise moves like the dots: the direction from the centre of the large circle to the '
+    + 'mouse is the direction, and the farther from the centre, the faster. The sequence repeats; after at least three '
+    + 'repetitions, click to answer. After each practice trial you see the true motion (green) and your answer (purple).'],
+  'rdk:test': ['Moving dots',
+    'Now the test trials. Answer as accurately as you can; your answers decide whether you can take '
+    + 'part in the main study.'],
+  'main:practice': ['Practice: movies',
+    'A green circle shows where to look. Then a short movie plays; a small green dot flashes on its middle frame at '
+    + 'the point to judge. Set the noise patch to move like the scene at that point, at the moment of the dot. '
+    + 'After each practice trial you see the true motion (green) and your answer (purple). A trial that is too far '
+    + 'off is repeated.'],
+  'main:test': ['Movies',
+    'Now the main trials, without feedback. Keep the viewing distance from the calibration. '
+    + 'You can rest before starting a trial: each one starts when you click.'],
+};
+
+/**
+ * The motion-matching plugin (one instance per page load): `run` shows the part's intro card the
+ * first time a part (dots/movies x practice/test) comes up, runs one MotionTrial, hands the response
+ * to `finish` and waits for the server's answer, then shows the true motion if the trial gives feedback.
+ */
+export class MotionMatching {
+  static info = info;
+
+  /**
+   * @param {import('./assignment_driver.js').AssignmentDriver} driver  the page's assignment driver
+   * @param {object} params  this plugin's parameters (declared defaults, overridden by the page's config)
+   */
+  constructor(driver, params) {
+    this.driver = driver;
+    this.params = params;
+    this.introsShown = new Set();
+    this.preloaded = new Map();    // trial_id -> Promise of assets
+    this.current = null;           // the MotionTrial on screen (tests and debugging read it)
+    this.container = null;
+  }
+
+  /** The calibrated refresh interval (ms); 60 Hz if unknown. */
+  refreshMs() {
+    const calibration = this.driver.state.calibration;
+    const hz = calibration && calibration.refresh_hz;
+    return hz > 0 ? 1000 / hz : 1000 / 60;
+  }
+
+  /** An RDK trial's dots, rendered by the server (the page is never told the direction or speed). */
+  fetchDots(trial) {
+    return this.driver.fetchFile(`/motion-trials/${encodeURIComponent(trial.trial_id)}/dots`);
+  }
+
+  assetsFor(trial) {
+    if (!this.preloaded.has(trial.trial_id)) {
+      const promise = loadTrialAssets(trial, this.driver.state.params, { loadDots: (t) => this.fetchDots(t) });
+      promise.catch(() => this.preloaded.delete(trial.trial_id));
+      this.preloaded.set(trial.trial_id, promise);
+    }
+    return this.preloaded.get(trial.trial_id);
+  }
+
+  renderProgress(trial) {
+    const b = this.driver.state.block || {};
+    const part = b.name === 'rdk' ? 'Moving dots' : 'Movies';
+    const text = trial.practice
+      ? `${part} · practice ${(b.practice_done ?? 0) + 1} · passed ${b.practice_passes ?? 0} of ${b.practice_needed ?? 6}`
+      : `${part} · trial ${Math.min((b.trials_done ?? 0) + 1, b.trials_total || 1)} of ${b.trials_total ?? '?'}`;
+    this.driver.setProgress(text, { practice: String(Boolean(trial.practice)) });
+  }
+
+  /** One intro card per part (dots/movies x practice/test) and page load. */
+  async intro(container, trial, signal) {
+    const state = this.driver.state;
+    const key = `${state.block ? state.block.name : trial.kind}:${trial.practice ? 'practice' : 'test'}`;
+    if (this.introsShown.has(key)) return;
+    this.introsShown.add(key);
+    const [title, text] = INTROS[key] || ['Next part', ''];
+    const b = state.block || {};
+    const count = trial.practice
+      ? `Practice ends after ${b.practice_needed ?? 6} passed trials.`
+      : `${b.trials_total ?? ''} trials${trial.feedback ? ', each followed by the true motion (green) and your answer (purple)' : ', without feedback'}.`;
+    const button = el('button', { type: 'button', id: 'motion-intro-start', class: 'pc-button pc-button-primary',
+                                  text: 'Start' });
+    const card = el('section', { id: 'motion-intro', class: 'pc-panel', 'data-part': key },
+      el('h2', { text: title }), el('p', { text }), el('p', { text: count }), el('div', { class: 'pc-actions' }, button));
+    this.driver.setStatus('');
+    container.replaceChildren(card);
+    this.assetsFor(trial);  // load while the worker reads
+    await unlessAborted(new Promise((resolve) => button.addEventListener('click', resolve, { once: true })), signal);
+    card.remove();
+  }
+
+  /**
+   * One trial: intro (first of its part), the trial, the response (awaited: it carries the feedback),
+   * the feedback screen.
+   * @param {HTMLElement} container  the driver's stage element
+   * @param {object} trial  one of State's open trials
+   * @param {{finish: Function, next: object|null, signal: AbortSignal}} step
+   */
+  async run(container, trial, { finish, next, signal }) {
+    const driver = this.driver;
+    this.container = container;
+    await this.intro(container, trial, signal);
+    if (signal.aborted) return;
+    this.renderProgress(trial);
+    driver.setStatus('');
+    container.replaceChildren();
+    Object.assign(driver.root.dataset, { trialId: String(trial.trial_id), trialKind: trial.kind,
+                                         practice: String(Boolean(trial.practice)) });
+    let assets;
+    try {
+      assets = await this.assetsFor(trial);
+    } catch (error) {
+      throw new StimulusLoadError('The movie could not be loaded. Check your connection; trying again…', { cause: error });
+    }
+    if (signal.aborted) return;
+    const params = driver.state.params;
+    const response = await runTrial(container, trial, {
+      params, refreshMs: this.refreshMs(), assets, signal,
+      onCreate: (t) => { this.current = t; },
+    });
+    this.current = null;
+    if (!response) return; // cancelled
+    this.preloaded.delete(trial.trial_id);
+    // Preload the next trial now, not while this one ran: decoding during a timed phase costs frames.
+    if (next) this.assetsFor(next);
+    const body = { ...response, client_time: new Date().toISOString(),
+                   window_width: window.innerWidth, window_height: window.innerHeight,
+                   device_pixel_ratio: window.devicePixelRatio || 1 };
+    const saving = setTimeout(() => driver.setStatus('Saving your answer…'), this.params.saving_delay_ms);
+    let answer = null;
+    try {
+      answer = await finish(body, { awaitAnswer: true });
+    } catch (error) {
+      // Refused: the driver reports it (unless quiet) and asks the server where things stand.
+    } finally {
+      clearTimeout(saving);
+      driver.setStatus('');
+    }
+    if (signal.aborted) return;
+    // The truth comes only in the server's answer to the stored response (awaited above, with
+    // "Saving your answer…" if slow); main test trials get none.
+    const feedback = trial.feedback && answer ? answer.feedback : null;
+    if (feedback) {
+      const verdict = trial.practice ? { passed: feedback.passed, repeat: Boolean(answer.repeat_added) } : null;
+      driver.root.dataset.feedback = 'shown';
+      await showFeedback(container, trial, response,
+        { params, verdict, gt: { u: feedback.gt_u, v: feedback.gt_v }, signal });
+      delete driver.root.dataset.feedback;
+    }
+  }
+
+  clear() {
+    if (this.current) this.current.cancel();
+    this.current = null;
+    if (this.container) this.container.replaceChildren();
+  }
 }

@@ -1,6 +1,7 @@
-// Paired-comparison (PC) trial runner: one self-contained ES module, in the
-// spirit of a jsPsych plugin -- the parameters it understands are declared
-// first, then the code that runs them.
+// Paired-comparison (PC) trial plugin: the parameters it understands are declared first, then
+// the code that runs ONE trial, as a jsPsych plugin does.  The assignment driver
+// (assignment_driver.js) decides which pair comes next, queues the vote this plugin hands to
+// `finish`, and follows the server from page to page.
 //
 // Layout (StudyMB 2.0, Fig. 4): LEFT candidate | REFERENCE | RIGHT candidate,
 // each column a full image over its zoomed crops.  The worker picks the
@@ -15,19 +16,22 @@
 // hidden with a message when that would make the images smaller than the
 // study's min_image_scale (or the window is below min_window_width/height).
 //
-// The server is the source of truth for where the worker is (State from
-// GET /state); this module only walks through the current page's unanswered
-// trials and asks the server again whenever a page ends.  Votes go through
-// VoteQueue, so a reload or an outage loses nothing.
+// The plugin keeps its DOM between trials: the pair just answered stays on screen (not
+// clickable) until the next one is decoded, so no half-drawn pair is ever visible.
 
-import { sleep, el, guardedReload } from './dom.js';
-import { ApiError, callApi, fetchStateRetrying } from './assignment_api.js';
-import { VoteQueue, backoffDelay, uuid4 } from './vote_queue.js';
+import { sleep, el, unlessAborted, StimulusLoadError } from './dom.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
-  version: 1,
+  version: 2,
   description: 'Forced choice between two candidates shown either side of a reference, with zoomed crops.',
+  // Where its votes go (the response queue's route): POST .../votes, idempotent by vote_id.
+  response: Object.freeze({
+    path: 'votes',
+    idField: 'vote_id',
+    // Answering the same pair twice (e.g. two open tabs) is harmless; any other refusal deserves a word.
+    quietRejection: (error) => error.error === 'trial_already_answered',
+  }),
   parameters: Object.freeze({
     highlight_ms: { type: 'int', default: 150,
       description: 'How long the chosen side stays highlighted before the next pair appears (confirms the click registered).' },
@@ -41,16 +45,8 @@ export const info = Object.freeze({
       description: 'Quiz: show "Saving" only if the server has not answered after this long.' },
     key_left: { type: 'key', default: 'ArrowLeft', description: 'Key that chooses the left candidate.' },
     key_right: { type: 'key', default: 'ArrowRight', description: 'Key that chooses the right candidate.' },
-    reload_guard_ms: { type: 'int', default: 10000,
-      description: 'Do not reload again for the same stage within this time (stops a reload loop if server and page disagree).' },
   }),
 });
-
-function defaults() {
-  const out = {};
-  for (const [name, spec] of Object.entries(info.parameters)) out[name] = spec.default;
-  return out;
-}
 
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
@@ -96,13 +92,6 @@ export function bestFit(trial, room) {
   return best;
 }
 
-/** Rewards come as strings ("0.50"); show plain numbers as dollars, anything else as given. */
-function money(value) {
-  const text = String(value ?? '').trim();
-  if (!text) return '';
-  return /^\d+(\.\d+)?$/.test(text) ? `$${text}` : text;
-}
-
 /** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
 async function decoded(img) {
   try {
@@ -115,61 +104,43 @@ async function decoded(img) {
   return img;
 }
 
-class PcTrialApp {
-  constructor(root, config) {
-    this.root = root;
-    this.params = { ...defaults(), ...(config.parameters || {}) };
-    this.apiBase = String(config.apiBase || '/api/v1').replace(/\/+$/, '');
-    this.assignmentId = String(config.assignmentId);
-    this.token = config.token;
-    this.state = null;
+/** The paired-comparison plugin (one instance per page load; `run` shows one pair). */
+export class PairedComparison {
+  static info = info;
+
+  /**
+   * @param {import('./assignment_driver.js').AssignmentDriver} driver  the page's assignment driver
+   * @param {object} params  this plugin's parameters (declared defaults, overridden by the page's config)
+   */
+  constructor(driver, params) {
+    this.driver = driver;
+    this.params = params;
+    this.mounted = false;
     this.trial = null;          // trial object on screen
     this.accepting = false;     // a choice counts only while true
     this.awaitingChoice = false; // the pair on screen has not been answered yet
     this.imagesShown = false;   // the pair's images are decoded and in the DOM
     this.t0 = null;             // performance.now() when the current images became visible
-    this.seq = 0;               // bumps on every render; stale async continuations check it
-    this.mode = 'loading';      // loading | trial | page_done | saving | message
-    this.answered = new Set();  // trial ids answered in this page load (server may not know yet)
+    this.seq = 0;               // bumps on every trial and on clear(); stale async continuations check it
+    this.mode = 'idle';         // idle | loading | trial | saving_quiz
     this.preloaded = new Map(); // url -> Image of the next trial (keeps them in the memory cache)
-    this.pageEndRetries = 0;
     this.keysDown = new Set();  // vote keys pressed and not yet released: they must be pressed afresh
     this.fit = null;            // bestFit() of the pair on screen, for the current window
-    this.buildDom();
-    this.queue = new VoteQueue({
-      apiBase: this.apiBase,
-      assignmentId: this.assignmentId,
-      token: this.token,
-      onChange: () => this.renderPending(),
-      onRejected: (vote, error) => this.onVoteRejected(vote, error),
-      // Main-trial votes are not awaited, so a stop caused by a hidden gold answer arrives here:
-      // follow it at once instead of letting the worker answer the rest of the page for nothing.
-      onDelivered: (vote, body) => {
-        // (Quiz votes are awaited and show their feedback first; they move on by themselves.)
-        const stopped = body.stage === 'stopped' || body.stage === 'disqualified';
-        const mainTrials = this.state && this.state.page && this.state.page.kind === 'trials';
-        if (stopped && mainTrials && this.state.stage !== body.stage) this.refresh();
-      },
-    });
-    this.renderPending();
-    this.onKeyDown = this.onKeyDown.bind(this);
-    this.onResize = this.onResize.bind(this);
-    document.addEventListener('keydown', this.onKeyDown);
+    this.chosen = null;         // resolves the wait for the worker's choice
+    // Keys are tracked from the start, so that a key already held when the first pair appears does not vote.
+    document.addEventListener('keydown', (event) => this.onKeyDown(event));
     document.addEventListener('keyup', (event) => this.keysDown.delete(event.key));
     // Keys released while another window had the focus send no keyup here.
     window.addEventListener('blur', () => this.keysDown.clear());
-    window.addEventListener('resize', this.onResize);
-    // The bar (feedback, a longer line) and the notice change the room left for the pair.
-    if (typeof ResizeObserver !== 'undefined') {
-      this.chromeObserver = new ResizeObserver(() => this.onResize());
-      this.chromeObserver.observe(this.bar);
-      this.chromeObserver.observe(this.noticeEl);
-    }
+    window.addEventListener('resize', () => this.updateTrialVisibility());
   }
 
   // --- DOM -----------------------------------------------------------------
 
-  buildDom() {
+  /** Build the pair's DOM (once) in `container` and the instruction/feedback line in the driver's prompt. */
+  mount(container) {
+    if (this.mounted) return;
+    this.mounted = true;
     const column = (side) => {
       const label = side === 'left'
         ? el('span', { class: 'pc-label' }, el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '←' }), ' Left')
@@ -202,17 +173,11 @@ class PcTrialApp {
     this.trialEl = el('section', { id: 'trial', class: 'pc-trial', 'aria-label': 'Pair to compare', hidden: true },
       this.left, this.reference, this.right);
 
-    this.progressEl = el('p', { id: 'progress', class: 'pc-progress' });
-    this.instructionEl = el('p', { id: 'instruction', class: 'pc-instruction' },
+    this.instructionEl = el('p', { id: 'instruction', class: 'pc-instruction', hidden: true },
       'Which image is closer to the ', el('strong', { text: 'reference' }), '? Click it or press ',
       el('kbd', { text: '←' }), ' / ', el('kbd', { text: '→' }), '.');
     this.feedbackEl = el('p', { id: 'feedback', class: 'pc-feedback', role: 'status', 'aria-live': 'assertive', hidden: true });
-    this.pendingEl = el('p', { id: 'pending', class: 'pc-pending', 'aria-live': 'polite', 'data-pending': '0' });
-    const bar = this.bar = el('header', { class: 'pc-bar' }, this.progressEl,
-      el('div', { class: 'pc-bar-center' }, this.instructionEl, this.feedbackEl), this.pendingEl);
-
-    this.noticeEl = el('div', { id: 'notice', class: 'pc-notice', role: 'alert', hidden: true });
-    this.statusEl = el('p', { id: 'pc-status', class: 'pc-status', 'aria-live': 'polite', text: 'Loading…' });
+    this.driver.chrome.prompt.append(this.instructionEl, this.feedbackEl);
 
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
@@ -221,26 +186,17 @@ class PcTrialApp {
         + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
         + 'The study continues by itself as soon as the window is large enough.' }),
       this.sizeNumbersEl);
-
-    this.pageDoneText = el('p');
-    this.btnContinue = el('button', { type: 'button', id: 'btn-continue', class: 'pc-button pc-button-primary' });
-    this.btnFinish = el('button', { type: 'button', id: 'btn-finish', class: 'pc-button',
-                                    text: 'Finish and submit', 'aria-label': 'Finish the study and submit' });
-    this.btnContinue.addEventListener('click', () => this.pageAction('continue'));
-    this.btnFinish.addEventListener('click', () => this.pageAction('finish'));
-    this.pageDoneEl = el('section', { id: 'page-done', class: 'pc-panel', hidden: true, 'aria-labelledby': 'page-done-title' },
-      el('h2', { id: 'page-done-title', text: 'Page complete' }), this.pageDoneText,
-      el('div', { class: 'pc-actions' }, this.btnContinue, this.btnFinish));
-
-    this.root.classList.add('pc-app');
-    this.root.replaceChildren(bar, this.noticeEl, this.statusEl, this.tooSmallEl, this.trialEl, this.pageDoneEl);
+    container.append(this.tooSmallEl, this.trialEl);
+    // The bar (feedback, a longer line) and the notice change the room left for the pair.
+    if (typeof ResizeObserver !== 'undefined') {
+      this.chromeObserver = new ResizeObserver(() => this.updateTrialVisibility());
+      for (const node of this.driver.chromeAbove()) this.chromeObserver.observe(node);
+    }
   }
 
   setMode(mode, statusText = '') {
     this.mode = mode;
-    this.statusEl.textContent = statusText;
-    this.statusEl.hidden = !statusText;
-    this.pageDoneEl.hidden = mode !== 'page_done';
+    this.driver.setStatus(statusText);
     const inTrial = mode === 'trial' || mode === 'saving_quiz';
     this.instructionEl.hidden = !inTrial || !this.feedbackEl.hidden;
     this.updateTrialVisibility();
@@ -248,6 +204,7 @@ class PcTrialApp {
 
   /** #trial is visible only in trial mode and only if the window is large enough. */
   updateTrialVisibility() {
+    if (!this.mounted) return;
     const inTrial = this.mode === 'trial' || this.mode === 'saving_quiz';
     const need = inTrial && this.trial !== null && this.imagesShown ? this.layout() : null;
     const tooSmall = need !== null && (window.innerWidth < need.width || window.innerHeight < need.height);
@@ -279,7 +236,8 @@ class PcTrialApp {
    * @returns {{width: number, height: number}} the smallest inner window (CSS px) for this pair
    */
   layout() {
-    const limits = (this.state && this.state.limits) || {};
+    const state = this.driver.state;
+    const limits = (state && state.limits) || {};
     const minScale = limits.min_image_scale || DEFAULT_MIN_IMAGE_SCALE;
     const chrome = this.measureChrome();
     const room = { width: window.innerWidth - chrome.width - FIT_MARGIN,
@@ -312,10 +270,9 @@ class PcTrialApp {
       trial.hidden = true;
       trial.style.visibility = '';
     }
-    const above = (this.noticeEl.hidden ? this.bar : this.noticeEl).getBoundingClientRect().bottom + window.scrollY;
     return {
       width: parseFloat(style.paddingLeft) + parseFloat(style.paddingRight) + 2 * parseFloat(style.columnGap),
-      height: above + labels + parseFloat(style.paddingBottom),
+      height: this.driver.contentTop() + labels + parseFloat(style.paddingBottom),
     };
   }
 
@@ -343,176 +300,60 @@ class PcTrialApp {
     }
   }
 
-  onResize() {
-    this.updateTrialVisibility();
-  }
-
-  renderPending() {
-    if (!this.pendingEl || !this.queue) return;
-    const n = this.queue.pending;
-    this.pendingEl.dataset.pending = String(n);
-    this.pendingEl.dataset.retrying = this.queue.retrying ? 'true' : 'false';
-    const answers = n === 1 ? 'answer' : 'answers';
-    // A vote normally uploads within a few hundred ms; announcing every one of them would make
-    // the bar flicker on each click, so "Saving" appears only once a vote has waited a while.
-    clearTimeout(this.pendingTimer);
-    if (n > 0 && !this.queue.retrying) {
-      this.pendingSince = this.pendingSince || performance.now();
-      const wait = 1000 - (performance.now() - this.pendingSince);
-      if (wait > 0) {
-        this.pendingTimer = setTimeout(() => this.renderPending(), wait);
-        return;
-      }
-    } else if (n === 0) {
-      this.pendingSince = null;
-    }
-    // Kept short (one line in the top bar) so the pair below never jumps; details in the tooltip.
-    if (n === 0) {
-      this.pendingEl.textContent = '✓ All answers saved';
-      this.pendingEl.title = '';
-    } else if (this.queue.retrying) {
-      this.pendingEl.textContent = `${n} ${answers} waiting · retrying`;
-      this.pendingEl.title = 'Connection problem. Your answers are kept in this browser and uploaded automatically; '
-        + 'you can keep working.';
-    } else {
-      this.pendingEl.textContent = `Saving ${n} ${answers}…`;
-      this.pendingEl.title = '';
-    }
-  }
-
-  showNotice(text) {
-    this.noticeEl.textContent = text;
-    this.noticeEl.hidden = !text;
-  }
-
-  // --- server --------------------------------------------------------------
-
-  api(method, path, body) {
-    return callApi(this, method, path, body);
-  }
-
-  /** GET /state, retried with backoff for as long as the network or server is down. */
-  async fetchState() {
-    let retried = false;
-    const state = await fetchStateRetrying(this, (delay) => {
-      retried = true;
-      this.showNotice(`Cannot reach the server. Trying again in ${Math.ceil(delay / 1000)} s… Your answers are kept.`);
-    });
-    if (retried) this.showNotice('');
-    return state;
-  }
-
-  postEnvironment() {
-    const body = {
-      window: this.windowInfo(),
-      screen: { width: window.screen.width, height: window.screen.height },
-      user_agent: navigator.userAgent,
-    };
-    // Informative only: a failure must never block the worker.
-    this.api('POST', '/environment', body).catch((error) => console.warn('environment not recorded', error));
-  }
-
   windowInfo() {
     return { width: window.innerWidth, height: window.innerHeight, dpr: window.devicePixelRatio || 1 };
   }
 
-  // --- flow ----------------------------------------------------------------
+  // --- one trial -------------------------------------------------------------
 
-  async run() {
-    this.postEnvironment();
-    await this.refresh();
-  }
-
-  async refresh() {
-    const seq = ++this.seq;
-    let state;
-    try {
-      state = await this.fetchState();
-    } catch (error) {
-      this.fatal(error);
-      return;
-    }
-    if (seq === this.seq) this.applyState(state);
-  }
-
-  fatal(error) {
-    this.trial = null;
-    this.setMode('message', '');
-    const expired = error instanceof ApiError && (error.status === 403 || error.status === 401);
-    this.showNotice(expired
-      ? 'This study link is no longer valid. Please open the study again from the page where you accepted it.'
-      : `Something went wrong: ${error.message}. Please reload the page; your answers so far are kept.`);
-  }
-
-  applyState(state) {
-    this.state = state;
-    const stage = state.stage;
-    if (stage === 'quiz' || stage === 'trials') {
-      if (!state.page) {
-        this.pageFinished();
-        return;
-      }
-      // Keep the trial on screen if the server still expects it (e.g. a
-      // re-sync after a rejected vote): re-showing it would restart the clock.
-      const stillOpen = this.trial && this.mode === 'trial' && this.awaitingChoice
-        && state.page.trials.some((t) => t.trial_id === this.trial.trial_id && !t.answered);
-      if (stillOpen) {
-        this.renderProgress();
-        return;
-      }
-      this.showNextTrial();
-    } else if (stage === 'page_done') {
-      this.showPageDone();
-    } else {
-      // consent / instructions / completed / disqualified / stopped: rendered by the server.
-      this.reloadForStage(stage, state.message);
-    }
-  }
-
-  /** Answered here but maybe not yet known to the server: this page load's choices and
-   *  votes still queued from an earlier load (after a reload they must not be asked again). */
-  localAnswers() {
-    const ids = new Set(this.answered);
-    for (const vote of this.queue.pendingVotes()) ids.add(vote.trial_id);
-    return ids;
-  }
-
-  /** Trials of the current page still to do, in display order. */
-  remainingTrials() {
-    const page = this.state && this.state.page;
-    if (!page) return [];
-    const local = this.localAnswers();
-    return [...page.trials]
-      .sort((a, b) => a.position - b.position)
-      .filter((t) => !t.answered && !local.has(t.trial_id));
+  /** The driver's state changed while a pair is on screen (e.g. a re-sync): redraw the progress line. */
+  update() {
+    this.renderProgress();
   }
 
   renderProgress() {
-    const page = this.state.page;
+    const state = this.driver.state;
+    const page = state && state.page;
     if (!page) return;
-    const local = this.localAnswers();
+    const local = this.driver.localAnswers();
     const done = page.trials.filter((t) => t.answered || local.has(t.trial_id)).length;
-    const k = Math.min(page.n_trials || page.trials.length, done + 1);
     const n = page.n_trials || page.trials.length;
+    const k = Math.min(n, done + 1);
     // Assumption: quiz pages do not count towards pages_completed, so the
     // trials page being worked on is pages_completed + 1.
-    const where = page.kind === 'quiz' ? 'practice' : `page ${(this.state.progress?.pages_completed ?? 0) + 1}`;
-    this.progressEl.textContent = `Pair ${k} of ${n} · ${where}`;
-    this.progressEl.dataset.pageKind = page.kind;
+    const where = page.kind === 'quiz' ? 'practice' : `page ${(state.progress?.pages_completed ?? 0) + 1}`;
+    this.driver.setProgress(`Pair ${k} of ${n} · ${where}`, { pageKind: page.kind });
   }
 
-  async showNextTrial() {
+  /**
+   * Show `trial`, take the worker's choice, hand the vote to `finish`, and resolve once the next
+   * pair may appear (main trials: after the highlight; quiz: after the server's feedback).
+   * @param {HTMLElement} container  the driver's stage element
+   * @param {object} trial  one trial of State's page (left, reference, right with their crops)
+   * @param {{finish: Function, next: object|null, signal: AbortSignal}} step
+   */
+  async run(container, trial, { finish, next, signal }) {
+    this.mount(container);
     const seq = ++this.seq;
-    const remaining = this.remainingTrials();
-    if (!remaining.length) {
-      this.pageFinished();
-      return;
+    const stop = () => { this.seq += 1; this.accepting = false; this.trialEl.dataset.accepting = 'false'; };
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      this.awaitingChoice = false;
+      this.accepting = false;
+      this.renderProgress();
+      if (!(await this.show(trial, seq)) || seq !== this.seq) return;
+      this.preload(next);
+      const choice = await unlessAborted(new Promise((resolve) => { this.chosen = resolve; }), signal);
+      this.chosen = null;
+      if (!choice || seq !== this.seq) return;
+      await this.answer(trial, choice, finish, seq);
+    } finally {
+      signal.removeEventListener('abort', stop);
     }
-    const trial = remaining[0];
-    this.pageEndRetries = 0;
-    this.awaitingChoice = false;
-    this.accepting = false;
-    this.renderProgress();
+  }
+
+  /** Load and decode the pair, then swap it in; false if a newer trial or clear() took over. */
+  async show(trial, seq) {
     // Keep the old pair (already answered, not clickable) until the new one is
     // decoded; only say "loading" if that takes noticeably long.
     const slow = setTimeout(() => {
@@ -524,19 +365,18 @@ class PcTrialApp {
     try {
       columns = await this.buildImages(trial);
     } catch (error) {
-      clearTimeout(slow);
-      if (seq !== this.seq) return;
-      this.imageFailure(error);
-      return;
+      if (seq !== this.seq) return false;
+      throw new StimulusLoadError('An image of this pair could not be loaded. Check your connection; trying again…',
+                                  { cause: error });
     } finally {
       clearTimeout(slow);
     }
-    if (seq !== this.seq) return;
+    if (seq !== this.seq) return false;
 
     // Swap everything in one synchronous step: no half-drawn pair is ever visible.
     this.trial = trial;
     this.trialEl.dataset.trialId = trial.trial_id;
-    this.trialEl.dataset.pageKind = this.state.page.kind;
+    this.trialEl.dataset.pageKind = this.driver.state.page.kind;
     delete this.trialEl.dataset.chosen;
     for (const node of [this.left, this.right, this.reference]) {
       delete node.dataset.state;
@@ -551,7 +391,7 @@ class PcTrialApp {
     const wasVisible = !this.trialEl.hidden;
     this.setMode('trial'); // arms the clock itself if this un-hides the trial
     if (wasVisible && !this.trialEl.hidden) this.armClock();
-    this.preload(remaining[1]);
+    return true;
   }
 
   /** Start the response-time clock at the first frame that shows the images. */
@@ -564,21 +404,6 @@ class PcTrialApp {
     this.t0 = performance.now();
     this.accepting = true;
     this.trialEl.dataset.accepting = 'true';
-  }
-
-  imageFailure(error) {
-    console.error(error);
-    this.trial = null;
-    this.imagesShown = false;
-    this.setMode('message', '');
-    this.showNotice('An image of this pair could not be loaded. Check your connection; trying again…');
-    const seq = this.seq;
-    setTimeout(() => {
-      if (seq === this.seq) {
-        this.showNotice('');
-        this.refresh();
-      }
-    }, 3000);
   }
 
   /** Decoded <img> elements for the three columns of `trial`. */
@@ -641,24 +466,25 @@ class PcTrialApp {
     const held = event.repeat || this.keysDown.has(event.key);
     this.keysDown.add(event.key);
     if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
-    if (this.mode !== 'trial' || this.trialEl.hidden) return;
+    if (this.mode !== 'trial' || !this.mounted || this.trialEl.hidden) return;
     event.preventDefault(); // arrows would otherwise scroll the page
     if (held) return;
     this.choose(side, 'keyboard');
   }
 
-  async choose(side, input) {
-    if (!this.accepting || !this.trial || this.mode !== 'trial') return; // images not shown yet: ignore
+  choose(side, input) {
+    if (!this.accepting || !this.trial || this.mode !== 'trial' || !this.chosen) return; // images not shown yet: ignore
     const rt = Math.max(0, performance.now() - this.t0);
     this.accepting = false;
     this.awaitingChoice = false;
     this.trialEl.dataset.accepting = 'false';
-    const trial = this.trial;
-    const seq = this.seq;
-    const quiz = this.state.page.kind === 'quiz';
-    this.answered.add(trial.trial_id);
+    this.chosen({ side, input, rt });
+  }
+
+  /** The vote goes to the driver's queue at once; then the highlight (main) or the server's feedback (quiz). */
+  async answer(trial, { side, input, rt }, finish, seq) {
+    const quiz = this.driver.state.page.kind === 'quiz';
     const vote = {
-      vote_id: uuid4(),
       trial_id: trial.trial_id,
       choice: side,
       rt_ms: Math.round(rt),
@@ -666,28 +492,27 @@ class PcTrialApp {
       client_time: new Date().toISOString(),
       window: this.windowInfo(),
     };
-    const delivered = this.queue.enqueue(vote);
+    // Main trials do not wait for the server (the queue delivers in the background); the quiz's
+    // feedback comes in the vote's answer, so it is awaited.
+    const delivered = finish(vote, { awaitAnswer: quiz });
     this.releaseFocus();
     this.trialEl.dataset.chosen = side;
     (side === 'left' ? this.left : this.right).dataset.state = 'chosen';
 
     if (!quiz) {
-      // Main trials do not wait for the server: the queue delivers in the background.
       await sleep(this.params.highlight_ms);
-      if (seq === this.seq) this.showNextTrial();
       return;
     }
 
-    // Quiz: the feedback comes in the vote response, so wait for it.
     this.mode = 'saving_quiz';
     const saving = setTimeout(() => this.showFeedback('Saving your answer…', 'saving'), this.params.saving_delay_ms);
     let result;
     try {
       [result] = await Promise.all([delivered, sleep(this.params.highlight_ms)]);
     } catch (error) {
+      // Refused: the driver reports it and asks the server where things stand.
       clearTimeout(saving);
       this.hideFeedback();
-      // onVoteRejected already re-syncs with the server.
       return;
     }
     clearTimeout(saving);
@@ -704,15 +529,13 @@ class PcTrialApp {
     await sleep(correct === false ? this.params.feedback_wrong_ms : correct === true ? this.params.feedback_ms : 0);
     if (seq !== this.seq) return;
     this.mode = 'trial';
-    if (result && result.page_complete) this.pageFinished();
-    else this.showNextTrial();
   }
 
   /** Nothing in the app keeps the focus after a vote or a new pair (Space and Enter act on the
    *  focused element: a leftover focus on a page button must not do anything either). */
   releaseFocus() {
     const focused = document.activeElement;
-    if (focused && focused !== document.body && this.root.contains(focused)) focused.blur();
+    if (focused && focused !== document.body && this.driver.root.contains(focused)) focused.blur();
   }
 
   showFeedback(text, kind) {
@@ -729,131 +552,14 @@ class PcTrialApp {
     this.instructionEl.hidden = !(this.mode === 'trial' || this.mode === 'saving_quiz');
   }
 
-  onVoteRejected(vote, error) {
-    console.warn('vote rejected', vote, error);
-    // The server did not take it, so the server's view of that trial wins.
-    this.answered.delete(vote.trial_id);
-    if (error.error !== 'trial_already_answered') {
-      // Answering the same pair twice (e.g. two open tabs) is harmless; anything else deserves a word.
-      this.showNotice(`One answer could not be saved: ${error.message}`);
-    }
-    // Whatever happened (study paused, stage moved on), the server knows where we stand.
-    this.refresh();
-  }
-
-  /** All trials of the page answered here: wait until the queue is empty, then ask the server. */
-  async pageFinished() {
-    const seq = ++this.seq;
-    this.trial = null;
-    this.imagesShown = false;
-    this.hideFeedback();
-    if (this.queue.pending) this.setMode('saving', 'Saving your answers… please keep this page open.');
-    else this.setMode('loading', 'Loading…');
-    await this.queue.whenIdle();
-    if (seq !== this.seq) return;
-    let state;
-    try {
-      state = await this.fetchState();
-    } catch (error) {
-      this.fatal(error);
-      return;
-    }
-    if (seq !== this.seq) return;
-    const local = this.localAnswers();
-    const same = (state.stage === 'quiz' || state.stage === 'trials')
-      && (!state.page || (this.state && this.state.page && state.page.index === this.state.page.index
-        && !state.page.trials.some((t) => !t.answered && !local.has(t.trial_id))));
-    if (same) {
-      // The server has not moved on yet (should be rare): ask again later instead of spinning.
-      this.pageEndRetries += 1;
-      this.setMode('saving', 'Waiting for the server to confirm this page…');
-      await sleep(backoffDelay(this.pageEndRetries));
-      if (seq === this.seq) this.pageFinished();
-      return;
-    }
-    this.pageEndRetries = 0;
-    this.answered.clear();
-    this.applyState(state);
-  }
-
-  showPageDone() {
+  /** Off the screen: the page ended, another stage took over, or the driver shows a message. */
+  clear() {
+    if (!this.mounted) return;
     ++this.seq;
     this.trial = null;
     this.imagesShown = false;
+    this.awaitingChoice = false;
     this.hideFeedback();
-    const p = this.state.progress || {};
-    const done = p.pages_completed ?? 0;
-    const canContinue = p.max_pages == null || done < p.max_pages;
-    const canFinish = p.min_pages == null || done >= p.min_pages;
-    // The bonus is paid for pages beyond min_pages; a page still needed to reach it is not a bonus page.
-    const bonus = canFinish ? money(p.bonus_per_page) : '';
-    const pages = (k) => `${k} ${k === 1 ? 'page' : 'pages'}`;
-    this.progressEl.textContent = `${pages(done)} completed`;
-    let next;
-    if (!canFinish) next = `Please continue: at least ${pages(p.min_pages)} are needed before you can submit.`;
-    else if (canContinue) next = `You can continue with another page${bonus ? ` for a bonus of ${bonus}` : ''}, or finish now and submit.`;
-    else next = 'Please finish and submit.';
-    this.pageDoneText.textContent = `Thank you! You have completed ${pages(done)}`
-      + (p.max_pages ? ` (up to ${p.max_pages} possible)` : '') + `. ${next}`;
-    this.btnContinue.textContent = bonus ? `Continue with another page (bonus ${bonus})` : 'Continue with the next page';
-    this.btnContinue.setAttribute('aria-label', bonus ? `Continue with another page, bonus ${bonus}` : 'Continue with the next page');
-    // If the server's numbers rule out both, show both and let it decide.
-    this.btnContinue.hidden = !canContinue && canFinish;
-    this.btnFinish.hidden = !canFinish && canContinue;
-    this.btnContinue.disabled = false;
-    this.btnFinish.disabled = false;
-    this.setMode('page_done', '');
+    this.setMode('idle');
   }
-
-  async pageAction(action) {
-    if (this.mode !== 'page_done') return;
-    this.btnContinue.disabled = true;
-    this.btnFinish.disabled = true;
-    const seq = ++this.seq;
-    let state;
-    try {
-      state = await this.api('POST', '/actions', { action });
-    } catch (error) {
-      if (seq !== this.seq) return;
-      if (error instanceof ApiError && error.status === 409) {
-        // Already acted (double submit, second tab): just follow the server.
-        this.refresh();
-        return;
-      }
-      this.showNotice(error instanceof ApiError ? error.message
-        : 'Cannot reach the server. Please check your connection and try again.');
-      this.btnContinue.disabled = false;
-      this.btnFinish.disabled = false;
-      return;
-    }
-    if (seq !== this.seq) return;
-    this.showNotice('');
-    this.answered.clear();
-    this.applyState(state);
-  }
-
-  async reloadForStage(stage, message) {
-    ++this.seq;
-    this.trial = null;
-    this.imagesShown = false;
-    this.setMode('message', message || 'Loading…');
-    // Give queued votes a moment to go out before leaving; they stay stored anyway.
-    await Promise.race([this.queue.whenIdle(), sleep(5000)]);
-    if (!guardedReload(this.assignmentId, stage, this.params.reload_guard_ms)) {
-      this.setMode('message', '');
-      this.showNotice('This page is out of date. Please reload it (F5).');
-    }
-  }
-}
-
-/**
- * Run the paired-comparison app in `root`.
- * @param {HTMLElement} root
- * @param {{apiBase: string, assignmentId: string, token: string, parameters?: object}} config
- * @returns {PcTrialApp} (handy for debugging and tests)
- */
-export function start(root, config) {
-  const app = new PcTrialApp(root, config);
-  app.run();
-  return app;
 }

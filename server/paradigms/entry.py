@@ -16,9 +16,10 @@ MTurk entries must name a HIT of the study when the study has HITs (posted with
 
 Every request that would create a new assignment (a plain-link or MTurk entry, or the JSON
 twin ``POST /api/v1/studies/<slug>/assignments``) passes :class:`EntryLimiter`, a sliding
-window per client address; re-entering an existing assignment (a reload) is never limited.
-Behind a reverse proxy set ``[server] proxy_fix`` so that the client's address is the one counted
-(else every visitor shares the proxy's address and its limit).
+window per client address (the views hold one per app: :mod:`server.views.entry_limit`);
+re-entering an existing assignment (a reload) is never limited. Behind a reverse proxy set
+``[server] proxy_fix`` so that the client's address is the one counted (else every visitor shares
+the proxy's address and its limit).
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .errors import ApiError
-from .models import MTurkHit, Study
+from ..errors import ApiError
+from ..models import MTurkHit, Study
 
 SIGNATURE_HEX_DIGITS = 32  # 128 bits: far beyond guessing, short enough for a URL
 DEFAULT_ENTRY_LIMIT = 20
@@ -167,28 +168,3 @@ def rate_limited(retry_after: float) -> ApiError:
     return ApiError(429, "rate_limited",
                     f"Too many new sessions were started from your network in a short time. Please try again "
                     f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)})
-
-
-def app_limiter() -> EntryLimiter:
-    """The app's entry limiter, made on first use from ``[server] entry_limit`` and ``entry_window_seconds``
-    (and the app's injected clock, if any)."""
-    from flask import current_app
-
-    limiter = current_app.extensions.get("perceptlab.entry_limiter")
-    if limiter is None:
-        server = current_app.config["SERVER"]
-        clock = server.get("clock")
-        limiter = EntryLimiter(int(server.get("entry_limit", DEFAULT_ENTRY_LIMIT)),
-                               float(server.get("entry_window_seconds", DEFAULT_ENTRY_WINDOW)),
-                               (lambda: clock().timestamp()) if clock is not None else None)
-        limiter = current_app.extensions.setdefault("perceptlab.entry_limiter", limiter)
-    return limiter
-
-
-def admit_from_request() -> None:
-    """Count a new assignment for this request's client address, or raise the 429."""
-    from flask import request
-
-    wait = app_limiter().admit(request.remote_addr or "unknown")
-    if wait > 0:
-        raise rate_limited(wait)

@@ -1,15 +1,12 @@
-"""Study definitions: ``study.toml`` -> a Study with its sets, stimuli and pairs.
+"""Paired-comparison study definitions: ``study.toml`` -> a Study with its sets, stimuli and pairs.
 
-A study file is TOML; ``STUDY_TEMPLATE`` (``perceptlab study template``) documents
-every key. Only ``study.manifests`` is required.
+``STUDY_TEMPLATE`` (``perceptlab study template``) documents every key. Only ``study.manifests``
+is required; a paired-comparison file names no ``[study] kind`` (or ``kind = "pc"``).
 """
 from __future__ import annotations
 
 import json
-import re
-import tomllib
-from dataclasses import asdict, dataclass, field, fields
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,12 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .models import Pair, Stimulus, Study, StudySet
+from ..models import Pair, Stimulus, Study, StudySet
+from ..stimulus_index import SALT_KEY, new_salt
+from .studyfile import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, common_root, is_dollar_amount, read_sections,
+                        slugify, validate_entry, validate_slug)
+
+KIND = "pc"
 
 
 def gold_item_ids(k: int) -> tuple[str, str]:
@@ -105,42 +107,6 @@ access_key = ""           # non-empty: links must carry key=<this> (one secret s
 '''
 
 
-# The optional [mturk] table of a study file and its defaults (server/mturk.py reads them).
-MTURK_DEFAULTS: dict[str, Any] = {
-    "title": "Compare the quality of images",
-    "description": "Look at pairs of images and choose the one that looks better (closer to the reference).",
-    "keywords": "image, quality, comparison, perception, survey",
-    "assignment_duration_minutes": 120,
-    "auto_approval_days": 3,
-    "min_approval_rate": 98,
-    "min_approved_hits": 1000,
-    "locales": ["US"],           # country codes; empty = anywhere
-    "masters": False,
-    "took_part_scope": "lab",    # lab: one "took part" type blocks repeaters across studies; study: per study
-    "require_screening": 0,      # >0: only workers whose motion-screening score (r x 100) is at least this
-}
-
-
-class StudyDefinitionError(ValueError):
-    """The study file is malformed; the message names the file and the key."""
-
-
-class StoredSpec:
-    """``Study.config`` <-> spec, for the dataclasses of both kinds of study: the config is the spec's
-    fields as a dict; reading it back ignores unknown keys and restores the one tuple field."""
-    _TUPLE_FIELD = ""
-
-    def to_config(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]):
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in config.items() if k in known}
-        values[cls._TUPLE_FIELD] = tuple(values.get(cls._TUPLE_FIELD, ()))
-        return cls(**values)
-
-
 @dataclass(frozen=True)
 class StudySpec(StoredSpec):
     """Every parameter of a study, validated; stored as ``Study.config``."""
@@ -168,7 +134,7 @@ class StudySpec(StoredSpec):
     min_image_scale: float = 0.5  # smallest scale the trial page may show images and crops at (1 = display size)
     consent: str = DEFAULT_CONSENT
     instructions: str = DEFAULT_INSTRUCTIONS
-    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over MTURK_DEFAULTS
+    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over studyfile.MTURK_DEFAULTS
     allow_anonymous: bool = False
     signed_links: bool = False
     access_key: str = ""
@@ -183,7 +149,7 @@ class StudySpec(StoredSpec):
         return max(1, int(round(self.gold_rate * self.pairs_per_page)))
 
 
-_SECTIONS = {
+SECTIONS: dict[str, dict[str, type]] = {
     "study": {"slug": str, "name": str, "manifests": list, "seed": int},
     "design": {"degree": int, "votes_per_pair": int, "stimulus": str},
     "pages": {"pairs_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
@@ -192,109 +158,34 @@ _SECTIONS = {
                 "assignment_timeout_minutes": int, "reservation_minutes": int},
     "display": {"min_window_width": int, "min_window_height": int, "min_image_scale": float},
     "texts": {"consent": str, "instructions": str},
-    "entry": {},  # filled below: the same [entry] table in both kinds of study
+    "entry": ENTRY_SECTION,  # the same [entry] table in every kind of study
 }
 
-# The optional [entry] table (server/entry.py), read for both kinds of study.
-ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str}
-_SECTIONS["entry"] = ENTRY_SECTION
 
-
-def spec_from_config(config: dict[str, Any]):
-    """The spec stored in ``Study.config``: a :class:`StudySpec`, or a ``MotionSpec`` for motion studies."""
-    if config.get("kind") == "motion":
-        from .motion_studies import MotionSpec
-
-        return MotionSpec.from_config(config)
-    return StudySpec.from_config(config)
-
-
-def load_study_toml(path: Path) -> dict[str, Any]:
-    """The parsed TOML of a study file; :class:`StudyDefinitionError` when missing or malformed."""
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise StudyDefinitionError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
-
-
-def read_sections(data: dict[str, Any], sections: dict[str, dict[str, type]], path: Path) -> dict[str, Any]:
-    """Flatten a study file's tables into spec values, checking every section, key and type.
-
-    Amounts of money may be written as numbers (``0.5``); they are kept as strings ("0.5") so
-    that no binary fraction reaches a payment. The optional ``[mturk]`` table is kept whole as
-    ``values["mturk"]`` (see :data:`MTURK_DEFAULTS`).
-    """
-    values: dict[str, Any] = {}
-    for section, content in data.items():
-        if section not in sections and section != "mturk":
-            raise StudyDefinitionError(f"{path}: unknown section [{section}] (known: {', '.join(sections)}, mturk)")
-        if not isinstance(content, dict):
-            raise StudyDefinitionError(f"{path}: [{section}] must be a table")
-        if section == "mturk":
-            values["mturk"] = _mturk_settings(content, path)
-            continue
-        for key, value in content.items():
-            expected = sections[section].get(key)
-            if expected is None:
-                raise StudyDefinitionError(f"{path}: unknown key {section}.{key}")
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if expected is str and key.startswith(("reward_", "bonus_")) and isinstance(value, (int, float)) \
-                    and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise StudyDefinitionError(f"{path}: {section}.{key} must be {expected.__name__}, got {value!r}")
-            values[key] = value
-    return values
-
-
-def _mturk_settings(content: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The ``[mturk]`` table, each key checked against the type of its default."""
-    for key, value in content.items():
-        if key not in MTURK_DEFAULTS:
-            raise StudyDefinitionError(f"{path}: unknown key mturk.{key} (known: {', '.join(MTURK_DEFAULTS)})")
-        expected = type(MTURK_DEFAULTS[key])
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)) or (
-                expected is list and not all(isinstance(item, str) for item in value)):
-            raise StudyDefinitionError(f"{path}: mturk.{key} must be {expected.__name__}, got {value!r}")
-    if content.get("took_part_scope", "lab") not in ("lab", "study"):
-        raise StudyDefinitionError(f"{path}: mturk.took_part_scope must be \"lab\" or \"study\"")
-    return dict(content)
-
-
-def read_study_file(path: str | Path) -> StudySpec:
-    """Parse and validate a ``study.toml``; raise :class:`StudyDefinitionError` naming the problem."""
-    path = Path(path)
-    data = load_study_toml(path)
-    from .motion_studies import is_motion_file, motion_spec_from_toml
-
-    if is_motion_file(data):  # [study] kind = "motion": a motion-matching study (server/motion_studies.py)
-        return motion_spec_from_toml(data, path)
-    values = read_sections(data, _SECTIONS, path)
+def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
+    """The :class:`StudySpec` of a parsed study file read from ``path`` (for messages and relative paths);
+    raise :class:`StudyDefinitionError` naming the problem."""
+    if isinstance(data.get("study"), dict) and data["study"].get("kind") == KIND:
+        # The registry chose this paradigm by the kind; the spec does not store the default kind.
+        data = {**data, "study": {k: v for k, v in data["study"].items() if k != "kind"}}
+    values = read_sections(data, SECTIONS, path)
     if not all(isinstance(m, str) and m for m in values.get("manifests", [])):
         raise StudyDefinitionError(f"{path}: study.manifests must be a list of paths (strings)")
     if "manifests" not in values or not values["manifests"]:
         raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
-    values.setdefault("slug", _slugify(path.stem))
+    values.setdefault("slug", slugify(path.stem))
     values.setdefault("name", values["slug"])
     spec = StudySpec(**{**values, "manifests": tuple(values["manifests"])}, base_dir=str(path.parent.resolve()))
     validate_spec(spec, str(path))
     return spec
 
 
-def _slugify(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "study"
-
-
 def validate_spec(spec: StudySpec, where: str = "study") -> None:
+    """Raise :class:`StudyDefinitionError` (prefixed with ``where``) for an impossible parameter."""
     def fail(message: str) -> None:
         raise StudyDefinitionError(f"{where}: {message}")
 
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", spec.slug):
-        fail(f"study.slug {spec.slug!r} must be 1-64 lowercase letters, digits or '-'")
+    validate_slug(spec, fail)
     if spec.stimulus not in ("amplified", "original"):
         fail(f"design.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
     for key in ("votes_per_pair", "pairs_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
@@ -316,22 +207,8 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
     if spec.gold_per_page >= spec.pairs_per_page:
         fail("gold_rate leaves no real pairs on a page")
     for key in ("reward_per_page", "bonus_per_page"):
-        try:
-            amount = Decimal(getattr(spec, key))
-        except InvalidOperation:
-            amount = Decimal(-1)
-        if amount < 0 or amount.as_tuple().exponent < -2:
+        if not is_dollar_amount(getattr(spec, key)):
             fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
-
-
-def validate_entry(spec, fail) -> None:
-    """Check the ``[entry]`` values of either kind of spec; ``fail(message)`` raises."""
-    if spec.allow_anonymous and spec.signed_links:
-        fail("entry.allow_anonymous contradicts entry.signed_links (a signed link names its participant)")
-    if spec.access_key and not re.fullmatch(r"[A-Za-z0-9_-]{8,200}", spec.access_key):
-        fail("entry.access_key must be 8-200 letters, digits, '_' or '-' (it goes into links)")
-    if spec.reservation_minutes < 1:
-        fail("reservation_minutes must be at least 1")
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -370,12 +247,7 @@ def _load_json(path: Path) -> dict:
 
 def stimulus_root(spec: StudySpec) -> Path:
     """The folder every stored stimulus path is relative to: the common parent of the scenes."""
-    folders = [folder.resolve() for folder, _ in _scene_manifests(spec)]
-    common = Path(*Path(folders[0]).parts)
-    for folder in folders[1:]:
-        while common not in (folder, *folder.parents):
-            common = common.parent
-    return common
+    return common_root([folder.resolve() for folder, _ in _scene_manifests(spec)])
 
 
 def create_study(session: Session, spec: StudySpec) -> Study:
@@ -384,11 +256,6 @@ def create_study(session: Session, spec: StudySpec) -> Study:
     Every image the study will show must exist: a missing file is an error now,
     not a broken image in a worker's browser later.
     """
-    from .motion_studies import MotionSpec, create_motion_study
-    from .stimulus_index import SALT_KEY, new_salt
-
-    if isinstance(spec, MotionSpec):
-        return create_motion_study(session, spec)
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)

@@ -6,7 +6,7 @@ Stages of an assignment::
                                     \\-> disqualified (refresh rate too low or irregular)
                                                 \\-> disqualified (RDK screening r below the threshold: for good)
     consent, calibration, rdk -> full (no clip needs observers any more: never paid; see
-                                       server.assignments.no_work_left)
+                                       Paradigm.no_work_left)
 
 A worker who passed the RDK screening in an earlier assignment of the study goes
 from calibration straight to main. Each block (RDK screening, main session) is a
@@ -18,30 +18,33 @@ with their raw frame log; the per-trial timing summary is computed here from
 that log with :mod:`analysis.frame_timing` and the worker's calibrated refresh
 interval.
 
-As in :mod:`server.assignments`, every function runs inside the caller's
-session and leaves committing to it; the caller locks the assignment row
-(:func:`server.assignments.lock_assignment`) before a response or an action.
+The study file, its spec and study creation are in :mod:`server.paradigms.motion_study`, the
+exports in :mod:`server.paradigms.motion_export`. As everywhere in :mod:`server.paradigms`, every
+function runs inside the caller's session and leaves committing to it; the caller locks the
+assignment row (:func:`server.paradigms.core.lock_assignment`) before a response or an action.
 """
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import math
-import re
-import secrets
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, func, insert, or_, select, text, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .allocation import now, release_other_pages, renew_page, reservation_end
-from .assignments import UrlFor, _complete, _stop, completion_info, no_work_left, spec_for, work_left
-from . import validation as check
-from .errors import ApiError, invalid, reject_unknown
-from .models import (
+from analysis.frame_timing import estimate_refresh, summarise_phases
+from stimuli.motion_clips import movie_window
+from stimuli.rdk import rdk_dot_movie, rdk_trial_params, rdk_vector
+
+from .. import validation as check
+from ..allocation import now, release_other_pages, renew_page, reservation_end
+from ..errors import ApiError, invalid, reject_unknown
+from ..models import (
     Assignment,
     Calibration,
     FrameLog,
@@ -51,19 +54,26 @@ from .models import (
     MotionTrial,
     Page,
     Study,
+    Worker,
     utcnow,
 )
-from .motion_studies import MotionSpec
+from . import motion_export, motion_study
+from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, Paradigm, PayUnit, StudyExport, UrlFor, add_trials,
+                   allocation_lock, check_replay, complete, completion_info, give_code, new_page, open_trials,
+                   page_count, seeded_rng, spec_for, stop, with_assignment_object)
+from .motion_export import RDK_MOVIE_FRAMES, frame_timing
+from .motion_study import MotionSpec
+from .stages import TURNED_AWAY, Stage
 
-STAGE_ORDER = ("consent", "instructions", "calibration", "rdk", "main", "completed")
+STAGE_ORDER = (Stage.CONSENT, Stage.INSTRUCTIONS, Stage.CALIBRATION, Stage.RDK, Stage.MAIN, Stage.COMPLETED)
+BLOCK_STAGES = (Stage.RDK, Stage.MAIN)  # a block's Page.kind and MotionTrial.kind are its stage
+_ALLOCATION_LOCKS = 7_100_000  # advisory lock namespace of clip allocation (core.allocation_lock)
 CARD_WIDTH_MM = 85.60   # ISO/IEC 7810 ID-1 (credit card)
 CARD_HEIGHT_MM = 53.98
-RDK_MOVIE_FRAMES = 15
 MAX_PHASES = 200
 MAX_TIMESTAMPS = 20_000
 MAX_REFRESH_INTERVALS = 2_000
 MAX_RESPONSE_PPF = 180.0  # bound on |resp_u|, |resp_v| and speed (the panel gives at most max_speed_ppf)
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 # ---------------------------------------------------------------- stage actions
@@ -74,7 +84,7 @@ def perform_motion_action(session: Session, assignment: Assignment, action: str)
     A repeated action that was done already does nothing; the paired-comparison actions
     ``continue`` and ``finish`` do not exist in motion studies (409).
     """
-    expected = {"consent": "consent", "instructions_done": "instructions"}
+    expected = {"consent": Stage.CONSENT, "instructions_done": Stage.INSTRUCTIONS}
     if action in ("continue", "finish"):
         raise ApiError(409, "wrong_stage", f"{action} is not an action of motion studies")
     if action not in expected:
@@ -82,8 +92,7 @@ def perform_motion_action(session: Session, assignment: Assignment, action: str)
     stage = assignment.stage
     if stage != expected[action]:
         following = STAGE_ORDER.index(expected[action]) + 1
-        if stage in ("disqualified", "stopped", "full") or (stage in STAGE_ORDER
-                                                            and STAGE_ORDER.index(stage) >= following):
+        if stage in (*TURNED_AWAY, Stage.FULL) or (stage in STAGE_ORDER and STAGE_ORDER.index(stage) >= following):
             return  # a repeated click or a retried request: the first one did it
         raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {stage}")
     assignment.stage = STAGE_ORDER[STAGE_ORDER.index(stage) + 1]
@@ -150,8 +159,6 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
     A retry of the same body after it was stored answers the stored result; another body at a
     later stage is a 409.
     """
-    from analysis.frame_timing import estimate_refresh
-
     spec = spec_for(session, assignment.study_id)
     values = parse_calibration(payload, spec)
     digest = _digest(values)
@@ -160,7 +167,7 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         if existing.body_sha256 != digest:
             raise ApiError(409, "wrong_stage", "this assignment is calibrated already")
         return 200, _calibration_body(existing, assignment)
-    if assignment.stage != "calibration":
+    if assignment.stage != Stage.CALIBRATION:
         raise ApiError(409, "wrong_stage", f"no calibration is accepted at stage {assignment.stage}")
     try:
         refresh = estimate_refresh(values["refresh_intervals_ms"], min_samples=spec.refresh_samples)
@@ -190,13 +197,12 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
     session.flush()
     if reason is not None:
         # The display, not the worker, failed: a later assignment on another display may start again.
-        assignment.stage = "disqualified"
-        if assignment.completion_code is None:
-            assignment.completion_code = _code()
+        assignment.stage = Stage.DISQUALIFIED
+        give_code(assignment)
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
-    elif not work_left(session, assignment.study, assignment.worker_id):
-        no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
+    elif not PARADIGM.work_left(session, assignment.study, assignment.worker_id):
+        PARADIGM.no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
     else:
         _start_rdk_block(session, assignment, spec)
     return 200, _calibration_body(calibration, assignment)
@@ -207,15 +213,11 @@ def reopen_motion(session: Session, assignment: Assignment, spec: MotionSpec) ->
     the block that calibration would have started; else from consent. ``assignment`` is locked."""
     calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
     if calibration is None or not calibration.accepted:
-        assignment.stage = "consent"
+        assignment.stage = Stage.CONSENT
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
     else:
         _start_rdk_block(session, assignment, spec)
-
-
-def _code() -> str:
-    return secrets.token_hex(5).upper()
 
 
 def _calibration_body(calibration: Calibration, assignment: Assignment) -> dict[str, Any]:
@@ -227,40 +229,24 @@ def _calibration_body(calibration: Calibration, assignment: Assignment) -> dict[
 
 # ---------------------------------------------------------------- blocks and trial allocation
 
-def _rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Generator:
-    return np.random.default_rng([study.seed, assignment.id, page_index])
-
-
-def _new_page(session: Session, assignment: Assignment, kind: str, reserved_until: dt.datetime | None = None) -> Page:
-    index = int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment.id)))
-    page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
-                reserved_until=reserved_until)
-    session.add(page)
-    session.flush()
-    return page
-
-
-def _add_trials(session: Session, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
-    for position, row in enumerate(rows):
-        session.add(MotionTrial(page_id=page.id, assignment_id=assignment.id, worker_id=assignment.worker_id,
-                                study_id=assignment.study_id, position=position, answered=False, **row))
-    session.flush()
+def _add_block_trials(session: Session, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
+    """A block's trials (:class:`MotionTrial` rows, which also carry the study)."""
+    add_trials(session, MotionTrial, page, assignment,
+               [{"study_id": assignment.study_id, "answered": False, **row} for row in rows])
 
 
 def _start_rdk_block(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
     """The RDK screening block: ``rdk_practice`` practice trials, then ``rdk_trials`` test trials."""
-    from stimuli.rdk import rdk_trial_params
-
-    page = _new_page(session, assignment, "rdk")
-    rng = _rng(assignment.study, assignment, page.index)
-    params = rdk_trial_params(spec.rdk_practice + spec.rdk_trials, rng, speed_min=spec.rdk_speed_min,
-                              speed_max=spec.rdk_speed_max)
-    rows = [{"kind": "rdk", "practice": k < spec.rdk_practice, "probe_id": None,
+    page = new_page(session, assignment, Stage.RDK)
+    params = rdk_trial_params(spec.rdk_practice + spec.rdk_trials,
+                              seeded_rng(assignment.study, assignment, page.index),
+                              speed_min=spec.rdk_speed_min, speed_max=spec.rdk_speed_max)
+    rows = [{"kind": Stage.RDK, "practice": k < spec.rdk_practice, "probe_id": None,
              "repetition": 0 if k < spec.rdk_practice else 1,
              "params": {"direction_deg": float(p["direction_deg"]), "speed_ppf": float(p["speed_ppf"]),
                         "seed": int(p["seed"])}} for k, p in enumerate(params)]
-    _add_trials(session, page, assignment, rows)
-    assignment.stage = "rdk"
+    _add_block_trials(session, page, assignment, rows)
+    assignment.stage = Stage.RDK
 
 
 def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
@@ -270,26 +256,24 @@ def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec
     The block reserves its clips (:mod:`server.allocation`) while the worker responds.
     """
     study = assignment.study
-    if session.get_bind().dialect.name == "postgresql":
-        # Two workers must not both take the last open place of a clip.
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 7_100_000 + study.id})
-    page_index = int(session.scalar(select(func.count()).select_from(Page).where(
-        Page.assignment_id == assignment.id)))
-    rng = _rng(study, assignment, page_index)
-    clip_ids = choose_clips(session, study, assignment.worker_id, spec.clips_per_session, spec, rng)
+    allocation_lock(session, study, _ALLOCATION_LOCKS)  # two workers must not both take a clip's last place
+    page_index = page_count(session, assignment.id)
+    block_rng = seeded_rng(study, assignment, page_index)
+    clip_ids = choose_clips(session, study, assignment.worker_id, spec.clips_per_session, spec, block_rng)
     if not clip_ids:
-        no_work_left(assignment, spec)
+        PARADIGM.no_work_left(assignment, spec)
         return
     release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved block per worker
     probes = _probes_of(session, clip_ids, spec.probes_per_clip)
     main = [(p, r) for p in probes for r in range(1, spec.repetitions + 1)]
-    order = rng.permutation(len(main))
-    practice = _practice_probes(session, study.id, clip_ids, spec, rng) if spec.practice_needed else []
-    rows = [{"kind": "main", "practice": True, "probe_id": p, "repetition": 0, "params": {}} for p in practice]
-    rows += [{"kind": "main", "practice": False, "probe_id": main[k][0], "repetition": main[k][1], "params": {}}
+    order = block_rng.permutation(len(main))
+    practice = _practice_probes(session, study.id, clip_ids, spec, block_rng) if spec.practice_needed else []
+    rows = [{"kind": Stage.MAIN, "practice": True, "probe_id": p, "repetition": 0, "params": {}} for p in practice]
+    rows += [{"kind": Stage.MAIN, "practice": False, "probe_id": main[k][0], "repetition": main[k][1], "params": {}}
              for k in order]
-    _add_trials(session, _new_page(session, assignment, "main", reservation_end(session, spec)), assignment, rows)
-    assignment.stage = "main"
+    page = new_page(session, assignment, Stage.MAIN, page_index, reservation_end(session, spec))
+    _add_block_trials(session, page, assignment, rows)
+    assignment.stage = Stage.MAIN
 
 
 def _probes_of(session: Session, clip_ids: list[int], n: int) -> list[int]:
@@ -331,8 +315,8 @@ def choose_clips(session: Session, study: Study, worker_id: int, n: int, spec: M
                 .join(Page, MotionTrial.page_id == Page.id)
                 .join(Assignment, MotionTrial.assignment_id == Assignment.id)
                 .where(MotionTrial.study_id == study.id, ~MotionTrial.practice,
-                       or_(Assignment.stage == "completed",
-                           and_(Assignment.stage == "main", Page.reserved_until > moment)))
+                       or_(Assignment.stage == Stage.COMPLETED,
+                           and_(Assignment.stage == Stage.MAIN, Page.reserved_until > moment)))
                 .distinct().subquery())
     counts = select(sessions.c.clip_id, func.count().label("n")).group_by(sessions.c.clip_id).subquery()
     seen = (select(MotionProbe.clip_id).join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
@@ -361,7 +345,7 @@ def parse_motion_response(payload: Any, spec: MotionSpec) -> dict[str, Any]:
         raise invalid("the body must be a JSON object")
     reject_unknown(payload, _RESPONSE_FIELDS)
     response_id = payload.get("response_id")
-    if not isinstance(response_id, str) or not _UUID.fullmatch(response_id):
+    if not isinstance(response_id, str) or not UUID_PATTERN.fullmatch(response_id):
         raise invalid("response_id must be a UUID made by the browser")
     limit = MAX_RESPONSE_PPF
     values: dict[str, Any] = {
@@ -406,25 +390,16 @@ def _parse_frames(frames: Any) -> list[dict[str, Any]]:
     return clean
 
 
-def frame_timing(frames: list[dict[str, Any]], refresh_ms: float, movie_frames: int, spec: MotionSpec) -> list:
-    """:func:`analysis.frame_timing.phase_timing` of every logged phase (movie or matching)."""
-    from analysis.frame_timing import phase_timing
-
-    return [phase_timing(p["t"], refresh_ms, movie_frames if p["phase"] == "movie" else spec.matching_frames,
-                         spec.frame_ms) for p in frames]
-
-
 # The columns of a trial that the response path needs, fetched in one query as a plain row.
-_TRIAL_COLUMNS = (MotionTrial.id.label("trial_id"), MotionTrial.page_id, MotionTrial.kind, MotionTrial.practice,
-                  MotionTrial.answered, MotionTrial.params, MotionTrial.probe_id, MotionTrial.repetition,
-                  MotionTrial.position, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
+_RESPONSE_TRIAL_COLUMNS = (MotionTrial.id.label("trial_id"), MotionTrial.page_id, MotionTrial.kind,
+                           MotionTrial.practice, MotionTrial.answered, MotionTrial.params, MotionTrial.probe_id,
+                           MotionTrial.repetition, MotionTrial.position, MotionProbe.gt_u, MotionProbe.gt_v,
+                           MotionClip.movie_frames)
 
 
 def trial_gt(trial) -> tuple[float, float]:
     """The true vector of a trial row (RDK: from its direction and speed; main: the probe's flow)."""
-    if trial.kind == "rdk":
-        from stimuli.rdk import rdk_vector
-
+    if trial.kind == Stage.RDK:
         u, v = rdk_vector(trial.params["direction_deg"], trial.params["speed_ppf"])
         return float(u), float(v)
     return float(trial.gt_u), float(trial.gt_v)
@@ -439,31 +414,29 @@ def record_motion_response(session: Session, assignment: Assignment, payload: An
     spec = spec_for(session, assignment.study_id)
     values = parse_motion_response(payload, spec)
     digest = _digest({k: v for k, v in values.items() if k != "client_time"})
-    if values["trial_id"] > 2_147_483_647:  # beyond MotionTrial.id's INTEGER: no such trial
+    if values["trial_id"] > MAX_ROW_ID:  # beyond MotionTrial.id's INTEGER: no such trial
         raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
     connection = session.connection()
     trial = connection.execute(
-        select(*_TRIAL_COLUMNS).outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
+        select(*_RESPONSE_TRIAL_COLUMNS).outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
         .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id)
         .where(MotionTrial.id == values["trial_id"], MotionTrial.assignment_id == assignment.id)).first()
     if trial is None:
         raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
     if trial.answered:
-        return _replay(session, assignment, trial, values["response_id"], digest)
+        return _replay_response(session, assignment, trial, values["response_id"], digest)
     if assignment.stage != trial.kind:
         raise ApiError(409, "wrong_stage", f"no {trial.kind} responses are accepted at stage {assignment.stage}")
     refresh_ms = session.scalar(select(Calibration.refresh_median_ms).where(
         Calibration.assignment_id == assignment.id))
-    movie_frames = RDK_MOVIE_FRAMES if trial.kind == "rdk" else int(trial.movie_frames)
+    movie_frames = RDK_MOVIE_FRAMES if trial.kind == Stage.RDK else int(trial.movie_frames)
     try:
-        from analysis.frame_timing import summarise_phases
-
         timing = summarise_phases(frame_timing(values["frames"], refresh_ms, movie_frames, spec))
     except ValueError as exc:
         raise invalid(f"frames: {exc}") from None
     passed = None
     if trial.practice:
-        from analysis.motion import practice_passed
+        from analysis.motion import practice_passed  # analysis.motion loads scipy: only when needed
 
         gt_u, gt_v = trial_gt(trial)
         passed = bool(practice_passed(gt_u, gt_v, values["resp_u"], values["resp_v"],
@@ -491,15 +464,10 @@ def record_motion_response(session: Session, assignment: Assignment, payload: An
         raise ApiError(409, "conflict", "this response_id was already used for a different response") from None
     connection.execute(insert(FrameLog).values(response_id=row_id, frames={"phases": values["frames"]}))
     renew_page(session, trial.page_id, spec)  # the worker is active: the block keeps its clips
-    if not _open_trials(session, trial.page_id):
+    if not open_trials(session, MotionTrial, trial.page_id):
         _end_block(session, assignment, trial.kind, spec)
     stored = session.get(MotionResponse, row_id)
     return 201, _response_body(session, assignment, trial, stored, "stored")
-
-
-def _open_trials(session: Session, page_id: int) -> int:
-    return int(session.connection().execute(select(func.count()).select_from(MotionTrial).where(
-        MotionTrial.page_id == page_id, ~MotionTrial.answered)).scalar_one())
 
 
 def _add_repeat(session: Session, assignment: Assignment, trial, spec: MotionSpec, passed: bool | None,
@@ -509,7 +477,7 @@ def _add_repeat(session: Session, assignment: Assignment, trial, spec: MotionSpe
     if trial.practice:
         if passed:
             return False
-        needed = spec.rdk_practice if trial.kind == "rdk" else spec.practice_needed
+        needed = spec.rdk_practice if trial.kind == Stage.RDK else spec.practice_needed
         total, passes = connection.execute(
             select(func.count(), func.count(MotionResponse.id).filter(MotionResponse.practice_passed.is_(True)))
             .select_from(MotionTrial).outerjoin(MotionResponse, MotionResponse.trial_id == MotionTrial.id)
@@ -544,9 +512,9 @@ def _end_block(session: Session, assignment: Assignment, kind: str, spec: Motion
     session.execute(update(Page).where(Page.assignment_id == assignment.id, Page.kind == kind,
                                        Page.completed_at.is_(None)).values(completed_at=utcnow())
                     .execution_options(synchronize_session=False))
-    if kind == "main":
-        assignment.pages_completed += 1
-        _complete(assignment)
+    if kind == Stage.MAIN:
+        assignment.pages_completed += 1  # the unit of pay: one completed session
+        complete(assignment)
         return
     r = screening_score(session, assignment.id, spec)
     worker = assignment.worker
@@ -556,9 +524,9 @@ def _end_block(session: Session, assignment: Assignment, kind: str, spec: Motion
         _start_main_block(session, assignment, spec)
     else:
         shown = "undefined" if math.isnan(r) else f"{r:.2f}"
-        _stop(assignment, "disqualified",
-              f"Your answers in the motion test did not follow the motion closely enough (r = {shown}; "
-              f"{spec.screening_min_r:.2f} is needed). Thank you for your time; you cannot continue with this study.")
+        stop(assignment, Stage.DISQUALIFIED,
+             f"Your answers in the motion test did not follow the motion closely enough (r = {shown}; "
+             f"{spec.screening_min_r:.2f} is needed). Thank you for your time; you cannot continue with this study.")
 
 
 def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> float:
@@ -566,12 +534,12 @@ def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> f
 
     Unless the study keeps them, trials with frame drops are left out (when at least two remain).
     """
-    from analysis.motion import pooled_uv_r
+    from analysis.motion import pooled_uv_r  # loads scipy: only when a screening ends
 
     rows = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionResponse.resp_u,
                                   MotionResponse.resp_v, MotionResponse.timing_flagged)
                            .join(MotionResponse, MotionResponse.trial_id == MotionTrial.id)
-                           .where(MotionTrial.assignment_id == assignment_id, MotionTrial.kind == "rdk",
+                           .where(MotionTrial.assignment_id == assignment_id, MotionTrial.kind == Stage.RDK,
                                   ~MotionTrial.practice)).all()
     if spec.dropped_frames != "keep" and sum(not r.timing_flagged for r in rows) >= 2:
         rows = [r for r in rows if not r.timing_flagged]
@@ -580,14 +548,12 @@ def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> f
     return float(pooled_uv_r(gt[:, 0], gt[:, 1], resp[:, 0], resp[:, 1]))
 
 
-def _replay(session: Session, assignment: Assignment, trial, response_id: str,
+def _replay_response(session: Session, assignment: Assignment, trial, response_id: str,
             digest: str) -> tuple[int, dict[str, Any]]:
     """The answer to a response for an answered trial: "duplicate" when it is the same response again."""
     existing = session.scalar(select(MotionResponse).where(MotionResponse.response_id == response_id))
-    if existing is None:
-        raise ApiError(409, "trial_already_answered", "this trial was answered already")
-    if existing.trial_id != trial.trial_id or existing.body_sha256 != digest:
-        raise ApiError(409, "conflict", "this response_id was already used for a different response")
+    check_replay(None if existing is None else existing.trial_id, trial.trial_id,
+                 existing is not None and existing.body_sha256 == digest, "response_id")
     return 200, _response_body(session, assignment, trial, existing, "duplicate")
 
 
@@ -595,7 +561,8 @@ def _response_body(session: Session, assignment: Assignment, trial, stored: Moti
                    status: str) -> dict[str, Any]:
     screening = None
     worker = assignment.worker
-    if trial.kind == "rdk" and worker.screening_passed is not None and not _open_trials(session, trial.page_id):
+    if (trial.kind == Stage.RDK and worker.screening_passed is not None
+            and not open_trials(session, MotionTrial, trial.page_id)):
         screening = {"r": worker.screening_r, "passed": bool(worker.screening_passed)}
     feedback = None
     if gives_feedback(trial, spec_for(session, assignment.study_id)):
@@ -615,13 +582,11 @@ def rdk_dot_movie_of(session: Session, assignment: Assignment, trial_id: str) ->
     Rendered from the trial's stored direction, speed and seed, so it is the same on every
     request; any other trial (another assignment's, a main trial, no such trial) is a 404.
     """
-    from stimuli.rdk import rdk_dot_movie
-
     unknown = ApiError(404, "unknown_trial", "this trial is not an RDK trial of your assignment")
-    if not (trial_id.isascii() and trial_id.isdigit()) or int(trial_id) > 2_147_483_647:
+    if not (trial_id.isascii() and trial_id.isdigit()) or int(trial_id) > MAX_ROW_ID:
         raise unknown
     params = session.scalar(select(MotionTrial.params).where(
-        MotionTrial.id == int(trial_id), MotionTrial.assignment_id == assignment.id, MotionTrial.kind == "rdk"))
+        MotionTrial.id == int(trial_id), MotionTrial.assignment_id == assignment.id, MotionTrial.kind == Stage.RDK))
     if params is None:
         raise unknown
     spec = spec_for(session, assignment.study_id)
@@ -652,14 +617,14 @@ def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> d
     spec = spec_for(session, assignment.study_id)
     calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
     block, trials = None, []
-    if assignment.stage in ("rdk", "main"):
+    if assignment.stage in BLOCK_STAGES:
         page = session.scalar(select(Page).where(Page.assignment_id == assignment.id, Page.kind == assignment.stage)
                               .order_by(Page.index.desc()).limit(1))
         if page is not None:
             block, trials = _block(session, page, spec, url_for)
     message = stop_message(session, assignment, calibration)
     return {
-        "assignment_id": str(assignment.id), "kind": "motion", "stage": assignment.stage,
+        "assignment_id": str(assignment.id), "kind": motion_study.KIND, "stage": assignment.stage,
         "study": {"name": assignment.study.name}, "message": message,
         "params": motion_params(spec, url_for(spec.noise)),
         "calibration": None if calibration is None else {
@@ -671,14 +636,12 @@ def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> d
 def stop_message(session: Session, assignment: Assignment, calibration: Calibration | None = None) -> str | None:
     """Why a disqualified or stopped worker cannot go on (screening, or the refused display), or that the
     study is full; else None."""
-    if assignment.stage == "full":
-        from .assignments import FULL_MESSAGE
-
+    if assignment.stage == Stage.FULL:
         return FULL_MESSAGE
-    if assignment.stage not in ("disqualified", "stopped"):
+    if assignment.stage not in TURNED_AWAY:
         return None
     worker = assignment.worker
-    if worker.status in ("disqualified", "stopped") and worker.status_reason:
+    if worker.status in TURNED_AWAY and worker.status_reason:
         return worker.status_reason
     if calibration is None:
         calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
@@ -694,7 +657,7 @@ def _block(session: Session, page: Page, spec: MotionSpec, url_for: UrlFor) -> t
     practice = [(t, p) for t, p in rows if t.practice]
     tests = [t for t, _ in rows if not t.practice]
     block = {"name": page.kind, "practice_passes": sum(bool(p) for _, p in practice),
-             "practice_needed": spec.rdk_practice if page.kind == "rdk" else spec.practice_needed,
+             "practice_needed": spec.rdk_practice if page.kind == Stage.RDK else spec.practice_needed,
              "practice_done": sum(t.answered for t, _ in practice), "practice_max": spec.practice_max,
              "trials_done": sum(t.answered for t in tests), "trials_total": len(tests)}
     # A failed practice trial's repeat comes next, at the same location (HuPerFlow); timing repeats
@@ -710,18 +673,16 @@ def _block(session: Session, page: Page, spec: MotionSpec, url_for: UrlFor) -> t
 
 def gives_feedback(trial, spec: MotionSpec) -> bool:
     """Feedback after practice trials, and (HuPerFlow §3.1.3) after the RDK session's test trials too."""
-    return bool(trial.practice or (trial.kind == "rdk" and spec.rdk_feedback))
+    return bool(trial.practice or (trial.kind == Stage.RDK and spec.rdk_feedback))
 
 
 def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[int, MotionClip],
                 spec: MotionSpec, url_for: UrlFor) -> dict[str, Any]:
-    from stimuli.motion_clips import movie_window
-
     movie_frames = RDK_MOVIE_FRAMES
     feedback = gives_feedback(trial, spec)
     out: dict[str, Any] = {"trial_id": trial.id, "kind": trial.kind, "practice": trial.practice,
                            "feedback": feedback, "repetition": trial.repetition}
-    if trial.kind == "rdk":
+    if trial.kind == Stage.RDK:
         # No direction, speed or seed: the browser draws the dot movie the server renders (rdk_dot_movie_of).
         out["rdk"] = {"n_dots": spec.rdk_n_dots, "aperture_px": spec.rdk_aperture_px, "dot_px": spec.rdk_dot_px}
     else:
@@ -737,18 +698,6 @@ def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[
     return out
 
 
-def worker_block_counts(session: Session, study_id: int) -> dict[int, dict[str, int]]:
-    """Per worker of a study: answered main test trials, and those with frame drops (dashboard)."""
-    rows = session.execute(
-        select(MotionResponse.worker_id, func.count(),
-               func.count(MotionResponse.id).filter(MotionResponse.timing_flagged))
-        .join(MotionTrial, MotionResponse.trial_id == MotionTrial.id)
-        .where(MotionResponse.study_id == study_id, MotionTrial.kind == "main", ~MotionTrial.practice)
-        .group_by(MotionResponse.worker_id)).all()
-    return {int(w): {"trials_done": int(n), "flagged": int(f)} for w, n, f in rows}
-
-
-
 def motion_progress(session: Session, study_id: int) -> dict[str, Any]:
     """Headline figures of a motion study: clips, probes, completed sessions per clip against the target."""
     spec = spec_for(session, study_id)
@@ -758,8 +707,6 @@ def motion_progress(session: Session, study_id: int) -> dict[str, Any]:
     per_clip = clip_observers(session, study_id)
     done = sum(min(n, spec.observers_per_clip) for n, _ in per_clip.values())
     target = n_clips * spec.observers_per_clip
-    from .models import Worker
-
     n_workers = int(session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id)))
     return {"n_clips": n_clips, "n_probes": n_probes, "sessions_done": done, "sessions_target": target,
             "fill": done / target if target else 0.0, "n_workers": n_workers}
@@ -773,11 +720,147 @@ def clip_observers(session: Session, study_id: int) -> dict[str, tuple[int, int]
         .join(MotionProbe, MotionProbe.clip_id == MotionClip.id)
         .join(MotionTrial, and_(MotionTrial.probe_id == MotionProbe.id, ~MotionTrial.practice))
         .join(Assignment, MotionTrial.assignment_id == Assignment.id)
-        .where(MotionClip.study_id == study_id, Assignment.stage.in_(("completed", "main")))
+        .where(MotionClip.study_id == study_id, Assignment.stage.in_((Stage.COMPLETED, Stage.MAIN)))
         .group_by(MotionClip.clip_id, Assignment.stage)).all()
     out = {c: (0, 0) for c in session.scalars(select(MotionClip.clip_id).where(MotionClip.study_id == study_id)
                                               .order_by(MotionClip.position))}
     for clip_id, stage, n in rows:
         done, open_ = out[clip_id]
-        out[clip_id] = (done + int(n), open_) if stage == "completed" else (done, open_ + int(n))
+        out[clip_id] = (done + int(n), open_) if stage == Stage.COMPLETED else (done, open_ + int(n))
     return out
+
+
+def stimulus_paths(session: Session, study: Study) -> list[str]:
+    """Every file a motion study shows: each clip's frames (clip by clip) and the matching noise texture."""
+    paths: list[str] = []
+    for frames in session.scalars(select(MotionClip.frames).where(MotionClip.study_id == study.id)
+                                  .order_by(MotionClip.position)):
+        paths.extend(frames["paths"])
+    if study.config.get("noise"):
+        paths.append(study.config["noise"])
+    return paths
+
+
+def example_clip(session: Session, study: Study) -> dict[str, Any] | None:
+    """The middle frame of the study's first clip, for the HIT preview."""
+    clip = session.scalar(select(MotionClip).where(MotionClip.study_id == study.id)
+                          .order_by(MotionClip.position).limit(1))
+    if clip is None:
+        return None
+    paths = clip.frames["paths"]
+    return {"path": paths[len(paths) // 2], "width": clip.width, "height": clip.height}
+
+
+class MotionMatching(Paradigm):
+    """Motion matching (HuPerFlow): adjust a noise patch until it moves like a point in a clip; screened by
+    an RDK test; paid per session."""
+
+    kind = motion_study.KIND
+    title = "motion matching"
+    spec_class = MotionSpec
+    template = motion_study.MOTION_STUDY_TEMPLATE
+    app_stages = frozenset({Stage.CALIBRATION, *BLOCK_STAGES})
+    app_template = "motion.html"
+    worker_pages = "paradigms/motion.html"
+    dashboard_template = "admin_motion_study.html"  # rendered on the server
+    downloads = tuple(motion_export.MOTION_FILES)
+    response_model = MotionResponse
+    mturk_settings = {
+        "title": "Match the motion of a point in short video clips",
+        "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
+                       "(needs a mouse and a display of at least 60 Hz; about 30 minutes).",
+        "keywords": "motion, video, perception, psychophysics, mouse",
+    }
+    repeat_workers = True  # several sessions per worker, each with other clips
+    responses = {"calibration": with_assignment_object(record_calibration),
+                 "motion-responses": with_assignment_object(record_motion_response)}
+
+    def spec_from_toml(self, data: dict[str, Any], path: Path) -> MotionSpec:
+        return motion_study.motion_spec_from_toml(data, path)
+
+    def create_study(self, session: Session, spec: MotionSpec) -> Study:
+        return motion_study.create_motion_study(session, spec)
+
+    def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
+        """Whether a clip still needs observers that this worker never had."""
+        # Only whether anything is left matters, not which: any generator will do.
+        return bool(choose_clips(session, study, worker_id, 1, spec_for(session, study.id), np.random.default_rng(0)))
+
+    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
+        perform_motion_action(session, assignment, action)
+
+    def reopen(self, session: Session, assignment: Assignment, spec: MotionSpec) -> None:
+        reopen_motion(session, assignment, spec)
+
+    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+        return motion_state(session, assignment, url_for)
+
+    def stop_message(self, session: Session, assignment: Assignment) -> str | None:
+        return stop_message(session, assignment)
+
+    def examples(self, session: Session, study: Study) -> dict[str, Any]:
+        return {"example": None, "clip_example": example_clip(session, study)}
+
+    def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
+        return rdk_dot_movie_of(session, assignment, trial_id)
+
+    def stimulus_paths(self, session: Session, study: Study) -> list[str]:
+        return stimulus_paths(session, study)
+
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
+        """motion.csv (main test trials), rdk.csv, frames.csv and calibration.csv; there is no gold to leave out."""
+        tables = motion_export.export_motion(session, study_id, salt=salt)
+        tables["frames.csv"] = motion_export.export_frames(session, study_id, salt=salt)
+        motion = tables["motion.csv"]
+        report = [("motion.csv", f"{len(motion)} main trials by {len({r['worker_id'] for r in motion})} workers "
+                                 f"({sum(r['timing_flagged'] == '1' for r in motion)} with frame drops)"),
+                  ("rdk.csv", f"{len(tables['rdk.csv'])} RDK trials"),
+                  ("frames.csv", f"{len(tables['frames.csv'])} frames"),
+                  ("calibration.csv", f"{len(tables['calibration.csv'])} calibrations")]
+        warning = None if motion else "no main trials yet: perceptlab analyze-motion needs at least one"
+        return StudyExport(files=motion_export.motion_csv_texts(tables), report=report, warning=warning)
+
+    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None) -> str:
+        """One motion file, computing only that table (frames.csv is the costly one)."""
+        if name == "frames.csv":
+            tables = {name: motion_export.export_frames(session, study_id, salt=salt)}
+        else:
+            tables = {name: motion_export.export_motion(session, study_id, salt=salt)[name]}
+        return motion_export.motion_csv_texts(tables)[name]
+
+    def progress(self, session: Session, study_id: int) -> dict[str, Any]:
+        """The study list's columns read sets / pairs / answers: for motion studies clips / probes / sessions."""
+        motion = motion_progress(session, study_id)
+        return {"kind": self.kind, "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
+                "n_votes": motion["sessions_done"], "target_votes": motion["sessions_target"],
+                "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "clip sessions"}
+
+    def summary_line(self, session: Session, study_id: int) -> str:
+        m = motion_progress(session, study_id)
+        return (f"motion: {m['n_clips']} clips, {m['n_probes']} probes, {m['sessions_done']}/{m['sessions_target']} "
+                f"sessions ({m['fill']:.0%}), {m['n_workers']} workers")
+
+    def dashboard_context(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
+        """The clips table, the workers table and the headline figures of the motion study page."""
+        counts = clip_observers(session, study.id)
+        clips = [{"clip_id": c.clip_id, "dataset": c.dataset, "n_probes": n, "done": counts[c.clip_id][0],
+                  "open": counts[c.clip_id][1]}
+                 for c, n in session.execute(select(MotionClip, func.count(MotionProbe.id)).outerjoin(MotionProbe)
+                                             .where(MotionClip.study_id == study.id).group_by(MotionClip.id)
+                                             .order_by(MotionClip.position))]
+        return {"spec": spec_for(session, study.id), "progress": motion_progress(session, study.id), "clips": clips,
+                "workers": motion_export.motion_workers(session, study.id, salt), "downloads": self.downloads}
+
+    def pay_unit(self, spec: MotionSpec) -> PayUnit:
+        """A session: one per assignment, paid by the HIT's reward; no bonus."""
+        return PayUnit("session", Decimal(spec.reward_per_session), Decimal("0.00"), 1, 1)
+
+    def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]]:
+        """Every screened MTurk worker's RDK screening r, as round(100·r) clipped to 0..100."""
+        rows = session.execute(select(Worker.external_id, Worker.screening_r).where(
+            Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None))
+            .order_by(Worker.id)).all()
+        return [(worker_id, int(round(100 * min(max(r, 0.0), 1.0)))) for worker_id, r in rows]
+
+
+PARADIGM = MotionMatching()

@@ -1,41 +1,36 @@
-// VoteQueue: at-least-once delivery of worker responses to
-// POST {apiBase}/assignments/{aid}/{path} (path "votes" by default; motion studies
-// queue to "motion-responses" with idField "response_id").
+// ResponseQueue: at-least-once delivery of every response a worker gives -- paired-comparison
+// votes, motion-matching responses (with their frame logs), the screen calibration -- to
+// POST {apiBase}/assignments/{aid}/{route.path}.  One queue per assignment for all of them.
 //
 // Why it exists: a crowd worker's click is the only copy of that data point.
-// Every vote is written to localStorage *before* it is sent, and removed only
+// Every response is written to localStorage *before* it is sent, and removed only
 // once the server has acknowledged it (201 stored / 200 duplicate) or refused
 // it for good (other 4xx).  A reload, a closed tab or a flaky connection
-// therefore loses nothing, and the server's vote_id idempotency (same vote_id +
-// same payload -> 200 "duplicate") makes every resend safe.  The exact JSON
+// therefore loses nothing, and the server's idempotency (a route's idField:
+// same vote_id / response_id + same payload -> 200 "duplicate"; the calibration:
+// the same body again -> its stored result) makes every resend safe.  The exact JSON
 // body is stored, so a resend is byte-for-byte the first attempt (a changed
 // payload would be a 409 conflict).
 //
-// Votes are sent one at a time, oldest first: the server then sees them in
-// the order they were made, and a failing connection is probed by one request
+// Responses are sent one at a time, oldest first, whatever their route: the server then
+// sees them in the order they were made, and a failing connection is probed by one request
 // instead of a burst.
 
-const STORAGE_PREFIX = 'perceptlab.votes.';
+import { ApiError, BACKOFF, backoffDelay, isTransientStatus, readJson } from './assignment_api.js';
+
+const STORAGE_PREFIX = 'perceptlab.responses.';
+// Queues that pages of earlier releases left behind (one per endpoint), taken over at start-up.
+const LEGACY_QUEUES = Object.freeze([
+  { prefix: 'perceptlab.votes.', path: 'votes' },
+  { prefix: 'perceptlab.motion-responses.', path: 'motion-responses' },
+]);
 
 /** Default tuning; every field can be overridden in the constructor options. */
 export const DEFAULTS = Object.freeze({
-  baseDelayMs: 1000,    // first retry after 0.5..1 s
-  maxDelayMs: 30000,    // backoff cap: retry at least every 30 s, forever (a vote is never given up)
+  ...BACKOFF,
   requestTimeoutMs: 20000, // a hung request counts as a network error
   keepaliveBudget: 60000,  // bytes; browsers cap all in-flight keepalive bodies at 64 KiB
 });
-
-/**
- * Delay before retry number `attempt` (1 = first retry): exponential growth,
- * capped, with "equal jitter" (a random factor in [0.5, 1)) so that many
- * workers cut off by the same outage do not all come back in the same second.
- */
-export function backoffDelay(attempt, { baseDelayMs = DEFAULTS.baseDelayMs,
-                                        maxDelayMs = DEFAULTS.maxDelayMs,
-                                        random = Math.random } = {}) {
-  const exp = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.max(0, attempt - 1));
-  return Math.round(exp * (0.5 + 0.5 * random()));
-}
 
 /** RFC 4122 version-4 UUID; crypto.randomUUID exists only in secure contexts. */
 export function uuid4() {
@@ -54,11 +49,6 @@ export function uuid4() {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-/** Is this HTTP status worth retrying?  Server trouble and rate limiting are transient. */
-function isRetryable(status) {
-  return status >= 500 || status === 429 || status === 408;
-}
-
 /** Retry-After (seconds or HTTP date) in ms, or null. */
 function retryAfterMs(response) {
   const value = response.headers && response.headers.get('Retry-After');
@@ -69,34 +59,24 @@ function retryAfterMs(response) {
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : null;
 }
 
-async function readJson(response) {
-  try {
-    return await response.json();
-  } catch (_) {
-    return null; // an empty or non-JSON body must not turn a success into a failure
-  }
-}
+const isEntry = (e) => e && typeof e.id === 'string' && typeof e.path === 'string' && typeof e.body === 'string';
 
-export class VoteQueue {
+export class ResponseQueue {
   /**
    * @param {object} options
    * @param {string} options.apiBase      e.g. "/api/v1"
    * @param {string} options.assignmentId
    * @param {string} options.token        bearer token of this assignment
-   * @param {string} [options.path]       endpoint under the assignment: "votes" (default) or "motion-responses"
-   * @param {string} [options.idField]    the body's idempotency key: "vote_id" (default) or "response_id"
-   * @param {(q: VoteQueue) => void} [options.onChange]   pending count / state changed
-   * @param {(vote: object, body: object) => void} [options.onDelivered]
-   * @param {(vote: object, error: {status: number, error: string, message: string}) => void} [options.onRejected]
-   *        a vote the server refused for good (4xx other than 408/429); it is dropped from the queue
+   * @param {(q: ResponseQueue) => void} [options.onChange]   pending count / state changed
+   * @param {(body: object, answer: object, entry: {id: string, path: string}) => void} [options.onDelivered]
+   * @param {(body: object, error: ApiError, entry: {id: string, path: string}) => void} [options.onRejected]
+   *        a response the server refused for good (4xx other than 408/429); it is dropped from the queue
    */
   constructor(options) {
     const o = { ...DEFAULTS, ...options };
     this.apiBase = String(o.apiBase || '/api/v1').replace(/\/+$/, '');
     this.assignmentId = String(o.assignmentId);
     this.token = o.token;
-    this.path = String(o.path || 'votes').replace(/^\/+|\/+$/g, '');
-    this.idField = o.idField || 'vote_id';
     this.onChange = o.onChange || null;
     this.onDelivered = o.onDelivered || null;
     this.onRejected = o.onRejected || null;
@@ -106,12 +86,10 @@ export class VoteQueue {
     this.keepaliveBudget = o.keepaliveBudget;
     this.random = o.random || Math.random;
     this.fetch = o.fetch || globalThis.fetch.bind(globalThis);
-    // Each endpoint has its own queue; "votes" keeps its original key (queues left by older pages).
-    this.storageKey = this.path === 'votes' ? STORAGE_PREFIX + this.assignmentId
-      : `perceptlab.${this.path}.${this.assignmentId}`;
-    this.storage = VoteQueue._usableStorage(o.storage === undefined ? globalThis.localStorage : o.storage);
+    this.storageKey = STORAGE_PREFIX + this.assignmentId;
+    this.storage = ResponseQueue._usableStorage(o.storage === undefined ? globalThis.localStorage : o.storage);
     this._memory = [];         // used only when localStorage is unusable
-    this._waiters = new Map(); // vote_id -> {resolve, reject} for enqueue() promises
+    this._waiters = new Map(); // entry id -> {resolve, reject} for enqueue() promises
     this._idleWaiters = [];
     this._sending = false;
     this._timer = null;
@@ -124,7 +102,8 @@ export class VoteQueue {
       window.addEventListener('online', this._onOnline);
       window.addEventListener('pagehide', this._onPageHide);
     }
-    // Votes left over from an earlier page load (reload, crash, closed tab) go first.
+    this._adoptLegacyQueues();
+    // Responses left over from an earlier page load (reload, crash, closed tab) go first.
     if (this._load().length) queueMicrotask(() => { this._emit(); this._pump(); });
   }
 
@@ -144,13 +123,13 @@ export class VoteQueue {
 
   // --- persistence ---------------------------------------------------------
   // Every read goes back to storage (not a cached copy) so that two tabs of
-  // the same assignment do not overwrite each other's queued votes.
+  // the same assignment do not overwrite each other's queued responses.
 
   _load() {
     if (!this.storage) return this._memory.slice();
     try {
       const parsed = JSON.parse(this.storage.getItem(this.storageKey) || '[]');
-      return Array.isArray(parsed) ? parsed.filter((e) => e && e.vote_id && typeof e.body === 'string') : [];
+      return Array.isArray(parsed) ? parsed.filter(isEntry) : [];
     } catch (_) {
       return [];
     }
@@ -163,18 +142,46 @@ export class VoteQueue {
       if (entries.length) this.storage.setItem(this.storageKey, JSON.stringify(entries));
       else this.storage.removeItem(this.storageKey);
     } catch (_) {
-      // Quota exceeded: keep going in memory rather than losing the vote now.
+      // Quota exceeded: keep going in memory rather than losing the response now.
       this.storage = null;
     }
   }
 
-  _remove(voteId) {
-    this._save(this._load().filter((e) => e.vote_id !== voteId));
+  _remove(id) {
+    this._save(this._load().filter((e) => e.id !== id));
+  }
+
+  /** Move the per-endpoint queues of earlier releases ({vote_id, body, queued_at}) into this one. */
+  _adoptLegacyQueues() {
+    if (!this.storage) return;
+    const adopted = [];
+    for (const { prefix, path } of LEGACY_QUEUES) {
+      const key = prefix + this.assignmentId;
+      try {
+        const old = JSON.parse(this.storage.getItem(key) || '[]');
+        if (Array.isArray(old)) {
+          for (const e of old) {
+            if (e && e.vote_id && typeof e.body === 'string') {
+              adopted.push({ id: String(e.vote_id), path, body: e.body, queued_at: e.queued_at || 0 });
+            }
+          }
+        }
+        this.storage.removeItem(key);
+      } catch (_) {
+        // Unreadable: nothing to take over.
+      }
+    }
+    if (!adopted.length) return;
+    const entries = this._load();
+    const known = new Set(entries.map((e) => e.id));
+    const merged = [...entries, ...adopted.filter((e) => !known.has(e.id))];
+    merged.sort((a, b) => (a.queued_at || 0) - (b.queued_at || 0)); // oldest first, as they were made
+    this._save(merged);
   }
 
   // --- public API ----------------------------------------------------------
 
-  /** Number of votes not yet acknowledged by the server. */
+  /** Number of responses not yet acknowledged by the server. */
   get pending() {
     return this._load().length;
   }
@@ -184,30 +191,34 @@ export class VoteQueue {
     return this._timer !== null;
   }
 
-  /** Parsed bodies of the votes still queued (e.g. to skip their trials after a reload). */
-  pendingVotes() {
+  /** Parsed bodies of the responses still queued (e.g. to skip their trials after a reload). */
+  pendingBodies() {
     return this._load().map((e) => JSON.parse(e.body));
   }
 
   /**
-   * Queue a vote and start sending it.  `vote` is the request body without
-   * its id field (vote_id / idField; one is added unless given).  Returns a promise that resolves with
-   * the server's JSON body once delivered, or rejects with
-   * {status, error, message} when the server refuses it for good.  Callers
-   * that do not need the answer can ignore the promise.
+   * Queue a response and start sending it.
+   * @param {{path: string, idField: string|null}} route  where it goes: POST .../{path}; `idField` names the
+   *        body's idempotency key (added unless the body has one), null for an endpoint that is idempotent
+   *        by its body alone
+   * @param {object} body  the request body
+   * @param {{id?: string}} [options]  the entry's id (with an idField: the key's value); a new UUID by default
+   * @returns {Promise<object>} the server's JSON answer once delivered; rejects with an ApiError when the
+   *          server refuses the response for good.  Callers that do not need the answer can ignore it.
    */
-  enqueue(vote) {
-    const id = vote[this.idField] || uuid4();
-    const body = { [this.idField]: id, ...vote };
-    // Entries keep their key under "vote_id" whatever the endpoint calls it.
-    const entry = { vote_id: id, body: JSON.stringify(body), queued_at: Date.now() };
+  enqueue(route, body, { id } = {}) {
+    const idField = route.idField || null;
+    const entryId = String((idField && body[idField]) || id || uuid4());
+    const sent = idField ? { [idField]: entryId, ...body } : body;
+    const entry = { id: entryId, path: String(route.path).replace(/^\/+|\/+$/g, ''),
+                    body: JSON.stringify(sent), queued_at: Date.now() };
     const promise = new Promise((resolve, reject) => {
-      this._waiters.set(entry.vote_id, { resolve, reject });
+      this._waiters.set(entry.id, { resolve, reject });
     });
     // Unhandled-rejection noise is pointless when the caller fires and forgets.
     promise.catch(() => {});
     const entries = this._load();
-    if (!entries.some((e) => e.vote_id === entry.vote_id)) entries.push(entry);
+    if (!entries.some((e) => e.id === entry.id)) entries.push(entry);
     this._save(entries);
     this._emit();
     this._pump();
@@ -226,9 +237,9 @@ export class VoteQueue {
   }
 
   /**
-   * Last-chance delivery when the page goes away: fire every pending vote with
+   * Last-chance delivery when the page goes away: fire every pending response with
    * fetch(keepalive) -- it outlives the page, and unlike sendBeacon it can carry
-   * the Authorization header.  The votes stay in storage; if these requests got
+   * the Authorization header.  The responses stay in storage; if these requests got
    * through, the next load's resend is answered "duplicate" and dropped.
    */
   sendBeaconLike() {
@@ -237,7 +248,7 @@ export class VoteQueue {
       budget -= entry.body.length;
       if (budget < 0) break;
       try {
-        this.fetch(this._url(), {
+        this.fetch(this._url(entry), {
           method: 'POST',
           headers: this._headers(),
           body: entry.body,
@@ -263,8 +274,8 @@ export class VoteQueue {
 
   // --- sending -------------------------------------------------------------
 
-  _url() {
-    return `${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}/${this.path}`;
+  _url(entry) {
+    return `${this.apiBase}/assignments/${encodeURIComponent(this.assignmentId)}/${entry.path}`;
   }
 
   _headers() {
@@ -300,7 +311,7 @@ export class VoteQueue {
   }
 
   async _pump() {
-    // One request in flight at a time; during a backoff wait new votes just queue up.
+    // One request in flight at a time; during a backoff wait new responses just queue up.
     if (this._sending || this._timer !== null) return;
     this._sending = true;
     try {
@@ -327,13 +338,13 @@ export class VoteQueue {
     this._emit();
   }
 
-  /** One attempt.  Returns {} when the vote left the queue, {retryAfter} when it must be retried. */
+  /** One attempt.  Returns {} when the response left the queue, {retryAfter} when it must be retried. */
   async _sendOne(entry) {
     const controller = typeof AbortController === 'function' ? new AbortController() : null;
     const timeout = controller ? setTimeout(() => controller.abort(), this.requestTimeoutMs) : null;
     let response;
     try {
-      response = await this.fetch(this._url(), {
+      response = await this.fetch(this._url(entry), {
         method: 'POST',
         headers: this._headers(),
         body: entry.body,
@@ -348,40 +359,38 @@ export class VoteQueue {
     } finally {
       if (timeout) clearTimeout(timeout);
     }
-    const body = await readJson(response);
+    const answer = await readJson(response);
+    const meta = { id: entry.id, path: entry.path };
     if (response.ok) {
-      // 201 "stored" and 200 "duplicate" both mean the server has this vote.
-      this._remove(entry.vote_id);
-      this._settle(entry, 'resolve', body || {});
+      // 201 "stored" and 200 "duplicate" both mean the server has this response.
+      this._remove(entry.id);
+      this._settle(entry, 'resolve', answer || {});
       if (this.onDelivered) {
-        try { this.onDelivered(JSON.parse(entry.body), body || {}); } catch (e) { console.error(e); }
+        try { this.onDelivered(JSON.parse(entry.body), answer || {}, meta); } catch (e) { console.error(e); }
       }
       this._emit();
       return {};
     }
-    if (isRetryable(response.status)) {
+    if (isTransientStatus(response.status)) {
       this.lastError = response.status === 429 ? 'rate limited' : `server error ${response.status}`;
       return { retryAfter: retryAfterMs(response) };
     }
     // Any other 4xx will fail the same way every time: drop it, and tell the UI.
-    const error = {
-      status: response.status,
-      error: (body && body.error) || `http_${response.status}`,
-      message: (body && body.message) || response.statusText || 'The server refused this response.',
-    };
-    this._remove(entry.vote_id);
+    const error = ApiError.fromResponse(response.status, answer,
+                                        response.statusText || 'The server refused this response.');
+    this._remove(entry.id);
     this._settle(entry, 'reject', error);
     if (this.onRejected) {
-      try { this.onRejected(JSON.parse(entry.body), error); } catch (e) { console.error(e); }
+      try { this.onRejected(JSON.parse(entry.body), error, meta); } catch (e) { console.error(e); }
     }
     this._emit();
     return {};
   }
 
   _settle(entry, how, value) {
-    const waiter = this._waiters.get(entry.vote_id);
+    const waiter = this._waiters.get(entry.id);
     if (!waiter) return; // queued by an earlier page load: nobody awaits it
-    this._waiters.delete(entry.vote_id);
+    this._waiters.delete(entry.id);
     waiter[how](value);
   }
 }

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .models import MotionClip, MotionProbe, Study
-from .studies import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, _slugify, load_study_toml, read_sections,
-                      validate_entry)
+from ..models import MotionClip, MotionProbe, Study
+from ..stimulus_index import SALT_KEY, new_salt
+from .studyfile import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, common_root, is_dollar_amount, load_study_toml,
+                        read_sections, slugify, validate_entry, validate_slug)
 
 KIND = "motion"
 
@@ -186,21 +187,10 @@ class MotionSpec(StoredSpec):
     instructions: str = DEFAULT_MOTION_INSTRUCTIONS
     noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
-    allow_anonymous: bool = False   # the [entry] table (server/entry.py)
+    allow_anonymous: bool = False   # the [entry] table (server/paradigms/entry.py)
     signed_links: bool = False
     access_key: str = ""
     base_dir: str = field(default=".", compare=False)
-
-    # One paid session per assignment, seen by the payment code (written for pages) as one page at
-    # the session's reward, with no bonus pages and no quiz. Class constants, not fields.
-    bonus_per_page = "0.00"
-    min_pages = 1
-    max_pages = 1
-    quiz_size = 0
-
-    @property
-    def reward_per_page(self) -> str:
-        return self.reward_per_session
 
     @property
     def frame_ms(self) -> float:
@@ -223,7 +213,7 @@ class MotionSpec(StoredSpec):
         return self.clips_per_session * self.probes_per_clip * self.repetitions
 
 
-_MOTION_SECTIONS: dict[str, dict[str, type]] = {
+SECTIONS: dict[str, dict[str, type]] = {
     "study": {"kind": str, "slug": str, "name": str, "clips": list, "seed": int},
     "session": {"clips_per_session": int, "probes_per_clip": int, "repetitions": int, "observers_per_clip": int,
                 "reward_per_session": str, "assignment_timeout_minutes": int, "reservation_minutes": int},
@@ -243,12 +233,6 @@ _MOTION_SECTIONS: dict[str, dict[str, type]] = {
 }
 
 
-def is_motion_file(data: dict[str, Any]) -> bool:
-    """Whether parsed TOML is a motion study (``[study] kind = "motion"``)."""
-    study = data.get("study")
-    return isinstance(study, dict) and study.get("kind") == KIND
-
-
 def read_motion_study_file(path: str | Path) -> MotionSpec:
     """Parse and validate a motion ``study.toml``; raise :class:`StudyDefinitionError` naming file and key."""
     path = Path(path)
@@ -257,13 +241,13 @@ def read_motion_study_file(path: str | Path) -> MotionSpec:
 
 def motion_spec_from_toml(data: dict[str, Any], path: Path) -> MotionSpec:
     """The :class:`MotionSpec` of parsed TOML ``data`` read from ``path`` (for messages and relative paths)."""
-    values = read_sections(data, _MOTION_SECTIONS, path)
+    values = read_sections(data, SECTIONS, path)
     clips = values.get("clips")
     if not clips:
         raise StudyDefinitionError(f"{path}: study.clips is required (paths of clip manifests)")
     if not all(isinstance(c, str) and c for c in clips):
         raise StudyDefinitionError(f"{path}: study.clips must be a list of paths (strings)")
-    values.setdefault("slug", _slugify(path.stem))
+    values.setdefault("slug", slugify(path.stem))
     values.setdefault("name", values["slug"])
     spec = MotionSpec(**{**values, "clips": tuple(clips)}, base_dir=str(path.parent.resolve()))
     validate_motion_spec(spec, str(path))
@@ -275,10 +259,7 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
     def fail(message: str) -> None:
         raise StudyDefinitionError(f"{where}: {message}")
 
-    import re
-
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", spec.slug):
-        fail(f"study.slug {spec.slug!r} must be 1-64 lowercase letters, digits or '-'")
+    validate_slug(spec, fail)
     for key in ("clips_per_session", "probes_per_clip", "repetitions", "observers_per_clip",
                 "assignment_timeout_minutes", "practice_max", "rdk_trials", "rdk_n_dots", "rdk_aperture_px",
                 "rdk_dot_px", "frame_rate_hz", "cycle_ms", "matching_ms", "cycles_required", "refresh_samples",
@@ -311,12 +292,8 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
     if spec.px_per_degree <= 0:
         fail("px_per_degree must be positive")
     validate_entry(spec, fail)
-    try:
-        amount = Decimal(spec.reward_per_page)
-    except InvalidOperation:
-        amount = Decimal(-1)
-    if amount < 0 or amount.as_tuple().exponent < -2:
-        fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_page!r}")
+    if not is_dollar_amount(spec.reward_per_session):
+        fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_session!r}")
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -342,14 +319,6 @@ def _manifests(spec: MotionSpec) -> list:
     return manifests
 
 
-def _common_root(folders: list[Path]) -> Path:
-    common = folders[0]
-    for folder in folders[1:]:
-        while common not in (folder, *folder.parents):
-            common = common.parent
-    return common
-
-
 def create_motion_study(session: Session, spec: MotionSpec) -> Study:
     """Store a motion study with its clips and probes; the caller commits.
 
@@ -358,12 +327,10 @@ def create_motion_study(session: Session, spec: MotionSpec) -> Study:
     """
     from stimuli.motion_clips import ClipManifestError, movie_window
 
-    from .stimulus_index import SALT_KEY, new_salt
-
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     manifests = _manifests(spec)
-    root = _common_root([Path(m.root).resolve() for m in manifests])
+    root = common_root([Path(m.root).resolve() for m in manifests])
     noise = _noise_path(spec, manifests[0], root)
     config = {**spec.to_config(), "noise": noise, SALT_KEY: new_salt()}  # new_salt: key of the stimulus names
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
@@ -417,7 +384,5 @@ def _noise_path(spec: MotionSpec, manifest, root: Path) -> str:
     if not target.is_file():
         grey = brownian_noise(2048, rng=spec.seed)
         target.parent.mkdir(parents=True, exist_ok=True)
-        import numpy as np
-
         write_png(target, np.repeat(grey[:, :, None], 3, axis=2))
     return target.relative_to(root).as_posix()

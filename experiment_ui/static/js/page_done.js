@@ -1,0 +1,103 @@
+// Page-complete plugin of paired-comparison studies (stage "page_done"): the worker has finished a
+// page and chooses to continue with another one or to finish and submit.  Like every plugin it
+// declares its parameters first (none) and runs one screen; the choice is an action
+// (POST .../actions), not a response, so it bypasses the response queue and its answer -- the new
+// State -- goes straight back to the driver.
+
+import { el, unlessAborted } from './dom.js';
+import { ApiError } from './assignment_api.js';
+
+export const info = Object.freeze({
+  name: 'page-done',
+  version: 1,
+  description: 'End of a page: continue with another page (with its bonus) or finish and submit.',
+  response: null,
+  parameters: Object.freeze({}),
+});
+
+/** Rewards come as strings ("0.50"); show plain numbers as dollars, anything else as given. */
+function money(value) {
+  const text = String(value ?? '').trim();
+  if (!text) return '';
+  return /^\d+(\.\d+)?$/.test(text) ? `$${text}` : text;
+}
+
+const pages = (k) => `${k} ${k === 1 ? 'page' : 'pages'}`;
+
+export class PageDone {
+  static info = info;
+
+  constructor(driver, params) {
+    this.driver = driver;
+    this.params = params;
+    this.panel = null;
+    this.clicked = null; // resolves the wait for a button
+  }
+
+  mount(container) {
+    if (this.panel) return;
+    this.text = el('p');
+    this.btnContinue = el('button', { type: 'button', id: 'btn-continue', class: 'pc-button pc-button-primary' });
+    this.btnFinish = el('button', { type: 'button', id: 'btn-finish', class: 'pc-button',
+                                    text: 'Finish and submit', 'aria-label': 'Finish the study and submit' });
+    this.btnContinue.addEventListener('click', () => this.clicked && this.clicked('continue'));
+    this.btnFinish.addEventListener('click', () => this.clicked && this.clicked('finish'));
+    this.panel = el('section', { id: 'page-done', class: 'pc-panel', hidden: true, 'aria-labelledby': 'page-done-title' },
+      el('h2', { id: 'page-done-title', text: 'Page complete' }), this.text,
+      el('div', { class: 'pc-actions' }, this.btnContinue, this.btnFinish));
+    container.append(this.panel);
+  }
+
+  /**
+   * Show the panel for `progress` (State's progress: pages_completed, min/max_pages, bonus_per_page) and
+   * resolve with the State that the chosen action returns -- or null when the server had moved on
+   * already (409: a double submit, a second tab), for the driver to ask where things stand.
+   */
+  async run(container, progress, { signal }) {
+    this.mount(container);
+    const p = progress || {};
+    const done = p.pages_completed ?? 0;
+    const canContinue = p.max_pages == null || done < p.max_pages;
+    const canFinish = p.min_pages == null || done >= p.min_pages;
+    // The bonus is paid for pages beyond min_pages; a page still needed to reach it is not a bonus page.
+    const bonus = canFinish ? money(p.bonus_per_page) : '';
+    this.driver.setProgress(`${pages(done)} completed`);
+    let next;
+    if (!canFinish) next = `Please continue: at least ${pages(p.min_pages)} are needed before you can submit.`;
+    else if (canContinue) next = `You can continue with another page${bonus ? ` for a bonus of ${bonus}` : ''}, or finish now and submit.`;
+    else next = 'Please finish and submit.';
+    this.text.textContent = `Thank you! You have completed ${pages(done)}`
+      + (p.max_pages ? ` (up to ${p.max_pages} possible)` : '') + `. ${next}`;
+    this.btnContinue.textContent = bonus ? `Continue with another page (bonus ${bonus})` : 'Continue with the next page';
+    this.btnContinue.setAttribute('aria-label', bonus ? `Continue with another page, bonus ${bonus}` : 'Continue with the next page');
+    // If the server's numbers rule out both, show both and let it decide.
+    this.btnContinue.hidden = !canContinue && canFinish;
+    this.btnFinish.hidden = !canFinish && canContinue;
+    this.driver.setStatus('');
+    this.panel.hidden = false;
+    for (;;) {
+      this.btnContinue.disabled = false;
+      this.btnFinish.disabled = false;
+      const action = await unlessAborted(new Promise((resolve) => { this.clicked = resolve; }), signal);
+      this.clicked = null;
+      if (!action) return null;
+      this.btnContinue.disabled = true;
+      this.btnFinish.disabled = true;
+      try {
+        const state = await this.driver.api('POST', '/actions', { action });
+        this.driver.showNotice('');
+        return state;
+      } catch (error) {
+        if (signal.aborted) return null;
+        // Already acted (double submit, second tab): just follow the server.
+        if (error instanceof ApiError && error.status === 409) return null;
+        this.driver.showNotice(error.message);
+      }
+    }
+  }
+
+  clear() {
+    if (this.panel) this.panel.hidden = true;
+    this.clicked = null;
+  }
+}

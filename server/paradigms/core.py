@@ -1,0 +1,544 @@
+"""What every paradigm shares: entering a study, the assignment lock, completion and stop, the
+replay rule of idempotent responses, per-page randomness, pages and their trials, and the
+:class:`Paradigm` base class whose hooks each paradigm module fills in.
+
+Every function here runs inside the caller's session and leaves committing to it, so that a
+request either stores everything it changes or nothing. Concurrency: the caller locks the
+assignment row (:func:`lock_assignment`, ``SELECT ... FOR UPDATE``) before a response or an
+action changes it, and work is handed out under a per-study advisory lock on PostgreSQL
+(:func:`allocation_lock`; SQLite serialises writers already), so two workers never take the
+last open slot of a pair or a clip together.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import wraps
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+from sqlalchemy import bindparam, func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from . import paradigm_named, stored_kind
+from .. import validation as check
+from ..allocation import now
+from ..errors import ApiError, invalid, reject_unknown
+from ..models import Assignment, Page, Study, Worker, utcnow
+from ..tokens import new_nonce
+from .entry import check_hit, check_link_entry
+from .stages import TURNED_AWAY, Stage
+
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
+                "participants. Nothing was recorded for payment.")
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
+# The client-made ID of every response (vote_id, response_id).
+UUID_PATTERN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# Trial IDs are INTEGER columns: a larger ID names no trial (and PostgreSQL would raise on it).
+MAX_ROW_ID = 2_147_483_647
+
+UrlFor = Callable[[str], str]
+# (session, locked assignment, JSON body) -> (HTTP status, JSON body): one kind of response. The
+# assignment is a LockedAssignment row (see with_assignment_object for handlers that want the ORM object).
+RecordResponse = Callable[[Session, "LockedAssignment", Any], tuple[int, dict[str, Any]]]
+# The only places a completed MTurk assignment may be posted to, compared as whole strings: a crafted
+# turkSubmitTo would otherwise send the worker's submission to a third party (and URL parsers disagree
+# with browsers about hosts like "https://evil.example\\@www.mturk.com").
+MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
+
+
+# ---------------------------------------------------------------- study parameters, once per process
+
+# A study's parameters never change after creation (pausing changes only Study.status), so each
+# process reads a study's paradigm and spec once per engine: the response paths then find both with
+# two dict lookups and no query. Keyed by the engine object (weakly: a disposed engine's entries go
+# with it), which is much cheaper than rendering its URL on every request.
+_STUDIES: weakref.WeakKeyDictionary[Any, dict[int, tuple[Paradigm, Any]]] = weakref.WeakKeyDictionary()
+
+
+def study_paradigm(session: Session, study_id: int) -> tuple[Paradigm, Any]:
+    """``(paradigm, spec)`` of a study by its ID, read once per process and database engine.
+
+    Parameters
+    ----------
+    session : Session
+    study_id : int
+
+    Returns
+    -------
+    tuple
+        The study's :class:`Paradigm` and its spec (the paradigm's ``spec_class``).
+    """
+    bind = session.get_bind()
+    studies = _STUDIES.get(bind)
+    if studies is None:
+        studies = _STUDIES.setdefault(bind, {})
+    found = studies.get(study_id)
+    if found is None:
+        config = session.scalar(select(Study.config).where(Study.id == study_id))
+        if config is None:
+            raise ApiError(404, "not_found", "no such study")
+        paradigm = paradigm_named(stored_kind(config))
+        found = studies.setdefault(study_id, (paradigm, paradigm.spec_class.from_config(config)))
+    return found
+
+
+def spec_for(session: Session, study_id: int):
+    """The study's parameters (its paradigm's spec), parsed once per process."""
+    return study_paradigm(session, study_id)[1]
+
+
+# Built once: a reused statement keeps its compiled form and cache key, where building it on every
+# request cost about as much CPU as loading the row (every vote and action takes this lock).
+_LOCK_ASSIGNMENT = select(Assignment).where(Assignment.id == bindparam("assignment_id")).with_for_update()
+
+
+def lock_assignment(session: Session, assignment_id: int) -> Assignment:
+    """The assignment row, locked for this transaction (no-op lock on SQLite, which serialises writers)."""
+    assignment = session.scalar(_LOCK_ASSIGNMENT, {"assignment_id": assignment_id})
+    if assignment is None:
+        raise ApiError(404, "not_found", "no such assignment")
+    return assignment
+
+
+class LockedAssignment(NamedTuple):
+    """The columns of a locked assignment that a response needs, as a plain row.
+
+    A response handler (:attr:`Paradigm.responses`) gets this instead of the ORM object: loading
+    an :class:`~server.models.Assignment` through the ORM costs more CPU than the whole vote's SQL,
+    and most responses only read these columns. A handler that changes the assignment, or needs its
+    relations, loads the object with :meth:`load` (the row is locked already).
+    """
+
+    id: int
+    study_id: int
+    worker_id: int
+    stage: str
+    pages_completed: int
+    token_nonce: str
+
+    def load(self, session: Session) -> Assignment:
+        """The assignment as an ORM object, whose changes the session writes at commit."""
+        return session.get(Assignment, self.id)
+
+
+_assignment = Assignment.__table__
+_LOCK_ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.c.worker_id, _assignment.c.stage,
+                               _assignment.c.pages_completed, _assignment.c.token_nonce)
+                        .where(_assignment.c.id == bindparam("assignment_id")).with_for_update())
+
+
+def lock_assignment_row(session: Session, assignment_id: int) -> LockedAssignment:
+    """:func:`lock_assignment` without the ORM: the same row lock, returning a :class:`LockedAssignment`.
+
+    Raises
+    ------
+    ApiError
+        404 ``not_found`` when no assignment has this ID.
+    """
+    row = session.connection().execute(_LOCK_ASSIGNMENT_ROW, {"assignment_id": assignment_id}).first()
+    if row is None:
+        raise ApiError(404, "not_found", "no such assignment")
+    return LockedAssignment._make(row)
+
+
+def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[int, dict[str, Any]]]) -> RecordResponse:
+    """Adapt a response handler written for the ORM :class:`~server.models.Assignment` to
+    :data:`RecordResponse` (which is given a :class:`LockedAssignment`)."""
+    @wraps(record)
+    def adapted(session: Session, assignment: LockedAssignment, payload: Any) -> tuple[int, dict[str, Any]]:
+        return record(session, assignment.load(session), payload)
+    return adapted
+
+
+def allocation_lock(session: Session, study: Study, namespace: int) -> None:
+    """Serialise the hand-out of a study's shared work (PostgreSQL advisory lock until commit).
+
+    ``namespace`` keeps each paradigm's locks apart (paired comparison 7_000_000, motion 7_100_000).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": namespace + study.id})
+
+
+# ---------------------------------------------------------------- endings
+
+def give_code(assignment: Assignment) -> None:
+    """Give the assignment its completion code (once: a code already given is kept)."""
+    if assignment.completion_code is None:
+        assignment.completion_code = secrets.token_hex(5).upper()
+
+
+def complete(assignment: Assignment) -> None:
+    """The worker finished: stage ``completed`` with a completion code."""
+    assignment.stage = Stage.COMPLETED
+    assignment.completed_at = utcnow()
+    give_code(assignment)
+
+
+def stop(assignment: Assignment, stage: Stage, message: str) -> None:
+    """Turn the worker away (``stopped`` or ``disqualified``) in this assignment and in the study."""
+    assignment.stage = stage
+    give_code(assignment)
+    worker = assignment.worker
+    worker.status = stage
+    worker.status_reason = message
+
+
+def completion_info(assignment: Assignment) -> dict[str, Any] | None:
+    """How the worker submits: MTurk's form or a completion code. A worker stopped by a quality rule
+    after completing paid units may still submit them; the experimenter decides at review."""
+    if assignment.stage != Stage.COMPLETED and not (assignment.stage == Stage.STOPPED
+                                                    and assignment.pages_completed > 0):
+        return None
+    if assignment.platform == "mturk":
+        return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",
+                "assignment_id": assignment.external_id, "code": assignment.completion_code}
+    return {"mode": "code", "code": assignment.completion_code}
+
+
+# ---------------------------------------------------------------- idempotent responses
+
+def check_replay(stored_trial_id: int | None, trial_id: int, same_response: bool, id_field: str) -> None:
+    """A response for an answered trial is a retry only when its client ID was stored for this very
+    trial with the same content; else it is refused.
+
+    Parameters
+    ----------
+    stored_trial_id : int or None
+        The trial the response's client ID was stored for, or None when it was never stored.
+    trial_id : int
+        The trial the response is for.
+    same_response : bool
+        Whether the stored response has the same content.
+    id_field : str
+        The name of the client ID field, for the message (``vote_id``, ``response_id``).
+
+    Raises
+    ------
+    ApiError
+        409 ``trial_already_answered`` (another response answered the trial) or ``conflict``
+        (the client ID was used for another trial or another answer).
+    """
+    if stored_trial_id is None:
+        raise ApiError(409, "trial_already_answered", "this trial was answered already")
+    if stored_trial_id != trial_id or not same_response:
+        raise ApiError(409, "conflict", f"this {id_field} was already used for a different response")
+
+
+# ---------------------------------------------------------------- pages and trials
+
+def seeded_rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Generator:
+    """The random generator of one page of an assignment: the same page always gets the same draws."""
+    return np.random.default_rng([study.seed, assignment.id, page_index])
+
+
+def page_count(session: Session, assignment_id: int) -> int:
+    """Pages the assignment was given so far (the next page's index)."""
+    return int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment_id)))
+
+
+def new_page(session: Session, assignment: Assignment, kind: Stage, index: int | None = None,
+             reserved_until: dt.datetime | None = None) -> Page:
+    """A new page (block) of the assignment; ``reserved_until`` makes it hold its share of the work."""
+    if index is None:
+        index = page_count(session, assignment.id)
+    page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
+                reserved_until=reserved_until)
+    session.add(page)
+    session.flush()
+    return page
+
+
+def add_trials(session: Session, model: type, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
+    """Store a page's trials (rows of ``model``) in the order given, numbered from position 0."""
+    for position, row in enumerate(rows):
+        session.add(model(page_id=page.id, assignment_id=assignment.id, worker_id=assignment.worker_id,
+                          position=position, **row))
+    session.flush()
+
+
+_OPEN_TRIALS: dict[type, Any] = {}  # trial model -> its count statement, built once
+
+
+def open_trials(session: Session, model: type, page_id: int) -> int:
+    """Unanswered trials (rows of ``model``) of a page."""
+    statement = _OPEN_TRIALS.get(model)
+    if statement is None:
+        table = model.__table__
+        statement = _OPEN_TRIALS.setdefault(model, select(func.count()).select_from(table).where(
+            table.c.page_id == bindparam("page_id"), ~table.c.answered))
+    return int(session.connection().execute(statement, {"page_id": page_id}).scalar_one())
+
+
+def record_environment(assignment: Assignment, payload: Any) -> None:
+    """Validate the worker's window, screen and browser (informative) and keep them on the assignment."""
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    reject_unknown(payload, ("window", "screen", "user_agent"))
+    clean: dict[str, Any] = {"window": check.size_object(payload.get("window"), "window", with_dpr=True),
+                             "screen": check.size_object(payload.get("screen"), "screen", with_dpr=False)}
+    agent = payload.get("user_agent")
+    # Truncated rather than refused (browsers' strings grow), but never stored with control characters.
+    agent = check.text(agent, "user_agent", max_length=1 << 20)
+    clean["user_agent"] = agent[:check.USER_AGENT_LENGTH] if agent is not None else None
+    clean["recorded_at"] = utcnow().isoformat()
+    assignment.environment = clean
+
+
+# ---------------------------------------------------------------- what a paradigm declares
+
+@dataclass(frozen=True)
+class PayUnit:
+    """What a paradigm pays for, in MTurk terms: a HIT's reward covers ``required`` units, and every
+    unit after that (up to ``most``) earns ``bonus``.
+
+    Attributes
+    ----------
+    name : str
+        The unit ("page" in paired comparison, "session" in motion matching).
+    reward : Decimal
+        Reward per required unit.
+    bonus : Decimal
+        Bonus per unit after the required ones.
+    required, most : int
+        Units a worker must complete before submitting, and the most that count.
+    """
+    name: str
+    reward: Decimal
+    bonus: Decimal
+    required: int
+    most: int
+
+    @property
+    def hit_reward(self) -> Decimal:
+        """The HIT reward: ``reward`` for each of the ``required`` units."""
+        return (self.reward * self.required).quantize(Decimal("0.01"))
+
+    def extra_units(self, done: int) -> int:
+        """Units past the required ones that earn a bonus, of ``done`` completed."""
+        return max(0, min(done, self.most) - self.required)
+
+
+@dataclass
+class StudyExport:
+    """A paradigm's export files: name -> CSV text, what each holds (``(file name, description)`` lines
+    for the terminal), and a warning for stderr (nothing to analyse yet)."""
+    files: dict[str, str] = field(default_factory=dict)
+    report: list[tuple[str, str]] = field(default_factory=list)
+    warning: str | None = None
+
+
+class Paradigm:
+    """One experimental paradigm: the hooks its module fills in, and the lifecycle every paradigm
+    shares (entering a study, running out of work, reopening a full assignment).
+
+    Subclasses set the class attributes and implement the hooks that raise
+    :class:`NotImplementedError` here; :mod:`server.paradigms` finds them by ``kind``.
+    """
+
+    kind: ClassVar[str]                   # Study.config["kind"] and [study] kind of its study files
+    title: ClassVar[str]                  # for people: "paired comparison"
+    spec_class: ClassVar[type]            # a frozen dataclass with StoredSpec's to_config/from_config
+    template: ClassVar[str]               # the documented study file (perceptlab study template)
+    app_stages: ClassVar[frozenset[Stage]]  # stages the browser app runs (else a server-rendered page)
+    app_template: ClassVar[str]           # the page of the browser app
+    # Jinja macros of the paradigm's parts of the server-rendered worker pages (preview, instructions,
+    # done), imported by those pages with their context.
+    worker_pages: ClassVar[str]
+    dashboard_template: ClassVar[str]     # the experimenter's study page
+    downloads: ClassVar[tuple[str, ...]] = ()  # CSV files of the dashboard's download route
+    response_model: ClassVar[type]        # the table of the worker's answers (latest activity)
+    mturk_settings: ClassVar[dict[str, Any]] = {}  # HIT texts over the [mturk] defaults
+    # Whether one worker may take several assignments (motion: several sessions, each with other
+    # clips); else MTurk's "took part" qualification blocks a worker after their first one.
+    repeat_workers: ClassVar[bool] = False
+    # Response endpoints of the worker API (``POST /api/v1/assignments/<id>/<name>``) -> handler. A
+    # handler gets the locked assignment as a LockedAssignment row (with_assignment_object adapts one
+    # written for the ORM object).
+    responses: ClassVar[Mapping[str, RecordResponse]] = {}
+
+    # ------------------------------------------------------------ hooks: study file and creation
+
+    def spec_from_toml(self, data: dict[str, Any], path: Path):
+        """The validated spec of a parsed study file (``path`` for messages and relative paths)."""
+        raise NotImplementedError
+
+    def create_study(self, session: Session, spec) -> Study:
+        """Store the study with everything it shows; the caller commits."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ hooks: the worker's path
+
+    def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
+        """Whether the study could give this worker a unit of work now."""
+        raise NotImplementedError
+
+    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
+        """Move the (locked) assignment on after a button: consent, instructions_done, ..."""
+        raise NotImplementedError
+
+    def reopen(self, session: Session, assignment: Assignment, spec) -> None:
+        """Move a (locked) assignment at ``full`` on, now that work is free again."""
+        raise NotImplementedError
+
+    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+        """The JSON State the browser app works from."""
+        raise NotImplementedError
+
+    def stop_message(self, session: Session, assignment: Assignment) -> str | None:
+        """What the worker is told at stages disqualified and stopped (why) and full; else None."""
+        if assignment.stage == Stage.FULL:
+            return FULL_MESSAGE
+        if assignment.stage in TURNED_AWAY:
+            return assignment.worker.status_reason
+        return None
+
+    def examples(self, session: Session, study: Study) -> dict[str, Any]:
+        """What the HIT preview and the instructions show as an example (template variables)."""
+        return {"example": None, "clip_example": None}
+
+    def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
+        """Media the server renders for one of the assignment's trials (motion: an RDK dot movie)."""
+        raise ApiError(404, "unknown_trial", "this trial has no server-rendered media")
+
+    # ------------------------------------------------------------ hooks: data for the experimenter
+
+    def stimulus_paths(self, session: Session, study: Study) -> list[str]:
+        """Every stimulus path the study's trials and worker pages show (the files it may serve)."""
+        raise NotImplementedError
+
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
+        """The paradigm's data files of a study (worker IDs pseudonymised with ``salt``; raw when None).
+        ``include_gold=False`` leaves out quality-check answers where the paradigm has them. The
+        per-worker workers_meta.csv is added by :func:`server.exports.export_study`."""
+        raise NotImplementedError
+
+    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None) -> str:
+        """One of :attr:`downloads` as CSV text."""
+        return self.export(session, study_id, salt=salt).files[name]
+
+    def progress(self, session: Session, study_id: int) -> dict[str, Any]:
+        """Headline figures of the study list: ``kind``, ``n_sets``, ``n_pairs``, ``n_votes``,
+        ``target_votes``, ``fill``, ``n_workers``, ``unit`` (each paradigm's own units)."""
+        raise NotImplementedError
+
+    def summary_line(self, session: Session, study_id: int) -> str:
+        """One line of progress for ``perceptlab study list``."""
+        raise NotImplementedError
+
+    def dashboard_context(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
+        """Template variables of :attr:`dashboard_template` beyond the study row."""
+        return {}
+
+    def pay_unit(self, spec) -> PayUnit:
+        """What one unit of pay is, and what it earns."""
+        raise NotImplementedError
+
+    def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]] | None:
+        """``(MTurk worker ID, score 0..100)`` for a lab-wide screening qualification, or None when the
+        paradigm screens no one."""
+        return None
+
+    # ------------------------------------------------------------ shared lifecycle
+
+    def spec_for(self, session: Session, study_id: int):
+        """The study's spec (see :func:`spec_for`)."""
+        return spec_for(session, study_id)
+
+    def enter(self, session: Session, study: Study, *, platform: str, worker_id: str | None,
+              assignment_id: str | None = None, hit_id: str | None = None, turk_submit_to: str | None = None,
+              signature: str | None = None, access_key: str | None = None,
+              admit_new: Callable[[], None] | None = None) -> tuple[Assignment, bool]:
+        """Find or create the assignment a worker arrives with; return it and whether it is new
+        (a reload returns the same one).
+
+        Plain links follow the study's ``[entry]`` rules (participant ID, signature, access key:
+        :func:`server.paradigms.entry.check_link_entry`); MTurk entries must name one of the study's
+        HITs once it has any. ``admit_new`` is called just before a new assignment is created (the
+        per-address rate limit raises there); re-entering an existing assignment never calls it. A new
+        assignment for which no work is left starts at stage ``full``; an assignment at ``full``
+        re-entered when work is free again is reopened (:meth:`reopen_if_room`).
+        """
+        if platform == "mturk":
+            for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
+                if not value or not _ID_PATTERN.fullmatch(value):
+                    raise invalid(f"{name} is missing or malformed")
+            if assignment_id == PREVIEW_ASSIGNMENT:
+                raise invalid("a preview cannot start the task: accept the HIT first")
+            if (turk_submit_to or "").rstrip("/") not in MTURK_SUBMIT_URLS:
+                raise invalid("turkSubmitTo must be MTurk's own https address")
+            turk_submit_to = turk_submit_to.rstrip("/")
+            check_hit(session, study, hit_id)
+        elif platform == "link":
+            check_link_entry(study, self.spec_for(session, study.id), worker_id, signature, access_key)
+            worker_id = worker_id or f"anon-{secrets.token_hex(6)}"
+            if not _ID_PATTERN.fullmatch(worker_id):
+                raise invalid("participant ID is malformed (letters, digits and _.:@- only, at most 200)")
+            assignment_id = worker_id  # one assignment per participant and study
+            hit_id = turk_submit_to = None
+        else:
+            raise invalid(f"unknown platform {platform!r}")
+        args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new)
+        try:
+            with session.begin_nested():
+                assignment, created = self._find_or_create(*args)
+        except IntegrityError:
+            # A concurrent request (double click, reload) created the same rows first: use them.
+            assignment, created = self._find_or_create(*args)
+        if not created and assignment.stage == Stage.FULL:
+            self.reopen_if_room(session, lock_assignment(session, assignment.id))
+        return assignment, created
+
+    def _find_or_create(self, session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
+                        hit_id: str | None, turk_submit_to: str | None,
+                        admit_new: Callable[[], None] | None) -> tuple[Assignment, bool]:
+        worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
+                                                     Worker.external_id == worker_id))
+        if worker is None:
+            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id)
+            session.add(worker)
+            session.flush()
+        assignment = session.scalar(select(Assignment).where(
+            Assignment.study_id == study.id, Assignment.platform == platform, Assignment.external_id == assignment_id))
+        if assignment is not None:
+            if assignment.worker_id != worker.id:
+                raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
+            return assignment, False
+        if study.status != "active":
+            raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+        if admit_new is not None:
+            admit_new()
+        stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
+        if stage == Stage.CONSENT and not self.work_left(session, study, worker.id):
+            stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz
+        assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform,
+                                external_id=assignment_id, hit_id=hit_id, turk_submit_to=turk_submit_to,
+                                stage=stage, token_nonce=new_nonce())
+        session.add(assignment)
+        session.flush()
+        return assignment, True
+
+    def no_work_left(self, assignment: Assignment, spec) -> None:
+        """Nothing to give the worker: complete when they did the units the HIT requires, else stage
+        ``full`` (told the study is full; no completion code, no MTurk submit form, so never paid)."""
+        if assignment.pages_completed >= self.pay_unit(spec).required:
+            complete(assignment)
+        else:
+            assignment.stage = Stage.FULL
+
+    def reopen_if_room(self, session: Session, assignment: Assignment) -> None:
+        """A worker at stage ``full`` tries again: when work is free again (reservations lapsed), move on
+        (:meth:`reopen`). ``assignment`` must be locked. Does nothing while the study is still full."""
+        if assignment.stage != Stage.FULL or assignment.study.status != "active":
+            return
+        if not self.work_left(session, assignment.study, assignment.worker_id):
+            return
+        self.reopen(session, assignment, self.spec_for(session, assignment.study_id))

@@ -1,0 +1,674 @@
+"""Paired comparison: the worker's path through a study, as database transactions.
+
+Stages of an assignment::
+
+    consent -> instructions -> quiz -> trials <-> page_done -> completed
+                                  \\-> disqualified (quiz failed: for good)
+                                          trials -> stopped (hidden gold accuracy below the threshold)
+    any of consent, instructions, quiz, page_done -> full (no work left for this worker before
+                                                          min_pages; never paid, see Paradigm.no_work_left)
+
+The study file, its spec and study creation are in :mod:`server.paradigms.paired_study`; the
+shared lifecycle (entry, lock, completion, pages) in :mod:`server.paradigms.core`. Every function
+runs inside the caller's session and leaves committing to it. Page allocation takes a per-study
+advisory lock on PostgreSQL (SQLite serialises writers already), so two workers never take the
+last open slot of a pair together.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from sqlalchemy import bindparam, case, func, insert, literal_column, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .. import exports
+from .. import validation as check
+from ..allocation import now, release_other_pages, reservation_end
+from ..errors import ApiError, invalid, reject_unknown
+from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from . import paired_study
+from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, Paradigm, PayUnit, StudyExport, UrlFor, add_trials,
+                   allocation_lock, check_replay, complete, completion_info, new_page, open_trials, page_count,
+                   seeded_rng, spec_for, stop)
+from .paired_study import StudySpec
+from .stages import TURNED_AWAY, Stage
+
+VOTING_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED, Stage.DISQUALIFIED)
+PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials
+_ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (core.allocation_lock)
+
+
+# ---------------------------------------------------------------- stage actions
+
+def perform_action(session: Session, assignment: Assignment, action: str) -> None:
+    """Move the assignment on: consent, instructions_done, continue (another page), finish."""
+    spec = spec_for(session, assignment.study_id)
+    expected = {"consent": Stage.CONSENT, "instructions_done": Stage.INSTRUCTIONS, "continue": Stage.PAGE_DONE,
+                "finish": Stage.PAGE_DONE}
+    if action not in expected:
+        raise invalid(f"unknown action {action!r}")
+    if assignment.stage != expected[action]:
+        if _already_done(assignment.stage, action):
+            return  # a repeated click or a retried request: the first one did it
+        raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {assignment.stage}")
+    if action == "consent":
+        assignment.stage = Stage.INSTRUCTIONS
+    elif action == "instructions_done":
+        # A worker who passed the quiz in an earlier assignment of the study does not take it again.
+        if _worker_trial_pages(session, assignment.worker_id) or spec.quiz_size == 0:
+            _start_trials_page(session, assignment, spec)
+        else:
+            _allocate_quiz_page(session, assignment, spec)
+            assignment.stage = Stage.QUIZ
+    elif action == "continue":
+        if assignment.pages_completed >= spec.max_pages:
+            raise ApiError(409, "wrong_stage", "the page limit of this study is reached")
+        _start_trials_page(session, assignment, spec)
+    else:
+        if assignment.pages_completed < spec.min_pages:
+            raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
+        complete(assignment)
+
+
+def _already_done(stage: str, action: str) -> bool:
+    order = [Stage.CONSENT, Stage.INSTRUCTIONS, Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED]
+    first = {"consent": Stage.INSTRUCTIONS, "instructions_done": Stage.QUIZ, "finish": Stage.COMPLETED,
+             "continue": Stage.TRIALS}[action]
+    if stage in (*TURNED_AWAY, Stage.FULL):
+        return True
+    return stage in order and order.index(stage) >= order.index(first)
+
+
+def _worker_trial_pages(session: Session, worker_id: int) -> int:
+    """Pages of trials the worker was given in any assignment of the study (only quiz passers get one)."""
+    return int(session.scalar(select(func.count()).select_from(Page).join(Assignment).where(
+        Assignment.worker_id == worker_id, Page.kind == Stage.TRIALS)))
+
+
+def _gold_pairs(session: Session, study: Study) -> dict[int, int]:
+    """The study's gold pairs: pair ID -> set ID."""
+    return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).where(
+        StudySet.study_id == study.id, Pair.is_gold).order_by(Pair.id)).all())
+
+
+def _gold_seen(session: Session, worker_id: int) -> dict[int, int]:
+    """How often the worker was shown each gold pair (quiz and hidden, any assignment): pair ID -> count."""
+    return dict(session.execute(select(Trial.pair_id, func.count()).where(
+        Trial.worker_id == worker_id, Trial.is_gold).group_by(Trial.pair_id)).all())
+
+
+def _pick_gold(session: Session, study: Study, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` gold pairs for one of the worker's pages, the least seen by this worker first.
+
+    A gold pair that comes back is a pattern that marks it as gold (real pairs never
+    repeat for a worker), so every pick is one the worker has seen least often, in
+    any of their assignments: unseen ones while any remain. Ties go to the set the
+    worker has seen least gold of (spreading gold over the sets), then at random.
+    """
+    gold = _gold_pairs(session, study)
+    if not gold or n == 0:
+        return []
+    seen = _gold_seen(session, worker_id)
+    times = {pair_id: seen.get(pair_id, 0) for pair_id in gold}
+    per_set: dict[int, int] = {}
+    for pair_id, count in times.items():
+        per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + count
+    tie_break = dict(zip(gold, rng.random(len(gold))))
+    picks: list[int] = []
+    for _ in range(n):
+        pick = min(gold, key=lambda p: (times[p], per_set[gold[p]], tie_break[p]))
+        picks.append(int(pick))
+        times[pick] += 1
+        per_set[gold[pick]] += 1
+    return picks
+
+
+def _add_pair_trials(session: Session, page: Page, assignment: Assignment, pair_ids: list[int],
+                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool) -> None:
+    """The page's trials: real and gold pairs in random order, each on a random side."""
+    entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
+    order = page_rng.permutation(len(entries))
+    sides = page_rng.random(len(entries)) < 0.5
+    rows = []
+    for position, k in enumerate(order):
+        pair_id, is_gold = entries[k]
+        rows.append({"pair_id": int(pair_id), "left_is_a": bool(sides[position]), "is_gold": is_gold or is_quiz,
+                     "is_quiz": is_quiz})
+    add_trials(session, Trial, page, assignment, rows)
+
+
+def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+    study = assignment.study
+    page_index = page_count(session, assignment.id)
+    gold = _pick_gold(session, study, assignment.worker_id, spec.quiz_size, seeded_rng(study, assignment, page_index))
+    if not gold:
+        raise ApiError(409, "wrong_stage", "this study has no gold pairs for its quiz")
+    page = new_page(session, assignment, Stage.QUIZ, page_index)
+    _add_pair_trials(session, page, assignment, [], gold, seeded_rng(study, assignment, 10_000 + page.index),
+                     is_quiz=True)
+
+
+def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+    """Give the worker a new page, or (:meth:`Paradigm.no_work_left`) complete the assignment or tell
+    the worker the study is full when no pair needs votes any more."""
+    study = assignment.study
+    worker = assignment.worker
+    if worker.status in TURNED_AWAY:  # stopped in another of the worker's HITs
+        stop(assignment, worker.status, worker.status_reason)
+        return
+    if _worker_trial_pages(session, assignment.worker_id) >= spec.max_pages:
+        PARADIGM.no_work_left(assignment, spec)
+        return
+    allocation_lock(session, study, _ALLOCATION_LOCKS)
+    page_index = page_count(session, assignment.id)
+    page_rng = seeded_rng(study, assignment, page_index)
+    n_gold = spec.gold_per_page
+    pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, page_rng)
+    if not pair_ids:
+        PARADIGM.no_work_left(assignment, spec)
+        return
+    release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved page per worker
+    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec))
+    _add_pair_trials(session, page, assignment, pair_ids,
+                     _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False)
+    assignment.stage = Stage.TRIALS
+
+
+def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: StudySpec,
+                 rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
+
+    A pair's filled count is its votes plus the trials showing it that are still reserved
+    (unanswered, on a page whose reservation has not lapsed: see :mod:`server.allocation`), so
+    concurrent workers share out the remaining votes instead of all taking the same pairs, and
+    pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
+    """
+    reserved = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
+                .join(Assignment, Page.assignment_id == Assignment.id)
+                .where(~Trial.answered, ~Trial.is_gold, Page.reserved_until > now(session),
+                       Assignment.study_id == study.id)
+                .group_by(Trial.pair_id).subquery())
+    seen = select(Trial.pair_id).where(Trial.worker_id == worker_id, Trial.pair_id.is_not(None))
+    deficit = Pair.target_votes - Pair.n_votes - func.coalesce(reserved.c.n, 0)
+    rows = session.execute(
+        select(Pair.id, deficit)
+        .join(StudySet, Pair.set_id == StudySet.id).outerjoin(reserved, reserved.c.pair_id == Pair.id)
+        .where(StudySet.study_id == study.id, ~Pair.is_gold, Pair.id.not_in(seen), deficit > 0)).all()
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    deficit = np.array([r[1] for r in rows], dtype=np.int64)
+    order = np.lexsort((rng.random(len(ids)), -deficit))
+    return [int(i) for i in ids[order[:n]]]
+
+
+# ---------------------------------------------------------------- votes
+
+def parse_vote(payload: Any) -> dict[str, Any]:
+    """Validate a vote body (see the OpenAPI file); raise a 400 naming the first problem."""
+    if not isinstance(payload, dict):
+        raise invalid("the body must be a JSON object")
+    reject_unknown(payload, ("vote_id", "trial_id", "choice", "rt_ms", "input", "client_time", "window"))
+    vote_id = payload.get("vote_id")
+    if not isinstance(vote_id, str) or not UUID_PATTERN.fullmatch(vote_id):
+        raise invalid("vote_id must be a UUID made by the browser")
+    trial_id = payload.get("trial_id")
+    if not isinstance(trial_id, str) or not (trial_id.isascii() and trial_id.isdigit()) or len(trial_id) > 18:
+        raise invalid("trial_id must be the trial's ID string")
+    if payload.get("choice") not in ("left", "right"):
+        raise invalid("choice must be 'left' or 'right'")
+    rt = check.number(payload.get("rt_ms"), "rt_ms (milliseconds)", *check.RT_MS)
+    if payload.get("input", "mouse") not in ("mouse", "keyboard", "touch"):
+        raise invalid("input must be 'mouse', 'keyboard' or 'touch'")
+    client_time = check.client_time(payload.get("client_time"))
+    window = check.size_object(payload.get("window"), "window", with_dpr=True)
+    return {"vote_id": vote_id.lower(), "trial_id": int(trial_id), "chose_left": payload["choice"] == "left",
+            "rt_ms": rt, "input": payload.get("input", "mouse"), "client_time": client_time,
+            "window_width": window.get("width"), "window_height": window.get("height"),
+            "device_pixel_ratio": window.get("dpr")}
+
+
+# ---------------------------------------------------------------- the vote statements, built once
+#
+# A vote is the hot path of a study, so its SQL is a handful of Core statements built at import
+# (SQLAlchemy compiles each once per dialect and caches it; building them per request cost more CPU
+# than the database spent running them), executed on the session's connection with plain rows back:
+# no ORM objects, no unit of work. The assignment is already locked (LockedAssignment), so these
+# statements are the only writers of its trials and pages. On PostgreSQL, claiming the trial,
+# counting the pair's vote, inserting the vote and renewing the page are one statement
+# (_STORE_VOTE_POSTGRESQL); on SQLite, which has no data-modifying CTEs, they are the statements
+# below, in that order (see _store_vote).
+
+_trial, _pair, _page, _vote, _gold, _assignment = (
+    model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment))
+
+
+# The updated row, named from inside a subquery of RETURNING. Spelled out: SQLAlchemy's SQLite
+# compiler drops table names in RETURNING, subqueries included, and an unqualified "id" there would
+# mean the subquery's own table.
+_UPDATED_TRIAL_PAIR = literal_column("trial.pair_id")
+_UPDATED_PAGE_ID = literal_column("page.id")
+
+
+def _of_pair(column, name: str):
+    """One column of the trial's pair, as a subquery correlated with the updated trial (SQLite's
+    RETURNING may name only the updated table, but may hold subqueries)."""
+    return select(column).where(_pair.c.id == _UPDATED_TRIAL_PAIR).scalar_subquery().label(name)
+
+
+# Claim an open trial of the assignment and return what the vote needs of it and of its pair.
+# No row: the trial is answered already, or not the assignment's (see _vote_for_unclaimed_trial).
+_CLAIM_TRIAL = (
+    update(_trial)
+    .where(_trial.c.id == bindparam("trial_id"), _trial.c.assignment_id == bindparam("owner_id"),
+           ~_trial.c.answered)
+    .values(answered=True)
+    .returning(_trial.c.id.label("trial_id"), _trial.c.page_id, _trial.c.left_is_a, _trial.c.is_gold,
+               _trial.c.is_quiz, _trial.c.pair_id, _of_pair(_pair.c.stimulus_a_id, "stimulus_a_id"),
+               _of_pair(_pair.c.stimulus_b_id, "stimulus_b_id"), _of_pair(_pair.c.is_gold, "pair_is_gold"),
+               _of_pair(_pair.c.gold_winner_id, "gold_winner_id")))
+# The same columns, read without claiming: a vote whose trial could not be claimed (replay or refusal).
+_VOTE_TRIAL = (select(_trial.c.id.label("trial_id"), _trial.c.page_id, _trial.c.left_is_a, _trial.c.is_gold,
+                      _trial.c.is_quiz, _trial.c.pair_id, _pair.c.stimulus_a_id, _pair.c.stimulus_b_id,
+                      _pair.c.is_gold.label("pair_is_gold"), _pair.c.gold_winner_id, _trial.c.answered)
+               .join_from(_trial, _pair, _trial.c.pair_id == _pair.c.id)
+               .where(_trial.c.id == bindparam("trial_id"), _trial.c.assignment_id == bindparam("assignment_id")))
+_COUNT_PAIR_VOTE = (update(_pair).where(_pair.c.id == bindparam("pair_id"))
+                    .values(n_votes=_pair.c.n_votes + 1))
+_INSERT_VOTE = insert(_vote)
+_INSERT_GOLD_VOTE = insert(_vote).returning(_vote.c.id)
+_INSERT_GOLD_RESULT = insert(_gold)
+# Renew the page's reservation (when it has one: quiz pages have none) and count its open trials,
+# in one statement: the count sees the trial claimed earlier in this transaction.
+_RENEW_PAGE_COUNT_OPEN = (
+    update(_page).where(_page.c.id == bindparam("page_id"))
+    .values(reserved_until=case((_page.c.reserved_until.is_not(None),
+                                 bindparam("until", type_=_page.c.reserved_until.type)), else_=None))
+    .returning(select(func.count()).select_from(_trial)
+               .where(_trial.c.page_id == _UPDATED_PAGE_ID, ~_trial.c.answered).scalar_subquery()))
+_PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
+              .values(completed_at=bindparam("now", type_=_page.c.completed_at.type)))
+_NEXT_PAGE_STAGE = (update(_assignment).where(_assignment.c.id == bindparam("assignment_id"))
+                    .values(pages_completed=_assignment.c.pages_completed + 1, stage=Stage.PAGE_DONE.value))
+_SCORE = (func.coalesce(func.sum(case((_gold.c.correct, 1), else_=0)), 0), func.count())
+_QUIZ_SCORE = select(*_SCORE).where(_gold.c.assignment_id == bindparam("assignment_id"), _gold.c.is_quiz)
+_HIDDEN_GOLD_SCORE = select(*_SCORE).where(_gold.c.worker_id == bindparam("worker_id"), ~_gold.c.is_quiz)
+_VOTE_BY_CLIENT_ID = (select(_vote.c.trial_id, _vote.c.chose_left, _vote.c.winner_id)
+                      .where(_vote.c.client_vote_id == bindparam("vote_id")))
+
+
+# ---------------------------------------------------------------- votes
+
+class StoredVote(NamedTuple):
+    """What the rules after a vote and its answer need of a stored vote and its trial."""
+
+    trial_id: int
+    page_id: int
+    is_gold: bool
+    is_quiz: bool
+    gold_winner_id: int | None
+    winner_id: int
+    open_left: int  # unanswered trials left on the page
+
+
+# PostgreSQL stores a vote in one statement (one round trip): data-modifying CTEs claim the trial,
+# count the pair's vote, insert the vote and its gold result, and renew the page's reservation. All
+# of them see the snapshot taken when the statement starts (after the assignment lock), in which the
+# claimed trial is still open: hence the "- 1" of open_left. No row back: nothing was changed, the
+# trial could not be claimed. Casts name the types PostgreSQL cannot infer in INSERT ... SELECT.
+_STORE_VOTE_POSTGRESQL = text("""
+WITH claimed AS (
+    UPDATE trial SET answered = TRUE
+    WHERE trial.id = :trial_id AND trial.assignment_id = :assignment_id AND NOT trial.answered
+    RETURNING trial.id, trial.page_id, trial.pair_id, trial.left_is_a, trial.is_gold, trial.is_quiz
+), voted AS (
+    SELECT claimed.*, pair.is_gold AS pair_is_gold, pair.gold_winner_id,
+           CASE WHEN claimed.left_is_a = :chose_left THEN pair.stimulus_a_id ELSE pair.stimulus_b_id END AS winner_id
+    FROM claimed JOIN pair ON pair.id = claimed.pair_id
+), counted AS (
+    UPDATE pair SET n_votes = pair.n_votes + 1 FROM voted
+    WHERE pair.id = voted.pair_id AND NOT voted.pair_is_gold
+), stored AS (
+    INSERT INTO vote (client_vote_id, trial_id, assignment_id, worker_id, study_id, pair_id, winner_id, chose_left,
+                      rt_ms, input, client_time, window_width, window_height, device_pixel_ratio, created_at)
+    SELECT CAST(:client_vote_id AS VARCHAR), voted.id, :assignment_id, :worker_id, :study_id, voted.pair_id,
+           voted.winner_id, :chose_left, CAST(:rt_ms AS DOUBLE PRECISION), CAST(:input AS VARCHAR),
+           CAST(:client_time AS VARCHAR), CAST(:window_width AS INTEGER), CAST(:window_height AS INTEGER),
+           CAST(:device_pixel_ratio AS DOUBLE PRECISION), CAST(:created_at AS TIMESTAMP WITH TIME ZONE)
+    FROM voted
+    RETURNING vote.id
+), scored AS (
+    INSERT INTO gold_result (vote_id, worker_id, assignment_id, is_quiz, correct)
+    SELECT stored.id, :worker_id, :assignment_id, voted.is_quiz, COALESCE(voted.winner_id = voted.gold_winner_id, FALSE)
+    FROM stored CROSS JOIN voted WHERE voted.is_gold
+), renewed AS (
+    UPDATE page SET reserved_until = CAST(:until AS TIMESTAMP WITH TIME ZONE) FROM voted
+    WHERE page.id = voted.page_id AND page.reserved_until IS NOT NULL
+)
+SELECT voted.id, voted.page_id, voted.is_gold, voted.is_quiz, voted.gold_winner_id, voted.winner_id,
+       (SELECT count(*) FROM trial WHERE trial.page_id = voted.page_id AND NOT trial.answered) - 1
+FROM voted
+""")
+_VOTE_COLUMNS = ("client_vote_id", "trial_id", "assignment_id", "worker_id", "study_id", "chose_left", "rt_ms", "input",
+                 "client_time", "window_width", "window_height", "device_pixel_ratio", "created_at")
+
+
+def record_vote(session: Session, assignment: LockedAssignment, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Store one vote; return ``(HTTP status, body)``. A retry of a stored vote returns 200 "duplicate".
+
+    ``assignment`` must be locked (:func:`~server.paradigms.core.lock_assignment_row`): votes of one
+    assignment are then applied one at a time, so the end of a page or of the quiz is seen exactly
+    once. After the lock, a vote is one statement on PostgreSQL and four on SQLite (see
+    :func:`_store_vote`); the rules after it add a statement or two when they apply.
+    """
+    vote = parse_vote(payload)
+    if vote["trial_id"] > MAX_ROW_ID:  # beyond Trial.id's INTEGER: no such trial (PostgreSQL would raise)
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
+    if assignment.stage not in VOTING_STAGES:
+        return _vote_for_unclaimed_trial(session, assignment, vote)
+    spec = spec_for(session, assignment.study_id)
+    row = {"client_vote_id": vote["vote_id"], "trial_id": vote["trial_id"], "assignment_id": assignment.id,
+           "worker_id": assignment.worker_id, "study_id": assignment.study_id, "chose_left": vote["chose_left"],
+           "rt_ms": vote["rt_ms"], "input": vote["input"], "client_time": vote["client_time"],
+           "window_width": vote["window_width"], "window_height": vote["window_height"],
+           "device_pixel_ratio": vote["device_pixel_ratio"], "created_at": utcnow()}
+    try:
+        stored = _store_vote(session.connection(), row, reservation_end(session, spec))
+    except IntegrityError:
+        # Only the unique client_vote_id can clash here (the trial is ours and locked): the browser
+        # reused a vote ID for another trial. The caller rolls the whole request back.
+        raise ApiError(409, "conflict", "this vote_id was already used for a different response") from None
+    if stored is None:
+        return _vote_for_unclaimed_trial(session, assignment, vote)
+    stage = _after_vote(session, assignment, stored, spec)
+    return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
+
+
+def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote | None:
+    """Claim the vote's trial (``row["trial_id"]``, of ``row["assignment_id"]``, open), count the pair's
+    vote (real pairs only: gold pairs are shared by every worker, a counter would be a hot row), insert
+    the vote (and the gold result of a gold trial), renew the page's reservation (the worker is
+    active) and count the page's open trials. None, with nothing changed, when the trial could not be
+    claimed (answered already, or not the assignment's).
+
+    Raises
+    ------
+    sqlalchemy.exc.IntegrityError
+        The vote's client ID is stored already (for another trial).
+    """
+    if connection.dialect.name == "postgresql":
+        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until}).first()
+        return None if found is None else StoredVote._make(found)
+    trial = connection.execute(_CLAIM_TRIAL, {"trial_id": row["trial_id"], "owner_id": row["assignment_id"]}).first()
+    if trial is None:
+        return None
+    winner = trial.stimulus_a_id if row["chose_left"] == trial.left_is_a else trial.stimulus_b_id
+    if not trial.pair_is_gold:
+        connection.execute(_COUNT_PAIR_VOTE, {"pair_id": trial.pair_id})
+    values = {name: row[name] for name in _VOTE_COLUMNS}
+    values["pair_id"], values["winner_id"] = trial.pair_id, winner
+    if trial.is_gold:
+        vote_row = connection.execute(_INSERT_GOLD_VOTE, values).scalar_one()
+        connection.execute(_INSERT_GOLD_RESULT, {
+            "vote_id": vote_row, "worker_id": row["worker_id"], "assignment_id": row["assignment_id"],
+            "is_quiz": trial.is_quiz, "correct": winner == trial.gold_winner_id})
+    else:
+        connection.execute(_INSERT_VOTE, values)
+    open_left = connection.execute(_RENEW_PAGE_COUNT_OPEN, {"page_id": trial.page_id,
+                                                            "until": reserved_until}).scalar_one()
+    return StoredVote(trial.trial_id, trial.page_id, trial.is_gold, trial.is_quiz, trial.gold_winner_id, winner,
+                      int(open_left))
+
+
+def _vote_for_unclaimed_trial(session: Session, assignment: LockedAssignment,
+                              vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A vote whose trial was not claimed: not the assignment's (404), answered already (a replay,
+    or a refusal: :func:`_replay`), or sent at a stage that takes no votes (409)."""
+    trial = session.connection().execute(_VOTE_TRIAL, {"trial_id": vote["trial_id"],
+                                                       "assignment_id": assignment.id}).first()
+    if trial is None:
+        raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
+    if trial.answered:
+        return _replay(session, assignment, trial, vote)
+    if assignment.stage not in VOTING_STAGES:
+        raise ApiError(409, "wrong_stage", f"no votes are accepted at stage {assignment.stage}")
+    # Open, ours, at a voting stage, and still not claimed: only a concurrent claim could do that,
+    # which the assignment lock rules out; the claim's WHERE clause guards the invariant anyway.
+    raise ApiError(409, "trial_already_answered", "this trial was answered already")
+
+
+def _replay(session: Session, assignment: LockedAssignment, trial, vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The answer to a vote for an answered trial: "duplicate" when it is the same vote again."""
+    existing = session.connection().execute(_VOTE_BY_CLIENT_ID, {"vote_id": vote["vote_id"]}).first()
+    check_replay(None if existing is None else existing.trial_id, trial.trial_id,
+                 existing is not None and existing.chose_left == vote["chose_left"], "vote_id")
+    return 200, _vote_body(assignment.stage, trial, existing.winner_id, vote["vote_id"], "duplicate",
+                           open_trials(session, Trial, trial.page_id))
+
+
+def _vote_body(stage: str, trial, winner_id: int, vote_id: str, status: str, open_left: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"vote_id": vote_id, "status": status, "stage": stage, "page_complete": open_left == 0}
+    if trial.is_quiz:
+        body["feedback"] = {"correct": winner_id == trial.gold_winner_id}
+    return body
+
+
+def _after_vote(session: Session, assignment: LockedAssignment, trial: StoredVote, spec: StudySpec) -> str:
+    """Apply the quiz rule, the hidden-gold rule and the end of a page; return the assignment's stage.
+
+    The common outcomes (nothing changes; a page done) are a statement or none; the rare ones
+    (the quiz scored, a worker stopped, the last page) change the ORM object, written at commit.
+    """
+    open_left = trial.open_left
+    if trial.is_quiz:
+        if open_left == 0 and assignment.stage == Stage.QUIZ:
+            correct, total = _gold_score(session, _QUIZ_SCORE, {"assignment_id": assignment.id})
+            _mark_page_done(session, trial.page_id)
+            assignment_object = assignment.load(session)
+            if correct < spec.accuracy_threshold * total - 1e-9:
+                stop(assignment_object, Stage.DISQUALIFIED,
+                     f"You answered {correct} of {total} quiz questions correctly; {spec.accuracy_threshold:.0%} "
+                     "are needed. You cannot take part in this study.")
+            else:
+                _start_trials_page(session, assignment_object, spec)
+            return assignment_object.stage
+        return assignment.stage
+    if trial.is_gold and assignment.stage in (Stage.TRIALS, Stage.PAGE_DONE):
+        correct, total = _gold_score(session, _HIDDEN_GOLD_SCORE, {"worker_id": assignment.worker_id})
+        if total >= spec.gold_min_answered and correct < spec.accuracy_threshold * total - 1e-9:
+            assignment_object = assignment.load(session)
+            stop(assignment_object, Stage.STOPPED,
+                 f"Too many check questions were answered wrongly ({total - correct} of {total}). "
+                 "Thank you for your time; you cannot continue with this study.")
+            return assignment_object.stage
+    if open_left == 0 and assignment.stage == Stage.TRIALS:
+        _mark_page_done(session, trial.page_id)
+        if assignment.pages_completed + 1 >= spec.max_pages:
+            assignment_object = assignment.load(session)
+            assignment_object.pages_completed += 1
+            complete(assignment_object)
+            return assignment_object.stage
+        session.connection().execute(_NEXT_PAGE_STAGE, {"assignment_id": assignment.id})
+        return Stage.PAGE_DONE
+    return assignment.stage
+
+
+def _mark_page_done(session: Session, page_id: int) -> None:
+    session.connection().execute(_PAGE_DONE, {"page_id": page_id, "now": utcnow()})
+
+
+def _gold_score(session: Session, statement, params: dict[str, int]) -> tuple[int, int]:
+    """(correct, answered) gold results of :data:`_QUIZ_SCORE` or :data:`_HIDDEN_GOLD_SCORE`."""
+    correct, total = session.connection().execute(statement, params).one()
+    return int(correct), int(total)
+
+
+# ---------------------------------------------------------------- state for the browser
+
+def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+    """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
+    spec = spec_for(session, assignment.study_id)
+    page = session.scalar(select(Page).where(Page.assignment_id == assignment.id).order_by(Page.index.desc()).limit(1))
+    page_data = None
+    if page is not None and assignment.stage in PAGE_STAGES:
+        page_data = _page_data(session, page, url_for)
+    return {
+        "assignment_id": str(assignment.id),
+        "stage": assignment.stage,
+        "message": PARADIGM.stop_message(session, assignment),
+        "page": page_data,
+        "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
+                     "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
+                     "bonus_per_page": spec.bonus_per_page},
+        "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
+                   "min_image_scale": spec.min_image_scale},
+        "completion": completion_info(assignment),
+    }
+
+
+def _page_data(session: Session, page: Page, url_for: UrlFor) -> dict[str, Any]:
+    trials = list(session.scalars(select(Trial).where(Trial.page_id == page.id).order_by(Trial.position)))
+    pair_ids = {t.pair_id for t in trials}
+    pairs = {p.id: p for p in session.scalars(select(Pair).where(Pair.id.in_(pair_ids)))}
+    stimulus_ids = {s for p in pairs.values() for s in (p.stimulus_a_id, p.stimulus_b_id)}
+    stimuli = {s.id: s for s in session.scalars(select(Stimulus).where(Stimulus.id.in_(stimulus_ids)))}
+    set_ids = {p.set_id for p in pairs.values()}
+    sets = {s.id: s for s in session.scalars(select(StudySet).where(StudySet.id.in_(set_ids)))}
+    out = []
+    for trial in trials:
+        pair = pairs[trial.pair_id]
+        study_set = sets[pair.set_id]
+        a, b = stimuli[pair.stimulus_a_id], stimuli[pair.stimulus_b_id]
+        left, right = (a, b) if trial.left_is_a else (b, a)
+        boxes = study_set.crops.get("boxes", [])
+        out.append({"trial_id": str(trial.id), "position": trial.position, "answered": trial.answered,
+                    "reference": _image(study_set.reference["full"], study_set.reference["crops"], study_set, boxes,
+                                        url_for),
+                    "left": _image(left.full, left.crops["paths"], study_set, boxes, url_for),
+                    "right": _image(right.full, right.crops["paths"], study_set, boxes, url_for)})
+    return {"index": page.index, "kind": page.kind, "n_trials": len(trials),
+            "n_answered": sum(t.answered for t in trials), "trials": out}
+
+
+def _image(full: str, crops: list[str], study_set: StudySet, boxes: list[dict], url_for: UrlFor) -> dict[str, Any]:
+    crop_list = []
+    for path, box in zip(crops, boxes):
+        crop_list.append({"url": url_for(path), "display_width": int(box.get("display_width", box["width"])),
+                          "display_height": int(box.get("display_height", box["height"])), "rank": int(box["rank"])})
+    return {"full": url_for(full), "crops": crop_list, "width": study_set.image_width,
+            "height": study_set.image_height}
+
+
+# ---------------------------------------------------------------- dashboard, exports, pay
+
+def study_progress(session: Session, study_id: int) -> dict[str, Any]:
+    """Counts of sets, pairs, votes (real pairs only), the votes targeted, and workers."""
+    n_sets = session.scalar(select(func.count()).select_from(StudySet).where(StudySet.study_id == study_id))
+    n_pairs, target = session.execute(
+        select(func.count(), func.coalesce(func.sum(Pair.target_votes), 0)).join(StudySet)
+        .where(StudySet.study_id == study_id, ~Pair.is_gold)).one()
+    n_votes = session.scalar(select(func.count()).select_from(Vote).join(Pair, Vote.pair_id == Pair.id)
+                             .where(Vote.study_id == study_id, ~Pair.is_gold))
+    n_workers = session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id))
+    return {"n_sets": int(n_sets), "n_pairs": int(n_pairs), "target_votes": int(target), "n_votes": int(n_votes),
+            "fill": n_votes / target if target else 0.0, "n_workers": int(n_workers)}
+
+
+def stimulus_paths(session: Session, study: Study) -> list[str]:
+    """Every image a paired-comparison study shows: each set's reference with its crops and its
+    overview, every stimulus's full image and crops (in a stable order, repeats included)."""
+    paths: list[str] = []
+    sets = list(session.scalars(select(StudySet).where(StudySet.study_id == study.id).order_by(StudySet.id)))
+    for study_set in sets:
+        paths.append(study_set.reference["full"])
+        paths.extend(study_set.reference.get("crops", []))
+        if study_set.overview:
+            paths.append(study_set.overview)
+    rows = session.execute(select(Stimulus.full, Stimulus.crops).join(StudySet, Stimulus.set_id == StudySet.id)
+                           .where(StudySet.study_id == study.id).order_by(Stimulus.id))
+    for full, crops in rows:
+        paths.append(full)
+        paths.extend((crops or {}).get("paths", []))
+    return paths
+
+
+class PairedComparison(Paradigm):
+    """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
+
+    kind = paired_study.KIND
+    title = "paired comparison"
+    spec_class = StudySpec
+    template = paired_study.STUDY_TEMPLATE
+    app_stages = frozenset(PAGE_STAGES)
+    app_template = "trials.html"
+    worker_pages = "paradigms/pc.html"
+    dashboard_template = "admin_study.html"  # figures filled in by dashboard.js from the summary JSON
+    response_model = Vote
+    responses = {"votes": record_vote}
+
+    def spec_from_toml(self, data: dict[str, Any], path: Path) -> StudySpec:
+        return paired_study.spec_from_toml(data, path)
+
+    def create_study(self, session: Session, spec: StudySpec) -> Study:
+        return paired_study.create_study(session, spec)
+
+    def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
+        """Whether the study could give this worker a page now (below the page cap, a pair left)."""
+        spec = spec_for(session, study.id)
+        if _worker_trial_pages(session, worker_id) >= spec.max_pages:
+            return False
+        # Only whether anything is left matters, not which: any generator will do.
+        return bool(choose_pairs(session, study, worker_id, 1, spec, np.random.default_rng(0)))
+
+    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
+        perform_action(session, assignment, action)
+
+    def reopen(self, session: Session, assignment: Assignment, spec: StudySpec) -> None:
+        """A worker who had any page (quiz or trials) gets a page of trials at once; one who had none
+        starts again at consent."""
+        if page_count(session, assignment.id):
+            _start_trials_page(session, assignment, spec)
+        else:
+            assignment.stage = Stage.CONSENT
+
+    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+        return assignment_state(session, assignment, url_for)
+
+    def examples(self, session: Session, study: Study) -> dict[str, Any]:
+        """The first set: its overview (or reference) illustrates the instructions and the HIT preview."""
+        return {"example": study.sets[0] if study.sets else None, "clip_example": None}
+
+    def stimulus_paths(self, session: Session, study: Study) -> list[str]:
+        return stimulus_paths(session, study)
+
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
+        """votes.csv, the input of ``perceptlab analyze`` (quiz and hidden gold votes unless ``include_gold``
+        is false)."""
+        rows = exports.export_votes(session, study_id, pseudonymise=salt is not None, include_gold=include_gold,
+                                    salt=salt)
+        counts = exports.vote_counts(rows)
+        return StudyExport(
+            files={"votes.csv": exports.votes_csv_text(rows)},
+            report=[("votes.csv", f"{counts['votes']} votes ({counts['gold']} gold) by {counts['workers']} workers "
+                                  f"in {counts['sets']} sets")],
+            warning=None if rows else "no votes yet: perceptlab analyze needs at least one")
+
+    def progress(self, session: Session, study_id: int) -> dict[str, Any]:
+        return {"kind": self.kind, **study_progress(session, study_id), "unit": "votes"}
+
+    def summary_line(self, session: Session, study_id: int) -> str:
+        p = study_progress(session, study_id)
+        return (f"{p['n_sets']} sets, {p['n_pairs']} pairs, {p['n_votes']}/{p['target_votes']} votes "
+                f"({p['fill']:.0%}), {p['n_workers']} workers")
+
+    def pay_unit(self, spec: StudySpec) -> PayUnit:
+        """A page: the HIT's reward covers ``min_pages`` pages, each later page earns ``bonus_per_page``."""
+        return PayUnit("page", Decimal(spec.reward_per_page), Decimal(spec.bonus_per_page), spec.min_pages,
+                       spec.max_pages)
+
+
+PARADIGM = PairedComparison()

@@ -1,0 +1,306 @@
+"""The repository's structure: no import circles, the dependency direction of DESIGN.md, and
+paradigm kinds tested only inside the paradigm plugins (server/paradigms/).
+
+Everything here reads the source (``ast``), nothing is imported, so the tests see every import
+a module can make: at module level and inside functions alike. Imports under
+``if TYPE_CHECKING:`` are left out (they never run).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("server", "analysis", "stimuli", "experiment_ui")
+PARADIGMS = "server.paradigms"
+#: Names whose use outside the paradigm package is a kind check whatever they are compared with.
+KIND_FLAGS = {"is_motion", "is_paired", "is_pc"}
+
+
+# ---------------------------------------------------------------- reading the source
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the repository's packages: dotted name -> file."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+@cache
+def syntax_tree(name: str) -> ast.Module:
+    path = modules()[name]
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node under ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
+    pending = [tree]
+    while pending:  # a stack, not recursive generators: those cost a frame per level for every node
+        node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                pending.extend(child.orelse)
+                continue
+            yield child
+            pending.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _package_of(name: str) -> str:
+    """The package a module's relative imports start from (a package's ``__init__`` is its own)."""
+    return name if modules()[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _known(name: str) -> str | None:
+    """The repository module ``name`` refers to: itself, else its longest known parent; None if outside."""
+    while name:
+        if name in modules():
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+@cache
+def imported_names(name: str) -> tuple[tuple[str, int], ...]:
+    """(dotted name, line) of everything module ``name`` imports, relative imports resolved.
+
+    ``from package import submodule`` gives ``package.submodule``; ``from module import object``
+    gives ``module``.
+    """
+    return tuple(_imports(name))
+
+
+def _imports(name: str) -> Iterator[tuple[str, int]]:
+    for node in _runtime_nodes(syntax_tree(name)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _package_of(name)
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                yield (submodule if submodule in modules() else source), node.lineno
+
+
+@cache
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {imported repository module: first line}; a module's imports of itself are left out."""
+    graph: dict[str, dict[str, int]] = {}
+    for name in modules():
+        edges = graph.setdefault(name, {})
+        for target, line in imported_names(name):
+            known = _known(target)
+            if known is not None and known != name:
+                edges.setdefault(known, line)
+    return graph
+
+
+# ---------------------------------------------------------------- circles
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's components of ``graph`` with more than one module (each one holds a circle)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]  # iterative: the graph is deeper than a comfortable recursion
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter
+                    counter += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def one_circle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str]:
+    """A shortest circle through the first module of ``component`` (breadth-first), start repeated at the end."""
+    start, members = component[0], set(component)
+    came_from: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for successor in sorted(graph[node]):
+            if successor not in members:
+                continue
+            if successor == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if successor not in came_from:
+                came_from[successor] = node
+                queue.append(successor)
+    return component
+
+
+def describe_circle(graph: dict[str, dict[str, int]], circle: list[str]) -> str:
+    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(circle, circle[1:])) + f" -> {circle[-1]}"
+
+
+def test_the_import_graph_sees_function_level_and_relative_imports():
+    """The reader itself: the graph holds known edges of each kind, so an empty circle list means something."""
+    graph = import_graph()
+    assert len(graph) > 50
+    assert "server.db" in graph["server.app"]                      # relative, module level
+    assert "server.cli.base" in graph["server.cli.cmd_analysis"]     # relative, module level
+    assert "analysis.pipeline" in graph["server.cli.cmd_analysis"]   # absolute, inside a function
+    assert "stimuli.designs" in graph["analysis.simulate"]
+
+
+def test_there_are_no_import_circles():
+    graph = import_graph()
+    circles = [describe_circle(graph, one_circle(graph, component)) for component in strongly_connected(graph)]
+    assert not circles, "import circles (module-level and function-level imports):\n  " + "\n  ".join(circles)
+
+
+def test_the_circle_finder_finds_circles():
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}, "e": {"e": 5}}
+    components = strongly_connected(graph)
+    assert components == [["a", "b", "c"]]
+    assert one_circle(graph, components[0]) == ["a", "b", "c", "a"]
+    assert describe_circle(graph, ["a", "b", "c", "a"]) == "a (line 1) -> b (line 2) -> c (line 3) -> a"
+
+
+# ---------------------------------------------------------------- dependency direction
+
+#: DESIGN.md: ``analysis`` and ``stimuli`` never import ``server`` or Flask (analysts use them alone);
+#: ``analysis`` may use ``stimuli``, never the reverse; ``experiment_ui`` talks to ``server`` over HTTP only.
+FORBIDDEN = {
+    "stimuli": ("analysis", "server", "experiment_ui", "flask", "werkzeug"),
+    "analysis": ("server", "experiment_ui", "flask", "werkzeug"),
+    "experiment_ui": ("server", "analysis", "stimuli"),
+}
+
+
+def test_the_dependency_direction_holds():
+    wrong = []
+    for name in modules():
+        forbidden = FORBIDDEN.get(name.partition(".")[0], ())
+        for target, line in imported_names(name):
+            top = target.partition(".")[0]
+            if top in forbidden:
+                wrong.append(f"{modules()[name].relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "imports against the dependency direction:\n  " + "\n  ".join(wrong)
+
+
+# ---------------------------------------------------------------- paradigm kinds
+
+@cache
+def paradigm_kinds() -> frozenset[str]:
+    """The kinds the registry knows (``PARADIGM_MODULES`` of server/paradigms/__init__.py), read from source."""
+    tree = syntax_tree(PARADIGMS)
+    for node in ast.walk(tree):
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id == "PARADIGM_MODULES" and isinstance(node.value, ast.Dict):
+            return frozenset(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+    raise AssertionError("server/paradigms/__init__.py defines no PARADIGM_MODULES dict")
+
+
+def _is_kind(node: ast.AST, kinds: frozenset[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in kinds
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_kind(element, kinds) for element in node.elts)
+    return False
+
+
+def kind_checks(tree: ast.Module, kinds: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """(line, what) of every paradigm test in a module: ``x == "motion"``, ``kind in ("pc", ...)``,
+    ``case "motion":``, or a kind flag such as ``study.is_motion``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            if any(_is_kind(side, kinds) for side in [node.left, *node.comparators]):
+                yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.MatchValue) and _is_kind(node.value, kinds):
+            yield node.lineno, f"case {ast.unparse(node.value)}"
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_FLAGS:
+            yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.Name) and node.id in KIND_FLAGS:
+            yield node.lineno, node.id
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in KIND_FLAGS:
+            yield node.lineno, f"def {node.name}"
+
+
+def test_paradigm_kinds_are_tested_only_in_the_paradigm_plugins():
+    """Views, CLI, exports, payments and MTurk code ask the registry (``paradigm_for(study)``)."""
+    kinds = paradigm_kinds()
+    assert {"pc", "motion"} <= kinds
+    found = [f"{modules()[name].relative_to(ROOT)}:{line}: {what}"
+             for name in modules() if not (name == PARADIGMS or name.startswith(PARADIGMS + "."))
+             for line, what in kind_checks(syntax_tree(name), kinds)]
+    assert not found, "paradigm kind checks outside server/paradigms/:\n  " + "\n  ".join(found)
+
+
+def test_the_kind_check_finder_finds_checks():
+    kinds = frozenset({"pc", "motion"})
+    source = ('if study.kind == "motion": pass\nif kind in ("pc", "x"): pass\nif s.is_motion: pass\n'
+              'match k:\n    case "pc": pass\nif page.kind == "rdk": pass\n')
+    assert sorted(line for line, _ in kind_checks(ast.parse(source), kinds)) == [1, 2, 3, 5]
+
+
+# Templates and browser code: the same rule for what the server renders and the browser runs.
+TEMPLATE_KIND_CHECK = re.compile(r"""(?:[!=]==?\s*["'](?P<a>\w+)["'])|(?:["'](?P<b>\w+)["']\s*[!=]==?)|\bis_?[mM]otion\b""")
+
+
+def test_templates_and_browser_code_do_not_test_the_kind():
+    kinds = paradigm_kinds()
+    found = []
+    for path in sorted([*(ROOT / "experiment_ui" / "templates").rglob("*.html"),
+                        *(ROOT / "experiment_ui" / "static").rglob("*.js")]):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in TEMPLATE_KIND_CHECK.finditer(line):
+                kind = match.group("a") or match.group("b")
+                if kind is None or kind in kinds:
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "paradigm kind checks in templates / browser code:\n  " + "\n  ".join(found)
