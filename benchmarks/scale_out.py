@@ -42,7 +42,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,10 +61,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from server.paradigms.stages import TERMINAL_STAGES  # noqa: E402
+from tests.server.s3_fixture import free_ports  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 POSTGRES_ADMIN_URL = os.environ.get("PERCEPTLAB_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 INSTANCE_NAMES = "abcdefghijklmnopqrstuvwxyz"
-TERMINAL_STAGES = ("completed", "stopped", "disqualified", "full")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # gunicorn closes idle keep-alive connections after 2 s by default; clients that pause would race the
 # close. 30 s is longer than aiohttp's own idle limit (15 s), so the client always closes first.
@@ -217,20 +217,6 @@ def run_cli(args: list[str], env: dict[str, str], stdin: str | None = None) -> s
     if done.returncode != 0:
         raise RuntimeError(f"perceptlab {' '.join(args)} failed ({done.returncode}):\n{done.stdout}")
     return done.stdout
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 # ----------------------------------------------------------------------------- instances

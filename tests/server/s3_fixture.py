@@ -46,7 +46,7 @@ def weed_binary() -> str | None:
     return shutil.which("weed")
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     """n distinct free loopback ports (held open together so they differ)."""
     sockets = []
     try:
@@ -112,7 +112,7 @@ def _start(root: Path, weed: str) -> dict:
     config.write_text(json.dumps({"identities": [{
         "name": "perceptlab", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
         "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
-    (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc) = _free_ports(8)
+    (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc) = free_ports(8)
     command = [weed, "server", "-s3", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                f"-master.port={master}", f"-master.port.grpc={master_grpc}",
                f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",

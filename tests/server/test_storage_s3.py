@@ -27,7 +27,7 @@ from server.storage import (
 )
 from server.stimulus_index import SALT_KEY, name_maker, opaque_name
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
-from tests.server.s3_fixture import _free_ports, s3_client, seaweed_s3  # noqa: F401
+from tests.server.s3_fixture import free_ports, s3_client, seaweed_s3  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -218,7 +218,7 @@ def test_errors_name_the_problem(s3, folder, monkeypatch):
         missing.check()
     with pytest.raises(StorageError, match="'no-such-bucket-xyz' does not exist"):
         missing.upload_files(folder, "demo", _shown(folder), progress=False)
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     unreachable = S3Storage(s3["bucket"], endpoint_url=f"http://127.0.0.1:{port}")
     with pytest.raises(StorageError, match=f"cannot reach the S3 endpoint http://127.0.0.1:{port}"):
         unreachable.check()
