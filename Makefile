@@ -10,10 +10,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test bench install clean chromium
 
+# PYTHONWARNINGS hides setuptools' informational "Editable installation" notice, the only thing
+# a quiet install printed besides pip's own index messages.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet -e '.[test,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

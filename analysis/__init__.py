@@ -3,7 +3,8 @@
 Thurstone Case V scaling with virtual anchors (:mod:`analysis.thurstone`),
 worker screening (:mod:`analysis.screening`), bootstrap intervals
 (:mod:`analysis.bootstrap`), correlations (:mod:`analysis.correlation`),
-across-set rankings and Pareto groups (:mod:`analysis.ranking`), the file
+across-set rankings and Pareto groups (:mod:`analysis.ranking`), active pair
+sampling and its offline replay (:mod:`analysis.active`, :mod:`analysis.active_replay`), the file
 formats of DESIGN.md (:mod:`analysis.formats`), the whole pipeline
 (:mod:`analysis.pipeline`), simulated crowds (:mod:`analysis.simulate`) and
 plots (:mod:`analysis.plots`). The solvers run with one BLAS thread

@@ -11,21 +11,68 @@ ignores worker effects and gives narrower intervals.
 Screening is not repeated inside resamples: the intervals are conditional on
 the kept workers. Each resample is warm-started from the full-data solution
 and all resamples of a set are solved together
-(:func:`analysis.thurstone.thurstone_mle_batch`). Intervals are percentile
-intervals.
+(:func:`analysis.thurstone.thurstone_mle_batch`).
+
+Interval methods
+----------------
+With ``n`` resampling units behind a set (its kept workers, or its kept votes),
+``theta`` the full-data value, ``theta*`` the resamples and ``alpha = 1 - confidence``:
+
+``"t"`` (default)
+    ``theta -/+ t_{n-1}(1 - alpha/2) * sqrt(n / (n - 1)) * sd(theta*)``. The
+    bootstrap variance of a mean of ``n`` units is the plug-in variance over
+    ``n``, ``(n - 1) / n`` of the unbiased one, so the bootstrap SD is too small
+    by about ``sqrt((n - 1) / n)``; and an SD estimated from a few dozen
+    workers calls for Student's quantile with ``n - 1`` degrees of freedom.
+``"basic"``
+    ``[2 theta - q(1 - alpha/2), 2 theta - q(alpha/2)]``, ``q`` the quantiles of ``theta*``.
+``"percentile"``
+    ``[q(alpha/2), q(1 - alpha/2)]`` (pwcmp, StudyMB 1.0).
+
+Measured coverage of the true scale at nominal 95 % (``benchmarks/interval_coverage.py``:
+8 items, every worker judges all 28 pairs once, Thurstone observers, 1,000 worker
+resamples, 1,000 simulated studies per cell (Monte Carlo SE 0.002-0.004), true
+scales drawn from N(0, 0.5^2) / N(0, 1)):
+
+==========  ===============  ===============
+method      25 workers       100 workers
+==========  ===============  ===============
+t           0.953 / 0.949    0.949 / 0.944
+basic       0.940 / 0.934    0.943 / 0.939
+percentile  0.930 / 0.914    0.942 / 0.937
+==========  ===============  ===============
+
+The percentile interval keeps the bootstrap's narrowness and falls short with
+few workers; the t interval stays in [0.93, 0.97] from 25 workers on
+(``tests/analysis/test_interval_coverage.py`` checks it at 25). BCa (worker
+jackknife) was measured too, 0.931 / 0.928 at 25 workers, and is not offered: it
+corrects bias and skewness, not the narrowness.
+
+Rank intervals are the (nearest-rank) quantiles of the ranks of pseudo-resamples
+whose percentile interval is the method's scale interval: ``theta*`` for
+``"percentile"``, ``2 theta - theta*`` for ``"basic"``, and for ``"t"`` the
+resamples' deviations from their mean stretched by the t interval's widening,
+``theta + (theta* - mean(theta*)) * t_{n-1} sqrt(n/(n-1)) / z``. They are
+integers in ``1..n_items`` whatever the method, and they cover the true rank
+more often than the nominal level (ranks are discrete): 0.989-0.997 in the
+benchmark above, with every method.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 from scipy.stats import rankdata
+from scipy.stats import t as student_t
 from tqdm.auto import tqdm
 
 from .scaling import ScalingOptions, SetDesign, anchored, fit_set_batch
 from .threads import limits_blas_threads
 
 CHUNK = 250  # resamples solved together; bounds memory at (CHUNK x votes in a set)
+INTERVAL_METHODS = ("t", "basic", "percentile")
+DEFAULT_INTERVAL_METHOD = "t"
 
 
 @dataclass(frozen=True)
@@ -35,11 +82,81 @@ class SetIntervals:
     rank_low: np.ndarray
     rank_high: np.ndarray
     samples: np.ndarray  # (B, n) reported-unit scale of every resample
+    method: str = DEFAULT_INTERVAL_METHOD
+    n_units: int = 0     # resampling units (kept workers or kept votes) behind the set
 
 
 def ranks_descending(values: np.ndarray) -> np.ndarray:
     """Rank 1 = highest value, along the last axis; ties share the lowest rank ('min')."""
     return rankdata(-values, method="min", axis=-1)
+
+
+def check_interval_method(method: str) -> str:
+    """Return ``method`` if it is one of :data:`INTERVAL_METHODS`, else raise ValueError."""
+    if method not in INTERVAL_METHODS:
+        raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}; got {method!r}")
+    return method
+
+
+def t_widening(n_units: int, confidence: float = 0.95) -> float:
+    """Half-width of the ``"t"`` interval in bootstrap SDs: ``t_{n-1}(1 - alpha/2) * sqrt(n / (n - 1))``.
+
+    One unit (or none) gives no spread to correct; it is treated as two.
+    """
+    n = max(int(n_units), 2)
+    return float(student_t.ppf(0.5 + confidence / 2, n - 1) * np.sqrt(n / (n - 1)))
+
+
+def interval_bounds(samples: np.ndarray, estimate: np.ndarray, n_units: int, method: str = DEFAULT_INTERVAL_METHOD,
+                    confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Scale and rank intervals of one set from its bootstrap resamples.
+
+    Parameters
+    ----------
+    samples : (B, n) array
+        The resamples' scale values (reported units).
+    estimate : (n,) array
+        The full-data scale values the intervals are built around.
+    n_units : int
+        Resampling units behind the set (workers with votes in it, or votes);
+        sets the ``"t"`` method's degrees of freedom and its variance correction.
+    method : "t", "basic" or "percentile"
+        See the module docstring.
+    confidence : float
+        Nominal two-sided coverage.
+
+    Returns
+    -------
+    scale_low, scale_high : (n,) float arrays
+    rank_low, rank_high : (n,) int arrays in ``1..n`` (rank 1 = highest scale)
+    """
+    check_interval_method(method)
+    samples = np.asarray(samples, dtype=float)
+    estimate = np.asarray(estimate, dtype=float)
+    alpha = (1 - confidence) / 2
+    if method == "t":
+        widening = t_widening(n_units, confidence)
+        half = widening * samples.std(axis=0, ddof=1 if len(samples) > 1 else 0)  # one resample: no spread
+        low, high = estimate - half, estimate + half
+        # Stretched deviations: their percentile interval is (close to) the t interval.
+        pseudo = estimate + (samples - samples.mean(axis=0)) * (widening / ndtri(1 - alpha))
+    else:
+        q_low, q_high = np.quantile(samples, [alpha, 1 - alpha], axis=0)
+        if method == "basic":
+            low, high, pseudo = 2 * estimate - q_high, 2 * estimate - q_low, 2 * estimate - samples
+        else:
+            low, high, pseudo = q_low, q_high, samples
+    ranks = ranks_descending(pseudo)
+    r_low, r_high = np.quantile(ranks, [alpha, 1 - alpha], axis=0, method="nearest")
+    return low, high, r_low.astype(int), r_high.astype(int)
+
+
+def set_units(unit: str, designs: list[SetDesign], vote_worker: np.ndarray, kept_workers: np.ndarray) -> list[int]:
+    """Resampling units behind each set: kept workers with a vote in it (``"worker"``) or its kept votes."""
+    kept = [kept_workers[vote_worker[d.votes]] for d in designs]
+    if unit == "vote":
+        return [int(k.sum()) for k in kept]
+    return [len(np.unique(vote_worker[d.votes][k])) for d, k in zip(designs, kept)]
 
 
 def resample_weights(unit: str, n_boot: int, rng: np.random.Generator, vote_worker: np.ndarray,
@@ -69,8 +186,9 @@ def resample_weights(unit: str, n_boot: int, rng: np.random.Generator, vote_work
 def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: ScalingOptions,
                    vote_worker: np.ndarray, kept_workers: np.ndarray, n_boot: int = 1000,
                    unit: str = "worker", confidence: float = 0.95,
-                   seed: int | np.random.Generator | None = 0, progress: bool | None = None) -> list[SetIntervals]:
-    """Percentile intervals of every set's reported scale values and ranks.
+                   seed: int | np.random.Generator | None = 0, progress: bool | None = None,
+                   method: str = DEFAULT_INTERVAL_METHOD) -> list[SetIntervals]:
+    """Bootstrap intervals of every set's reported scale values and ranks.
 
     Parameters
     ----------
@@ -81,7 +199,10 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
         Number of resamples (1,000 by default, as in StudyMB 1.0).
     progress : bool or None
         Show a progress bar (None: only on a terminal).
+    method : "t" (default), "basic" or "percentile"
+        Interval method (see the module docstring).
     """
+    check_interval_method(method)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     weights = resample_weights(unit, n_boot, rng, vote_worker, kept_workers, [d.votes for d in designs])
     samples = [np.empty((n_boot, d.n_items)) for d in designs]
@@ -93,11 +214,9 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
                 fitted = fit_set_batch(design, options, w, init=raw)
                 out[start:stop] = anchored(fitted, design, options)
                 bar.update(stop - start)
-    alpha = (1 - confidence) / 2
     intervals = []
-    for sample in samples:
-        low, high = np.quantile(sample, [alpha, 1 - alpha], axis=0)
-        ranks = ranks_descending(sample)
-        r_low, r_high = np.quantile(ranks, [alpha, 1 - alpha], axis=0, method="nearest")
-        intervals.append(SetIntervals(low, high, r_low, r_high, sample))
+    for design, raw, sample, n_units in zip(designs, raws, samples,
+                                            set_units(unit, designs, vote_worker, kept_workers)):
+        bounds = interval_bounds(sample, anchored(raw, design, options), n_units, method, confidence)
+        intervals.append(SetIntervals(*bounds, sample, method, n_units))
     return intervals

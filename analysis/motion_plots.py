@@ -21,6 +21,10 @@ from .plots import _pyplot
 
 HUMAN_COLOUR = "#22c55e"   # green, like the paper's perceived vectors
 GT_COLOUR = "#ef4444"
+# Probe names: all of them up to NAME_ALL_PROBES probes, else the NAME_WORST_PROBES of largest EPE
+# (155 names over one frame would hide the arrows).
+NAME_ALL_PROBES = 20
+NAME_WORST_PROBES = 10
 
 
 def _arrow_scale(vectors: np.ndarray, width: float) -> float:
@@ -30,7 +34,8 @@ def _arrow_scale(vectors: np.ndarray, width: float) -> float:
 
 
 def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | None = None,
-                      size: tuple[int, int] | None = None, epe_circles: bool = True, title: str = "") -> float:
+                      size: tuple[int, int] | None = None, epe_circles: bool = True, title: str = "",
+                      names=None) -> float:
     """Human mean vectors (green) and GT vectors (red) at the probes over the probe frame.
 
     Parameters
@@ -49,6 +54,10 @@ def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | 
         Draw a circle of diameter EPE (scaled like the arrows) at each probe, as in Fig. 3.
     title : str
         Axis title.
+    names : array_like of str, shape (n,), optional
+        Probe IDs written beside the probes: all of them up to
+        :data:`NAME_ALL_PROBES` probes, else the :data:`NAME_WORST_PROBES` with
+        the largest EPE.
 
     Returns
     -------
@@ -79,16 +88,42 @@ def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | 
         for xi, yi, d in zip(x, y, err):
             if np.isfinite(d) and d > 0:
                 ax.add_patch(plt.Circle((xi, yi), d / 2, fill=False, color=HUMAN_COLOUR, lw=0.8, alpha=0.8))
+    named = _name_probes(ax, x, y, gt, human, names) if names is not None else ""
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
     ax.set_aspect("equal")
-    ax.set_title(f"{title}  (arrows x{scale:.1f}; circle diameter = EPE)" if title else f"arrows x{scale:.1f}",
-                 fontsize=9)
-    ax.legend(loc="upper right", fontsize=8)
+    note = f"arrows x{scale:.1f}; circle diameter = EPE{named}"
+    ax.set_title(f"{title}\n({note})" if title else note, fontsize=9)
+    # below the frame: inside it the legend hid probes in the top-right corner
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return scale
+
+
+def _name_probes(ax, x: np.ndarray, y: np.ndarray, gt: np.ndarray, human: np.ndarray, names) -> str:
+    """Write probe IDs beside the probes (all, or the largest EPEs); returns a note for the title.
+
+    Each name sits on the side opposite the probe's arrows so it covers neither
+    them nor, usually, a close neighbour's name (whose arrows point elsewhere).
+    """
+    names = [str(n) for n in names]
+    if len(names) <= NAME_ALL_PROBES:
+        pick, note = np.arange(len(names)), ""
+    else:
+        err = np.nan_to_num(np.hypot(*(human - gt).T), nan=-np.inf)
+        pick = np.argsort(-err, kind="stable")[:NAME_WORST_PROBES]
+        note = f"; the {len(pick)} of largest EPE named"
+    away = -np.nan_to_num(gt + human)
+    away[:, 1] *= -1               # image v points down, text offsets point up
+    for i in pick:
+        length = float(np.hypot(*away[i]))
+        dx, dy = away[i] / length * 5 if length > 0 else (4.0, 4.0)
+        ax.annotate(names[i], (x[i], y[i]), xytext=(dx, dy), textcoords="offset points", fontsize=7,
+                    ha="left" if dx >= 0 else "right", va="bottom" if dy >= 0 else "top",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.75, "lw": 0})
+    return note
 
 
 def plot_uv_scatter(path: str | Path, panels: list[dict]) -> None:

@@ -352,7 +352,8 @@ def _write_plots(result: MotionResult, folder: Path) -> list[Path]:
         image, size = _probe_frame(data["manifest"], clip, pos[sel, 2])
         path = folder / f"field_{_safe(clip)}.png"
         motion_plots.plot_vector_field(path, pos[sel, 0], pos[sel, 1], means.gt[sel], means.mean[sel], image=image,
-                                       size=size, title=f"{clip}: human (green) vs ground truth (red)")
+                                       size=size, title=f"{clip}: human (green) vs ground truth (red)",
+                                       names=means.probe_id[sel])
         written.append(path)
     panels = [{"title": d, "gt": per_obs.gt[per_obs.dataset == d], "human": per_obs.mean[per_obs.dataset == d]}
               for d in dict.fromkeys(per_obs.dataset.tolist())]

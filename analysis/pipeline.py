@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .bootstrap import bootstrap_sets, ranks_descending
+from .bootstrap import DEFAULT_INTERVAL_METHOD, bootstrap_sets, check_interval_method, ranks_descending
 from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, atomic_write_text,
                       json_text, table_csv)
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
@@ -40,8 +40,12 @@ class AnalysisOptions:
     n_boot: int = 1000
     bootstrap_unit: str = "worker"
     confidence: float = 0.95
+    interval_method: str = DEFAULT_INTERVAL_METHOD  # "t", "basic" or "percentile" (analysis/bootstrap.py)
     seed: int = 0
     progress: bool | None = None
+
+    def __post_init__(self):
+        check_interval_method(self.interval_method)
 
 
 @dataclass
@@ -72,7 +76,7 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     if options.n_boot > 0:
         intervals = bootstrap_sets(designs, raws, so, votes.worker, screening.kept, n_boot=options.n_boot,
                                    unit=options.bootstrap_unit, confidence=options.confidence,
-                                   seed=options.seed, progress=options.progress)
+                                   seed=options.seed, progress=options.progress, method=options.interval_method)
     scales, set_scales, plot_sets, proportions = [], {}, [], []
     for k, (design, raw) in enumerate(zip(designs, raws)):
         value = anchored(raw, design, so)
@@ -92,7 +96,7 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                            "rank_ci_low": int(iv.rank_low[j]) if iv else "",
                            "rank_ci_high": int(iv.rank_high[j]) if iv else ""})
         set_scales[design.set_id] = dict(zip(map(str, ids), value.tolist()))
-        plot_sets.append({"set_id": design.set_id, "scale": value,
+        plot_sets.append({"set_id": design.set_id, "items": [str(i) for i in ids], "scale": value,
                           "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value})
         proportions.append(wins[total > 0, 0] / total[total > 0])
     overall = overall_scores(set_scales)
@@ -103,6 +107,14 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     summary = _summary(votes, options, screening, designs, scales, reranking, time.perf_counter() - started)
     return AnalysisResult(scales, overall, workers, summary, screening, pareto, reranking,
                           {"sets": plot_sets, "proportions": np.concatenate(proportions)})
+
+
+def interval_description(options: AnalysisOptions) -> dict | None:
+    """How the ci_low/ci_high and rank_ci_* columns were made (None without a bootstrap)."""
+    if options.n_boot <= 0:
+        return None
+    return {"method": options.interval_method, "confidence": options.confidence, "n_boot": options.n_boot,
+            "unit": options.bootstrap_unit, "conditional_on_screening": True}
 
 
 def _pareto_records(set_scales: dict[str, dict[str, float]]) -> list[dict] | None:
@@ -131,7 +143,8 @@ def _summary(votes, options, screening, designs, scales, reranking, seconds) -> 
         "parameters": {**asdict(so), "keep": options.keep, "min_tpr": options.min_tpr,
                        "gold_threshold": options.gold_threshold, "bootstrap": options.n_boot,
                        "bootstrap_unit": options.bootstrap_unit, "confidence": options.confidence,
-                       "seed": options.seed},
+                       "interval_method": options.interval_method, "seed": options.seed},
+        "intervals": interval_description(options),
         "units": ("anchored: worst virtual anchor = 0, best = 1" if so.anchors else
                   "z units: P(i beats j) = Phi(s_i - s_j); multiply by 1.4826 for JOD"),
         "anchors": ({"votes_per_item_per_anchor": so.anchor_votes,
@@ -180,8 +193,10 @@ def write_results(result: AnalysisResult, out: str | os.PathLike, plots: bool = 
 
 def _write_plots(result: AnalysisResult, folder: Path) -> None:
     from .plots import plot_scales, plot_tpr_histogram, plot_win_proportions
-    unit = "scale (anchored, 0-1)" if result.summary["parameters"]["anchors"] else "scale (z units)"
-    plot_scales(result.plot_data["sets"], folder / "scales.png", unit)
+    parameters = result.summary["parameters"]
+    unit = "scale (anchored, 0-1)" if parameters["anchors"] else "scale (z units)"
+    plot_scales(result.plot_data["sets"], folder / "scales.png", unit,
+                parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"])
     s = result.screening
     plot_tpr_histogram(s.tpr, s.kept, s.threshold_tpr, folder / "worker_tpr.png")
     plot_win_proportions(result.plot_data["proportions"], folder / "win_proportions.png")

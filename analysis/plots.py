@@ -14,31 +14,117 @@ def _pyplot():
     return plt
 
 
-def plot_scales(sets: list[dict], path: str | Path, unit: str) -> None:
-    """Scale values with confidence intervals, one panel per set, items sorted by scale.
+# Item rows: every item is named up to LABEL_ALL_UP_TO items per set; above that only the best and
+# worst LABEL_ENDS are (one name per row needs ~0.17 in, so 155 named rows would be a 27 in tall panel).
+LABEL_ALL_UP_TO = 40
+LABEL_ENDS = 10
+MIDDLE_ROWS = 5          # rows the unnamed middle items are squeezed into
+ROW_INCHES = 0.17
+MAX_LABEL_CHARS = 24
 
-    ``sets``: dicts with ``set_id``, ``scale``, ``ci_low``, ``ci_high`` arrays.
+
+def short_label(name: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """``name``, or its start and end around an ellipsis when longer than ``limit`` characters.
+
+    The end is kept because item names tend to differ there (numbers, file suffixes).
+    """
+    name = str(name)
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "\u2026" + name[-(limit - 1 - head):]
+
+
+def item_rows(n: int, label_all_up_to: int = LABEL_ALL_UP_TO, ends: int = LABEL_ENDS,
+              middle_rows: int = MIDDLE_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of ``n`` items sorted best first, and which of them are named.
+
+    Parameters
+    ----------
+    n : int
+        Number of items.
+    label_all_up_to, ends, middle_rows : int
+        Up to ``label_all_up_to`` items every item gets a row of its own; above
+        that the best and worst ``ends`` do, and the others share
+        ``middle_rows`` rows evenly between them.
+
+    Returns
+    -------
+    rows : numpy.ndarray, shape (n,)
+        Row coordinate of each item (0 = best, at the top of the panel).
+    named : numpy.ndarray of bool, shape (n,)
+        Whether the item's name is shown.
+    """
+    if n <= max(label_all_up_to, 2 * ends):
+        return np.arange(n, dtype=float), np.ones(n, dtype=bool)
+    middle = n - 2 * ends
+    rows = np.empty(n)
+    rows[:ends] = np.arange(ends)
+    rows[ends:n - ends] = ends + np.linspace(0, middle_rows - 1, middle)
+    rows[n - ends:] = ends + middle_rows + np.arange(ends)
+    named = np.zeros(n, dtype=bool)
+    named[:ends] = named[n - ends:] = True
+    return rows, named
+
+
+def plot_scales(sets: list[dict], path: str | Path, unit: str, confidence: float | None = 0.95,
+                method: str = "t") -> None:
+    """Scale values with confidence intervals, one panel per set, items named on the y axis.
+
+    Items are rows sorted best first. Sets of more than :data:`LABEL_ALL_UP_TO`
+    items name only the best and worst :data:`LABEL_ENDS`; the items between
+    them are drawn as a band squeezed into a few rows (their values are in
+    scales.csv).
+
+    ``sets``: dicts with ``set_id``, ``items`` (names) and ``scale``, ``ci_low``,
+    ``ci_high`` arrays; ``confidence`` None means there are no intervals
+    (the bounds equal the scale); ``method`` names the interval method in the
+    title (see :mod:`analysis.bootstrap`). Labels read "rank. name".
     """
     plt = _pyplot()
     cols = min(len(sets), 4)
-    rows = math.ceil(len(sets) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    grid_rows = math.ceil(len(sets) / cols)
+    n_rows = max(item_rows(len(s["scale"]))[0].max() + 1 for s in sets)
+    label_chars = max(len(short_label(name)) for s in sets for name in s["items"]) + 5   # + "155. "
+    panel_w = 2.6 + 0.065 * label_chars
+    panel_h = 0.9 + ROW_INCHES * n_rows
+    fig, axes = plt.subplots(grid_rows, cols, figsize=(panel_w * cols, panel_h * grid_rows + 0.5), squeeze=False)
     for ax, s in zip(axes.flat, sets):
-        order = np.argsort(s["scale"])
-        x = np.arange(len(order))
-        scale = s["scale"][order]
-        ax.fill_between(x, s["ci_low"][order], s["ci_high"][order], color="tab:blue", alpha=0.25, lw=0,
-                        label="95% CI" if s is sets[0] else None)
-        ax.plot(x, scale, ".", color="tab:blue", ms=3)
-        ax.set_title(str(s["set_id"]), fontsize=10)
-        ax.set_xlabel("items, sorted")
-        ax.set_ylabel(unit)
+        _scale_panel(ax, s, unit, n_rows)
     for ax in list(axes.flat)[len(sets):]:
         ax.axis("off")
-    fig.suptitle("Scale values per set with bootstrap intervals")
+    bars = f"{confidence:.0%} bootstrap {method} intervals" if confidence else "no intervals (no bootstrap)"
+    fig.suptitle(f"Scale values per set, {bars}; best at the top")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _scale_panel(ax, s: dict, unit: str, n_rows: float) -> None:
+    """One set: named items as points with interval bars, unnamed middle items as a grey band."""
+    order = np.argsort(-np.asarray(s["scale"], float), kind="stable")
+    scale, low, high = (np.asarray(s[k], float)[order] for k in ("scale", "ci_low", "ci_high"))
+    names = [f"{k}. {short_label(s['items'][i])}" for k, i in enumerate(order, start=1)]
+    rows, named = item_rows(len(order))
+    ax.errorbar(scale[named], rows[named], xerr=[scale[named] - low[named], high[named] - scale[named]],
+                fmt="o", ms=3, color="tab:blue", ecolor="tab:blue", elinewidth=1, capsize=0)
+    ticks, labels = list(rows[named]), [n for n, keep in zip(names, named) if keep]
+    middle = ~named
+    if middle.any():
+        ax.fill_betweenx(rows[middle], low[middle], high[middle], color="0.6", alpha=0.35, lw=0)
+        ax.plot(scale[middle], rows[middle], color="0.35", lw=1)
+        centre = float(rows[middle].mean())
+        ticks.append(centre)
+        labels.append(f"\u2026 {int(middle.sum())} more \u2026")
+        for edge in (rows[middle].min() - 0.5, rows[middle].max() + 0.5):
+            ax.axhline(edge, color="0.8", lw=0.6, ls=":")
+    ax.set_yticks(ticks, labels, fontsize=7.5)
+    if middle.any():
+        ax.get_yticklabels()[-1].set_color("0.4")
+    ax.set_ylim(n_rows - 0.4, -0.6)
+    ax.grid(axis="x", color="0.9", lw=0.6)
+    ax.set_title(str(s["set_id"]), fontsize=10)
+    ax.set_xlabel(unit)
 
 
 def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path: str | Path) -> None:

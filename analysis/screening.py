@@ -11,9 +11,16 @@ Selection rules
 ``keep=<fraction>`` (the paper's rule, e.g. 0.6)
     Drop the lowest-TPR workers until the kept votes reach the fraction:
     workers are taken in decreasing TPR until their votes are at least
-    ``fraction`` of all votes.
+    ``fraction`` of all votes. Workers with equal TPR are taken together:
+    the cut never separates them, so when it falls among tied workers all of
+    them are kept (the kept share then exceeds the fraction by at most the
+    votes of that tied group). StudyMB 2.0 does not say how it breaks such
+    ties; breaking them by vote count or worker ID would make the outcome
+    depend on how workers are named. Here it depends only on each worker's
+    TPR and vote count: neither the order of the rows nor the worker IDs
+    change who is kept.
 ``min_tpr=<t>``
-    Keep the workers whose TPR is at least ``t``.
+    Keep the workers whose TPR is at least ``t`` (a TPR equal to ``t`` is kept).
 ``keep="auto"`` (default)
     Classify each worker by a likelihood-ratio test of *honest Thurstone
     observer* against *guessing*. Under the current scale an honest observer
@@ -25,7 +32,9 @@ Selection rules
     This weighs each vote by the difficulty of the pair it answered (a TPR of
     0.7 means something else on easy than on hard pairs) and by how many
     votes the worker gave, so no target fraction has to be known. The kept
-    fraction of votes is reported.
+    fraction of votes is reported. A posterior of exactly 1/2 is kept;
+    workers with equal answers to the same pairs get equal posteriors and
+    share their fate.
 """
 from __future__ import annotations
 
@@ -104,7 +113,11 @@ def honest_log_likelihood_ratio(votes: Votes, scale: np.ndarray, scaling_votes: 
     """Per-worker log-likelihood ratio of honest Thurstone observer vs guessing."""
     worker, diff = _winner_gaps(votes, scale, scaling_votes)
     p_honest = lapse / 2 + (1 - lapse) * np.exp(log_ndtr(np.nan_to_num(diff)))
-    return np.bincount(worker, np.log(2 * p_honest), len(votes.worker_ids))
+    terms = np.log(2 * p_honest)
+    # Summed in a canonical order (by worker, then by value): workers with equal answers get bit-equal
+    # sums, and neither the row order nor the worker IDs can move a worker across the cut by rounding.
+    order = np.lexsort((terms, worker))
+    return np.bincount(worker[order], terms[order], len(votes.worker_ids))
 
 
 def _select_auto(llr: np.ndarray, has_votes: np.ndarray, iterations: int = 200):
@@ -121,15 +134,22 @@ def _select_auto(llr: np.ndarray, has_votes: np.ndarray, iterations: int = 200):
 
 
 def _select_fraction(tpr: np.ndarray, n_votes: np.ndarray, eligible: np.ndarray, fraction: float) -> np.ndarray:
-    """Keep workers in decreasing TPR until their votes reach ``fraction`` of the eligible votes."""
-    order = np.flatnonzero(eligible)
-    # Highest TPR first; among equal TPR, more votes first, then the worker index (deterministic).
-    order = order[np.lexsort((order, -n_votes[order], -tpr[order]))]
-    cumulative = np.cumsum(n_votes[order])
-    target = fraction * n_votes[eligible].sum()
-    count = int(np.searchsorted(cumulative, target - 1e-9) + 1)
+    """Keep workers in decreasing TPR until their votes reach ``fraction`` of the eligible votes.
+
+    Tied workers (equal TPR) are kept or dropped together: whole TPR levels are
+    taken, highest first, until their votes reach the target, so the result
+    does not depend on the order or the IDs of the workers.
+    """
+    candidates = np.flatnonzero(eligible)
+    if not len(candidates):
+        return np.zeros(len(tpr), dtype=bool)
+    # Distinct TPR levels, highest first, and the votes of the workers at each level.
+    levels, level_of = np.unique(-tpr[candidates], return_inverse=True)
+    cumulative = np.cumsum(np.bincount(level_of, weights=n_votes[candidates], minlength=len(levels)))
+    target = fraction * cumulative[-1]
+    last = min(int(np.searchsorted(cumulative, target - 1e-9)), len(levels) - 1)
     kept = np.zeros(len(tpr), dtype=bool)
-    kept[order[:count]] = True
+    kept[candidates[level_of <= last]] = True
     return kept
 
 

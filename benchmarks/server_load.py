@@ -11,7 +11,10 @@ vote path is measured):
     answered) at each of --workers-list concurrent workers: saved votes/s,
     p50/p99 latency of the vote POSTs, errors;
 (b) open loop at --open-workers concurrent workers, each answering every
-    --pace seconds on average (exponential gaps): p99 latency and errors;
+    --pace seconds on average (exponential gaps): p99 latency and errors. The
+    workers enter spread over --ramp seconds (default 30), as crowd workers pick
+    up a study; --ramp 0 sends all entries, consents and first pages at the same
+    instant, a burst whose queue the first votes wait behind;
 (c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
     whole process group) and a new gunicorn starts on the same port; clients
     retry (same vote_id) until they are done;
@@ -281,7 +284,8 @@ def create_study(env: dict[str, str], folder: Path, manifest: Path, slug: str, v
         f'[study]\nslug = "{slug}"\nname = "load benchmark {slug}"\nmanifests = ["{manifest}"]\nseed = {seed}\n\n'
         f'[design]\ndegree = 12\nvotes_per_pair = {votes_per_pair}\n\n'
         '[pages]\npairs_per_page = 20\nmin_pages = 1\nmax_pages = 100\n'
-        '[quality]\nquiz_size = 0\ngold_rate = 0.0\n')  # latent observers cannot tell gold pairs
+        '[quality]\nquiz_size = 0\ngold_rate = 0.0\n\n'  # latent observers cannot tell gold pairs
+        '[texts]\nresearcher = "the load benchmark"\ncontact = "bench@perceptlab.invalid"\n')
     subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml)], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL)
 
@@ -296,6 +300,7 @@ class Run:
     workers: int
     pages: int
     pace: float | None
+    ramp: float = 0.0  # workers enter spread over this many seconds (0: as soon as a slot is free)
     crash: bool = False
     baseline: bool = False  # against benchmarks/baseline_app.py (the stack's limit), not perceptlab
 
@@ -304,9 +309,10 @@ def execute(run: Run, server: Gunicorn, dsn: str, dbname: str, seed: int, spam: 
             crash_after: float) -> tuple[SimulationReport, Check, dict]:
     extra: dict = {}
     kwargs = dict(workers=run.workers, spam=spam, concurrency=run.concurrency, seed=seed, pages=run.pages,
-                  pace=run.pace, progress=False, observer="latent", max_retry_s=300.0)
+                  pace=run.pace, ramp_s=run.ramp, progress=False, observer="latent", max_retry_s=300.0)
     print(f"# {run.label}: {run.workers} workers, {run.concurrency} at a time, {run.pages} page(s) each, "
-          f"{'closed loop' if run.pace is None else f'pace {run.pace} s'}", flush=True)
+          f"{'closed loop' if run.pace is None else f'pace {run.pace} s'}"
+          f"{f', entering over {run.ramp:g} s' if run.ramp else ''}", flush=True)
     meter = CpuMeter(server, dbname)
     if not run.crash:
         report = run_simulation(server.url, run.slug, **kwargs)
@@ -364,7 +370,7 @@ def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -
     per_vote = lambda seconds: None if seconds is None or not votes else 1000.0 * seconds / votes  # noqa: E731
     return {
         "name": run.label, "workers": run.concurrency, "workers_total": run.workers, "pages": run.pages,
-        "pace_s": run.pace, "votes": votes, "votes_per_s": report.votes_per_second(),
+        "pace_s": run.pace, "ramp_s": run.ramp, "votes": votes, "votes_per_s": report.votes_per_second(),
         "votes_per_s_full_load": report.votes_per_second_full(),
         "p50_ms": report.p50(), "p99_ms": report.p99(), "errors": report.error_count,
         "lost": check.lost, "duplicated": check.duplicated + check.unacknowledged, "db_exact": check.ok,
@@ -390,6 +396,10 @@ def main(argv=None) -> None:
     parser.add_argument("--open-workers", type=int, default=500, help="concurrent workers of the open-loop run")
     parser.add_argument("--pace", type=float, default=2.0, help="open loop: mean seconds between a worker's votes")
     parser.add_argument("--open-pages", type=int, default=2, help="trial pages per worker, open loop")
+    parser.add_argument("--ramp", type=float, default=30.0,
+                        help="open loop: the workers enter spread evenly over this many seconds, as they arrive at a "
+                             "live study (0: all 500 enter at the same instant, a burst of entries and page starts "
+                             "before the first vote)")
     parser.add_argument("--crash-workers", type=int, default=200, help="concurrent workers of the crash run")
     parser.add_argument("--crash-after", type=float, default=8.0, help="seconds into the crash run to SIGKILL")
     parser.add_argument("--spam", type=float, default=0.0,
@@ -432,12 +442,14 @@ def main(argv=None) -> None:
     runs = [Run(f"closed loop, {c} workers", f"bench-closed-{c}", c, c * args.workers_per_slot, args.pages, None)
             for c in (int(x) for x in args.workers_list.split(","))]
     if not args.no_open:
-        runs.append(Run(f"open loop {args.pace:g} s, {args.open_workers} workers", f"bench-open-{args.open_workers}",
-                        args.open_workers, args.open_workers, args.open_pages, args.pace))
+        ramp = f", entering over {args.ramp:g} s" if args.ramp else ", all entering at once"
+        runs.append(Run(f"open loop {args.pace:g} s, {args.open_workers} workers{ramp}",
+                        f"bench-open-{args.open_workers}", args.open_workers, args.open_workers, args.open_pages,
+                        args.pace, args.ramp))
     # The baseline repeats every run but the crash (its slug carries the pages per worker).
     baseline_runs = [] if args.no_baseline else [
         Run(f"baseline: {run.label}", f"baseline-{k}-{run.pages}", run.concurrency, run.workers, run.pages, run.pace,
-            baseline=True) for k, run in enumerate(runs)]
+            run.ramp, baseline=True) for k, run in enumerate(runs)]
     if not args.no_crash:
         runs.append(Run(f"crash (SIGKILL + restart), {args.crash_workers} workers", "bench-crash",
                         args.crash_workers, args.crash_workers * max(1, args.workers_per_slot), args.pages, None,

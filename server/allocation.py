@@ -51,6 +51,12 @@ _RENEW_PAGE = (update(_page).where(_page.c.id == bindparam("page_id"), _page.c.r
                .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
 
 
+_RENEW_ON_POLL = (update(_page).where(_page.c.assignment_id == bindparam("owner_id"), _page.c.reserved_until.is_not(None),
+                                      _page.c.completed_at.is_(None),
+                                      _page.c.created_at > bindparam("cutoff", type_=_page.c.created_at.type))
+                  .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
+
+
 def renew_page(session: Session, page_id: int, spec) -> None:
     """Extend the reservation of a page the worker just answered on (no-op for unreserved pages)."""
     session.connection().execute(_RENEW_PAGE, {"page_id": page_id, "until": reservation_end(session, spec)})
@@ -62,17 +68,23 @@ def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
     Only pages younger than the assignment timeout are renewed this way: a client that polls
     without ever answering cannot hold work for longer than that.
     """
-    cutoff = now(session) - dt.timedelta(minutes=spec.assignment_timeout_minutes)
-    session.execute(update(Page).where(Page.assignment_id == assignment_id, Page.reserved_until.is_not(None),
-                                       Page.completed_at.is_(None), Page.created_at > cutoff)
-                    .values(reserved_until=reservation_end(session, spec))
-                    .execution_options(synchronize_session=False))
+    moment = now(session)
+    session.connection().execute(_RENEW_ON_POLL, {
+        "owner_id": assignment_id, "until": moment + dt.timedelta(minutes=spec.reservation_minutes),
+        "cutoff": moment - dt.timedelta(minutes=spec.assignment_timeout_minutes)})
+
+
+_assignment = Assignment.__table__
+_MOMENT = bindparam("now", type_=_page.c.reserved_until.type)
+_RELEASE_OTHER_PAGES = (
+    update(_page)
+    .where(_page.c.assignment_id.in_(select(_assignment.c.id).where(_assignment.c.worker_id == bindparam("worker_id"),
+                                                                    _assignment.c.id != bindparam("keep_assignment_id"))),
+           _page.c.completed_at.is_(None), _page.c.reserved_until > _MOMENT)
+    .values(reserved_until=_MOMENT))
 
 
 def release_other_pages(session: Session, worker_id: int, assignment_id: int) -> None:
     """End the reservations of the worker's open pages in their other assignments of the study."""
-    others = select(Assignment.id).where(Assignment.worker_id == worker_id, Assignment.id != assignment_id)
-    moment = now(session)
-    session.execute(update(Page).where(Page.assignment_id.in_(others), Page.completed_at.is_(None),
-                                       Page.reserved_until > moment)
-                    .values(reserved_until=moment).execution_options(synchronize_session=False))
+    session.connection().execute(_RELEASE_OTHER_PAGES, {"worker_id": worker_id, "keep_assignment_id": assignment_id,
+                                                        "now": now(session)})

@@ -6,8 +6,6 @@ security headers and the background work. The configuration arrives from the cal
 """
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 import experiment_ui
 
+from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
 from .validation import StrictJSONProvider
@@ -30,7 +29,7 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     app.config["TESTING"] = bool(server.get("testing", False))
     app.config["PERCEPTLAB"] = config
     app.config["SERVER"] = server
-    url = database_url(server)
+    url = database_url(server, overrides.get("database_url"))  # a caller's URL wins over the environment's
     app.config["DATABASE_URL"] = url
     app.config["SECRET_KEY"] = secret_key(server)
     app.config["SESSION_COOKIE_HTTPONLY"] = True
@@ -48,13 +47,14 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         engine, info={"clock": server["clock"]} if server.get("clock") else None)
 
     from .storage import make_storage
-    from .views import admin, admin_mturk, api, stimuli, worker
+    from .views import admin, admin_codes, admin_mturk, api, stimuli, worker
 
     app.extensions["perceptlab.storage"] = make_storage(config)
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_mturk.bp)
+    app.register_blueprint(admin_codes.bp)
     app.register_blueprint(stimuli.bp)
     app.teardown_appcontext(close_request_session)
     app.register_error_handler(ApiError, _api_error)
@@ -133,30 +133,3 @@ def _http_error(exc: HTTPException):
             exc.code, "http_error")
         return jsonify({"error": code, "message": exc.description}), exc.code
     return exc
-
-
-def secret_key(server: dict[str, Any]) -> str:
-    """The key that signs worker tokens and sessions: ``[server] secret_key``, else
-    ``PERCEPTLAB_SECRET_KEY``, else a random key kept in the instance folder (made when missing)."""
-    return server.get("secret_key") or os.environ.get("PERCEPTLAB_SECRET_KEY") \
-        or _instance_secret(Path(server.get("instance_path", "instance")).resolve())
-
-
-def _instance_secret(instance: Path) -> str:
-    """A random secret kept in the instance folder, so tokens survive restarts without configuration."""
-    instance.mkdir(parents=True, exist_ok=True)
-    path = instance / "secret_key"
-    if not path.exists():
-        # Written whole, then linked into place: several server processes starting together
-        # agree on one key, and none ever reads a half-written file.
-        temporary = instance / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32))
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
-        finally:
-            temporary.unlink()
-    return path.read_text().strip()

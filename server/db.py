@@ -1,10 +1,11 @@
 """Database engine, URL and sessions: SQLite in WAL mode by default, PostgreSQL (psycopg 3) by URL.
 
 Everything that opens the database goes through here: :func:`database_url` is the one rule
-that picks the database (server and CLI alike), :func:`db_session` is a web request's session
-and :func:`session_scope` a command's. ``upgrade(url)`` brings a database to the newest
-Alembic revision; the app factory, the CLI's database commands and the demo call it, so a
-fresh database never needs a separate step.
+that picks the database (server and CLI alike; :func:`resolve_database` also says why),
+:func:`db_session` is a web request's session and :func:`session_scope` a command's.
+``upgrade(url)`` brings a database to the newest Alembic revision; the app factory, the CLI's
+database commands and the demo call it, so a fresh database never needs a separate step. Naming a
+database makes nothing: read-only commands check :func:`database_exists` first.
 """
 from __future__ import annotations
 
@@ -18,14 +19,22 @@ from flask import current_app, g
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 URL_ENVIRONMENT_VARIABLE = "PERCEPTLAB_DATABASE_URL"
+INSTANCE_DATABASE = "the instance folder's perceptlab.db"  # how resolve_database says it chose the default
 
 
 def database_url(server: Mapping[str, Any], explicit: str | None = None,
                  environ: Mapping[str, str] | None = None) -> str:
-    """The database to use: the one rule for the server and every command.
+    """The database to use: the one rule for the server and every command (see :func:`resolve_database`)."""
+    return resolve_database(server, explicit, environ)[0]
+
+
+def resolve_database(server: Mapping[str, Any], explicit: str | None = None,
+                     environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The database URL and how it was chosen (for messages); nothing is made.
 
     Parameters
     ----------
@@ -38,20 +47,75 @@ def database_url(server: Mapping[str, Any], explicit: str | None = None,
 
     Returns
     -------
-    str
-        ``explicit``, else ``[server] database_url``, else ``PERCEPTLAB_DATABASE_URL``, else a
-        SQLite file ``perceptlab.db`` in ``[server] instance_path`` (the folder is made if missing).
+    (str, str)
+        ``explicit``, else ``PERCEPTLAB_DATABASE_URL``, else ``[server] database_url`` (configuration
+        files, the instance's ``config.toml``, ``PERCEPTLAB_SERVER_DATABASE_URL``), else a SQLite file
+        ``perceptlab.db`` in the instance folder ``[server] instance_path``; and which of these it was.
     """
     environ = os.environ if environ is None else environ
-    return (explicit or server.get("database_url") or environ.get(URL_ENVIRONMENT_VARIABLE)
-            or default_database_url(server.get("instance_path", "instance")))
+    if explicit:
+        return explicit, "--database-url"
+    if environ.get(URL_ENVIRONMENT_VARIABLE):
+        return environ[URL_ENVIRONMENT_VARIABLE], URL_ENVIRONMENT_VARIABLE
+    if server.get("database_url"):
+        return server["database_url"], "[server] database_url"
+    return default_database_url(server.get("instance_path", "instance")), INSTANCE_DATABASE
 
 
 def default_database_url(instance_path: str | Path) -> str:
-    """The embedded default: a SQLite file in the instance folder."""
-    path = Path(instance_path).resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path / 'perceptlab.db'}"
+    """The embedded default: a SQLite file in the instance folder (made by the first migration)."""
+    return f"sqlite:///{Path(instance_path).absolute() / 'perceptlab.db'}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).absolute()
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is shown as given (it has no parsable password)
+        return url
+
+
+def database_exists(url: str) -> bool:
+    """Whether ``url`` names a perceptlab database that exists: a SQLite file that is there, or a server
+    database holding the migrations table. Makes nothing (a SQLite URL's file is only looked at).
+
+    Raises
+    ------
+    sqlalchemy.exc.OperationalError
+        The database server cannot be reached.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        return path.is_file()
+    if url.startswith("sqlite"):
+        return True  # in memory
+    from sqlalchemy import inspect
+
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return inspect(connection).has_table("alembic_version")
+    finally:
+        engine.dispose()
+
+
+def _make_sqlite_folder(url: str) -> None:
+    """A new SQLite database's folder (the instance folder), made when a database is about to be."""
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def normalise_url(url: str) -> str:
@@ -64,6 +128,7 @@ def normalise_url(url: str) -> str:
 def make_engine(url: str) -> Engine:
     """Create an engine; SQLite connections get WAL, a busy timeout and foreign keys."""
     if url.startswith("sqlite"):
+        _make_sqlite_folder(url)
         # One connection per thread; WAL lets readers run beside the single writer and the
         # busy timeout makes concurrent writers wait instead of failing with "database is locked".
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -105,6 +170,7 @@ def upgrade(url: str) -> None:
     """Apply every Alembic migration the database lacks."""
     from alembic import command
 
+    _make_sqlite_folder(url)
     command.upgrade(alembic_config(normalise_url(url)), "head")
 
 

@@ -28,15 +28,20 @@ from sqlalchemy.orm import Session, aliased
 
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
+from . import wages
+from .codes import latest_per_worker, participants
 from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, as_utc
 from .paradigms import paradigm_for
 from .paradigms.stages import Stage
+from .worker_time import PaySettings
 
 VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
                                          "created_at", "rt_ms")
 WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
+# The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
+RECRUITER_COLUMNS = ("completion_status", "completion_code")
 
 
 # ---------------------------------------------------------------- pseudonyms
@@ -201,6 +206,31 @@ def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
     return table_csv(WORKERS_META_COLUMNS, records)
 
 
+def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
+                     pay_settings: PaySettings | None = None) -> tuple[str, int]:
+    """workers.csv of a study (the dashboard's download, workers_meta.csv of an export) and its number of
+    workers: the paradigm's own columns where it has them (motion: calibration, screening, trials), else
+    :data:`WORKERS_META_COLUMNS`; then time on task, pay and effective wage (:data:`server.wages.WORKER_COLUMNS`,
+    measured with ``pay_settings``)."""
+    table = paradigm_for(study).workers_table(session, study.id, salt=salt)
+    columns, records = table or (WORKERS_META_COLUMNS, workers_meta(session, study.id, salt=salt))
+    recruited = {worker_label(p.external_id, salt): p for p in latest_per_worker(participants(session, study)).values()}
+    pay = {worker_label(raw, salt): values
+           for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}
+    records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])), **pay.get(record["worker_id"], {})}
+               for record in records]
+    return table_csv(tuple(columns) + RECRUITER_COLUMNS + wages.WORKER_COLUMNS, records), len(records)
+
+
+def recruiter_columns(participant) -> dict[str, Any]:
+    """workers.csv's recruiter columns of one worker's latest assignment (:class:`server.codes.Participant`):
+    its platform (``prolific`` for a Prolific study's links), completion status and the code it was given."""
+    if participant is None:
+        return {"completion_status": "", "completion_code": ""}
+    return {"platform": participant.platform, "completion_status": participant.status,
+            "completion_code": participant.code or ""}
+
+
 def find_study(session: Session, slug: str) -> Study | None:
     return session.scalar(select(Study).where(Study.slug == slug))
 
@@ -212,7 +242,8 @@ def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
             "sets": len({r["set_id"] for r in rows})}
 
 
-def export_study(session: Session, study: Study, *, salt: bytes | None, include_gold: bool = True):
+def export_study(session: Session, study: Study, *, salt: bytes | None, include_gold: bool = True,
+                 pay_settings: PaySettings | None = None):
     """Every export file of a study: its paradigm's (:meth:`~server.paradigms.core.Paradigm.export`) and
     workers_meta.csv.
 
@@ -224,6 +255,8 @@ def export_study(session: Session, study: Study, *, salt: bytes | None, include_
         :func:`study_salt` of the server's secret key and the study slug; None writes raw worker IDs.
     include_gold : bool
         Keep quality-check answers (paired comparison: quiz and hidden gold votes).
+    pay_settings : PaySettings, optional
+        How workers_meta.csv measures time on task (``[server]`` idle and lead-in caps).
 
     Returns
     -------
@@ -231,7 +264,6 @@ def export_study(session: Session, study: Study, *, salt: bytes | None, include_
         ``files`` (name -> CSV text), ``report`` (``(file name, description)`` lines) and ``warning``.
     """
     export = paradigm_for(study).export(session, study.id, salt=salt, include_gold=include_gold)
-    workers = workers_meta(session, study.id, salt=salt)
-    export.files["workers_meta.csv"] = workers_meta_csv_text(workers)
-    export.report.append(("workers_meta.csv", f"{len(workers)} workers"))
+    export.files["workers_meta.csv"], n_workers = workers_csv_text(session, study, salt=salt, pay_settings=pay_settings)
+    export.report.append(("workers_meta.csv", f"{n_workers} workers"))
     return export

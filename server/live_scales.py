@@ -106,31 +106,42 @@ def load_study_votes(session: Session, study_id: int) -> StudyVotes:
 
 
 def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
-                     gold_threshold: float | None = DEFAULT_GOLD_ACCURACY) -> dict[str, Any]:
+                     gold_threshold: float | None = DEFAULT_GOLD_ACCURACY,
+                     interval_method: str | None = None) -> dict[str, Any]:
     """Screen, scale and bootstrap the votes of ``data``; never raises for sparse data.
+
+    ``interval_method`` is the bootstrap interval method (None: the analysis's default, "t").
 
     Returns
     -------
     dict
         JSON-ready: ``computed_at``, ``n_votes`` (all rows read), ``n_scaling_votes``,
-        ``bootstrap``, ``error`` (None, or why there are no scales at all), ``notes``,
-        ``screening``, ``sets`` (per set ``set_id``, ``status`` "ok" | "disconnected" |
+        ``bootstrap``, ``intervals`` (``method``, ``confidence``, ``n_boot``, ``unit``: how
+        ``ci_low``/``ci_high`` were made; None without bootstrap), ``error`` (None, or why
+        there are no scales at all), ``notes``, ``screening``, ``sets`` (per set ``set_id``, ``status`` "ok" | "disconnected" |
         "no_votes", ``connected``, ``message``, ``n_votes``, ``items``: ``item_id``,
         ``scale``, ``ci_low``, ``ci_high``, ``rank``, ``n_votes``; items without votes have
         null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``).
     """
     started = time.perf_counter()
     real = [r for r in data.rows if r["is_gold"] == "0"]
+    from analysis.bootstrap import DEFAULT_INTERVAL_METHOD
+    from analysis.pipeline import AnalysisOptions, interval_description
+
+    interval_method = interval_method or DEFAULT_INTERVAL_METHOD
     payload: dict[str, Any] = {"computed_at": utcnow().isoformat(), "n_votes": data.n_votes,
-                               "n_scaling_votes": len(real), "bootstrap": bootstrap, "error": None,
-                               "notes": [], "screening": None, "workers": {}, "sets": []}
+                               "n_scaling_votes": len(real), "bootstrap": bootstrap,
+                               "intervals": interval_description(AnalysisOptions(
+                                   n_boot=bootstrap, interval_method=interval_method)),
+                               "error": None, "notes": [], "screening": None, "workers": {}, "sets": []}
     voted_sets = {r["set_id"] for r in real}
     if not voted_sets:
         payload["error"] = "not enough votes yet: no comparison of real pairs has been answered"
         payload["sets"] = [_empty_set(name, ids) for name, ids in data.items.items()]
         return _finish(payload, started)
     # Sets with gold votes only cannot be scaled (the analysis needs real votes in every set): leave them out.
-    result = _analyze([r for r in data.rows if r["set_id"] in voted_sets], bootstrap, seed, gold_threshold, payload)
+    result = _analyze([r for r in data.rows if r["set_id"] in voted_sets], bootstrap, seed, gold_threshold, payload,
+                      interval_method)
     if result is None:
         payload["sets"] = [_empty_set(name, ids) for name, ids in data.items.items()]
         return _finish(payload, started)
@@ -147,7 +158,7 @@ def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, se
     return _finish(payload, started)
 
 
-def _analyze(rows, bootstrap, seed, gold_threshold, payload):
+def _analyze(rows, bootstrap, seed, gold_threshold, payload, interval_method):
     """Run the pipeline; fall back to no screening when screening would drop everyone."""
     from analysis.formats import VotesFormatError, build_votes
     from analysis.pipeline import AnalysisOptions, analyze
@@ -163,7 +174,8 @@ def _analyze(rows, bootstrap, seed, gold_threshold, payload):
     scaling = ScalingOptions(allow_disconnected=True)
     for keep in ("auto", "none"):
         options = AnalysisOptions(scaling=scaling, keep=keep, gold_threshold=gold_threshold if keep == "auto"
-                                  else None, n_boot=bootstrap, seed=seed, progress=False)
+                                  else None, n_boot=bootstrap, interval_method=interval_method, seed=seed,
+                                  progress=False)
         try:
             return analyze(votes, options), votes
         except ValueError as exc:
@@ -246,7 +258,7 @@ def store_snapshot(session: Session, study_id: int, n_votes: int, payload: dict[
 
 
 def compute_snapshot(session: Session, study_id: int, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-                     seed: int | None = None) -> dict[str, Any]:
+                     seed: int | None = None, interval_method: str | None = None) -> dict[str, Any]:
     """Compute and store the running scale estimates of a study; return the payload.
 
     Commits ``session`` twice: after reading the votes (so no transaction stays
@@ -260,10 +272,14 @@ def compute_snapshot(session: Session, study_id: int, *, bootstrap: int = DEFAUL
         Bootstrap resamples for the confidence intervals (``[server] live_scales_bootstrap``).
     seed : int, optional
         Bootstrap seed (default: the study's seed).
+    interval_method : str, optional
+        Bootstrap interval method (``[analysis] interval_method``, as ``perceptlab analyze``;
+        None: the analysis's default).
     """
     data = load_study_votes(session, study_id)
     session.commit()
-    payload = snapshot_payload(data, bootstrap=bootstrap, seed=data.seed if seed is None else seed)
+    payload = snapshot_payload(data, bootstrap=bootstrap, seed=data.seed if seed is None else seed,
+                               interval_method=interval_method)
     store_snapshot(session, study_id, data.n_votes, payload)
     session.commit()
     return payload
@@ -355,7 +371,7 @@ class ScaleProcess:
         return self.owner_pid == os.getpid()
 
     def compute(self, database_url: str, study_id: int, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-                seed: int | None = None) -> dict[str, Any]:
+                seed: int | None = None, interval_method: str | None = None) -> dict[str, Any]:
         """Compute and store the study's snapshot in the child; return its reply (``n_votes``, ``seconds``).
 
         Raises
@@ -364,7 +380,7 @@ class ScaleProcess:
             The computation failed (the child's traceback is in the server's log) or the child died.
         """
         return self._ask({"op": "compute", "database_url": database_url, "study_id": int(study_id),
-                          "bootstrap": int(bootstrap), "seed": seed})
+                          "bootstrap": int(bootstrap), "seed": seed, "interval_method": interval_method})
 
     def describe(self) -> dict[str, Any]:
         """The child's ``pid``, ``niceness`` and ``blas_threads`` (starts it if needed)."""
@@ -553,10 +569,11 @@ def _compute(app, study_id: int) -> None:
     """Compute and store a snapshot: in this process's computing child, or here when that is switched off."""
     if _uses_child_process(app):
         nice = int(app.config.get("SERVER", {}).get("live_scales_nice", CHILD_NICE))
-        _state(app).child_process(nice).compute(app.config["DATABASE_URL"], study_id, bootstrap=_bootstrap(app))
+        _state(app).child_process(nice).compute(app.config["DATABASE_URL"], study_id, bootstrap=_bootstrap(app),
+                                                interval_method=_interval_method(app))
         return
     with app.extensions["perceptlab.sessions"]() as session:
-        compute_snapshot(session, study_id, bootstrap=_bootstrap(app))
+        compute_snapshot(session, study_id, bootstrap=_bootstrap(app), interval_method=_interval_method(app))
 
 
 def _uses_child_process(app) -> bool:
@@ -565,6 +582,11 @@ def _uses_child_process(app) -> bool:
 
 def _bootstrap(app) -> int:
     return int(app.config.get("SERVER", {}).get("live_scales_bootstrap", DEFAULT_BOOTSTRAP))
+
+
+def _interval_method(app) -> str | None:
+    """The running estimates use the analysis's interval method (``[analysis] interval_method``)."""
+    return (app.config.get("PERCEPTLAB") or {}).get("analysis", {}).get("interval_method")
 
 
 def refresh_in_background(app, study_id: int, *, min_age: float = 0.0) -> bool:

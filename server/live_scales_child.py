@@ -4,7 +4,7 @@ A server process starts one of these when it first needs a snapshot
 (:class:`server.live_scales.ScaleProcess`) and sends it requests, one JSON object
 per line on stdin; each gets one JSON line back:
 
-``{"op": "compute", "database_url": ..., "study_id": ..., "bootstrap": ..., "seed": null}``
+``{"op": "compute", "database_url": ..., "study_id": ..., "bootstrap": ..., "seed": null, "interval_method": "t"}``
     Compute and store the study's snapshot (:func:`server.live_scales.compute_snapshot`);
     replies ``{"ok": true, "n_votes": ..., "seconds": ...}``.
 ``{"op": "info"}``
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                 elif request.get("op") == "compute":
                     with sessions_for(request["database_url"])() as session:
                         payload = compute_snapshot(session, int(request["study_id"]),
-                                                   bootstrap=int(request["bootstrap"]), seed=request.get("seed"))
+                                                   bootstrap=int(request["bootstrap"]), seed=request.get("seed"),
+                                                   interval_method=request.get("interval_method"))
                     reply = {"ok": True, "n_votes": payload["n_votes"], "seconds": payload.get("seconds")}
                 else:
                     reply = {"ok": False, "error": f"unknown request {request.get('op')!r}"}

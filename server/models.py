@@ -151,6 +151,9 @@ class Assignment(Base):
     completion_code: Mapped[str | None] = mapped_column(String(64))
     pages_completed: Mapped[int] = mapped_column(Integer, default=0)
     environment: Mapped[dict[str, Any] | None]
+    # The recruiter's URL parameters at entry (Prolific: {"STUDY_ID": ..., "SESSION_ID": ...};
+    # server/paradigms/recruiters.py), None for other entries.
+    entry_params: Mapped[dict[str, Any] | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[dt.datetime | None]
 
@@ -379,7 +382,8 @@ class MotionProbe(Base):
 
 
 class Calibration(Base):
-    """The worker's display as measured at the start of one assignment (credit card, refresh rate)."""
+    """The worker's display as measured at the start of one assignment (credit card, refresh rate, and the
+    viewing distance from the blind-spot task when the study measures it)."""
     __tablename__ = "calibration"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -400,6 +404,10 @@ class Calibration(Base):
     screen_height: Mapped[int | None]
     window_width: Mapped[int | None]
     window_height: Mapped[int | None]
+    # The blind-spot task (study setting calibration.blind_spot): {"px": [square-to-dot distance of each
+    # sweep]} and the viewing distance they give; None when the study does not measure it.
+    blind_spot_px: Mapped[dict[str, Any] | None]
+    measured_distance_cm: Mapped[float | None] = mapped_column(Float)
     accepted: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str | None] = mapped_column(Text)  # why the display was refused
     body_sha256: Mapped[str] = mapped_column(String(64))  # a retried POST is recognised by its body

@@ -25,6 +25,7 @@ from .models import Assignment, Bonus, MTurkAssignment, Study, Worker
 from .paradigms import paradigm_for, spec_from_config
 from .paradigms.core import PayUnit
 from .paradigms.stages import Stage
+from .worker_time import PaySettings, assignment_times
 
 CENT = Decimal("0.01")
 FEE_SMALL = Decimal("0.20")   # HITs with fewer than 10 assignments
@@ -39,8 +40,43 @@ def pay_unit(study: Study) -> PayUnit:
     return paradigm_for(study).pay_unit(spec_from_config(study.config))
 
 
+@dataclass(frozen=True)
+class Earnings:
+    """What one completed assignment earns by the study's pay rules (the worker's completion page)."""
+    unit: str        # "page", "session"
+    units: int       # units the reward covers
+    reward: Decimal  # the HIT reward (or, off MTurk, the same amount for the same work)
+    extra: int       # units past those, each earning the bonus
+    bonus: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return money(self.reward + self.bonus)
+
+
+def assignment_earnings(study: Study, assignment: Assignment) -> Earnings:
+    """The reward and bonus a completed ``assignment`` earns, computed like :func:`payment_plan`'s rows."""
+    pay = pay_unit(study)
+    extra = pay.extra_units(assignment.pages_completed)
+    return Earnings(pay.name, pay.required, pay.hit_reward, extra, money(pay.bonus * extra))
+
+
 def money(value) -> Decimal:
     return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def earns_pay(stage: str, units: int) -> bool:
+    """Whether an assignment earns pay: completed, or stopped by a quality rule after some units
+    (the experimenter decides at review), as :func:`payment_plan` lists them."""
+    return stage == Stage.COMPLETED or (stage == Stage.STOPPED and units > 0)
+
+
+def earned(pay: PayUnit, stage: str, units: int) -> Decimal:
+    """Reward + bonus of an assignment at ``stage`` with ``units`` completed units (0 when it earns
+    nothing; a rejection on MTurk is the caller's to apply). Used for effective wages (server/wages.py)."""
+    if not earns_pay(stage, units):
+        return Decimal("0.00")
+    return money(pay.hit_reward + money(pay.bonus) * pay.extra_units(units))
 
 
 def fee(amount: Decimal, rate: Decimal) -> Decimal:
@@ -78,6 +114,10 @@ class PaymentRow:
     bonus_status: str | None    # pending | sent | None (not started)
     bonus_reason: str = ""
     stage: str = Stage.COMPLETED  # or stopped: by a quality rule after some paid units (the experimenter decides)
+    # Measured time on task (server/worker_time.py) and the effective wage (reward + bonus) per active hour.
+    time_total_s: float | None = None
+    time_active_s: float | None = None
+    wage_usd_per_h: float | None = None
 
     @property
     def bonus_unpaid(self) -> bool:
@@ -99,6 +139,15 @@ class PaymentPlan:
     total: Decimal = Decimal("0.00")       # rewards + bonuses, to workers
     due_now: Decimal = Decimal("0.00")     # unpaid bonuses + their fees (rewards were funded at launch)
 
+    @property
+    def median_wage(self) -> float | None:
+        """Median effective wage (USD per active hour) of the listed assignments; None without any."""
+        wages = sorted(row.wage_usd_per_h for row in self.rows if row.wage_usd_per_h is not None)
+        if not wages:
+            return None
+        middle = len(wages) // 2
+        return wages[middle] if len(wages) % 2 else (wages[middle - 1] + wages[middle]) / 2
+
     def unpaid_bonuses(self) -> list[PaymentRow]:
         """Rows whose bonus is still to be sent (payable once MTurk shows the assignment Approved)."""
         return [row for row in self.rows if row.bonus_unpaid]
@@ -108,14 +157,16 @@ class PaymentPlan:
                 for k in ("rewards", "bonuses", "bonuses_unpaid", "bonus_fees", "total", "due_now")}
 
 
-def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BONUS) -> PaymentPlan:
+def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BONUS,
+                 settings: PaySettings | None = None) -> PaymentPlan:
     """What each completed MTurk assignment of the study earns: reward + bonus for extra units of pay.
 
     Assignments stopped by a quality rule (hidden gold) after completing units are listed too (``stage``
     "stopped"): their workers may submit, and the experimenter decides at review.
 
     Rejected assignments earn nothing. Rewards are paid by approving; bonuses with
-    ``MTurkService.grant_bonus`` (see ``perceptlab mturk bonus``).
+    ``MTurkService.grant_bonus`` (see ``perceptlab mturk bonus``). Each row carries the assignment's
+    measured time on task and effective wage (``settings``: the caps of :mod:`server.worker_time`).
     """
     pay = pay_unit(study)
     reward = pay.hit_reward
@@ -124,6 +175,7 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
                                     .where(MTurkAssignment.study_id == study.id)).all())
     paid = {(b.assignment_id, b.reason): b.status for b in session.scalars(select(Bonus).where(Bonus.study_id == study.id))}
     plan = PaymentPlan()
+    times = assignment_times(session, study, settings)
     query = (select(Assignment, Worker.external_id).join(Worker, Worker.id == Assignment.worker_id)
              .where(Assignment.study_id == study.id, Assignment.platform == "mturk", 
                     ((Assignment.stage == Stage.COMPLETED)
@@ -139,6 +191,11 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
         row = PaymentRow(assignment.external_id, worker_external, assignment.pages_completed, reward, bonus, status,
                          paid.get((assignment.external_id, reason)) if bonus > 0 else None, reason,
                          assignment.stage)
+        measured = times.get(assignment.id)
+        if measured is not None:
+            row.time_total_s, row.time_active_s = round(measured.total_s, 1), round(measured.active_s, 1)
+            row.wage_usd_per_h = (round(float(reward + bonus) * 3600 / measured.active_s, 2)
+                                  if measured.active_s > 0 else None)
         plan.rows.append(row)
         plan.rewards += reward
         plan.bonuses += bonus

@@ -595,7 +595,7 @@ async def _preflight(sim: _Session) -> None:
 
 async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, spam: float = 0.25,
                                concurrency: int = 50, seed: int = 0, pages: int | None = None,
-                               pace: float | None = None, progress: bool = True,
+                               pace: float | None = None, ramp_s: float = 0.0, progress: bool = True,
                                observer: str = "images", noise_rmse: float = DEFAULT_NOISE_RMSE,
                                request_timeout: float = 60.0, max_retry_s: float = 120.0,
                                max_attempts: int = 1000) -> SimulationReport:
@@ -612,6 +612,8 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
         raise ValueError(f"pace must be > 0 seconds, got {pace}")
     if pages is not None and pages < 1:
         raise ValueError(f"pages must be >= 1, got {pages}")
+    if not 0 <= ramp_s < 86_400:
+        raise ValueError(f"ramp_s must be in [0, 86400) seconds, got {ramp_s}")
     if observer not in OBSERVERS:
         raise ValueError(f"observer must be one of {', '.join(OBSERVERS)}, got {observer!r}")
     if not noise_rmse > 0:
@@ -636,6 +638,8 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
 
         async def runner() -> None:
             for index in indices:  # a shared iterator: each runner takes the next worker
+                if ramp_s:  # arrivals spread evenly over the ramp instead of all at the start
+                    await asyncio.sleep(max(0.0, started + ramp_s * index / workers - time.perf_counter()))
                 rng = np.random.default_rng([seed, index])
                 worker = _Worker(sim, index, index not in spammers, rng, pages, pace)
                 try:
@@ -662,7 +666,8 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
 
 def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float = 0.25,
                    concurrency: int = 50, seed: int = 0, pages: int | None = None,
-                   pace: float | None = None, progress: bool = True, **options) -> SimulationReport:
+                   pace: float | None = None, ramp_s: float = 0.0, progress: bool = True,
+                   **options) -> SimulationReport:
     """Run ``workers`` simulated workers (``concurrency`` at a time) against a running server.
 
     Parameters
@@ -681,6 +686,9 @@ def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float 
         Pages each worker does; None: a random number between the study's min_pages and max_pages.
     pace : float or None
         None: closed loop (no pause between votes); S: open loop, exponential gaps of mean S seconds.
+    ramp_s : float
+        Worker ``i`` enters no earlier than ``ramp_s * i / workers`` seconds after the start (0: each
+        enters as soon as a slot is free), as workers arrive at a study over time rather than all at once.
     progress : bool
         Show a tqdm bar over workers.
     **options
@@ -693,7 +701,7 @@ def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float 
     def simulate() -> SimulationReport:
         return asyncio.run(run_simulation_async(base_url, study_slug, workers=workers, spam=spam,
                                                 concurrency=concurrency, seed=seed, pages=pages, pace=pace,
-                                                progress=progress, **options))
+                                                ramp_s=ramp_s, progress=progress, **options))
 
     try:
         asyncio.get_running_loop()

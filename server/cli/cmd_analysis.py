@@ -78,6 +78,11 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
               help="Resample workers (all their votes) or individual votes.")
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=lambda: _defaults()["confidence"], show_default="0.95")
+@click.option("--interval-method", type=click.Choice(["t", "basic", "percentile"]),
+              default=lambda: _defaults().get("interval_method", "t"), show_default="t",
+              help="Bootstrap interval: 't' (estimate +/- Student t x bootstrap SD, corrected for the "
+                   "bootstrap's narrowness with few workers), 'basic' (reflected quantiles) or 'percentile' "
+                   "(pwcmp's; too narrow with few workers).")
 @click.option("--gold-accuracy", type=click.FloatRange(0, 1), default=lambda: _defaults()["gold_accuracy"],
               show_default="0.7", help="Exclude workers below this accuracy on is_gold rows (needs gold_winner).")
 @click.option("--no-gold", is_flag=True, help="Do not screen by gold questions.")
@@ -90,7 +95,7 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--seed", type=int, default=lambda: _defaults()["seed"], show_default="0")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_votes, prior_strength, n_boot,
-                    bootstrap_unit, confidence, gold_accuracy, no_gold, allow_disconnected, objective,
+                    bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
                     objective_column, higher_is_better, seed, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
@@ -106,7 +111,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
             scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
                                    prior_strength=prior_strength, allow_disconnected=allow_disconnected),
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
-            bootstrap_unit=bootstrap_unit, confidence=confidence, seed=seed)
+            bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed)
         result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better)
     except (VotesFormatError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None

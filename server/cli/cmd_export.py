@@ -2,28 +2,12 @@
 (paired comparison: votes.csv; motion matching: motion.csv, rdk.csv, frames.csv, calibration.csv)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from .base import UserError, cli
+from .base import cli, cli_secret_key
 from .cmd_study import DATABASE_OPTION
-
-
-def server_secret_key() -> tuple[str, bool]:
-    """The server's secret key, found the way the server finds it, and whether it existed already.
-
-    Order as in ``server.app.build_app``: ``[server] secret_key``, then ``PERCEPTLAB_SECRET_KEY``,
-    then the ``secret_key`` file of the instance folder (made when missing).
-    """
-    from server.app import secret_key
-    from server.cli.base import cli_config
-
-    server = cli_config().get("server", {})
-    existed = bool(server.get("secret_key") or os.environ.get("PERCEPTLAB_SECRET_KEY")) or \
-        (Path(server.get("instance_path", "instance")).resolve() / "secret_key").exists()
-    return secret_key(server), existed
 
 
 @cli.command("export")
@@ -37,31 +21,31 @@ def server_secret_key() -> tuple[str, bool]:
 @DATABASE_OPTION
 def export_command(study: str, out: Path, raw_worker_ids: bool, no_gold: bool, database_url: str | None) -> None:
     """Export the votes of STUDY (its slug) for `perceptlab analyze`, with pseudonymised worker IDs."""
-    from analysis.formats import atomic_write_text
-    from server import exports
     from server.cli.base import cli_session
 
-    salt = None
-    if not raw_worker_ids:
-        key, existed = server_secret_key()
-        if not existed:
-            click.echo("warning: no server secret key found (PERCEPTLAB_SECRET_KEY or instance/secret_key); "
-                       "made a new one, so these pseudonyms differ from the dashboard's", err=True)
-        salt = exports.study_salt(key, study)
     with cli_session(database_url) as session:
-        found = exports.find_study(session, study)
-        if found is None:
-            from sqlalchemy import select
-
-            from server.models import Study
-            known = ", ".join(session.scalars(select(Study.slug))) or "none"
-            raise UserError(f"no study {study!r} (known: {known})")
-        export = exports.export_study(session, found, salt=salt, include_gold=not no_gold)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in export.files.items():
-        atomic_write_text(out / name, text)
+        export = export_files(session, study, out, raw_worker_ids=raw_worker_ids, include_gold=not no_gold)
     for name, description in export.report:
         click.echo(f"{out / name}: {description}")
     click.echo(f"worker IDs: {'RAW (personal data: do not publish)' if raw_worker_ids else 'pseudonymised'}")
     if export.warning:
         click.echo(export.warning, err=True)
+
+
+def export_files(session, slug: str, out: Path, *, raw_worker_ids: bool = False, include_gold: bool = True):
+    """Write every export file of study ``slug`` into ``out`` (made if missing); return the
+    :class:`~server.paradigms.core.StudyExport`. Pseudonyms come from the instance's secret key, as the
+    dashboard's do (:func:`server.cli.base.cli_secret_key`: never a new key)."""
+    from analysis.formats import atomic_write_text
+    from server import exports
+    from server.cli.cmd_study import _find
+    from server.cli.pay import cli_pay_settings
+
+    found = _find(session, slug)
+    salt = None if raw_worker_ids else exports.study_salt(cli_secret_key(), slug)
+    export = exports.export_study(session, found, salt=salt, include_gold=include_gold,
+                                  pay_settings=cli_pay_settings())
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in export.files.items():
+        atomic_write_text(out / name, text)
+    return export

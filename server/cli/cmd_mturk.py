@@ -32,14 +32,22 @@ def client_factory(live: bool):
 @contextmanager
 def mturk_session(database_url: str | None, live: bool):
     """(database session, MTurkService); MTurk and AWS errors become one-line UserErrors."""
+    from server.cli.base import cli_session
+    from server.mturk import MTurkService
+
+    with mturk_errors(), cli_session(database_url) as session:
+        yield session, MTurkService(client_factory(live), session, sandbox=not live)
+
+
+@contextmanager
+def mturk_errors():
+    """MTurk and AWS errors raised inside become one-line UserErrors."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from server.cli.base import cli_session
-    from server.mturk import MTurkError, MTurkService
+    from server.mturk import MTurkError
 
     try:
-        with cli_session(database_url) as session:
-            yield session, MTurkService(client_factory(live), session, sandbox=not live)
+        yield
     except MTurkError as exc:
         raise UserError(str(exc)) from None
     except ClientError as exc:
@@ -89,38 +97,77 @@ def balance(live: bool, database_url: str | None) -> None:
 def launch(slug: str, assignments: int, url: str, per_hit: int, days: float, launch_id: str | None, live: bool,
            yes: bool, database_url: str | None) -> None:
     """Post HITs for study SLUG, in batches of --per-hit assignments."""
-    import datetime as dt
-    import uuid
-
-    from server.payments import launch_cost, pay_unit
+    from server.payments import pay_unit
 
     with mturk_session(database_url, live) as (session, service):
         study = _find(session, slug)
-        pay = pay_unit(study)  # a page, a session: what the HIT reward and the bonuses pay for
-        full_url = url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{slug}"
+        full_url = study_url(url, slug)
         service.external_question_xml(full_url)  # fail on http:// before anything else
-        reward = pay.hit_reward
-        cost = launch_cost(reward, assignments, per_hit)
-        worst = launch_cost(reward, assignments, per_hit,
-                            expected_bonus_per_assignment=(pay.most - pay.required) * pay.bonus)
-        click.echo(f"{_where(live)}: {assignments} assignments in {cost['hits']} HIT(s) of at most {per_hit}, "
-                   f"reward ${reward} each, to {full_url}")
-        click.echo(f"cost: ${cost['rewards']} rewards + ${cost['reward_fees']} fees = ${cost['total']}; "
-                   f"with every worker doing all {pay.most} {pay.name}s (bonuses + fees): up to ${worst['total']}")
-        if per_hit >= 10:
-            click.echo("warning: HITs with 10 or more assignments pay 40% commission instead of 20%", err=True)
-        if live and not yes:
-            click.confirm(f"Post these HITs on the LIVE marketplace for ${cost['total']}?", abort=True)
-        launch_id = launch_id or uuid.uuid4().hex[:12]
-        click.echo(f"launch ID {launch_id} (if interrupted, run again with --launch-id {launch_id})")
-        hits = service.launch(study, assignments_total=assignments, url=full_url, per_hit=per_hit,
-                              lifetime=dt.timedelta(days=days), launch_id=launch_id,
-                              progress=lambda it: _bar(it, "creating HITs"))
-        for hit in hits:
-            click.echo(f"  {hit.hit_id}  {hit.max_assignments} assignments  {hit.status}")
-        preview = "https://workersandbox.mturk.com" if not live else "https://worker.mturk.com"
-        if hits:
-            click.echo(f"preview: {preview}/projects/{hits[0].hit_type_id}/tasks")
+        # The unit of pay (a page, a session) is what the HIT reward and the bonuses pay for.
+        total = show_launch_cost(pay_unit(study), assignments, per_hit, live, full_url)
+        show_time_and_wage(session, study)
+        confirm_live_cost(total, live, yes)
+        post_hits(service, study, assignments=assignments, url=full_url, per_hit=per_hit, days=days,
+                  launch_id=launch_id, live=live)
+
+
+def study_url(url: str, slug: str) -> str:
+    """The worker link of study ``slug`` on the server at ``url`` (``https://HOST`` gets ``/s/SLUG``)."""
+    return url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{slug}"
+
+
+def show_launch_cost(pay, assignments: int, per_hit: int, live: bool, full_url: str) -> Decimal:
+    """Print what posting ``assignments`` costs with MTurk's fees (and at most, with every bonus); return
+    the total without bonuses."""
+    from server.payments import launch_cost
+
+    reward = pay.hit_reward
+    cost = launch_cost(reward, assignments, per_hit)
+    worst = launch_cost(reward, assignments, per_hit,
+                        expected_bonus_per_assignment=(pay.most - pay.required) * pay.bonus)
+    click.echo(f"{_where(live)}: {assignments} assignments in {cost['hits']} HIT(s) of at most {per_hit}, "
+               f"reward ${reward} each, to {full_url}")
+    click.echo(f"cost: ${cost['rewards']} rewards + ${cost['reward_fees']} fees = ${cost['total']}; "
+               f"with every worker doing all {pay.most} {pay.name}s (bonuses + fees): up to ${worst['total']}")
+    if per_hit >= 10:
+        click.echo("warning: HITs with 10 or more assignments pay 40% commission instead of 20%", err=True)
+    return cost["total"]
+
+
+def show_time_and_wage(session, study) -> None:
+    """Print how long the HIT's work takes and the wage its reward pays at that (server/cli/pay.py); warn on
+    stderr below the wage floor."""
+    from server.cli.pay import time_and_wage
+
+    line, warning = time_and_wage(session, study)
+    click.echo(line)
+    if warning:
+        click.echo(warning, err=True)
+
+
+def confirm_live_cost(total: Decimal, live: bool, yes: bool) -> None:
+    """On the live marketplace, ask before spending ``total`` (``--yes`` skips the question)."""
+    if live and not yes:
+        click.confirm(f"Post these HITs on the LIVE marketplace for ${total}?", abort=True)
+
+
+def post_hits(service, study, *, assignments: int, url: str, per_hit: int, days: float, launch_id: str | None,
+              live: bool) -> list:
+    """Post the HITs (a progress bar on a terminal) and print them and the preview link; return them."""
+    import datetime as dt
+    import uuid
+
+    launch_id = launch_id or uuid.uuid4().hex[:12]
+    click.echo(f"launch ID {launch_id} (if interrupted, run again with --launch-id {launch_id})")
+    hits = service.launch(study, assignments_total=assignments, url=url, per_hit=per_hit,
+                          lifetime=dt.timedelta(days=days), launch_id=launch_id,
+                          progress=lambda it: _bar(it, "creating HITs"))
+    for hit in hits:
+        click.echo(f"  {hit.hit_id}  {hit.max_assignments} assignments  {hit.status}")
+    preview = "https://workersandbox.mturk.com" if not live else "https://worker.mturk.com"
+    if hits:
+        click.echo(f"preview: {preview}/projects/{hits[0].hit_type_id}/tasks")
+    return hits
 
 
 @mturk_group.command("status")
@@ -152,11 +199,15 @@ def status(slug: str, live: bool, database_url: str | None) -> None:
 
 def _print_plan(plan) -> None:
     for row in plan.rows:
+        wage = f"${row.wage_usd_per_h:.2f}/h" if row.wage_usd_per_h is not None else "-"
+        active = f"{row.time_active_s / 60:.1f}" if row.time_active_s is not None else "-"
         click.echo(f"  {row.assignment_id:32} {row.worker_id:16} {row.stage:9} pages {row.pages_completed:2}  "
-                   f"reward ${row.reward}  bonus ${row.bonus} ({row.bonus_status or '-'})  MTurk {row.mturk_status or '?'}")
+                   f"reward ${row.reward}  bonus ${row.bonus} ({row.bonus_status or '-'})  MTurk {row.mturk_status or '?'}"
+                   f"  active {active} min  {wage}")
     t = plan.totals()
+    median = f"${plan.median_wage:.2f}/h" if plan.median_wage is not None else "-"
     click.echo(f"totals: rewards ${t['rewards']}, bonuses ${t['bonuses']} (unpaid ${t['bonuses_unpaid']} + fees "
-               f"${t['bonus_fees']} = ${t['due_now']} due)")
+               f"${t['bonus_fees']} = ${t['due_now']} due); median effective wage {median} (pay / active time)")
 
 
 @mturk_group.command("review")
@@ -165,6 +216,7 @@ def _print_plan(plan) -> None:
 @DATABASE_OPTION
 def review(slug: str, live: bool, database_url: str | None) -> None:
     """Fetch the study's HITs and assignments from MTurk, then show what each worker is owed."""
+    from server.cli.pay import cli_pay_settings
     from server.payments import payment_plan
 
     with mturk_session(database_url, live) as (session, service):
@@ -172,7 +224,7 @@ def review(slug: str, live: bool, database_url: str | None) -> None:
         counts = service.reconcile(study, qualify=True, progress=lambda it: _bar(it, "HITs"))
         session.commit()
         click.echo(f"{counts['hits']} HIT(s), {counts['assignments']} assignment(s) ({counts['new']} new)")
-        _print_plan(payment_plan(session, study))
+        _print_plan(payment_plan(session, study, settings=cli_pay_settings()))
 
 
 @mturk_group.command("approve")

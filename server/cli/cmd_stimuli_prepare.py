@@ -51,21 +51,32 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
     image) against a good one's scaled down (better image), several distinct pairs
     per scene (--gold-pairs). The reference itself is never a gold image.
     """
+    manifest = prepare_scenes(list(scene_dirs), out, reference=reference, overwrite=overwrite, alpha=alpha,
+                              sigma=sigma, zoom=zoom, top_k=top_k, levels=levels, degree=degree, seed=seed,
+                              gold_margin=gold_margin, gold_better_scale=gold_better_scale, gold_pairs=gold_pairs)
+    click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
+
+
+def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None = None, overwrite: bool = False,
+                   progress: bool = True, **parameters) -> dict:
+    """:func:`stimuli.prepare.prepare_study` with bad input as a one-line :class:`UserError`; returns
+    the top-level manifest."""
     from stimuli.io import StimulusInputError
     from stimuli.prepare import prepare_study
 
     try:
-        manifest = prepare_study(list(scene_dirs), out, alpha=alpha, sigma=sigma, zoom=zoom, top_k=top_k,
-                                 levels=levels, degree=degree, seed=seed, gold_margin=gold_margin,
-                                 gold_better_scale=gold_better_scale, gold_pairs=gold_pairs, reference=reference,
-                                 overwrite=overwrite)
+        return prepare_study(scene_dirs, out, reference=reference, overwrite=overwrite, progress=progress,
+                             **parameters)
     except StimulusInputError as exc:
         raise UserError(str(exc)) from None
+
+
+def prepared_summary(manifest: dict) -> str:
+    """"4 scene(s), 44 candidates, 132 pairs, 24 gold pairs" of a top-level manifest."""
     n_candidates = sum(scene["n_candidates"] for scene in manifest["scenes"])
     n_pairs = sum(scene["n_pairs"] for scene in manifest["scenes"])
     n_gold = sum(scene["n_gold_pairs"] for scene in manifest["scenes"])
-    click.echo(f"prepared {len(manifest['scenes'])} scene(s), {n_candidates} candidates, {n_pairs} pairs, "
-               f"{n_gold} gold pairs -> {out}")
+    return f"{len(manifest['scenes'])} scene(s), {n_candidates} candidates, {n_pairs} pairs, {n_gold} gold pairs"
 
 
 METRIC_COLUMNS = ("rmse", "psnr", "ssim", "ms_ssim", "gmsd", "ie", "ne", "wae")

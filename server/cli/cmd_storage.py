@@ -43,28 +43,40 @@ def upload(study: str, database_url: str | None, progress: bool | None, prune: b
     the stimulus folder), each under a name that tells nothing about it.
     """
     from server.cli.base import cli_session
-    from server.cli.cmd_export import server_secret_key
-    from server.cli.cmd_study import _find
-    from server.stimulus_index import SALT_KEY, StimulusIndex
-    from server.storage import StorageError
 
     storage = _s3_storage()
     with cli_session(database_url) as session:
-        found = _find(session, study)
-        if not found.config.get(SALT_KEY):  # an older study: names come from the server's secret key
-            secret, existed = server_secret_key()
-            if not existed:
-                raise UserError("this study's stimulus names derive from the server's secret key, and none was "
-                                "found: set PERCEPTLAB_SECRET_KEY (or [server] instance_path) as the server has it")
-        else:
-            secret = ""
-        index = StimulusIndex.build(session, found, secret)
+        index = study_stimulus_index(session, study)
+    report = upload_index(storage, index, progress=progress, prune=prune)
+    report_upload(storage, index.slug, report)
+
+
+def study_stimulus_index(session, slug: str):
+    """The :class:`~server.stimulus_index.StimulusIndex` of study ``slug``: the files it shows, by the
+    names the server gives them (a study from before per-study salts: names from the server's secret key)."""
+    from server.cli.base import cli_secret_key
+    from server.cli.cmd_study import _find
+    from server.stimulus_index import SALT_KEY, StimulusIndex
+
+    found = _find(session, slug)
+    secret = "" if found.config.get(SALT_KEY) else cli_secret_key()
+    return StimulusIndex.build(session, found, secret)
+
+
+def upload_index(storage, index, *, progress: bool | None = None, prune: bool = False):
+    """Upload what ``index`` shows to the S3 ``storage`` (unchanged files skipped); storage errors
+    become one-line UserErrors."""
+    from server.storage import StorageError
+
     try:
-        report = storage.upload_files(index.root, index.slug, index.paths, progress=progress, prune=prune)
+        return storage.upload_files(index.root, index.slug, index.paths, progress=progress, prune=prune)
     except StorageError as exc:
         raise UserError(str(exc)) from None
-    click.echo(f"{index.slug}: {report.summary()}")
-    click.echo(f"  to s3://{storage.bucket}/{storage.key(index.slug, '')}/ ({storage.endpoint_url or 'AWS S3'})")
+
+
+def report_upload(storage, slug: str, report) -> None:
+    click.echo(f"{slug}: {report.summary()}")
+    click.echo(f"  to s3://{storage.bucket}/{storage.key(slug, '')}/ ({storage.endpoint_url or 'AWS S3'})")
     if report.deleted:
         click.echo(f"  deleted {len(report.deleted)} object(s) the study does not show")
     elif report.stale:

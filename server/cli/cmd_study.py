@@ -5,8 +5,9 @@ import click
 
 from .base import UserError, cli
 
-DATABASE_OPTION = click.option("--database-url", envvar="PERCEPTLAB_DATABASE_URL", default=None,
-                               help="Database URL (default: [server] database_url, else SQLite in the instance folder).")
+DATABASE_OPTION = click.option("--database-url", default=None,
+                               help="Database URL (default: $PERCEPTLAB_DATABASE_URL, else [server] database_url, "
+                                    "else perceptlab.db in the instance folder, see --instance).")
 
 
 @cli.group("study")
@@ -18,20 +19,34 @@ def study_group() -> None:
 @click.argument("study_file", type=click.Path(dir_okay=False))
 @DATABASE_OPTION
 def create(study_file: str, database_url: str | None) -> None:
-    """Create a study from STUDY_FILE (TOML; `perceptlab study template` prints a documented one)."""
+    """Create a study from STUDY_FILE (TOML; `perceptlab study template` prints a documented one).
+
+    The consent text's {researcher} and {contact} must be filled in ([texts] researcher, contact)."""
     from server.cli.base import cli_session
+    from server.cli.pay import time_and_wage
     from server.paradigms import StudyDefinitionError, create_study, read_study_file
+    from server.paradigms.consent import check_consent_filled
 
     try:
         spec = read_study_file(study_file)
-        with cli_session(database_url) as session:
+        check_consent_filled(spec, study_file)  # workers must see who runs the study and whom to ask
+        with cli_session(database_url, create=True) as session:
             study = create_study(session, spec)
             summary = _summary(session, study)
+            time_line, wage_warning = time_and_wage(session, study)
     except StudyDefinitionError as exc:
         raise UserError(str(exc)) from None
     click.echo(f"created study {spec.slug!r}: {summary}")
+    click.echo(time_line)
+    if wage_warning:
+        click.echo(wage_warning, err=True)
     click.echo(f"worker link: /s/{spec.slug}  (MTurk appends assignmentId, hitId, workerId, turkSubmitTo)")
-    if spec.signed_links or spec.access_key or not spec.allow_anonymous:
+    if spec.recruiter == "prolific":  # Prolific fills in its {{%...%}} placeholders itself
+        key = f"&key={spec.access_key}" if spec.access_key else ""
+        click.echo(f"Prolific study URL: https://HOST/s/{spec.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+                   f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}{key}  (completion code "
+                   f"{spec.completion_code}: the end page returns participants to Prolific with it)")
+    elif spec.signed_links or spec.access_key or not spec.allow_anonymous:
         click.echo(f"plain links need ?participant=ID: perceptlab study links {spec.slug} ID... prints them")
 
 
@@ -71,12 +86,14 @@ def list_studies(database_url: str | None) -> None:
 def show(slug: str, database_url: str | None) -> None:
     """Show a study's parameters and progress."""
     from server.cli.base import cli_session
+    from server.cli.pay import time_and_wage
 
     with cli_session(database_url) as session:
         study = _find(session, slug)
         click.echo(f"{study.slug}: {study.name} ({study.status}), created {study.created_at:%Y-%m-%d %H:%M}")
         click.echo(f"stimuli: {study.stimulus_root}")
         click.echo(_summary(session, study))
+        click.echo(time_and_wage(session, study)[0])
         for key, value in study.config.items():
             if key not in ("consent", "instructions", "base_dir", "stimulus_salt"):
                 click.echo(f"  {key} = {value!r}")

@@ -35,7 +35,7 @@ def add(username: str, password_stdin: bool, database_url: str | None) -> None:
 
     password = _read_password(password_stdin)
     try:
-        with cli_session(database_url) as session:
+        with cli_session(database_url, create=True) as session:
             create_user(session, username, password)
     except AccountError as exc:
         raise UserError(str(exc)) from None

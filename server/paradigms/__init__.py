@@ -13,6 +13,7 @@ Layout::
     stages.py     the Stage enum (one for every paradigm)
     studyfile.py  what every study file shares ([entry], [mturk], typed sections, spec <-> config)
     entry.py      who may enter a study (links, signatures, HITs, the entry rate limit)
+    recruiters.py where plain-link participants come from and go back to (Prolific, a redirect URL)
     core.py       the Paradigm base class and the shared lifecycle (enter, lock, complete, stop, replay,
                   pages and trials)
     paired.py, paired_study.py                     paired comparison ("pc", the default kind)

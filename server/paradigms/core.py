@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, func, select, text
+from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -34,6 +34,7 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import new_nonce
 from .entry import check_hit, check_link_entry
+from .recruiters import code_completion
 from .stages import TURNED_AWAY, Stage
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -94,6 +95,20 @@ def study_paradigm(session: Session, study_id: int) -> tuple[Paradigm, Any]:
 def spec_for(session: Session, study_id: int):
     """The study's parameters (its paradigm's spec), parsed once per process."""
     return study_paradigm(session, study_id)[1]
+
+
+_FIXED: weakref.WeakKeyDictionary[Any, dict[str, dict[int, Any]]] = weakref.WeakKeyDictionary()
+
+
+def fixed_study_facts(session: Session, name: str) -> dict[int, Any]:
+    """A per-process ``study ID -> value`` dict, per database engine, for facts about a study that
+    never change after it is created (its pairs, stimuli, naming key): a paradigm fills it on first
+    use and then answers requests from memory. ``name`` keeps each kind of fact apart."""
+    bind = session.get_bind()
+    caches = _FIXED.get(bind)
+    if caches is None:
+        caches = _FIXED.setdefault(bind, {})
+    return caches.setdefault(name, {})
 
 
 # Built once: a reused statement keeps its compiled form and cache key, where building it on every
@@ -159,13 +174,16 @@ def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[in
     return adapted
 
 
+_ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+
 def allocation_lock(session: Session, study: Study, namespace: int) -> None:
     """Serialise the hand-out of a study's shared work (PostgreSQL advisory lock until commit).
 
     ``namespace`` keeps each paradigm's locks apart (paired comparison 7_000_000, motion 7_100_000).
     """
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": namespace + study.id})
+        session.connection().execute(_ADVISORY_LOCK, {"key": namespace + study.id})
 
 
 # ---------------------------------------------------------------- endings
@@ -193,15 +211,16 @@ def stop(assignment: Assignment, stage: Stage, message: str) -> None:
 
 
 def completion_info(assignment: Assignment) -> dict[str, Any] | None:
-    """How the worker submits: MTurk's form or a completion code. A worker stopped by a quality rule
-    after completing paid units may still submit them; the experimenter decides at review."""
+    """How the worker submits: MTurk's form or a completion code (with the study recruiter's redirect:
+    :func:`server.paradigms.recruiters.code_completion`). A worker stopped by a quality rule after
+    completing paid units may still submit them; the experimenter decides at review."""
     if assignment.stage != Stage.COMPLETED and not (assignment.stage == Stage.STOPPED
                                                     and assignment.pages_completed > 0):
         return None
     if assignment.platform == "mturk":
         return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",
                 "assignment_id": assignment.external_id, "code": assignment.completion_code}
-    return {"mode": "code", "code": assignment.completion_code}
+    return code_completion(assignment)
 
 
 # ---------------------------------------------------------------- idempotent responses
@@ -240,9 +259,13 @@ def seeded_rng(study: Study, assignment: Assignment, page_index: int) -> np.rand
     return np.random.default_rng([study.seed, assignment.id, page_index])
 
 
+_PAGE_COUNT = select(func.count()).select_from(Page.__table__).where(
+    Page.__table__.c.assignment_id == bindparam("assignment_id"))
+
+
 def page_count(session: Session, assignment_id: int) -> int:
     """Pages the assignment was given so far (the next page's index)."""
-    return int(session.scalar(select(func.count()).select_from(Page).where(Page.assignment_id == assignment_id)))
+    return int(session.connection().execute(_PAGE_COUNT, {"assignment_id": assignment_id}).scalar_one())
 
 
 def new_page(session: Session, assignment: Assignment, kind: Stage, index: int | None = None,
@@ -258,11 +281,15 @@ def new_page(session: Session, assignment: Assignment, kind: Stage, index: int |
 
 
 def add_trials(session: Session, model: type, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
-    """Store a page's trials (rows of ``model``) in the order given, numbered from position 0."""
-    for position, row in enumerate(rows):
-        session.add(model(page_id=page.id, assignment_id=assignment.id, worker_id=assignment.worker_id,
-                          position=position, **row))
-    session.flush()
+    """Store a page's trials (rows of ``model``) in the order given, numbered from position 0.
+
+    One multi-row INSERT without ORM objects (a page's twenty trials as objects cost more CPU than
+    the rest of starting the page): the trials are read back by query, never from the session."""
+    if not rows:
+        return
+    owner = {"page_id": page.id, "assignment_id": assignment.id, "worker_id": assignment.worker_id}
+    session.connection().execute(insert(model.__table__),
+                                 [{**owner, "position": position, **row} for position, row in enumerate(rows)])
 
 
 _OPEN_TRIALS: dict[type, Any] = {}  # trial model -> its count statement, built once
@@ -325,6 +352,25 @@ class PayUnit:
     def extra_units(self, done: int) -> int:
         """Units past the required ones that earn a bonus, of ``done`` completed."""
         return max(0, min(done, self.most) - self.required)
+
+
+@dataclass(frozen=True)
+class TimePrior:
+    """How long a paradigm expects its work to take before any worker has finished (server/worker_time.py
+    replaces it by the measured median once enough have).
+
+    Attributes
+    ----------
+    unit_s : float
+        Seconds one unit of pay (:class:`PayUnit`) takes.
+    setup_s : float
+        Seconds once per assignment before the first unit (consent, instructions, a quiz).
+    what : str
+        What a unit holds, for people: "20 comparisons", "46 trials".
+    """
+    unit_s: float
+    setup_s: float
+    what: str
 
 
 @dataclass
@@ -425,6 +471,12 @@ class Paradigm:
         """One of :attr:`downloads` as CSV text."""
         return self.export(session, study_id, salt=salt).files[name]
 
+    def workers_table(self, session: Session, study_id: int, *,
+                      salt: bytes | None) -> tuple[tuple[str, ...], list[dict[str, Any]]] | None:
+        """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)`` when the
+        paradigm has its own per-worker columns; None: :func:`server.exports.workers_meta`'s."""
+        return None
+
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """Headline figures of the study list: ``kind``, ``n_sets``, ``n_pairs``, ``n_votes``,
         ``target_votes``, ``fill``, ``n_workers``, ``unit`` (each paradigm's own units)."""
@@ -438,9 +490,25 @@ class Paradigm:
         """Template variables of :attr:`dashboard_template` beyond the study row."""
         return {}
 
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any] | None:
+        """The JSON figures a paradigm's own study page refreshes itself with (``GET /admin/api/studies/<slug>/
+        summary``, beside the study row); None: the paired-comparison summary (sets, workers, scales)."""
+        return None
+
     def pay_unit(self, spec) -> PayUnit:
         """What one unit of pay is, and what it earns."""
         raise NotImplementedError
+
+    def time_prior(self, spec) -> TimePrior:
+        """How long a unit of pay is expected to take (a documented pace per trial), before measurements."""
+        raise NotImplementedError
+
+    def time_events(self, study_id: int):
+        """A SELECT of ``(assignment_id, at)`` rows: every logged moment of the workers' work in a study, from
+        which :mod:`server.worker_time` measures time on task. Default: the paradigm's responses
+        (:attr:`response_model`); a paradigm that logs more steps adds them (motion: the calibration)."""
+        answers = self.response_model.__table__
+        return select(answers.c.assignment_id, answers.c.created_at.label("at")).where(answers.c.study_id == study_id)
 
     def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]] | None:
         """``(MTurk worker ID, score 0..100)`` for a lab-wide screening qualification, or None when the

@@ -44,6 +44,7 @@ from stimuli.rdk import rdk_dot_movie, rdk_trial_params, rdk_vector
 from .. import validation as check
 from ..allocation import now, release_other_pages, renew_page, reservation_end
 from ..errors import ApiError, invalid, reject_unknown
+from ..exports import pseudonym
 from ..models import (
     Assignment,
     Calibration,
@@ -58,9 +59,9 @@ from ..models import (
     utcnow,
 )
 from . import motion_export, motion_study
-from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, Paradigm, PayUnit, StudyExport, UrlFor, add_trials,
-                   allocation_lock, check_replay, complete, completion_info, give_code, new_page, open_trials,
-                   page_count, seeded_rng, spec_for, stop, with_assignment_object)
+from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
+                   add_trials, allocation_lock, check_replay, complete, completion_info, give_code, new_page,
+                   open_trials, page_count, seeded_rng, spec_for, stop, with_assignment_object)
 from .motion_export import RDK_MOVIE_FRAMES, frame_timing
 from .motion_study import MotionSpec
 from .stages import TURNED_AWAY, Stage
@@ -74,6 +75,8 @@ MAX_PHASES = 200
 MAX_TIMESTAMPS = 20_000
 MAX_REFRESH_INTERVALS = 2_000
 MAX_RESPONSE_PPF = 180.0  # bound on |resp_u|, |resp_v| and speed (the panel gives at most max_speed_ppf)
+BLIND_SPOT_DEG = 13.5     # horizontal angle of the blind spot from the fixation point (jsPsych virtual-chinrest)
+BLIND_SPOT_CM = (20.0, 200.0)  # plausible viewing distances: nobody sits nearer or farther at a computer
 
 
 # ---------------------------------------------------------------- stage actions
@@ -116,7 +119,7 @@ def _digest(values: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- calibration
 
 _CALIBRATION_FIELDS = ("card_width_px", "card_height_px", "refresh_intervals_ms", "fullscreen", "device_pixel_ratio",
-                       "screen_width", "screen_height", "window_width", "window_height")
+                       "screen_width", "screen_height", "window_width", "window_height", "blind_spot_px")
 
 
 def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
@@ -142,6 +145,14 @@ def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
     values["device_pixel_ratio"] = _number(payload, "device_pixel_ratio", *check.DEVICE_PIXEL_RATIO, required=False)
     for key in ("screen_width", "screen_height", "window_width", "window_height"):
         values[key] = _integer(payload, key, *check.SIZE_PX, required=False)
+    sweeps = payload.get("blind_spot_px")
+    if spec.blind_spot:
+        n = spec.blind_spot_repetitions
+        if not isinstance(sweeps, list) or len(sweeps) != n:
+            raise invalid(f"blind_spot_px must be a list of {n} square-to-dot distances (px), one per sweep")
+        values["blind_spot_px"] = [check.number(x, f"blind_spot_px[{k}]", *check.SIZE_PX) for k, x in enumerate(sweeps)]
+    elif sweeps is not None:
+        raise invalid("blind_spot_px: this study does not measure the blind spot (calibration.blind_spot = false)")
     return values
 
 
@@ -151,6 +162,13 @@ def calibration_figures(card_width_px: float, card_height_px: float, px_per_degr
     px_per_mm = (card_width_px / CARD_WIDTH_MM + card_height_px / CARD_HEIGHT_MM) / 2
     distance_cm = (px_per_degree / px_per_mm / 10) / (2 * math.tan(math.radians(0.5)))
     return px_per_mm, distance_cm
+
+
+def blind_spot_distance(sweeps_px: list[float], px_per_mm: float) -> float:
+    """Viewing distance (cm) from the blind-spot sweeps: the mean square-to-dot distance where the dot
+    vanished, in cm, over tan 13.5° (the blind spot's angle from fixation; jsPsych's virtual-chinrest)."""
+    mean_cm = float(np.mean(sweeps_px)) / px_per_mm / 10
+    return mean_cm / math.tan(math.radians(BLIND_SPOT_DEG))
 
 
 def record_calibration(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:
@@ -175,6 +193,14 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         raise invalid(f"refresh_intervals_ms: {exc}") from None
     px_per_mm, distance_cm = calibration_figures(values["card_width_px"], values["card_height_px"],
                                                  spec.px_per_degree)
+    measured_cm = None
+    if "blind_spot_px" in values:
+        measured_cm = blind_spot_distance(values["blind_spot_px"], px_per_mm)
+        low, high = BLIND_SPOT_CM
+        if not low <= measured_cm <= high:
+            # A sweep stopped by a stray key or a card set far off: measure again (nothing is stored).
+            raise invalid(f"blind_spot_px: the sweeps give a viewing distance of {measured_cm:.0f} cm; "
+                          f"{low:g} to {high:g} cm is plausible")
     reason = None
     min_refresh_hz = max(spec.min_refresh_hz, check.REFRESH_HZ[0])
     if refresh.hz < min_refresh_hz:
@@ -191,7 +217,9 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         refresh_irregular_fraction=refresh.irregular_fraction, refresh_intervals={"ms": values["refresh_intervals_ms"]},
         fullscreen=values["fullscreen"], device_pixel_ratio=values["device_pixel_ratio"],
         screen_width=values["screen_width"], screen_height=values["screen_height"],
-        window_width=values["window_width"], window_height=values["window_height"], accepted=reason is None,
+        window_width=values["window_width"], window_height=values["window_height"],
+        blind_spot_px=None if measured_cm is None else {"px": values["blind_spot_px"]},
+        measured_distance_cm=measured_cm, accepted=reason is None,
         reason=reason, body_sha256=digest)
     session.add(calibration)
     session.flush()
@@ -222,7 +250,7 @@ def reopen_motion(session: Session, assignment: Assignment, spec: MotionSpec) ->
 
 def _calibration_body(calibration: Calibration, assignment: Assignment) -> dict[str, Any]:
     return {"px_per_mm": calibration.px_per_mm, "viewing_distance_cm": calibration.viewing_distance_cm,
-            "refresh_hz": calibration.refresh_hz,
+            "measured_distance_cm": calibration.measured_distance_cm, "refresh_hz": calibration.refresh_hz,
             "refresh_irregular_fraction": calibration.refresh_irregular_fraction,
             "accepted": calibration.accepted, "reason": calibration.reason, "stage": assignment.stage}
 
@@ -608,7 +636,8 @@ def motion_params(spec: MotionSpec, noise_url: str) -> dict[str, Any]:
             "refresh_samples": spec.refresh_samples, "min_refresh_hz": spec.min_refresh_hz,
             "card_width_mm": CARD_WIDTH_MM, "card_height_mm": CARD_HEIGHT_MM, "px_per_degree": spec.px_per_degree,
             "practice_max_epe": spec.practice_max_epe, "practice_max_dir_deg": spec.practice_max_dir_deg,
-            "min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height}
+            "min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
+            "blind_spot": spec.blind_spot, "blind_spot_repetitions": spec.blind_spot_repetitions}
 
 
 def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
@@ -629,7 +658,8 @@ def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> d
         "params": motion_params(spec, url_for(spec.noise)),
         "calibration": None if calibration is None else {
             "px_per_mm": calibration.px_per_mm, "viewing_distance_cm": calibration.viewing_distance_cm,
-            "refresh_hz": calibration.refresh_hz, "fullscreen": calibration.fullscreen},
+            "measured_distance_cm": calibration.measured_distance_cm, "refresh_hz": calibration.refresh_hz,
+            "fullscreen": calibration.fullscreen},
         "block": block, "trials": trials, "completion": completion_info(assignment)}
 
 
@@ -699,17 +729,67 @@ def _trial_json(trial: MotionTrial, probes: dict[int, MotionProbe], clips: dict[
 
 
 def motion_progress(session: Session, study_id: int) -> dict[str, Any]:
-    """Headline figures of a motion study: clips, probes, completed sessions per clip against the target."""
+    """Headline figures of a motion study: clips, probes, worker sessions and clip viewings against their targets.
+
+    A session (one assignment's main block, the unit of pay) shows ``clips_per_session`` clips, so it
+    counts once in ``sessions_done`` and once per clip in ``clip_sessions_done`` (capped at each clip's
+    ``observers_per_clip``); ``fill`` is the share of clip viewings, the study's real progress.
+    """
     spec = spec_for(session, study_id)
     n_clips = int(session.scalar(select(func.count()).select_from(MotionClip).where(MotionClip.study_id == study_id)))
     n_probes = int(session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip)
                                   .where(MotionClip.study_id == study_id)))
     per_clip = clip_observers(session, study_id)
-    done = sum(min(n, spec.observers_per_clip) for n, _ in per_clip.values())
-    target = n_clips * spec.observers_per_clip
+    clip_done = sum(min(n, spec.observers_per_clip) for n, _ in per_clip.values())
+    clip_target = n_clips * spec.observers_per_clip
+    stages = dict(session.execute(select(Assignment.stage, func.count()).where(Assignment.study_id == study_id)
+                                  .group_by(Assignment.stage)).all())
+    per_session = min(spec.clips_per_session, n_clips)
     n_workers = int(session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id)))
-    return {"n_clips": n_clips, "n_probes": n_probes, "sessions_done": done, "sessions_target": target,
-            "fill": done / target if target else 0.0, "n_workers": n_workers}
+    return {"n_clips": n_clips, "n_probes": n_probes,
+            "sessions_done": int(stages.get(Stage.COMPLETED, 0)), "sessions_open": int(stages.get(Stage.MAIN, 0)),
+            "sessions_target": math.ceil(clip_target / per_session) if per_session else 0,
+            "clip_sessions_done": clip_done, "clip_sessions_target": clip_target,
+            "fill": clip_done / clip_target if clip_target else 0.0, "n_workers": n_workers}
+
+
+_BADGE_NAMES = {Stage.RDK: "screening", Stage.MAIN: "session"}
+
+
+def worker_badges(session: Session, study_id: int, salt: bytes) -> dict[str, dict[str, Any]]:
+    """Per worker pseudonym: where their latest assignment stands, for the dashboard's progress badge.
+
+    ``{"stage", "label", "done", "total"}``: in a block (RDK screening, main session) the answered and
+    all test trials of the block ("session 5/16", "screening · practice" before the first test trial);
+    else the stage itself ("calibration", "completed", with the number of sessions when more than one).
+    """
+    latest: dict[int, tuple[int, str, str]] = {}
+    completed: dict[int, int] = {}
+    for assignment_id, worker_id, stage, external in session.execute(
+            select(Assignment.id, Assignment.worker_id, Assignment.stage, Worker.external_id)
+            .join(Worker, Worker.id == Assignment.worker_id)
+            .where(Assignment.study_id == study_id).order_by(Assignment.id)):
+        latest[worker_id] = (assignment_id, stage, external)
+        completed[worker_id] = completed.get(worker_id, 0) + (stage == Stage.COMPLETED)
+    in_block = [a for a, stage, _ in latest.values() if stage in BLOCK_STAGES]
+    counts = {(a, kind, practice): (int(total), int(done)) for a, kind, practice, total, done in session.execute(
+        select(MotionTrial.assignment_id, MotionTrial.kind, MotionTrial.practice, func.count(),
+               func.count(MotionTrial.id).filter(MotionTrial.answered))
+        .where(MotionTrial.assignment_id.in_(in_block))
+        .group_by(MotionTrial.assignment_id, MotionTrial.kind, MotionTrial.practice))} if in_block else {}
+    out = {}
+    for worker_id, (assignment_id, stage, external) in latest.items():
+        badge: dict[str, Any] = {"stage": str(stage), "label": str(stage), "done": None, "total": None}
+        if stage in BLOCK_STAGES:
+            total, done = counts.get((assignment_id, stage, False), (0, 0))
+            practice_total, practice_done = counts.get((assignment_id, stage, True), (0, 0))
+            name = _BADGE_NAMES[stage]
+            practising = practice_done < practice_total and not done
+            badge.update(done=done, total=total, label=f"{name} · practice" if practising else f"{name} {done}/{total}")
+        elif stage == Stage.COMPLETED and completed[worker_id] > 1:
+            badge["label"] = f"completed ×{completed[worker_id]}"
+        out[pseudonym(salt, external)] = badge
+    return out
 
 
 def clip_observers(session: Session, study_id: int) -> dict[str, tuple[int, int]]:
@@ -768,7 +848,7 @@ class MotionMatching(Paradigm):
     mturk_settings = {
         "title": "Match the motion of a point in short video clips",
         "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
-                       "(needs a mouse and a display of at least 60 Hz; about 30 minutes).",
+                       "(needs a mouse and a display of at least 60 Hz).",
         "keywords": "motion, video, perception, psychophysics, mouse",
     }
     repeat_workers = True  # several sessions per worker, each with other clips
@@ -828,17 +908,23 @@ class MotionMatching(Paradigm):
             tables = {name: motion_export.export_motion(session, study_id, salt=salt)[name]}
         return motion_export.motion_csv_texts(tables)[name]
 
+    def workers_table(self, session: Session, study_id: int, *,
+                      salt: bytes | None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """Calibration, screening, trials and frame drops per worker instead of pages, votes and gold."""
+        return motion_export.MOTION_WORKERS_COLUMNS, motion_export.motion_workers_table(session, study_id, salt=salt)
+
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """The study list's columns read sets / pairs / answers: for motion studies clips / probes / sessions."""
         motion = motion_progress(session, study_id)
         return {"kind": self.kind, "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
                 "n_votes": motion["sessions_done"], "target_votes": motion["sessions_target"],
-                "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "clip sessions"}
+                "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "sessions"}
 
     def summary_line(self, session: Session, study_id: int) -> str:
         m = motion_progress(session, study_id)
         return (f"motion: {m['n_clips']} clips, {m['n_probes']} probes, {m['sessions_done']}/{m['sessions_target']} "
-                f"sessions ({m['fill']:.0%}), {m['n_workers']} workers")
+                f"sessions ({m['clip_sessions_done']}/{m['clip_sessions_target']} clip viewings, {m['fill']:.0%}), "
+                f"{m['n_workers']} workers")
 
     def dashboard_context(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
         """The clips table, the workers table and the headline figures of the motion study page."""
@@ -848,8 +934,16 @@ class MotionMatching(Paradigm):
                  for c, n in session.execute(select(MotionClip, func.count(MotionProbe.id)).outerjoin(MotionProbe)
                                              .where(MotionClip.study_id == study.id).group_by(MotionClip.id)
                                              .order_by(MotionClip.position))]
+        badges = worker_badges(session, study.id, salt)
+        workers = [{**w, "badge": badges.get(w["worker_id"])}
+                   for w in motion_export.motion_workers(session, study.id, salt)]
         return {"spec": spec_for(session, study.id), "progress": motion_progress(session, study.id), "clips": clips,
-                "workers": motion_export.motion_workers(session, study.id, salt), "downloads": self.downloads}
+                "workers": workers, "downloads": self.downloads}
+
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
+        """What the motion study page refreshes (static/js/dashboard.js): headline, clips and workers tables."""
+        context = self.dashboard_context(session, study, salt)
+        return {key: context[key] for key in ("progress", "clips", "workers")}
 
     def pay_unit(self, spec: MotionSpec) -> PayUnit:
         """A session: one per assignment, paid by the HIT's reward; no bonus."""
@@ -861,6 +955,24 @@ class MotionMatching(Paradigm):
             Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None))
             .order_by(Worker.id)).all()
         return [(worker_id, int(round(100 * min(max(r, 0.0), 1.0)))) for worker_id, r in rows]
+
+    # The pace workers are told before any has finished (server/worker_time.py): a trial lasts its
+    # required cycles (3 x 3 s) plus about 2 s to click and read the feedback (the demo's 46 trials took
+    # about 8 minutes in a browser), and consent, instructions and the display calibration about 2 minutes.
+    EXTRA_SECONDS_PER_TRIAL = 2.0
+    SETUP_SECONDS = 120.0
+
+    def time_prior(self, spec: MotionSpec) -> TimePrior:
+        """A session (the unit of pay): setup, RDK screening, practice and main trials, all at one pace."""
+        trials = (spec.clips_per_session * spec.probes_per_clip * spec.repetitions + spec.practice_needed
+                  + spec.rdk_practice + spec.rdk_trials)
+        per_trial = spec.cycles_required * spec.cycle_ms / 1000 + self.EXTRA_SECONDS_PER_TRIAL
+        return TimePrior(self.SETUP_SECONDS + trials * per_trial, 0.0, f"{trials} trials")
+
+    def time_events(self, study_id: int):
+        """Responses and calibrations: the calibration marks the end of the setup of each session."""
+        return super().time_events(study_id).union_all(
+            select(Calibration.assignment_id, Calibration.created_at).where(Calibration.study_id == study_id))
 
 
 PARADIGM = MotionMatching()

@@ -7,6 +7,7 @@ is None. The frame timing of frames.csv is recomputed from each response's frame
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from sqlalchemy import func, select
@@ -17,7 +18,8 @@ from analysis.frame_timing import phase_timing
 from stimuli.rdk import rdk_vector
 
 from ..exports import pseudonym, worker_label
-from ..models import Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Worker
+from ..models import (Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Worker,
+                      as_utc)
 from .core import spec_for
 from .stages import Stage
 
@@ -37,7 +39,16 @@ RDK_COLUMNS = MOTION_COLUMNS + ("practice",)
 FRAMES_COLUMNS = ("worker_id", "trial_id", "clip_id", "probe_id", "repetition", "cycle", "phase", "raf_index", "t_ms",
                   "stim_frame", "interval_ms", "dropped", "onset_err_ms")
 CALIBRATION_COLUMNS = ("worker_id", "px_per_mm", "viewing_distance_cm", "refresh_hz", "refresh_irregular_fraction",
-                       "fullscreen", "screening_r", "screening_passed")
+                       "fullscreen", "screening_r", "screening_passed", "measured_distance_cm")
+# workers.csv of a motion study: the latest calibration (px_per_mm of the card, the viewing distance
+# the worker was asked to sit at and, with [calibration] blind_spot, the one measured; refresh), the RDK
+# screening and the main trials of every session.
+MOTION_WORKERS_COLUMNS = ("worker_id", "platform", "status", "stage", "sessions", "sessions_completed",
+                          "calibrations", "px_per_mm", "viewing_distance_cm", "measured_distance_cm",
+                          "refresh_hz", "display_accepted",
+                          "fullscreen", "screening_r", "screening_passed", "trials_done", "trials_with_drops",
+                          "drop_rate", "dpr", "screen_width", "screen_height", "window_width", "window_height",
+                          "first_seen")
 MOTION_FILES = {"motion.csv": MOTION_COLUMNS, "rdk.csv": RDK_COLUMNS, "frames.csv": FRAMES_COLUMNS,
                 "calibration.csv": CALIBRATION_COLUMNS}
 
@@ -105,7 +116,8 @@ def _calibration_rows(session: Session, study_id: int, salt: bytes | None) -> li
                      "viewing_distance_cm": cal.viewing_distance_cm, "refresh_hz": cal.refresh_hz,
                      "refresh_irregular_fraction": cal.refresh_irregular_fraction,
                      "fullscreen": "1" if cal.fullscreen else "0", "screening_r": _blank(r),
-                     "screening_passed": "" if passed is None else ("1" if passed else "0")})
+                     "screening_passed": "" if passed is None else ("1" if passed else "0"),
+                     "measured_distance_cm": _blank(cal.measured_distance_cm)})
     return rows
 
 
@@ -188,8 +200,56 @@ def motion_workers(session: Session, study_id: int, salt: bytes) -> list[dict[st
         out.append({"worker_id": pseudonym(salt, worker.external_id), "status": worker.status,
                     "stage": stages.get(worker.id), "px_per_mm": cal.px_per_mm if cal else None,
                     "viewing_distance_cm": cal.viewing_distance_cm if cal else None,
+                    "measured_distance_cm": cal.measured_distance_cm if cal else None,
                     "refresh_hz": cal.refresh_hz if cal else None, "refused": bool(cal and not cal.accepted),
                     "screening_r": worker.screening_r, "screening_passed": worker.screening_passed,
                     "trials_done": done["trials_done"],
                     "drop_rate": done["flagged"] / done["trials_done"] if done["trials_done"] else None})
     return out
+
+
+def motion_workers_table(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
+    """workers.csv records of a motion study (:data:`MOTION_WORKERS_COLUMNS`), one per worker.
+
+    Calibration and environment columns are the worker's latest calibration (each session calibrates);
+    ``trials_done`` counts answered main test trials of all sessions and ``drop_rate`` the share of
+    them with dropped frames. Worker IDs are pseudonymised unless ``salt`` is None.
+    """
+    counts = worker_block_counts(session, study_id)
+    sessions: dict[int, list[str]] = {}
+    for worker_id, stage in session.execute(select(Assignment.worker_id, Assignment.stage)
+                                            .where(Assignment.study_id == study_id).order_by(Assignment.id)):
+        sessions.setdefault(worker_id, []).append(stage)
+    calibrations: dict[int, list[Calibration]] = {}
+    for cal in session.scalars(select(Calibration).where(Calibration.study_id == study_id).order_by(Calibration.id)):
+        calibrations.setdefault(cal.worker_id, []).append(cal)
+    records = []
+    for worker in session.scalars(select(Worker).where(Worker.study_id == study_id).order_by(Worker.id)):
+        stages, cals = sessions.get(worker.id, []), calibrations.get(worker.id, [])
+        done = counts.get(worker.id, {"trials_done": 0, "flagged": 0})
+        records.append({"worker_id": worker_label(worker.external_id, salt), "platform": worker.platform,
+                        "status": worker.status, "stage": stages[-1] if stages else "", "sessions": len(stages),
+                        "sessions_completed": stages.count(Stage.COMPLETED), "calibrations": len(cals),
+                        **_calibration_fields(cals[-1] if cals else None),
+                        "screening_r": _blank(worker.screening_r),
+                        "screening_passed": "" if worker.screening_passed is None else int(worker.screening_passed),
+                        "trials_done": done["trials_done"], "trials_with_drops": done["flagged"],
+                        "drop_rate": done["flagged"] / done["trials_done"] if done["trials_done"] else "",
+                        "first_seen": as_utc(worker.created_at).astimezone(dt.timezone.utc).isoformat()})
+    return records
+
+
+_CALIBRATION_FIELDS = ("px_per_mm", "viewing_distance_cm", "measured_distance_cm", "refresh_hz", "display_accepted",
+                       "fullscreen", "dpr", "screen_width", "screen_height", "window_width", "window_height")
+
+
+def _calibration_fields(cal: Calibration | None) -> dict[str, Any]:
+    """A worker's calibration and display as workers.csv fields (empty before the first calibration)."""
+    if cal is None:
+        return dict.fromkeys(_CALIBRATION_FIELDS, "")
+    return {"px_per_mm": cal.px_per_mm, "viewing_distance_cm": cal.viewing_distance_cm,
+            "measured_distance_cm": _blank(cal.measured_distance_cm), "refresh_hz": cal.refresh_hz,
+            "display_accepted": int(cal.accepted), "fullscreen": int(cal.fullscreen),
+            "dpr": _blank(cal.device_pixel_ratio), "screen_width": _blank(cal.screen_width),
+            "screen_height": _blank(cal.screen_height), "window_width": _blank(cal.window_width),
+            "window_height": _blank(cal.window_height)}

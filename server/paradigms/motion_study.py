@@ -30,16 +30,18 @@ from .studyfile import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, common_
 KIND = "motion"
 
 DEFAULT_MOTION_CONSENT = """\
-This task is part of a research study on how people perceive motion in videos. You will watch short \
-clips and adjust a moving pattern with the mouse until it moves like a marked point in the clip. \
-A session takes about 30 minutes.
+This task is part of a research study on how people perceive motion in videos, run by {researcher}. \
+You will watch short clips and adjust a moving pattern with the mouse until it moves like a marked point \
+in the clip. It takes {time}. It pays {pay}.
 
 Participation is voluntary: you may stop at any time by returning the task. We record your \
 adjustments, response times, the size and refresh rate of your display, the timing of every frame \
 shown and your platform worker ID. Worker IDs are replaced by pseudonyms in every exported data set \
 and are never published.
 
-A short motion test comes first; workers whose answers do not follow the motion cannot continue."""
+A short motion test comes first; workers whose answers do not follow the motion cannot continue.
+
+Questions about the study: {contact}."""
 
 DEFAULT_MOTION_INSTRUCTIONS = """\
 First you calibrate your screen: hold a credit card (or any card of that size) against the screen and \
@@ -115,6 +117,12 @@ px_per_degree = 50           # the viewing distance shown to the worker makes 50
 min_window_width = 1100
 min_window_height = 700
 
+[calibration]
+blind_spot = false           # true: after the card, measure the viewing distance with the blind-spot task
+                             # (virtual chinrest: one eye closed, a dot moving away from a square vanishes
+                             # at about 13.5 degrees); stored beside the card (calibration.csv, dashboard)
+blind_spot_repetitions = 5   # sweeps averaged (the distance must come out between 20 and 200 cm)
+
 [entry]
 # Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
 allow_anonymous = false      # true: a link without ?participant= starts under a generated anon-... ID
@@ -122,9 +130,19 @@ signed_links = false         # true: links also carry sig=... (print them: perce
                              # so invented participant IDs are refused
 access_key = ""              # non-empty: links must carry key=<this> (one secret shared by all participants);
                              # 8+ letters, digits, _ or -
+recruiter = "link"           # "link": the end page shows a completion code; "prolific": Prolific's link
+                             # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
+                             # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.
+completion_code = ""         # the code the end page gives (Prolific: your study's completion code,
+                             # required); "" = one random code per participant
+redirect_url = ""            # recruiter = "redirect": https://... with {code} and {participant}
 
 [texts]
-# consent = """..."""
+researcher = ""              # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
+contact = ""                 # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
+# consent = """..."""        # {researcher} and {contact} become the values above, {pay} the pay of [session]
+                             # ("$2.00 for 1 session"), {time} the time estimate ("about 11 minutes per
+                             # session of 46 trials"); `study create` refuses empty ones
 # instructions = """..."""
 
 # [mturk]                    # optional HIT settings for `perceptlab mturk launch` (motion defaults shown)
@@ -183,13 +201,20 @@ class MotionSpec(StoredSpec):
     px_per_degree: float = 50.0
     min_window_width: int = 1100
     min_window_height: int = 700
+    blind_spot: bool = False        # the [calibration] table: measure the viewing distance too
+    blind_spot_repetitions: int = 5
     consent: str = DEFAULT_MOTION_CONSENT
     instructions: str = DEFAULT_MOTION_INSTRUCTIONS
+    researcher: str = ""            # the consent's {researcher} and {contact} (server/paradigms/consent.py)
+    contact: str = ""
     noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
     allow_anonymous: bool = False   # the [entry] table (server/paradigms/entry.py)
     signed_links: bool = False
     access_key: str = ""
+    recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
+    completion_code: str = ""       # "" = one random code per participant
+    redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}
     base_dir: str = field(default=".", compare=False)
 
     @property
@@ -228,7 +253,8 @@ SECTIONS: dict[str, dict[str, type]] = {
     "display": {"panel_diameter_px": int, "aperture_px": int, "cue_diameter_px": int, "placeholder_offset_px": int,
                 "placeholder_diameter_px": int, "probe_diameter_px": int, "cursor_diameter_px": int,
                 "px_per_degree": float, "min_window_width": int, "min_window_height": int},
-    "texts": {"consent": str, "instructions": str},
+    "calibration": {"blind_spot": bool, "blind_spot_repetitions": int},
+    "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
     "entry": ENTRY_SECTION,
 }
 
@@ -291,6 +317,8 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
         fail(f"timing.dropped_frames must be 'exclude', 'repeat' or 'keep', got {spec.dropped_frames!r}")
     if spec.px_per_degree <= 0:
         fail("px_per_degree must be positive")
+    if not 1 <= spec.blind_spot_repetitions <= 20:
+        fail(f"calibration.blind_spot_repetitions must be 1 to 20, got {spec.blind_spot_repetitions}")
     validate_entry(spec, fail)
     if not is_dollar_amount(spec.reward_per_session):
         fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_session!r}")

@@ -30,12 +30,15 @@ from .. import validation as check
 from ..allocation import now, release_other_pages, reservation_end
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
-from . import paired_study
-from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, Paradigm, PayUnit, StudyExport, UrlFor, add_trials,
-                   allocation_lock, check_replay, complete, completion_info, new_page, open_trials, page_count,
-                   seeded_rng, spec_for, stop)
+from . import paired_active, paired_study
+from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
+                   add_trials, allocation_lock, check_replay, complete, completion_info, fixed_study_facts, new_page,
+                   open_trials, page_count, seeded_rng, spec_for, stop)
 from .paired_study import StudySpec
 from .stages import TURNED_AWAY, Stage
+
+_trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
+    model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment, Worker, StudySet, Stimulus))
 
 VOTING_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED, Stage.DISQUALIFIED)
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials
@@ -83,22 +86,114 @@ def _already_done(stage: str, action: str) -> bool:
     return stage in order and order.index(stage) >= order.index(first)
 
 
+# ---------------------------------------------------------------- the study's fixed layout
+
+class SetLayout(NamedTuple):
+    """What a page shows of one set besides the two candidates."""
+
+    reference: str                  # full reference image
+    reference_crops: tuple[str, ...]
+    boxes: tuple[dict, ...]         # the crops' boxes, with display sizes
+    width: int
+    height: int
+
+
+class StudyLayout(NamedTuple):
+    """A study's pairs, stimuli and sets as plain values: they never change after the study is
+    created, so each process reads them once (:func:`study_layout`) and builds pages from memory."""
+
+    pairs: dict[int, tuple[int, int, int]]           # pair ID -> (set ID, stimulus A ID, stimulus B ID)
+    gold: dict[int, int]                             # gold pair ID -> set ID, in ID order
+    stimuli: dict[int, tuple[str, tuple[str, ...]]]  # stimulus ID -> (full image, crop images)
+    sets: dict[int, SetLayout]
+
+
+_LAYOUT_PAIRS = (select(_pair.c.id, _pair.c.set_id, _pair.c.stimulus_a_id, _pair.c.stimulus_b_id, _pair.c.is_gold)
+                 .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
+                 .where(_set.c.study_id == bindparam("study_id")).order_by(_pair.c.id))
+_LAYOUT_STIMULI = (select(_stimulus.c.id, _stimulus.c.full, _stimulus.c.crops)
+                   .join_from(_stimulus, _set, _stimulus.c.set_id == _set.c.id)
+                   .where(_set.c.study_id == bindparam("study_id")))
+_LAYOUT_SETS = select(_set.c.id, _set.c.reference, _set.c.crops, _set.c.image_width, _set.c.image_height).where(
+    _set.c.study_id == bindparam("study_id"))
+
+
+def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
+    """The study's :class:`StudyLayout`, read once per process (again when it lacks one of ``pair_ids``)."""
+    layouts = fixed_study_facts(session, "paired.layout")
+    layout = layouts.get(study_id)
+    if layout is None or any(pair_id not in layout.pairs for pair_id in pair_ids):
+        connection = session.connection()
+        params = {"study_id": study_id}
+        pairs = connection.execute(_LAYOUT_PAIRS, params).all()
+        layout = StudyLayout(
+            pairs={row.id: (row.set_id, row.stimulus_a_id, row.stimulus_b_id) for row in pairs},
+            gold={row.id: row.set_id for row in pairs if row.is_gold},
+            stimuli={row.id: (row.full, tuple((row.crops or {}).get("paths", ())))
+                     for row in connection.execute(_LAYOUT_STIMULI, params)},
+            sets={row.id: SetLayout(row.reference["full"], tuple(row.reference.get("crops", ())),
+                                    tuple(row.crops.get("boxes", ())), row.image_width, row.image_height)
+                  for row in connection.execute(_LAYOUT_SETS, params)})
+        layouts[study_id] = layout
+    return layout
+
+
+# ---------------------------------------------------------------- allocation statements, built once
+
+_WORKER_TRIAL_PAGES = (select(func.count()).select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
+                       .where(_assignment.c.worker_id == bindparam("worker_id"), _page.c.kind == Stage.TRIALS.value))
+_GOLD_SEEN = (select(_trial.c.pair_id, func.count())
+              .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
+_WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
+_NOW = bindparam("now", type_=_page.c.reserved_until.type)
+# Votes still expected from the trials that show a pair on pages whose reservation holds (see
+# server.allocation): unanswered real trials of the study's reserved pages, per pair.
+_RESERVED = (select(_trial.c.pair_id, func.count().label("n"))
+             .join_from(_trial, _page, _trial.c.page_id == _page.c.id)
+             .join(_assignment, _page.c.assignment_id == _assignment.c.id)
+             .where(~_trial.c.answered, ~_trial.c.is_gold, _page.c.reserved_until > _NOW,
+                    _assignment.c.study_id == bindparam("study_id"))
+             .group_by(_trial.c.pair_id).subquery())
+_SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
+                                                 _trial.c.pair_id.is_not(None))
+_DEFICIT = _pair.c.target_votes - _pair.c.n_votes - func.coalesce(_RESERVED.c.n, 0)
+_NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
+                .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
+                .outerjoin(_RESERVED, _RESERVED.c.pair_id == _pair.c.id)
+                .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
+                       _pair.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))
+# Whether any pair is left for the worker: the same rule for one pair, stopping at the first
+# (entering a study asks this of every new worker; the pair's reservations counted for it alone).
+_RESERVED_FOR_PAIR = (select(func.count()).select_from(_trial.join(_page, _trial.c.page_id == _page.c.id))
+                      .where(_trial.c.pair_id == _pair.c.id, ~_trial.c.answered, ~_trial.c.is_gold,
+                             _page.c.reserved_until > _NOW)
+                      .correlate(_pair).scalar_subquery())
+_ANY_PAIR_LEFT = (select(_pair.c.id).join_from(_pair, _set, _pair.c.set_id == _set.c.id)
+                  .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
+                         _pair.c.target_votes - _pair.c.n_votes > 0, _pair.c.id.not_in(_SEEN_BY_WORKER),
+                         _pair.c.target_votes - _pair.c.n_votes - _RESERVED_FOR_PAIR > 0)
+                  .limit(1))
+
+
+def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.ActiveSet]:
+    """An active study's sets as index arrays (:mod:`server.paradigms.paired_active`), from its layout."""
+    layout = study_layout(session, study_id)
+    return paired_active.active_sets(session, study_id, layout.pairs, layout.gold)
+
+
 def _worker_trial_pages(session: Session, worker_id: int) -> int:
     """Pages of trials the worker was given in any assignment of the study (only quiz passers get one)."""
-    return int(session.scalar(select(func.count()).select_from(Page).join(Assignment).where(
-        Assignment.worker_id == worker_id, Page.kind == Stage.TRIALS)))
+    return int(session.connection().execute(_WORKER_TRIAL_PAGES, {"worker_id": worker_id}).scalar_one())
 
 
 def _gold_pairs(session: Session, study: Study) -> dict[int, int]:
     """The study's gold pairs: pair ID -> set ID."""
-    return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).where(
-        StudySet.study_id == study.id, Pair.is_gold).order_by(Pair.id)).all())
+    return study_layout(session, study.id).gold
 
 
 def _gold_seen(session: Session, worker_id: int) -> dict[int, int]:
     """How often the worker was shown each gold pair (quiz and hidden, any assignment): pair ID -> count."""
-    return dict(session.execute(select(Trial.pair_id, func.count()).where(
-        Trial.worker_id == worker_id, Trial.is_gold).group_by(Trial.pair_id)).all())
+    return dict(session.connection().execute(_GOLD_SEEN, {"worker_id": worker_id}).all())
 
 
 def _pick_gold(session: Session, study: Study, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
@@ -156,13 +251,15 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     """Give the worker a new page, or (:meth:`Paradigm.no_work_left`) complete the assignment or tell
     the worker the study is full when no pair needs votes any more."""
     study = assignment.study
-    worker = assignment.worker
-    if worker.status in TURNED_AWAY:  # stopped in another of the worker's HITs
-        stop(assignment, worker.status, worker.status_reason)
+    status, reason = session.connection().execute(_WORKER_STATUS, {"worker_id": assignment.worker_id}).one()
+    if status in TURNED_AWAY:  # stopped in another of the worker's HITs
+        stop(assignment, status, reason)
         return
     if _worker_trial_pages(session, assignment.worker_id) >= spec.max_pages:
         PARADIGM.no_work_left(assignment, spec)
         return
+    if spec.sampling == "active":  # selections are made before the lock, never under it
+        paired_active.refresh_selections(session, study, spec, _active_sets(session, study.id))
     allocation_lock(session, study, _ALLOCATION_LOCKS)
     page_index = page_count(session, assignment.id)
     page_rng = seeded_rng(study, assignment, page_index)
@@ -186,22 +283,16 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
     (unanswered, on a page whose reservation has not lapsed: see :mod:`server.allocation`), so
     concurrent workers share out the remaining votes instead of all taking the same pairs, and
     pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
+    Active sampling chooses by its own rules (:func:`server.paradigms.paired_active.choose_pairs`).
     """
-    reserved = (select(Trial.pair_id, func.count().label("n")).join(Page, Trial.page_id == Page.id)
-                .join(Assignment, Page.assignment_id == Assignment.id)
-                .where(~Trial.answered, ~Trial.is_gold, Page.reserved_until > now(session),
-                       Assignment.study_id == study.id)
-                .group_by(Trial.pair_id).subquery())
-    seen = select(Trial.pair_id).where(Trial.worker_id == worker_id, Trial.pair_id.is_not(None))
-    deficit = Pair.target_votes - Pair.n_votes - func.coalesce(reserved.c.n, 0)
-    rows = session.execute(
-        select(Pair.id, deficit)
-        .join(StudySet, Pair.set_id == StudySet.id).outerjoin(reserved, reserved.c.pair_id == Pair.id)
-        .where(StudySet.study_id == study.id, ~Pair.is_gold, Pair.id.not_in(seen), deficit > 0)).all()
+    if spec.sampling == "active":
+        return paired_active.choose_pairs(session, study, worker_id, n, spec, _active_sets(session, study.id), rng)
+    rows = session.connection().execute(_NEEDY_PAIRS, {"study_id": study.id, "worker_id": worker_id,
+                                                       "now": now(session)}).all()
     if not rows:
         return []
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    deficit = np.array([r[1] for r in rows], dtype=np.int64)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    deficit = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
     order = np.lexsort((rng.random(len(ids)), -deficit))
     return [int(i) for i in ids[order[:n]]]
 
@@ -242,10 +333,6 @@ def parse_vote(payload: Any) -> dict[str, Any]:
 # counting the pair's vote, inserting the vote and renewing the page are one statement
 # (_STORE_VOTE_POSTGRESQL); on SQLite, which has no data-modifying CTEs, they are the statements
 # below, in that order (see _store_vote).
-
-_trial, _pair, _page, _vote, _gold, _assignment = (
-    model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment))
-
 
 # The updated row, named from inside a subquery of RETURNING. Spelled out: SQLAlchemy's SQLite
 # compiler drops table names in RETURNING, subqueries included, and an unqualified "id" there would
@@ -512,10 +599,11 @@ def _gold_score(session: Session, statement, params: dict[str, int]) -> tuple[in
 def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
     """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
     spec = spec_for(session, assignment.study_id)
-    page = session.scalar(select(Page).where(Page.assignment_id == assignment.id).order_by(Page.index.desc()).limit(1))
     page_data = None
-    if page is not None and assignment.stage in PAGE_STAGES:
-        page_data = _page_data(session, page, url_for)
+    if assignment.stage in PAGE_STAGES:
+        page = session.connection().execute(_LATEST_PAGE, {"assignment_id": assignment.id}).first()
+        if page is not None:
+            page_data = _page_data(session, assignment.study_id, page, url_for)
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
@@ -530,37 +618,43 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
     }
 
 
-def _page_data(session: Session, page: Page, url_for: UrlFor) -> dict[str, Any]:
-    trials = list(session.scalars(select(Trial).where(Trial.page_id == page.id).order_by(Trial.position)))
-    pair_ids = {t.pair_id for t in trials}
-    pairs = {p.id: p for p in session.scalars(select(Pair).where(Pair.id.in_(pair_ids)))}
-    stimulus_ids = {s for p in pairs.values() for s in (p.stimulus_a_id, p.stimulus_b_id)}
-    stimuli = {s.id: s for s in session.scalars(select(Stimulus).where(Stimulus.id.in_(stimulus_ids)))}
-    set_ids = {p.set_id for p in pairs.values()}
-    sets = {s.id: s for s in session.scalars(select(StudySet).where(StudySet.id.in_(set_ids)))}
+_LATEST_PAGE = (select(_page.c.id, _page.c.index, _page.c.kind).where(_page.c.assignment_id == bindparam("assignment_id"))
+                .order_by(_page.c.index.desc()).limit(1))
+_PAGE_TRIALS = (select(_trial.c.id, _trial.c.position, _trial.c.answered, _trial.c.pair_id, _trial.c.left_is_a)
+                .where(_trial.c.page_id == bindparam("page_id")).order_by(_trial.c.position))
+
+
+def _page_data(session: Session, study_id: int, page, url_for: UrlFor) -> dict[str, Any]:
+    """A page's trials with their images' URLs (one query: the rest comes from the study's layout)."""
+    trials = session.connection().execute(_PAGE_TRIALS, {"page_id": page.id}).all()
+    layout = study_layout(session, study_id, {t.pair_id for t in trials})
+    urls: dict[str, str] = {}
+
+    def url(path: str) -> str:  # a page names each set's reference and crops many times
+        found = urls.get(path)
+        if found is None:
+            found = urls[path] = url_for(path)
+        return found
+
     out = []
     for trial in trials:
-        pair = pairs[trial.pair_id]
-        study_set = sets[pair.set_id]
-        a, b = stimuli[pair.stimulus_a_id], stimuli[pair.stimulus_b_id]
+        set_id, a, b = layout.pairs[trial.pair_id]
+        study_set = layout.sets[set_id]
         left, right = (a, b) if trial.left_is_a else (b, a)
-        boxes = study_set.crops.get("boxes", [])
         out.append({"trial_id": str(trial.id), "position": trial.position, "answered": trial.answered,
-                    "reference": _image(study_set.reference["full"], study_set.reference["crops"], study_set, boxes,
-                                        url_for),
-                    "left": _image(left.full, left.crops["paths"], study_set, boxes, url_for),
-                    "right": _image(right.full, right.crops["paths"], study_set, boxes, url_for)})
+                    "reference": _image(study_set.reference, study_set.reference_crops, study_set, url),
+                    "left": _image(*layout.stimuli[left], study_set, url),
+                    "right": _image(*layout.stimuli[right], study_set, url)})
     return {"index": page.index, "kind": page.kind, "n_trials": len(trials),
             "n_answered": sum(t.answered for t in trials), "trials": out}
 
 
-def _image(full: str, crops: list[str], study_set: StudySet, boxes: list[dict], url_for: UrlFor) -> dict[str, Any]:
+def _image(full: str, crops: tuple[str, ...], study_set: SetLayout, url_for: UrlFor) -> dict[str, Any]:
     crop_list = []
-    for path, box in zip(crops, boxes):
+    for path, box in zip(crops, study_set.boxes):
         crop_list.append({"url": url_for(path), "display_width": int(box.get("display_width", box["width"])),
                           "display_height": int(box.get("display_height", box["height"])), "rank": int(box["rank"])})
-    return {"full": url_for(full), "crops": crop_list, "width": study_set.image_width,
-            "height": study_set.image_height}
+    return {"full": url_for(full), "crops": crop_list, "width": study_set.width, "height": study_set.height}
 
 
 # ---------------------------------------------------------------- dashboard, exports, pay
@@ -621,8 +715,11 @@ class PairedComparison(Paradigm):
         spec = spec_for(session, study.id)
         if _worker_trial_pages(session, worker_id) >= spec.max_pages:
             return False
-        # Only whether anything is left matters, not which: any generator will do.
-        return bool(choose_pairs(session, study, worker_id, 1, spec, np.random.default_rng(0)))
+        if spec.sampling == "active":
+            return paired_active.work_left(session, study, worker_id, spec, _active_sets(session, study.id))
+        # Only whether anything is left matters, not which (choose_pairs' rule, stopping at the first).
+        return session.connection().execute(_ANY_PAIR_LEFT, {"study_id": study.id, "worker_id": worker_id,
+                                                             "now": now(session)}).first() is not None
 
     def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
         perform_action(session, assignment, action)
@@ -658,7 +755,15 @@ class PairedComparison(Paradigm):
             warning=None if rows else "no votes yet: perceptlab analyze needs at least one")
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
-        return {"kind": self.kind, **study_progress(session, study_id), "unit": "votes"}
+        """:func:`study_progress` and the design that chooses the pairs (``design``:
+        :func:`server.paradigms.paired_active.design_summary`)."""
+        spec = spec_for(session, study_id)
+        if spec.sampling == "active":
+            design = paired_active.design_summary(session, session.get(Study, study_id), spec,
+                                                  _active_sets(session, study_id))
+        else:
+            design = dict(paired_active.REGULAR_DESIGN)
+        return {"kind": self.kind, **study_progress(session, study_id), "unit": "votes", "design": design}
 
     def summary_line(self, session: Session, study_id: int) -> str:
         p = study_progress(session, study_id)
@@ -669,6 +774,17 @@ class PairedComparison(Paradigm):
         """A page: the HIT's reward covers ``min_pages`` pages, each later page earns ``bonus_per_page``."""
         return PayUnit("page", Decimal(spec.reward_per_page), Decimal(spec.bonus_per_page), spec.min_pages,
                        spec.max_pages)
+
+    # The pace workers are told before any has finished (server/worker_time.py): StudyMB's 5 minutes
+    # for a page of 20 comparisons, and a minute to read the consent and the instructions.
+    SECONDS_PER_COMPARISON = 15.0
+    SETUP_SECONDS = 60.0
+
+    def time_prior(self, spec: StudySpec) -> TimePrior:
+        """A page: ``pairs_per_page`` comparisons; once: consent, instructions and the quiz's comparisons."""
+        return TimePrior(spec.pairs_per_page * self.SECONDS_PER_COMPARISON,
+                         self.SETUP_SECONDS + spec.quiz_size * self.SECONDS_PER_COMPARISON,
+                         f"{spec.pairs_per_page} comparisons")
 
 
 PARADIGM = PairedComparison()

@@ -20,6 +20,7 @@ from .studyfile import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, common_
                         slugify, validate_entry, validate_slug)
 
 KIND = "pc"
+SAMPLINGS = ("regular", "active")  # [design] sampling
 
 
 def gold_item_ids(k: int) -> tuple[str, str]:
@@ -31,14 +32,17 @@ def gold_item_ids(k: int) -> tuple[str, str]:
 
 
 DEFAULT_CONSENT = """\
-This task is part of a research study on how people perceive image quality. You will compare \
-images and click the one that looks closer to a reference image. It takes about 5 minutes per page.
+This task is part of a research study on how people perceive image quality, run by {researcher}. \
+You will compare images and click the one that looks closer to a reference image. It takes {time}. \
+It pays {pay}.
 
 Participation is voluntary: you may stop at any time by returning the task. We record your \
 choices, response times, window size and your platform worker ID. Worker IDs are replaced by \
 pseudonyms in every exported data set and are never published.
 
-Some comparisons have a known answer; workers who answer too many of them wrongly are stopped."""
+Some comparisons have a known answer; workers who answer too many of them wrongly are stopped.
+
+Questions about the study: {contact}."""
 
 DEFAULT_INSTRUCTIONS = """\
 In every trial you see three images. The middle one is the reference (the ground truth). \
@@ -63,6 +67,12 @@ seed = 0
 degree = 0            # 0 = the design stored in each manifest; >0 = draw a new random regular design
 votes_per_pair = 20   # StudyMB 2.0: 20; StudyMB 1.0: 30
 stimulus = "amplified"   # candidate images shown: "amplified" (artefacts amplified) or "original"
+sampling = "regular"  # "regular": each pair of the design above gets votes_per_pair votes;
+                      # "active": every pair of a set is a candidate, and the study spends the same
+                      # budget (votes_per_pair x the design's pairs, per set; no pair gets more than
+                      # votes_per_pair) on the pairs whose next vote teaches the most (analysis.active)
+warmup_votes_per_pair = 1  # active only: each pair of the design gets this many votes first (a random
+                           # connected warm-up); then the set's pages carry pairs chosen from its votes
 
 [pages]
 pairs_per_page = 20   # StudyMB 1.0: 20 pairs per page, paid per page
@@ -94,9 +104,20 @@ signed_links = false      # true: links also carry sig=... (print them: perceptl
                           # so invented participant IDs are refused
 access_key = ""           # non-empty: links must carry key=<this> (one secret shared by all participants,
                           # e.g. appended to a Prolific study URL); 8+ letters, digits, _ or -
+recruiter = "link"        # "link": the end page shows a completion code; "prolific": Prolific's link
+                          # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
+                          # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.
+completion_code = ""      # the code the end page gives (Prolific: your study's completion code,
+                          # required); "" = one random code per participant
+redirect_url = ""         # recruiter = "redirect": https://... with {code} and {participant}
 
 [texts]
-# consent = """..."""       # plain text shown before the task; blank lines separate paragraphs
+researcher = ""             # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
+contact = ""                # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
+# consent = """..."""       # plain text shown before the task; blank lines separate paragraphs; {researcher}
+                            # and {contact} become the values above, {pay} the pay rules of [pages] ("$0.50
+                            # for 1 page, and a bonus of ..."), {time} the time estimate ("about 5 minutes
+                            # per page of 20 comparisons, ..."); `study create` refuses empty ones
 # instructions = """..."""  # shown before the quiz, beside the overview image
 
 # [mturk]                  # optional: HIT settings for `perceptlab mturk launch` (defaults shown)
@@ -118,6 +139,8 @@ class StudySpec(StoredSpec):
     degree: int = 0
     votes_per_pair: int = 20
     stimulus: str = "amplified"
+    sampling: str = "regular"       # regular | active (server/paradigms/paired_active.py)
+    warmup_votes_per_pair: int = 1  # active: votes of each design pair before the selector takes over
     pairs_per_page: int = 20
     min_pages: int = 1
     max_pages: int = 10
@@ -134,10 +157,15 @@ class StudySpec(StoredSpec):
     min_image_scale: float = 0.5  # smallest scale the trial page may show images and crops at (1 = display size)
     consent: str = DEFAULT_CONSENT
     instructions: str = DEFAULT_INSTRUCTIONS
+    researcher: str = ""            # the consent's {researcher} and {contact} (server/paradigms/consent.py)
+    contact: str = ""
     mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over studyfile.MTURK_DEFAULTS
     allow_anonymous: bool = False
     signed_links: bool = False
     access_key: str = ""
+    recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
+    completion_code: str = ""       # "" = one random code per participant
+    redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}
     base_dir: str = field(default=".", compare=False)
 
 
@@ -151,13 +179,13 @@ class StudySpec(StoredSpec):
 
 SECTIONS: dict[str, dict[str, type]] = {
     "study": {"slug": str, "name": str, "manifests": list, "seed": int},
-    "design": {"degree": int, "votes_per_pair": int, "stimulus": str},
+    "design": {"degree": int, "votes_per_pair": int, "stimulus": str, "sampling": str, "warmup_votes_per_pair": int},
     "pages": {"pairs_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
               "bonus_per_page": str},
     "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
                 "assignment_timeout_minutes": int, "reservation_minutes": int},
     "display": {"min_window_width": int, "min_window_height": int, "min_image_scale": float},
-    "texts": {"consent": str, "instructions": str},
+    "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
     "entry": ENTRY_SECTION,  # the same [entry] table in every kind of study
 }
 
@@ -188,6 +216,11 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
     validate_slug(spec, fail)
     if spec.stimulus not in ("amplified", "original"):
         fail(f"design.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
+    if spec.sampling not in SAMPLINGS:
+        fail(f"design.sampling must be 'regular' or 'active', got {spec.sampling!r}")
+    if not 0 <= spec.warmup_votes_per_pair <= spec.votes_per_pair:
+        fail(f"design.warmup_votes_per_pair must be in [0, votes_per_pair = {spec.votes_per_pair}], "
+             f"got {spec.warmup_votes_per_pair}")
     for key in ("votes_per_pair", "pairs_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
                 "reservation_minutes", "min_window_width", "min_window_height"):
         if getattr(spec, key) < 1:
@@ -307,9 +340,9 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         stimulus.set_id = study_set.id
         session.add(stimulus)
     session.flush()
-    for a, b in _design_pairs(spec, manifest, rng):
+    for (a, b), target in _study_pairs(spec, manifest, rng):
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[a].id, stimulus_b_id=stimuli[b].id,
-                         target_votes=spec.votes_per_pair))
+                         target_votes=target))
     for better_id, worse_id in gold_ids:
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[better_id].id,
                          stimulus_b_id=stimuli[worse_id].id, target_votes=0, is_gold=True,
@@ -335,6 +368,27 @@ def _gold_entries(folder: Path, manifest: dict) -> list[dict]:
             f"{folder / 'manifest.json'}: its gold pair is from an older perceptlab (a blurred copy of the "
             f"reference, easy to tell from real trials); run `perceptlab stimuli prepare` again")
     return entries
+
+
+def _study_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> list[tuple[tuple[str, str], int]]:
+    """The set's real pairs with their ``target_votes``.
+
+    Regular sampling: the design's pairs, ``votes_per_pair`` each. Active sampling: every pair of
+    the candidates, so that the selector may choose any; the design's pairs keep ``votes_per_pair``
+    and the others 0, so the targets still add up to the set's budget (what the dashboard and the
+    study list show) and the design's pairs (target > 0) are the warm-up's
+    (:mod:`server.paradigms.paired_active`).
+    """
+    design = _design_pairs(spec, manifest, rng)
+    if spec.sampling != "active":
+        return [(pair, spec.votes_per_pair) for pair in design]
+    in_design = {frozenset(pair) for pair in design}
+    ids = [c["id"] for c in manifest["candidates"]]
+    pairs = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            pairs.append(((a, b), spec.votes_per_pair if frozenset((a, b)) in in_design else 0))
+    return pairs
 
 
 def _design_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> list[tuple[str, str]]:

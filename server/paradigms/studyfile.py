@@ -8,11 +8,13 @@ keys (see :mod:`server.paradigms`).
 from __future__ import annotations
 
 import re
+import string
 import tomllib
 from dataclasses import asdict, fields
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 # The optional [mturk] table of a study file and its defaults (server/mturk.py reads them).
 MTURK_DEFAULTS: dict[str, Any] = {
@@ -29,8 +31,17 @@ MTURK_DEFAULTS: dict[str, Any] = {
     "require_screening": 0,      # >0: only workers whose motion-screening score (r x 100) is at least this
 }
 
-# The optional [entry] table (server/paradigms/entry.py), read for every kind of study.
-ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str}
+# The optional [entry] table (server/paradigms/entry.py, server/paradigms/recruiters.py), read for every
+# kind of study.
+ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str,
+                                  "recruiter": str, "completion_code": str, "redirect_url": str}
+# Where plain-link participants come from, and what the end page does (server/paradigms/recruiters.py):
+# link = show a completion code; prolific = Prolific's URL parameters and its completion redirect;
+# redirect = send the participant to [entry] redirect_url. MTurk HITs work whatever the recruiter.
+RECRUITERS = ("link", "prolific", "redirect")
+PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+REDIRECT_PLACEHOLDERS = ("code", "participant")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 Sections = dict[str, dict[str, type]]
 
@@ -137,6 +148,60 @@ def validate_entry(spec, fail: Callable[[str], None]) -> None:
         fail("entry.access_key must be 8-200 letters, digits, '_' or '-' (it goes into links)")
     if spec.reservation_minutes < 1:
         fail("reservation_minutes must be at least 1")
+    validate_recruiter(spec, fail)
+
+
+def validate_recruiter(spec, fail: Callable[[str], None]) -> None:
+    """Check ``[entry] recruiter``, ``completion_code`` and ``redirect_url``; ``fail(message)`` raises."""
+    if spec.recruiter not in RECRUITERS:
+        fail(f"entry.recruiter must be one of {', '.join(RECRUITERS)}, got {spec.recruiter!r}")
+    if spec.completion_code and not re.fullmatch(r"[A-Za-z0-9_-]{4,64}", spec.completion_code):
+        fail("entry.completion_code must be 4-64 letters, digits, '_' or '-' (it goes into a URL)")
+    if spec.recruiter == "prolific":
+        if not spec.completion_code:
+            fail('entry.recruiter = "prolific" needs entry.completion_code: the completion code of your Prolific '
+                 'study (Prolific shows it under "study completion")')
+        if spec.signed_links or spec.allow_anonymous:
+            fail('entry.recruiter = "prolific" contradicts entry.signed_links and entry.allow_anonymous '
+                 "(Prolific's link carries the participant's PROLIFIC_PID and no signature)")
+    if spec.recruiter == "redirect" and not spec.redirect_url:
+        fail('entry.recruiter = "redirect" needs entry.redirect_url (https://... with {code} and {participant})')
+    if spec.redirect_url:
+        if spec.recruiter != "redirect":
+            fail('entry.redirect_url is used only with entry.recruiter = "redirect"')
+        problem = redirect_url_problem(spec.redirect_url)
+        if problem:
+            fail(f"entry.redirect_url {spec.redirect_url!r}: {problem}")
+
+
+def redirect_url_problem(template: str) -> str | None:
+    """Why ``template`` cannot be a completion redirect, or None when it can.
+
+    It must be an absolute ``https://`` URL (``http://`` only to this machine: localhost, 127.0.0.1,
+    ::1) whose only placeholders are ``{code}`` and ``{participant}`` (both URL-quoted when filled in);
+    ``{{`` and ``}}`` stand for literal braces.
+    """
+    if len(template) > 2000 or any(c.isspace() or ord(c) < 32 for c in template):
+        return "must be one URL of at most 2000 characters, without spaces or control characters"
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        return f"unbalanced braces ({exc}); write {{{{ and }}}} for literal braces"
+    for name, format_spec, conversion in fields:
+        if name not in REDIRECT_PLACEHOLDERS or format_spec or conversion:
+            return f"unknown placeholder {{{name}}} (known: {{code}}, {{participant}})"
+    try:
+        url = urlsplit(template.format(code="CODE", participant="ID"))
+        url.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    local = url.scheme == "http" and url.hostname in LOCAL_HOSTS
+    if url.scheme != "https" and not local:
+        return "must start with https:// (http:// only for localhost)"
+    if not url.hostname or "@" in url.netloc:
+        return "must name a host (and no user name)"
+    return None
 
 
 def is_dollar_amount(text: str) -> bool:

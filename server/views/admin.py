@@ -6,7 +6,7 @@ HTML pages
     POST /admin/logout                           ends the session on the server too
     GET  /admin/                                 studies with progress, pause/resume buttons
     GET  /admin/studies/<slug>                   one study, on its paradigm's page (paired comparison: figures
-                                                 filled in by dashboard.js; motion: rendered on the server)
+                                                 filled in by dashboard.js; motion: server-rendered, refreshed live)
     POST /admin/studies/<slug>/pause | /resume
     GET  /admin/studies/<slug>/votes.csv         ?raw_worker_ids=1 &no_gold=1
     GET  /admin/studies/<slug>/scales.csv        the running estimate
@@ -16,7 +16,8 @@ HTML pages
                                                  (?raw_worker_ids=1)
 JSON (``/admin/api``; 401 JSON when not logged in)
     GET  /admin/api/studies                      progress of every study
-    GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: everything the study page shows
+    GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: everything the study page shows (a paradigm with
+                                                 a page of its own: Paradigm.dashboard_summary)
     POST /admin/api/studies/<slug>/refresh       recompute the running estimate now
 
 Every page needs a logged-in experimenter; every POST needs the session's CSRF
@@ -32,11 +33,12 @@ from flask import (Blueprint, Response, abort, current_app, jsonify, make_respon
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from .. import auth, exports, live_scales
+from .. import auth, exports, live_scales, wages
 from ..db import db_session
 from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
 from ..paradigms.stages import TERMINAL_STAGES
+from ..worker_time import PaySettings
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -158,9 +160,16 @@ def study_page(slug: str):
     session = db_session()
     paradigm = paradigm_for(study)
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
+    pay = wages.study_pay(session, study, pay_settings())  # as of loading the page (not refreshed by the script)
     return render_template(paradigm.dashboard_template, study=study, row=_study_row(session, study),
                            user=_user_name(), refresh_ms=_refresh_ms(),
+                           pay=pay, pay_labels={w.raw_id: exports.pseudonym(salt, w.raw_id) for w in pay.workers},
                            **paradigm.dashboard_context(session, study, salt))
+
+
+def pay_settings() -> PaySettings:
+    """The app's ``[server]`` settings of time on task and pay (server/worker_time.py)."""
+    return PaySettings.from_config(current_app.config["SERVER"])
 
 
 @bp.post("/studies/<slug>/pause")
@@ -218,8 +227,8 @@ def votes_csv(slug: str):
 def workers_csv(slug: str):
     study = _study(slug)
     raw = _flag("raw_worker_ids")
-    records = exports.workers_meta(db_session(), study.id, salt=_salt(study, raw))
-    return _csv(exports.workers_meta_csv_text(records), f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
+    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings())
+    return _csv(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/scales.csv")
@@ -270,6 +279,10 @@ def api_studies():
 def api_summary(slug: str):
     study = _study(slug)
     session = db_session()
+    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
+    own = paradigm_for(study).dashboard_summary(session, study, salt)
+    if own is not None:  # a paradigm with figures of its own (motion: clips, calibrated workers)
+        return jsonify({"study": _study_row(session, study), **own, "generated_at": utcnow().isoformat()})
     body = {"study": _study_row(session, study), "sets": pair_fill(session, study.id),
             "workers": _workers(session, study, raw=_flag("raw_ids")), "scales": _scales(session, study),
             "generated_at": utcnow().isoformat()}

@@ -33,7 +33,7 @@ from .. import auth
 from ..db import db_session
 from ..models import MTurkAssignment, MTurkHit, Study
 from ..payments import submitted_for_approval
-from .admin import protect
+from .admin import pay_settings, protect
 
 bp = Blueprint("admin_mturk", __name__, url_prefix="/admin/mturk")
 
@@ -128,7 +128,7 @@ def _render(study: Study, **extra):
     assignments = list(session.scalars(select(MTurkAssignment).where(MTurkAssignment.study_id == study.id)
                                        .order_by(MTurkAssignment.submit_time, MTurkAssignment.id)))
     return render_template("admin_mturk_study.html", study=study, hits=hits, assignments=assignments,
-                           plan=payment_plan(session, study), live=_live(),
+                           plan=payment_plan(session, study, settings=pay_settings()), live=_live(),
                            messages=get_flashed_messages(with_categories=True),
                            user=auth.current_user(session).username, **extra)
 

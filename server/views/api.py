@@ -22,7 +22,7 @@ from ..paradigms.core import (LockedAssignment, lock_assignment, lock_assignment
 from ..tokens import BadToken, make_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admit_from_request
-from .stimuli import stimulus_urls
+from .stimuli import stimulus_urls_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
@@ -71,7 +71,7 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
 def state_response(assignment: Assignment, status: int = 200):
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
-    body = paradigm.state(session, assignment, stimulus_urls(assignment.study))
+    body = paradigm.state(session, assignment, stimulus_urls_of(assignment.study_id))
     return jsonify(body), status
 
 

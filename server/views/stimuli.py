@@ -12,7 +12,8 @@ from flask import Blueprint, abort, current_app, send_from_directory
 
 from ..db import db_session
 from ..models import Study
-from ..stimulus_index import IndexCache, StimulusIndex, name_maker
+from ..paradigms.core import fixed_study_facts
+from ..stimulus_index import IndexCache, StimulusIndex, naming_key, opaque_name
 from ..storage import content_type
 
 bp = Blueprint("stimuli", __name__)
@@ -42,7 +43,22 @@ def stimulus_urls(study: Study) -> Callable[[str], str]:
 
     The one function templates (``stimulus_url``) and trial states use to make stimulus URLs.
     """
+    return _urls(study.slug, naming_key(study.config, study.slug, current_app.config["SECRET_KEY"]))
+
+
+def stimulus_urls_of(study_id: int) -> Callable[[str], str]:
+    """:func:`stimulus_urls` of a study known by its ID: its slug and naming key, which never change,
+    are read once per process (a worker's every state names its page's images)."""
+    session = db_session()
+    secret = current_app.config["SECRET_KEY"]
+    known = fixed_study_facts(session, "stimulus_urls")
+    found = known.get(study_id)
+    if found is None or found[0] != secret:
+        study = session.get(Study, study_id)
+        found = known[study_id] = (secret, study.slug, naming_key(study.config, study.slug, secret))
+    return _urls(found[1], found[2])
+
+
+def _urls(slug: str, key: bytes) -> Callable[[str], str]:
     storage = current_app.extensions["perceptlab.storage"]
-    name_of = name_maker(study, current_app.config["SECRET_KEY"])
-    slug = study.slug
-    return lambda path: storage.url(slug, name_of(path))
+    return lambda path: storage.url(slug, opaque_name(key, path))

@@ -4,14 +4,18 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy import select
 
+from .. import payments
 from ..db import db_session
 from ..errors import ApiError
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info, lock_assignment, spec_for,
                               study_paradigm)
+from ..paradigms.recruiters import Recruiter, remember_entry
+from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
 from ..tokens import BadToken, make_token, read_token
+from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
 from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls
 
@@ -34,6 +38,7 @@ def entry(slug: str):
     paradigm = paradigm_for(study)
     if args.get("assignmentId") == PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
         return render_template("preview.html", study=study, spec=spec_for(session, study.id),
+                               time_estimate=_time_estimate(session, study),
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
     try:
@@ -42,11 +47,14 @@ def entry(slug: str):
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
                                            turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
         else:
-            # The study's [entry] rules decide which links admit (server/paradigms/entry.py).
-            assignment, _ = paradigm.enter(session, study, platform="link",
-                                           worker_id=args.get("participant") or args.get("PROLIFIC_PID"),
+            # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
+            # which parameters name the participant (server/paradigms/recruiters.py).
+            recruiter = Recruiter.of(study.config)
+            params = recruiter.check_entry(args)
+            assignment, _ = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
                                            signature=args.get("sig"), access_key=args.get("key"),
                                            admit_new=admit_from_request)
+            remember_entry(assignment, params)
         session.commit()
     except BaseException:
         session.rollback()
@@ -77,7 +85,10 @@ def stage_page(token: str):
               "stimulus_url": stimulus_urls(study), "paradigm_pages": paradigm.worker_pages}
     stage = assignment.stage
     if stage == Stage.CONSENT:
-        return render_template("consent.html", paragraphs=_paragraphs(spec.consent), **common)
+        estimate = _time_estimate(session, study)
+        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec))  # {researcher}, {contact}, {pay}
+        return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
+                               time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
         return render_template("instructions.html", paragraphs=_paragraphs(spec.instructions),
                                example=paradigm.examples(session, study)["example"], **common)
@@ -85,12 +96,18 @@ def stage_page(token: str):
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",
                                assignment_id=str(assignment.id), study_name=study.name, **common)
     if stage == Stage.COMPLETED:
-        return render_template("done.html", completion=completion_info(assignment), **common)
+        return render_template("done.html", completion=completion_info(assignment),
+                               auto_redirect=True, earnings=payments.assignment_earnings(study, assignment), **common)
     if stage == Stage.FULL:  # no work left before the required units: no code, no submit form (no_work_left)
         return render_template("full.html", message=FULL_MESSAGE, **common)
     # disqualified or stopped: why (the worker's status reason, or why the display was refused)
     return render_template("stopped.html", message=paradigm.stop_message(session, assignment),
                            completion=completion_info(assignment), **common)
+
+
+def _time_estimate(session, study: Study) -> TimeEstimate:
+    """How long a unit of pay takes (server/worker_time.py): the paradigm's pace, then the measured median."""
+    return cached_time_estimate(session, study, PaySettings.from_config(current_app.config["SERVER"]))
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -54,6 +54,13 @@ def test_login_and_live_vote_count(page, app, live_server, study, screenshot):
     expect(page).to_have_url(f"{live_server}/admin/studies/{study}")
     expect(page.locator("#n-votes")).to_have_text("0")
     expect(page.locator("#fill-table tbody tr")).to_have_count(4)
+    expect(page.locator("#design-sampling")).to_have_text("random regular design")
+    expect(page.locator("#design-gain")).to_have_text("")
+    # Pay and time: before anyone is paid, the reward ($0.50) at the time estimate (6 comparisons x 15 s
+    # + 105 s of setup) pays $9.23/h, below the default floor of $12/h.
+    expect(page.locator("#time-estimate")).to_contain_text("about 2 minutes per page of 6 comparisons")
+    expect(page.locator("#wage-warning")).to_contain_text("estimated wage is $9.23/h")
+    expect(page.locator("#median-wage")).to_have_text("–")
     page.evaluate("window.__noReload = true")  # gone if the page reloads
 
     # Waits for the page's polling and the server's estimate: generous limits for a loaded machine
@@ -66,6 +73,9 @@ def test_login_and_live_vote_count(page, app, live_server, study, screenshot):
     expect(page.locator("#workers-table tbody tr")).to_have_count(2)
     # The running estimate appears by itself (the summary starts it): every set, a chart where votes are.
     expect(page.locator("#scales-status")).to_contain_text("from 10 votes", timeout=30_000)
+    # The intervals name their method, level and resamples (the snapshot's "intervals", as in summary.json).
+    expect(page.locator("#scales-status")).to_contain_text("95% t intervals")
+    expect(page.locator("#scales-status")).to_contain_text("from 50 worker resamples")
     expect(page.locator("#scale-sets article.scale-set")).to_have_count(4)
     assert page.locator("#scale-sets svg.chart").count() >= 1
     assert page.evaluate("window.__noReload") is True
@@ -82,4 +92,40 @@ def test_login_and_live_vote_count(page, app, live_server, study, screenshot):
     expect(page.locator("#resume-form button")).to_be_visible()
     page.click("#resume-form button")
     expect(page.locator("#study-status")).to_have_text("active")
+    live_scales.wait_for_refreshes(app)
+
+
+def test_active_study_shows_its_design_phase_and_expected_gain(page, app, live_server, demo_stimuli, tmp_path,
+                                                               screenshot):
+    """An active study's Design card names the sampling and its phase, and once the warm-up is over, the
+    precision the next chosen pairs should add beside that of as many random pairs."""
+    from tests.server.conftest import create_test_study
+    from tests.server.test_pair_allocation import work
+
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="active", design={
+        "degree": 2, "votes_per_pair": 3, "sampling": "active", "warmup_votes_per_pair": 1},
+        pages={"pairs_per_page": 20, "min_pages": 1, "max_pages": 3}, quality={"quiz_size": 0, "gold_rate": 0.1})
+    _add_user(app)
+    app.config["SERVER"].update(dashboard_refresh_seconds=1, live_scales_interval=1, live_scales_bootstrap=20)
+    page.goto(f"{live_server}/admin/login?next=/admin/studies/{slug}")
+    page.fill("#username", "alice")
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(f"{live_server}/admin/studies/{slug}")
+    # 4 x 55 candidate pairs; the budget is the regular design's: 3 votes x 11 pairs x 4 sets.
+    expect(page.locator("#n-pairs")).to_have_text("220")
+    expect(page.locator("#target-votes")).to_have_text("132")
+    sampling = page.locator("#design-sampling")
+    expect(sampling).to_have_text("active sampling, warm-up (4 of 4 sets)")
+    expect(sampling).to_have_attribute("data-phase", "warm-up")
+    expect(page.locator("#design-gain")).to_have_text("warm-up: 1 vote per design pair first")
+    screenshot(page, "active-warmup")
+
+    work(WorkerClient(app.test_client(), slug), pages=3)  # 54 votes: the warm-up (44) and 10 chosen
+    expect(sampling).to_have_text("active sampling, active phase", timeout=30_000)
+    expect(sampling).to_have_attribute("data-phase", "active")
+    gain = page.locator("#design-gain")
+    expect(gain).to_contain_text(re.compile(r"next \d+ votes: \+\d+% precision \(random pairs: \+\d+%\)"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+    screenshot(page, "active-phase")
     live_scales.wait_for_refreshes(app)

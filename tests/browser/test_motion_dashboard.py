@@ -43,7 +43,8 @@ def test_experimenter_opens_the_motion_study(page, app, live_server, motion_clip
     expect(page).to_have_url(f"{live_server}/admin/studies/{slug}")
     expect(page.locator("h1")).to_contain_text("Motion test")
     expect(page.locator("#clips-table tbody tr")).to_have_count(2)
-    expect(page.locator("#sessions-done")).to_have_text("2")
+    expect(page.locator("#sessions-done")).to_have_text("1")   # one session (of 2 clips), not 2
+    expect(page.locator("#clip-sessions-done")).to_have_text("2")
     expect(page.locator("#n-workers")).to_have_text("2")
     rows = page.locator("#workers-table tbody tr")
     expect(rows).to_have_count(2)
@@ -53,6 +54,13 @@ def test_experimenter_opens_the_motion_study(page, app, live_server, motion_clip
     expect(rows.nth(0)).to_contain_text("passed")
     expect(rows.nth(1)).to_contain_text("(refused)")
     assert "BROWSERM1" not in page.locator("#workers-table").inner_text()
+    # Pay and time: the finished session earned its reward; its wage is the reward per active hour.
+    expect(page.locator("#n-paid")).to_have_text("1")
+    expect(page.locator("#pay-total")).to_have_text("$2.00")
+    expect(page.locator("#median-wage")).to_contain_text("/h")
+    page.click("#pay-workers summary")
+    expect(page.locator("#pay-table tbody tr")).to_have_count(2)
+    expect(page.locator("#pay-table tbody tr").nth(0)).to_contain_text(pseudonym)
     screenshot(page, "motion-study")
 
     with page.expect_download() as download:

@@ -12,6 +12,7 @@ trial shown, the calibration, and the raw frame logs.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
@@ -273,6 +274,8 @@ def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp
     page.goto(f"{live_server}/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
     preview = page.text_content("main#preview")
     assert "video clips" in preview and "credit card" in preview and "100 Hz" in preview
+    # The time it takes, from the session's trials (each its 3 cycles of 3 s + 2 s) and the setup.
+    assert re.search(r"takes about \d+ minutes in all", preview), preview
     assert page.evaluate("document.querySelector('main#preview img').naturalWidth") > 0
     screenshot(page, "preview")
 

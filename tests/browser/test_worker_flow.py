@@ -13,6 +13,7 @@ is the reference itself (same full-image URL).
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import parse_qs
 
 import pytest
@@ -496,6 +497,9 @@ def test_preview_writes_nothing(page, app, live_server, study, screenshot):
     expect(preview).to_be_visible()
     expect(preview).to_contain_text("Accept the HIT")
     expect(preview).to_contain_text("6 comparisons")
+    # The time it takes, from the page size (6 x 15 s) and the setup (a minute + the 3-comparison quiz).
+    expect(preview.locator("#time-estimate")).to_have_text(re.compile(
+        r"about 2 minutes, plus about 2 minutes\s+at the start for the instructions and the quiz"))
     image = preview.locator("img")
     expect(image).to_have_js_property("complete", True)
     assert image.evaluate("(img) => img.naturalWidth") > 0

@@ -30,9 +30,9 @@ def test_a_command_reads_the_configuration_once(tmp_path, monkeypatch):
     calls = []
     original = config_module.load_config
 
-    def counting(environ=None):
+    def counting(environ=None, instance=None):
         calls.append(1)
-        return original(environ)
+        return original(environ, instance)
 
     monkeypatch.setattr(config_module, "load_config", counting)
     runner = CliRunner()
@@ -65,7 +65,11 @@ def test_one_database_url_rule(tmp_path):
     instance = tmp_path / "instance"
     server_settings = {"database_url": "", "instance_path": str(instance)}
     assert database_url(server_settings, environ={}) == f"sqlite:///{instance.resolve() / 'perceptlab.db'}"
+    assert not instance.exists()  # naming the default database makes nothing
     assert database_url(server_settings, environ={"PERCEPTLAB_DATABASE_URL": "sqlite:///env.db"}) == "sqlite:///env.db"
     configured = {**server_settings, "database_url": "sqlite:///configured.db"}
-    assert database_url(configured, environ={"PERCEPTLAB_DATABASE_URL": "sqlite:///env.db"}) == "sqlite:///configured.db"
-    assert database_url(configured, "sqlite:///explicit.db", environ={}) == "sqlite:///explicit.db"
+    assert database_url(configured, environ={}) == "sqlite:///configured.db"
+    # The environment wins over configuration files (as PERCEPTLAB_<SECTION>_<KEY> do), a command's flag over both.
+    assert database_url(configured, environ={"PERCEPTLAB_DATABASE_URL": "sqlite:///env.db"}) == "sqlite:///env.db"
+    assert database_url(configured, "sqlite:///explicit.db", environ={"PERCEPTLAB_DATABASE_URL": "x"}) == \
+        "sqlite:///explicit.db"

@@ -48,6 +48,8 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
         assert (tmp_path / "demo" / "stimuli" / "prepared" / "manifest.json").is_file()
         assert oct((tmp_path / "demo" / "admin_password.txt").stat().st_mode & 0o777) == "0o600"
         check_motion_study(base, output, tmp_path)
+        check_active_study(output)
+        check_next_steps(output, tmp_path)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
@@ -74,3 +76,28 @@ def check_motion_study(base: str, output: str, tmp_path) -> None:
     noise = requests.get(base + state["params"]["noise_url"], timeout=10)
     assert noise.status_code == 200 and noise.headers["Content-Type"] == "image/png"
     assert (tmp_path / "demo" / "motion_clips" / "manifest.json").is_file()
+
+
+def check_active_study(output: str) -> None:
+    """The demo's active-sampling study ("demo-active") is served: its link leads to the consent page
+    (tests/browser/test_active_study.py walks it to the end)."""
+    link = re.search(r"active sampling:\s+(\S+)", output).group(1)
+    assert "/s/demo-active?participant=" in link
+    consent = requests.get(link, timeout=10)
+    assert consent.status_code == 200 and 'id="consent"' in consent.text
+
+
+def check_next_steps(output: str, tmp_path) -> None:
+    """The printed next steps run as printed from another folder, without the venv on the PATH, and find
+    the demo's instance (its database and secret key): the results line exports the demo study."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PERCEPTLAB_", "VIRTUAL_ENV"))}
+    environment["PATH"] = "/usr/bin:/bin"
+    for label, expected in (("any other command", r"^demo\s+active"), ("export and analyse", r"^2/3 export -> ")):
+        line = re.search(rf"^  {label}:\s+(.+?)(?:   \(or:.*)?$", output, re.M).group(1)
+        run = subprocess.run(line, shell=True, cwd=elsewhere, env=environment, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0 and re.search(expected, run.stdout, re.M), (line, run.stdout, run.stderr)
+    assert (tmp_path / "demo" / "results" / "votes.csv").is_file()
+    assert not any(elsewhere.iterdir())

@@ -135,6 +135,9 @@ def test_snapshot_ranks_items_sensibly(app, study):
     assert all(kept[f"SIM0X{k:03d}"] for k in range(8))
     assert sum(kept[f"SIM0X{k:03d}"] for k in range(8, 11)) <= 1
     assert payload["screening"]["rule"] == "auto"
+    # The intervals say how they were made (the analysis's default method, as in summary.json).
+    assert payload["intervals"] == {"method": "t", "confidence": 0.95, "n_boot": 40, "unit": "worker",
+                                    "conditional_on_screening": True}
     # Stored, JSON-clean (no NaN), and stamped with the number of votes it saw.
     stored = _snapshot(app, study_id)
     assert stored.n_votes == 11 * (132 + 4)
@@ -171,6 +174,18 @@ def test_sparse_data_is_reported_not_raised(app, study):
     record = next(s for s in _compute(app, study_id, bootstrap=0)["sets"]
                   if s["set_id"] == "scene_02_immunohistochemistry")
     assert record["status"] == "ok" and all(i["ci_low"] is None and i["scale"] is not None for i in record["items"])
+    assert _snapshot(app, study_id).payload["intervals"] is None
+
+
+def test_running_intervals_follow_the_configured_method(app, study):
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=4, sets=["scene_02_immunohistochemistry"])
+    app.config["SERVER"]["live_scales_bootstrap"] = 30
+    config = app.config["PERCEPTLAB"]  # replaced, not changed: the loaded configuration may be shared
+    app.config["PERCEPTLAB"] = {**config, "analysis": {**config["analysis"], "interval_method": "percentile"}}
+    assert live_scales.refresh_if_stale(app, study_id)
+    payload = _snapshot(app, study_id).payload
+    assert payload["intervals"]["method"] == "percentile" and payload["intervals"]["n_boot"] == 30
 
 
 def test_concurrent_refresh_computes_once(app, study, monkeypatch):

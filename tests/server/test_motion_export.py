@@ -138,7 +138,8 @@ def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, mon
     motion = _rows((out / "motion.csv").read_text())
     assert {r["worker_id"] for r in motion} == {exports.pseudonym(exports.study_salt(SECRET, motion_study), "WCLI1")}
     shown = CliRunner().invoke(cli, ["study", "list", "--database-url", app.config["DATABASE_URL"]])
-    assert "motion: 2 clips, 20 probes, 2/8 sessions" in shown.output
+    # One session of 2 clips: 1 of 4 sessions (2 clips x 4 observers / 2 clips per session), 2 of 8 clip viewings.
+    assert "motion: 2 clips, 20 probes, 1/4 sessions (2/8 clip viewings, 25%)" in shown.output
 
 
 def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):
@@ -178,11 +179,11 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: 
     index = admin.get("/admin/")
     assert index.status_code == 200 and "Motion test" in index.get_data(as_text=True)
     assert "motion matching" in index.get_data(as_text=True)
-    # The study list counts clips, probes and completed clip sessions for motion studies, not votes.
+    # The study list counts clips, probes and completed sessions for motion studies, not votes.
     row = next(s for s in admin.get("/admin/api/studies").json["studies"] if s["slug"] == motion_study)
-    assert row["kind"] == "motion" and row["unit"] == "clip sessions"
+    assert row["kind"] == "motion" and row["unit"] == "sessions"
     with app.extensions["perceptlab.sessions"]() as session:
         n_probes = session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip).join(Study)
                                   .where(Study.slug == motion_study))
     assert row["n_sets"] == 2 and row["n_pairs"] == n_probes > 0
-    assert 1 <= row["n_votes"] <= row["n_sets"] and row["target_votes"] >= row["n_sets"]
+    assert row["n_votes"] == 1 and row["target_votes"] == 4 and row["fill"] == pytest.approx(2 / 8)

@@ -59,8 +59,9 @@ def test_small_simulation_stores_exactly_the_acknowledged_votes(app, study, live
 
 
 def test_latent_observer_downloads_nothing_and_fixed_pages(app, no_gold_study, live_server):
+    # A short ramp: the workers enter one after another, and all still finish.
     report = run_simulation(live_server, no_gold_study, workers=3, spam=0.0, concurrency=3, seed=4, pages=2,
-                            observer="latent", progress=False)
+                            observer="latent", ramp_s=0.2, progress=False)
     assert report.outcomes == Counter(completed=3)
     assert report.images_downloaded == 0 and "image" not in report.latencies_ms
     _assert_db_holds_exactly_the_acknowledged_votes(app, report)
@@ -120,6 +121,9 @@ def test_unknown_study_and_unreachable_server_raise(app, study, live_server):
         run_simulation("http://127.0.0.1:9", study, workers=1, progress=False)
     with pytest.raises(ValueError, match="observer"):
         run_simulation(live_server, study, workers=1, observer="psychic", progress=False)
+    for ramp in (-1.0, float("nan"), 1e9):
+        with pytest.raises(ValueError, match="ramp_s"):
+            run_simulation(live_server, study, workers=1, ramp_s=ramp, progress=False)
     assert _stored_votes(app)[0] == Counter()  # the start-up check writes nothing
 
 

@@ -48,6 +48,10 @@ def write(folder: Path, text: str, name: str = "study.toml") -> Path:
     return path
 
 
+# The default consent's {researcher} and {contact}, which `perceptlab study create` requires.
+TEXTS = '[texts]\nresearcher = "Dr A. Lee, University of X"\ncontact = "a.lee@x.example"\n'
+
+
 def minimal(slug: str = "s1", extra: str = "") -> str:
     return f'[study]\nslug = "{slug}"\nmanifests = ["prepared/manifest.json"]\n{extra}'
 
@@ -104,6 +108,8 @@ seed = 7
 degree = 4
 votes_per_pair = 9
 stimulus = "original"
+sampling = "active"
+warmup_votes_per_pair = 2
 [pages]
 pairs_per_page = 12
 min_pages = 2
@@ -124,22 +130,31 @@ min_image_scale = 0.75
 [entry]
 signed_links = true
 access_key = "k3y-for-all"
+recruiter = "redirect"
+completion_code = "END-2026"
+redirect_url = "https://example.org/end?c={code}&p={participant}"
 [texts]
 consent = "Agree?"
 instructions = """Click.
 
 Twice."""
+researcher = "Dr A. Lee"
+contact = "a.lee@x.example"
 [mturk]
 title = "Compare frames"
 '''
     spec = read_study_file(write(study_dir, text))
     assert dataclasses.asdict(spec) == {
         "slug": "all-keys", "name": "All keys", "manifests": ("prepared/manifest.json",), "seed": 7, "degree": 4,
-        "votes_per_pair": 9, "stimulus": "original", "pairs_per_page": 12, "min_pages": 2, "max_pages": 4,
+        "votes_per_pair": 9, "stimulus": "original", "sampling": "active", "warmup_votes_per_pair": 2,
+        "pairs_per_page": 12, "min_pages": 2, "max_pages": 4,
         "reward_per_page": "1.25", "bonus_per_page": "0.5", "quiz_size": 2, "gold_rate": 0.0,
         "accuracy_threshold": 0.8, "gold_min_answered": 5, "assignment_timeout_minutes": 15,
         "reservation_minutes": 3, "allow_anonymous": False, "signed_links": True, "access_key": "k3y-for-all",
+        "recruiter": "redirect", "completion_code": "END-2026",
+        "redirect_url": "https://example.org/end?c={code}&p={participant}",
         "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "consent": "Agree?", "instructions": "Click.\n\nTwice.",
+        "researcher": "Dr A. Lee", "contact": "a.lee@x.example",
         "mturk": {"title": "Compare frames"}, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
@@ -421,10 +436,12 @@ def test_cli_create_list_show_pause_resume_template(study_dir, tmp_path):
     result = _cli("study", "template")
     assert result.exit_code == 0 and result.output == STUDY_TEMPLATE
 
-    result = _cli("study", "list", "--database-url", url)
-    assert result.exit_code == 0 and "no studies yet" in result.output
+    result = _cli("study", "list", "--database-url", url)  # read-only: no database is made
+    assert result.exit_code == 2 and f"no perceptlab database at {tmp_path / 'cli.db'} (from --database-url)" \
+        in result.output
+    assert not (tmp_path / "cli.db").exists()
 
-    path = write(study_dir, minimal("cli-study", 'name = "CLI study"\n[design]\nvotes_per_pair = 3\n'))
+    path = write(study_dir, minimal("cli-study", 'name = "CLI study"\n[design]\nvotes_per_pair = 3\n' + TEXTS))
     result = _cli("study", "create", str(path), "--database-url", url)
     assert result.exit_code == 0, result.output
     assert "created study 'cli-study'" in result.output
@@ -463,7 +480,8 @@ def test_cli_create_with_a_missing_image_stores_nothing(study_dir, demo_stimuli,
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     scene = _scene_copy(demo_stimuli, tmp_path)
     (scene / "reference.png").unlink()
-    path = write(study_dir, f'[study]\nslug = "broken"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n')
+    path = write(study_dir, f'[study]\nslug = "broken"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n'
+                 + TEXTS)
     result = _cli("study", "create", str(path), "--database-url", url)
     assert result.exit_code == 2 and "reference.png" in result.output and "missing" in result.output
     assert "no studies yet" in _cli("study", "list", "--database-url", url).output

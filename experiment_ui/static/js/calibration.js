@@ -12,10 +12,14 @@
 //    the server decides from their median (>= refresh_samples intervals are sent).
 // 3. Fullscreen: requested on a button press (inside MTurk's iframe it may be refused;
 //    the outcome is recorded, the study goes on either way).
+// 4. Optionally (study setting `[calibration] blind_spot`), "Continue" leads to the blind-spot
+//    measurement of the viewing distance (blind_spot.js) before anything is sent; its sweeps go
+//    with the body (`blind_spot_px`).
 // The body of POST /calibration is built by `calibrationBody`; the caller sends it (the driver:
 // through its response queue).
 
 import { el, unlessAborted } from './dom.js';
+import { BlindSpot } from './blind_spot.js';
 
 export const info = Object.freeze({
   name: 'screen-calibration',
@@ -35,6 +39,7 @@ export const info = Object.freeze({
     min_refresh_hz: { type: 'float', default: 55, description: 'Shown to the worker as the requirement (the server decides).' },
     initial_card_width_px: { type: 'float', default: 323.5, description: 'Card width before adjustment (85.6 mm at 96 dpi).' },
     min_card_width_px: { type: 'float', default: 80, description: 'Smallest card the handle/keys allow.' },
+    blind_spot: { type: 'bool', default: false, description: 'Measure the viewing distance (blind spot) after the card.' },
   }),
 });
 
@@ -79,10 +84,11 @@ export function measureRefresh(n, { warmup = 5, onProgress = null } = {}) {
   });
 }
 
-/** The contract's POST /calibration body. */
-export function calibrationBody(card, intervals, fullscreen) {
+/** The contract's POST /calibration body (`blindSpot`: the blind-spot result, when the study measures it). */
+export function calibrationBody(card, intervals, fullscreen, blindSpot = null) {
   const r1 = (x) => Math.round(x * 10) / 10;
   return {
+    ...(blindSpot ? { blind_spot_px: blindSpot.sweeps_px } : {}),
     card_width_px: r1(card.width),
     card_height_px: r1(card.height),
     refresh_intervals_ms: intervals.map((x) => Math.round(x * 1000) / 1000),
@@ -110,6 +116,8 @@ export class Calibration {
     this.card = { width: this.params.initial_card_width_px, height: this.params.initial_card_width_px * ratio };
     this.intervals = null;
     this.fullscreen = false;
+    this.blindSpot = null;        // the blind-spot step (BlindSpot), once the worker got there
+    this.blindSpotResult = null;  // {sweeps_px, distance_cm} once measured
     this.onKey = this.onKey.bind(this);
     this.buildDom();
   }
@@ -130,8 +138,7 @@ export class Calibration {
     this.continueButton = el('button', { type: 'button', id: 'calib-continue', class: 'pc-button pc-button-primary',
                                          text: 'Continue', disabled: true });
     this.messageEl = el('div', { id: 'calib-message', class: 'pc-notice', role: 'alert', hidden: true });
-    this.root = el('section', { id: 'calibration', class: 'pc-panel calib' },
-      el('h2', { text: 'Screen calibration' }),
+    this.cardPage = el('div', { id: 'calib-card-page' },
       el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
         + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle below and resize the `
         + 'rectangle until it matches the card exactly.' }),
@@ -142,7 +149,11 @@ export class Calibration {
       el('div', { class: 'calib-stage' }, this.cardEl),
       this.sizeEl, this.distanceEl,
       el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar),
-      el('div', { class: 'calib-fs' }, this.fsButton, ' ', this.fsEl),
+      el('div', { class: 'calib-fs' }, this.fsButton, ' ', this.fsEl));
+    this.blindPage = el('div', { id: 'calib-blind-spot-page', hidden: true });
+    this.root = el('section', { id: 'calibration', class: 'pc-panel calib', 'data-step': 'card' },
+      el('h2', { text: 'Screen calibration' }),
+      this.cardPage, this.blindPage,
       this.messageEl,
       el('div', { class: 'pc-actions' }, this.continueButton));
     this.container.append(this.root);
@@ -161,6 +172,7 @@ export class Calibration {
 
   dispose() {
     document.removeEventListener('keydown', this.onKey);
+    if (this.blindSpot) this.blindSpot.dispose();
   }
 
   async measure() {
@@ -189,6 +201,7 @@ export class Calibration {
 
   onKey(event) {
     const keys = ['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown'];
+    if (this.blindSpot) return;  // the card is set: the blind-spot step has keys of its own
     if (!keys.includes(event.key) || event.altKey || event.ctrlKey || event.metaKey) return;
     event.preventDefault();  // arrows would scroll the page
     const step = event.shiftKey ? 10 : 1;
@@ -255,11 +268,40 @@ export class Calibration {
     this.messageEl.hidden = !text;
   }
 
+  /** The blind-spot step: the card page makes room for it; "Continue" waits for a plausible distance. */
+  showBlindSpot() {
+    const { px_per_mm: pxPerMm } = calibrationFigures(this.card.width, this.card.height, this.params);
+    this.root.dataset.step = 'blind-spot';
+    this.root.querySelector('h2').textContent = 'Screen calibration: viewing distance';
+    this.cardPage.hidden = true;
+    this.blindPage.hidden = false;
+    this.showMessage('');
+    this.blindSpot = new BlindSpot(this.blindPage, { pxPerMm, params: this.params });
+    const wait = () => {
+      this.blindSpotResult = null;
+      this.continueButton.disabled = true;
+      this.blindSpot.run().then((result) => {
+        this.blindSpotResult = result;
+        this.continueButton.disabled = false;
+      });
+    };
+    this.blindSpot.onRedo = () => {
+      this.showMessage('');
+      wait();
+    };
+    wait();
+  }
+
   async send() {
     if (!this.intervals) return;
+    if (this.params.blind_spot && !this.blindSpot) {
+      this.showBlindSpot();
+      return;
+    }
+    if (this.params.blind_spot && !this.blindSpotResult) return;
     this.continueButton.disabled = true;
     const fullscreen = this.fullscreen && Boolean(document.fullscreenElement);
-    const body = calibrationBody(this.card, this.intervals, fullscreen);
+    const body = calibrationBody(this.card, this.intervals, fullscreen, this.blindSpotResult);
     let result;
     try {
       result = await this.submit(body);

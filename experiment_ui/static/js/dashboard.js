@@ -124,6 +124,14 @@ function studyListPage() {
 
 // ---------------------------------------------------------------- study page: headline and fill
 
+function renderStatus(study) {
+  const badge = document.getElementById("study-status");
+  badge.textContent = study.status;
+  badge.className = `badge status-${study.status}`;
+  document.getElementById("pause-form").hidden = study.status === "paused";
+  document.getElementById("resume-form").hidden = study.status !== "paused";
+}
+
 function renderHeadline(study) {
   setText("n-votes", study.n_votes);
   setText("target-votes", study.target_votes);
@@ -134,11 +142,30 @@ function renderHeadline(study) {
   setText("n-sets", study.n_sets);
   setText("n-pairs", study.n_pairs);
   setText("last-vote", study.last_vote_at ? ago(study.last_vote_at) : "none yet");
-  const badge = document.getElementById("study-status");
-  badge.textContent = study.status;
-  badge.className = `badge status-${study.status}`;
-  document.getElementById("pause-form").hidden = study.status === "paused";
-  document.getElementById("resume-form").hidden = study.status !== "paused";
+  renderDesign(study.design);
+  renderStatus(study);
+}
+
+// Which design chooses the pairs (server/paradigms/paired_active.py): a random regular design, or active
+// sampling in its warm-up, active phase or with its budget spent, and the precision its next batch should add.
+function renderDesign(design) {
+  const node = document.getElementById("design-sampling");
+  if (!node || !design) return;
+  node.dataset.sampling = design.sampling;
+  node.dataset.phase = design.phase || "";
+  if (design.sampling !== "active") {
+    setText("design-sampling", design.label);
+    setText("design-gain", "");
+    return;
+  }
+  const sets = design.phases["warm-up"] + design.phases.active + design.phases.done;
+  const phase = design.phase === "warm-up" ? `warm-up (${design.phases["warm-up"]} of ${plural(sets, "set")})`
+    : design.phase === "active" ? "active phase" : "budget spent";
+  setText("design-sampling", `${design.label}, ${phase}`);
+  setText("design-gain", design.expected_gain === null || design.expected_gain === undefined
+    ? (design.phase === "warm-up" ? `warm-up: ${plural(design.warmup_votes_per_pair, "vote")} per design pair first` : "")
+    : `next ${plural(design.batch_votes, "vote")}: +${fmt(design.expected_gain, 0)}% precision ` +
+      `(random pairs: +${fmt(design.random_gain, 0)}%)`);
 }
 
 function histogram(bins, target) {
@@ -218,8 +245,27 @@ function scaleChart(items) {
   return chart;
 }
 
-function scaleTable(items, bootstrap) {
-  const ci = bootstrap > 0 ? "95% CI" : "CI (no bootstrap)";
+// How the running intervals were made (the snapshot's "intervals", as in summary.json). Snapshots stored
+// before it was recorded had percentile intervals.
+const INTERVAL_METHODS = {
+  t: "t intervals (estimate ± Student t × bootstrap SD)",
+  basic: "basic bootstrap intervals",
+  percentile: "percentile bootstrap intervals",
+};
+
+function intervalsOf(scales) {
+  if (!(scales.bootstrap > 0)) return null;
+  return scales.intervals || { method: "percentile", confidence: 0.95, n_boot: scales.bootstrap, unit: "worker" };
+}
+
+function intervalSentence(intervals) {
+  if (!intervals) return "no intervals (no bootstrap)";
+  return `${Math.round(intervals.confidence * 100)}% ${INTERVAL_METHODS[intervals.method] || `${intervals.method} intervals`}` +
+    ` from ${intervals.n_boot} ${intervals.unit} resamples`;
+}
+
+function scaleTable(items, intervals) {
+  const ci = intervals ? `${Math.round(intervals.confidence * 100)}% CI (${intervals.method})` : "CI (no bootstrap)";
   return el("table", { className: "data" },
     el("thead", {}, el("tr", {}, el("th", { text: "Item" }), el("th", { className: "num", text: "Scale" }),
       el("th", { className: "num", text: ci }), el("th", { className: "num", text: "Rank" }),
@@ -233,7 +279,7 @@ function scaleTable(items, bootstrap) {
 const openTables = new Map(); // set_id -> whether the experimenter opened/closed its table
 let shownScales = null;       // computed_at of the estimate on screen: re-render only when it changes
 
-function renderScaleSet(set, bootstrap) {
+function renderScaleSet(set, intervals) {
   const scaled = set.items.filter((i) => i.scale !== null).sort((a, b) => a.rank - b.rank);
   const waiting = set.items.filter((i) => i.scale === null);
   const article = el("article", { className: "scale-set", "data-set": set.set_id },
@@ -241,7 +287,7 @@ function renderScaleSet(set, bootstrap) {
   if (set.message) article.append(el("p", { className: "set-message", text: set.message }));
   if (scaled.length) {
     const details = el("details", { open: openTables.has(set.set_id) ? openTables.get(set.set_id) : scaled.length <= 30 },
-      el("summary", { text: `Table (${scaled.length} items)` }), scaleTable(scaled, bootstrap));
+      el("summary", { text: `Table (${scaled.length} items)` }), scaleTable(scaled, intervals));
     details.addEventListener("toggle", () => openTables.set(set.set_id, details.open));
     article.append(el("div", { className: "scale-grid" }, scaleChart(scaled), details));
   }
@@ -263,13 +309,14 @@ function renderScales(scales) {
     ? ` Screening kept ${scales.screening.kept_workers} of ${scales.screening.workers} workers ` +
       `(${percent(scales.screening.kept_vote_fraction)} of the votes).`
     : "";
+  const intervals = intervalsOf(scales);
   setText("scales-status", `Computed ${ago(scales.computed_at)} from ${scales.n_scaling_votes} votes ` +
-    `(${scales.bootstrap} bootstrap resamples; anchored scale: worst = 0, best = 1).${screening}${state}`);
+    `(${intervalSentence(intervals)}; anchored scale: worst = 0, best = 1).${screening}${state}`);
   const notes = [...(scales.error ? [scales.error] : []), ...(scales.notes || [])];
   document.getElementById("scales-notes").replaceChildren(...notes.map((n) => el("li", { text: n })));
   if (shownScales === scales.computed_at) return;
   shownScales = scales.computed_at;
-  document.getElementById("scale-sets").replaceChildren(...scales.sets.map((s) => renderScaleSet(s, scales.bootstrap)));
+  document.getElementById("scale-sets").replaceChildren(...scales.sets.map((s) => renderScaleSet(s, intervals)));
 }
 
 // ---------------------------------------------------------------- study page: workers
@@ -341,5 +388,71 @@ function studyPage() {
   });
 }
 
+// ---------------------------------------------------------------- motion study page
+
+function num(x, digits) {
+  return x === null || x === undefined ? "" : Number(x).toFixed(digits);
+}
+
+function renderMotionHeadline(study, progress, workers) {
+  renderStatus(study);
+  setText("sessions-done", progress.sessions_done);
+  setText("sessions-target", progress.sessions_target);
+  document.getElementById("sessions-progress").value = progress.fill;
+  setText("clip-sessions-done", progress.clip_sessions_done);
+  setText("clip-sessions-target", progress.clip_sessions_target);
+  setText("sessions-open", progress.sessions_open);
+  setText("n-workers", progress.n_workers);
+  setText("n-screened", workers.filter((w) => w.screening_passed).length);
+  setText("n-clips", progress.n_clips);
+  setText("n-probes", progress.n_probes);
+}
+
+function renderClips(clips, target) {
+  const body = document.querySelector("#clips-table tbody");
+  body.replaceChildren(...clips.map((c) => el("tr", { "data-clip": c.clip_id },
+    el("td", { text: c.clip_id }), el("td", { text: c.dataset }), el("td", { className: "num", text: c.n_probes }),
+    el("td", { className: "num", text: c.done }), el("td", { className: "num", text: c.open }),
+    el("td", { className: "num", text: target }))));
+}
+
+function screeningText(w) {
+  if (w.screening_r !== null && w.screening_r !== undefined) {
+    return `${w.screening_r.toFixed(3)} ${w.screening_passed ? "passed" : "failed"}`;
+  }
+  return w.screening_passed === false ? "failed" : "";
+}
+
+function renderMotionWorkers(workers) {
+  const body = document.querySelector("#workers-table tbody");
+  if (!workers.length) {
+    body.replaceChildren(el("tr", {}, el("td", { colspan: 10, className: "muted", text: "No workers yet." })));
+    return;
+  }
+  body.replaceChildren(...workers.map((w) => el("tr", { "data-worker": w.worker_id },
+    el("td", {}, el("code", { text: w.worker_id })),
+    el("td", { text: w.status }),
+    el("td", {}, w.badge ? el("span", { className: `badge stage-badge stage-${w.badge.stage}`, text: w.badge.label }) : null),
+    el("td", { className: "num", text: num(w.px_per_mm, 2) }),
+    el("td", { className: "num", text: num(w.viewing_distance_cm, 1) }),
+    el("td", { className: "num", text: num(w.measured_distance_cm, 1) }),
+    el("td", { className: "num", text: num(w.refresh_hz, 1) + (w.refused ? " (refused)" : "") }),
+    el("td", { text: screeningText(w) }),
+    el("td", { className: "num", text: w.trials_done }),
+    el("td", { className: "num", text: w.drop_rate === null || w.drop_rate === undefined ? "" : percent(w.drop_rate, 1) }))));
+}
+
+function motionStudyPage() {
+  const target = root.dataset.observersPerClip;
+  every(REFRESH_MS, async () => {
+    const data = await getJSON(root.dataset.summaryUrl);
+    renderMotionHeadline(data.study, data.progress, data.workers);
+    renderClips(data.clips, target);
+    renderMotionWorkers(data.workers);
+    updated();
+  });
+}
+
 if (root?.dataset.page === "index") studyListPage();
 if (root?.dataset.page === "study") studyPage();
+if (root?.dataset.page === "motion-study") motionStudyPage();

@@ -813,6 +813,7 @@ export class MotionMatching {
     this.driver = driver;
     this.params = params;
     this.introsShown = new Set();
+    this.screeningPassed = false;  // the answer to this page's last RDK test trial said "passed"
     this.preloaded = new Map();    // trial_id -> Promise of assets
     this.current = null;           // the MotionTrial on screen (tests and debugging read it)
     this.container = null;
@@ -848,6 +849,20 @@ export class MotionMatching {
     this.driver.setProgress(text, { practice: String(Boolean(trial.practice)) });
   }
 
+  /**
+   * "You passed the motion test" above the first intro of the main block: after the screening
+   * block of this page load passed, or on a fresh main block (only workers who passed get one).
+   * It says nothing about the answers or the score.
+   */
+  passedNote(state, trial) {
+    const b = state.block || {};
+    const fresh = b.name === 'main' && !b.practice_done && !b.trials_done;
+    if (trial.kind !== 'main' || !(this.screeningPassed || fresh)) return null;
+    this.screeningPassed = false;
+    return el('p', { id: 'motion-screening-passed', class: 'motion-passed', role: 'status',
+                     text: '✓ You passed the motion test. Next come the movies.' });
+  }
+
   /** One intro card per part (dots/movies x practice/test) and page load. */
   async intro(container, trial, signal) {
     const state = this.driver.state;
@@ -862,7 +877,9 @@ export class MotionMatching {
     const button = el('button', { type: 'button', id: 'motion-intro-start', class: 'pc-button pc-button-primary',
                                   text: 'Start' });
     const card = el('section', { id: 'motion-intro', class: 'pc-panel', 'data-part': key },
-      el('h2', { text: title }), el('p', { text }), el('p', { text: count }), el('div', { class: 'pc-actions' }, button));
+      this.passedNote(state, trial), el('h2', { text: title }), el('p', { text }), el('p', { text: count }),
+      el('div', { class: 'pc-actions' }, button));
+    this.renderProgress(trial);  // the badge names the part about to start, not the one before
     this.driver.setStatus('');
     container.replaceChildren(card);
     this.assetsFor(trial);  // load while the worker reads
@@ -917,6 +934,7 @@ export class MotionMatching {
       clearTimeout(saving);
       driver.setStatus('');
     }
+    if (answer && answer.screening && answer.screening.passed === true) this.screeningPassed = true;
     if (signal.aborted) return;
     // The truth comes only in the server's answer to the stored response (awaited above, with
     // "Saving your answer…" if slow); main test trials get none.

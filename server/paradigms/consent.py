@@ -1,0 +1,74 @@
+"""The placeholders of a study's consent text: who runs the study, whom to ask, what it pays, how long it takes.
+
+``{researcher}`` and ``{contact}`` come from the study file's ``[texts]`` table; ``{pay}`` is written from
+the study's pay rules (:class:`~server.paradigms.core.PayUnit`); ``{time}`` is the time estimate, filled in
+when the page is shown (:func:`server.worker_time.fill_time`). The default consent texts use all four.
+
+``perceptlab study create`` refuses a study whose consent uses ``{researcher}`` or ``{contact}`` without a
+value (:func:`check_consent_filled`), and any ``{name}`` that is not a placeholder (a typo would reach
+workers verbatim); studies made in code (the demo, tests) are not checked, and show
+:data:`NOT_GIVEN` where a value is missing.
+"""
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from .core import PayUnit
+from .studyfile import StudyDefinitionError
+
+STUDY_FILE_FIELDS = ("researcher", "contact")   # [texts] keys that fill the placeholders of their name
+PLACEHOLDERS = STUDY_FILE_FIELDS + ("pay", "time")
+NOT_GIVEN = "(not given)"
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def used_placeholders(text: str) -> list[str]:
+    """Names of the ``{name}`` placeholders in ``text``, in order of first use."""
+    return list(dict.fromkeys(_PLACEHOLDER.findall(text)))
+
+
+def unfilled_fields(spec) -> list[str]:
+    """The ``[texts]`` fields the spec's consent uses but leaves empty ("researcher", "contact")."""
+    used = used_placeholders(spec.consent)
+    return [name for name in STUDY_FILE_FIELDS if name in used and not getattr(spec, name).strip()]
+
+
+def check_consent_filled(spec, where: str = "study file") -> None:
+    """Raise :class:`StudyDefinitionError` naming every placeholder of the consent that has no value,
+    and any unknown ``{name}``; the demo and tests skip this check."""
+    unknown = [name for name in used_placeholders(spec.consent) if name not in PLACEHOLDERS]
+    if unknown:
+        raise StudyDefinitionError(
+            f"{where}: [texts] consent has unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)} "
+            f"(known: {', '.join('{' + n + '}' for n in PLACEHOLDERS)})")
+    missing = unfilled_fields(spec)
+    if missing:
+        keys = ", ".join(f'{name} = "..."' for name in missing)
+        raise StudyDefinitionError(
+            f"{where}: the consent text names the {' and the '.join(missing)} but the study file leaves "
+            f"{'them' if len(missing) > 1 else 'it'} empty: set [texts] {keys} (missing: {', '.join(missing)})")
+
+
+def _dollars(amount: Decimal) -> str:
+    return f"${amount.quantize(Decimal('0.01'))}"
+
+
+def pay_phrase(pay: PayUnit) -> str:
+    """The pay rules for workers: "$1.00 for 2 pages, and $0.40 for each further page up to 10 pages in all"."""
+    units = f"{pay.required} {pay.name}{'s' if pay.required != 1 else ''}"
+    text = f"{_dollars(pay.hit_reward)} for {units}"
+    if pay.bonus > 0 and pay.most > pay.required:
+        text += (f", and a bonus of {_dollars(pay.bonus)} for each further {pay.name} "
+                 f"up to {pay.most} {pay.name}s in all")
+    return text
+
+
+def fill_consent(text: str, spec, pay: PayUnit) -> str:
+    """``text`` with ``{researcher}``, ``{contact}`` and ``{pay}`` filled in; ``{time}`` and other braces
+    stay as written (:func:`server.worker_time.fill_time` fills the time)."""
+    values = {name: getattr(spec, name).strip() or NOT_GIVEN for name in STUDY_FILE_FIELDS}
+    values["pay"] = pay_phrase(pay)
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
