@@ -11,10 +11,10 @@ vote path is measured):
     answered) at each of --workers-list concurrent workers: saved votes/s,
     p50/p99 latency of the vote POSTs, errors;
 (b) open loop at --open-workers concurrent workers, each answering every
-    --pace seconds on average (exponential gaps): p99 latency and errors. The
-    workers enter spread over --ramp seconds (default 30), as crowd workers pick
-    up a study; --ramp 0 sends all entries, consents and first pages at the same
-    instant, a burst whose queue the first votes wait behind;
+    --pace seconds on average (exponential gaps): p99 latency and errors. By
+    default all workers enter at the same instant (a burst of entries, consents
+    and first pages that the first votes queue behind); --ramp S spreads their
+    entries over S seconds, as crowd workers pick up a study;
 (c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
     whole process group) and a new gunicorn starts on the same port; clients
     retry (same vote_id) until they are done;
@@ -396,10 +396,10 @@ def main(argv=None) -> None:
     parser.add_argument("--open-workers", type=int, default=500, help="concurrent workers of the open-loop run")
     parser.add_argument("--pace", type=float, default=2.0, help="open loop: mean seconds between a worker's votes")
     parser.add_argument("--open-pages", type=int, default=2, help="trial pages per worker, open loop")
-    parser.add_argument("--ramp", type=float, default=30.0,
+    parser.add_argument("--ramp", type=float, default=0.0,
                         help="open loop: the workers enter spread evenly over this many seconds, as they arrive at a "
-                             "live study (0: all 500 enter at the same instant, a burst of entries and page starts "
-                             "before the first vote)")
+                             "live study (0, the default: all enter at the same instant, a burst of entries and page "
+                             "starts before the first vote)")
     parser.add_argument("--crash-workers", type=int, default=200, help="concurrent workers of the crash run")
     parser.add_argument("--crash-after", type=float, default=8.0, help="seconds into the crash run to SIGKILL")
     parser.add_argument("--spam", type=float, default=0.0,
