@@ -253,7 +253,7 @@ class SimulationReport:
         honest, random_ = self.agreement(True), self.agreement(False)
         pct = lambda a: f"{100 * a[0] / a[1]:.1f}% of {a[1]}" if a[1] else "-"  # noqa: E731
         return [
-            f"workers: {self.workers} ({self.concurrency} at a time), "
+            f"workers: {self.workers} ({min(self.concurrency, self.workers)} at a time), "
             f"completed {self.outcomes.get('completed', 0)}, stopped {self.outcomes.get('stopped', 0)}, "
             f"disqualified {self.outcomes.get('disqualified', 0)}, study full {self.outcomes.get('full', 0)}, "
             f"gave up {self.outcomes.get('error', 0)}",
@@ -261,7 +261,7 @@ class SimulationReport:
             f"duplicates {self.duplicates}, rejected {self.votes_rejected}, unresolved {self.votes_unresolved}",
             f"rate: {self.votes_per_second():.1f} votes/s over {self.elapsed_s:.1f} s "
             f"({self.votes_per_second_full():.1f} votes/s in the first {self.full_concurrency_s:.1f} s, "
-            f"all {self.concurrency} workers running)",
+            f"all {min(self.concurrency, self.workers)} workers running)",
             f"vote latency: p50 {self.p50():.1f} ms, p99 {self.p99():.1f} ms "
             f"({len(self.latencies_ms.get('vote', []))} answers)",
             f"errors: {errors} (retries {self.retries})",

@@ -148,3 +148,12 @@ def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path):
 
 def test_default_noise_is_documented_value():
     assert DEFAULT_NOISE_RMSE == 0.01
+
+
+def test_summary_counts_the_workers_that_can_run_at_once():
+    """Fewer workers than slots: the summary names the workers that ran together, not the slots."""
+    report = SimulationReport(base_url="http://127.0.0.1:9", study="s", workers=2, spam=0.0, concurrency=50, seed=0,
+                              pace=None, observer="latent")
+    lines = report.summary_lines()
+    assert lines[0].startswith("workers: 2 (2 at a time)")
+    assert "all 2 workers running" in lines[2]
