@@ -25,10 +25,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from .models import Assignment, Page, utcnow
+from .models import Assignment, Page, Trial, utcnow
 
 Clock = Callable[[], dt.datetime]
 
@@ -49,6 +49,19 @@ _page = Page.__table__
 # session's connection, so Page objects already loaded keep their values (synchronize_session=False).
 _RENEW_PAGE = (update(_page).where(_page.c.id == bindparam("page_id"), _page.c.reserved_until.is_not(None))
                .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
+
+
+NOW = bindparam("now", type_=_page.c.reserved_until.type)
+"""The moment a reservation is judged at (the statement parameter ``now``: :func:`now`)."""
+_trial, _assignment = Trial.__table__, Assignment.__table__
+RESERVED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
+                     .join_from(_trial, _page, _trial.c.page_id == _page.c.id)
+                     .join(_assignment, _page.c.assignment_id == _assignment.c.id)
+                     .where(~_trial.c.answered, ~_trial.c.is_gold, _page.c.reserved_until > NOW,
+                            _assignment.c.study_id == bindparam("study_id"))
+                     .group_by(_trial.c.pair_id).subquery())
+"""Votes on their way, per pair (columns ``pair_id``, ``n``): the unanswered real trials of the study
+``study_id`` on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
 
 
 _RENEW_ON_POLL = (update(_page).where(_page.c.assignment_id == bindparam("owner_id"), _page.c.reserved_until.is_not(None),
@@ -74,14 +87,12 @@ def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
         "cutoff": moment - dt.timedelta(minutes=spec.assignment_timeout_minutes)})
 
 
-_assignment = Assignment.__table__
-_MOMENT = bindparam("now", type_=_page.c.reserved_until.type)
 _RELEASE_OTHER_PAGES = (
     update(_page)
     .where(_page.c.assignment_id.in_(select(_assignment.c.id).where(_assignment.c.worker_id == bindparam("worker_id"),
                                                                     _assignment.c.id != bindparam("keep_assignment_id"))),
-           _page.c.completed_at.is_(None), _page.c.reserved_until > _MOMENT)
-    .values(reserved_until=_MOMENT))
+           _page.c.completed_at.is_(None), _page.c.reserved_until > NOW)
+    .values(reserved_until=NOW))
 
 
 def release_other_pages(session: Session, worker_id: int, assignment_id: int) -> None:

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from .. import exports
 from .. import validation as check
-from ..allocation import now, release_other_pages, reservation_end
+from ..allocation import NOW, RESERVED_PER_PAIR, now, release_other_pages, reservation_end
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from . import paired_active, paired_study
@@ -145,15 +145,7 @@ _WORKER_TRIAL_PAGES = (select(func.count()).select_from(_page.join(_assignment, 
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
               .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
-_NOW = bindparam("now", type_=_page.c.reserved_until.type)
-# Votes still expected from the trials that show a pair on pages whose reservation holds (see
-# server.allocation): unanswered real trials of the study's reserved pages, per pair.
-_RESERVED = (select(_trial.c.pair_id, func.count().label("n"))
-             .join_from(_trial, _page, _trial.c.page_id == _page.c.id)
-             .join(_assignment, _page.c.assignment_id == _assignment.c.id)
-             .where(~_trial.c.answered, ~_trial.c.is_gold, _page.c.reserved_until > _NOW,
-                    _assignment.c.study_id == bindparam("study_id"))
-             .group_by(_trial.c.pair_id).subquery())
+_NOW, _RESERVED = NOW, RESERVED_PER_PAIR  # votes on their way (server.allocation)
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))
 _DEFICIT = _pair.c.target_votes - _pair.c.n_votes - func.coalesce(_RESERVED.c.n, 0)

@@ -45,12 +45,11 @@ import numpy as np
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from ..allocation import now
-from ..models import Assignment, Page, Pair, StudySet, Trial, Vote
+from ..allocation import RESERVED_PER_PAIR, now
+from ..models import Pair, StudySet, Trial, Vote
 from .core import fixed_study_facts
 
-_trial, _pair, _page, _vote, _set, _assignment = (
-    model.__table__ for model in (Trial, Pair, Page, Vote, StudySet, Assignment))
+_trial, _pair, _vote, _set = (model.__table__ for model in (Trial, Pair, Vote, StudySet))
 
 REFRESH_SECONDS = 30.0
 """A set's selection is made again at least this often while the study runs (seconds)."""
@@ -104,15 +103,7 @@ def active_sets(session: Session, study_id: int, layout_pairs: dict[int, tuple[i
 
 # ---------------------------------------------------------------- the pairs' state, one query
 
-_NOW = bindparam("now", type_=_page.c.reserved_until.type)
-# Unanswered real trials on pages whose reservation holds, per pair: votes on their way (the rule of
-# server.allocation, as in paired._RESERVED).
-_RESERVED = (select(_trial.c.pair_id, func.count().label("n"))
-             .join_from(_trial, _page, _trial.c.page_id == _page.c.id)
-             .join(_assignment, _page.c.assignment_id == _assignment.c.id)
-             .where(~_trial.c.answered, ~_trial.c.is_gold, _page.c.reserved_until > _NOW,
-                    _assignment.c.study_id == bindparam("study_id"))
-             .group_by(_trial.c.pair_id).subquery())
+_RESERVED = RESERVED_PER_PAIR  # votes on their way (server.allocation)
 _PAIR_STATE = (select(_pair.c.id, _pair.c.set_id, _pair.c.n_votes, _pair.c.target_votes,
                       func.coalesce(_RESERVED.c.n, 0))
                .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
