@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import resource
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
 
 
 @contextmanager
@@ -29,3 +35,14 @@ def print_table(header: list[str], rows: list[list]) -> None:
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print(line(r))
+
+
+def build_demo_stimuli(folder: Path, scenes: int, *, quiet: bool = True) -> Path:
+    """The demo stimuli with every method (``perceptlab stimuli build-demo``), built once into ``folder``
+    and reused by later runs; returns the manifest."""
+    manifest = folder / "prepared" / "manifest.json"
+    if not manifest.is_file():
+        subprocess.run([str(VENV_BIN / "perceptlab"), "stimuli", "build-demo", str(folder), "--scenes", str(scenes),
+                        "--methods", "all", "--overwrite"], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL if quiet else None)
+    return manifest

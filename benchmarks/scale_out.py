@@ -61,6 +61,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from benchmarks._common import build_demo_stimuli  # noqa: E402
 from server.paradigms.stages import TERMINAL_STAGES  # noqa: E402
 from tests.server.s3_fixture import free_ports  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
@@ -888,14 +889,6 @@ def duplicate_computations(computations: list[SnapshotComputation]) -> int:
 
 # ----------------------------------------------------------------------------- the benchmark
 
-def _build_stimuli(folder: Path, scenes: int) -> Path:
-    manifest = folder / "prepared" / "manifest.json"
-    if not manifest.is_file():
-        subprocess.run([str(VENV_BIN / "perceptlab"), "stimuli", "build-demo", str(folder), "--scenes", str(scenes),
-                        "--methods", "all", "--overwrite"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return manifest
-
-
 def _fmt(x: float, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -938,7 +931,7 @@ def main(argv=None) -> int:
     dbname = f"perceptlab_scale_out_{os.getpid()}"
     url = None
     try:
-        manifest = _build_stimuli(args.stimuli or work / "stimuli", args.scenes)
+        manifest = build_demo_stimuli(args.stimuli or work / "stimuli", args.scenes)
         (work / "seaweedfs").mkdir()
         s3_info = s3_fixture._start(work / "seaweedfs", weed)  # one SeaweedFS: master, volume, filer, S3
         s3 = S3Bucket(s3_info["endpoint_url"], s3_info["bucket"], "stimuli", s3_info["access_key"],

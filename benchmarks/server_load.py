@@ -60,7 +60,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks._common import print_table  # noqa: E402
+from benchmarks._common import build_demo_stimuli, print_table  # noqa: E402
 from server.simulate_client import SimulationReport, run_simulation  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -269,13 +269,6 @@ class CpuMeter:
 
 # ----------------------------------------------------------------------------- stimuli and studies
 
-def build_stimuli(folder: Path, scenes: int) -> Path:
-    manifest = folder / "prepared" / "manifest.json"
-    if not manifest.is_file():
-        subprocess.run([str(VENV_BIN / "perceptlab"), "stimuli", "build-demo", str(folder), "--scenes", str(scenes),
-                        "--methods", "all", "--overwrite"], check=True, cwd=ROOT)
-    return manifest
-
 
 def create_study(env: dict[str, str], folder: Path, manifest: Path, slug: str, votes_per_pair: int,
                  seed: int) -> None:
@@ -458,7 +451,7 @@ def main(argv=None) -> None:
     server = None
     created = False
     try:
-        manifest = build_stimuli(stimuli_dir, args.scenes)
+        manifest = build_demo_stimuli(stimuli_dir, args.scenes, quiet=False)
         create_database(dbname)
         created = True
         print(f"# {os.cpu_count()} CPUs (clients, gunicorn and PostgreSQL share them); database {dbname}; "

@@ -54,7 +54,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks._common import print_table  # noqa: E402
+from benchmarks._common import build_demo_stimuli, print_table  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
@@ -64,14 +64,6 @@ CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 # ----------------------------------------------------------------------------- set-up
-
-def build_stimuli(folder: Path, scenes: int) -> Path:
-    """The demo stimuli (all methods), built once into ``folder``; returns the manifest."""
-    manifest = folder / "prepared" / "manifest.json"
-    if not manifest.is_file():
-        subprocess.run([str(VENV_BIN / "perceptlab"), "stimuli", "build-demo", str(folder), "--scenes", str(scenes),
-                        "--methods", "all", "--overwrite"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return manifest
 
 
 def create_study(url: str, folder: Path, manifest: Path, slug: str, *, pairs_per_page: int, gold_rate: float,
@@ -470,7 +462,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="perceptlab_votecpu_"))
     results = []
     try:
-        manifest = build_stimuli(args.stimuli or work / "stimuli", args.scenes)
+        manifest = build_demo_stimuli(args.stimuli or work / "stimuli", args.scenes)
         for backend in (b.strip() for b in args.db.split(",") if b.strip()):
             dbname = None
             if backend == "sqlite":

@@ -64,8 +64,8 @@ RESERVED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
 ``study_id`` on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
 
 
-_RENEW_ON_POLL = (update(_page).where(_page.c.assignment_id == bindparam("owner_id"), _page.c.reserved_until.is_not(None),
-                                      _page.c.completed_at.is_(None),
+_RENEW_ON_POLL = (update(_page).where(_page.c.assignment_id == bindparam("owner_id"),
+                                      _page.c.reserved_until.is_not(None), _page.c.completed_at.is_(None),
                                       _page.c.created_at > bindparam("cutoff", type_=_page.c.created_at.type))
                   .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
 
@@ -89,8 +89,8 @@ def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
 
 _RELEASE_OTHER_PAGES = (
     update(_page)
-    .where(_page.c.assignment_id.in_(select(_assignment.c.id).where(_assignment.c.worker_id == bindparam("worker_id"),
-                                                                    _assignment.c.id != bindparam("keep_assignment_id"))),
+    .where(_page.c.assignment_id.in_(select(_assignment.c.id).where(
+               _assignment.c.worker_id == bindparam("worker_id"), _assignment.c.id != bindparam("keep_assignment_id"))),
            _page.c.completed_at.is_(None), _page.c.reserved_until > NOW)
     .values(reserved_until=NOW))
 

@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 
 from ..models import MotionClip, MotionProbe, Study
 from ..stimulus_index import SALT_KEY, new_salt
-from .studyfile import (ENTRY_SECTION, StoredSpec, StudyDefinitionError, common_root, is_dollar_amount, load_study_toml,
-                        read_sections, slugify, validate_entry, validate_slug)
+from .studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
+                        is_dollar_amount, load_study_toml, read_sections, slugify, validate_entry, validate_slug)
 
 KIND = "motion"
 
@@ -123,20 +123,7 @@ blind_spot = false           # true: after the card, measure the viewing distanc
                              # at about 13.5 degrees); stored beside the card (calibration.csv, dashboard)
 blind_spot_repetitions = 5   # sweeps averaged (the distance must come out between 20 and 200 cm)
 
-[entry]
-# Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
-allow_anonymous = false      # true: a link without ?participant= starts under a generated anon-... ID
-signed_links = false         # true: links also carry sig=... (print them: perceptlab study links SLUG ID...),
-                             # so invented participant IDs are refused
-access_key = ""              # non-empty: links must carry key=<this> (one secret shared by all participants);
-                             # 8+ letters, digits, _ or -
-recruiter = "link"           # "link": the end page shows a completion code; "prolific": Prolific's link
-                             # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
-                             # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.
-completion_code = ""         # the code the end page gives (Prolific: your study's completion code,
-                             # required); "" = one random code per participant
-redirect_url = ""            # recruiter = "redirect": https://... with {code} and {participant}
-
+''' + ENTRY_TEMPLATE + '''
 [texts]
 researcher = ""              # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
 contact = ""                 # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")

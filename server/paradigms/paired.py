@@ -140,25 +140,25 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 
 # ---------------------------------------------------------------- allocation statements, built once
 
-_WORKER_TRIAL_PAGES = (select(func.count()).select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
+_WORKER_TRIAL_PAGES = (select(func.count())
+                       .select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
                        .where(_assignment.c.worker_id == bindparam("worker_id"), _page.c.kind == Stage.TRIALS.value))
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
               .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
-_NOW, _RESERVED = NOW, RESERVED_PER_PAIR  # votes on their way (server.allocation)
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))
-_DEFICIT = _pair.c.target_votes - _pair.c.n_votes - func.coalesce(_RESERVED.c.n, 0)
+_DEFICIT = _pair.c.target_votes - _pair.c.n_votes - func.coalesce(RESERVED_PER_PAIR.c.n, 0)
 _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
                 .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
-                .outerjoin(_RESERVED, _RESERVED.c.pair_id == _pair.c.id)
+                .outerjoin(RESERVED_PER_PAIR, RESERVED_PER_PAIR.c.pair_id == _pair.c.id)
                 .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
                        _pair.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))
 # Whether any pair is left for the worker: the same rule for one pair, stopping at the first
 # (entering a study asks this of every new worker; the pair's reservations counted for it alone).
 _RESERVED_FOR_PAIR = (select(func.count()).select_from(_trial.join(_page, _trial.c.page_id == _page.c.id))
                       .where(_trial.c.pair_id == _pair.c.id, ~_trial.c.answered, ~_trial.c.is_gold,
-                             _page.c.reserved_until > _NOW)
+                             _page.c.reserved_until > NOW)
                       .correlate(_pair).scalar_subquery())
 _ANY_PAIR_LEFT = (select(_pair.c.id).join_from(_pair, _set, _pair.c.set_id == _set.c.id)
                   .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
@@ -610,7 +610,8 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
     }
 
 
-_LATEST_PAGE = (select(_page.c.id, _page.c.index, _page.c.kind).where(_page.c.assignment_id == bindparam("assignment_id"))
+_LATEST_PAGE = (select(_page.c.id, _page.c.index, _page.c.kind)
+                .where(_page.c.assignment_id == bindparam("assignment_id"))
                 .order_by(_page.c.index.desc()).limit(1))
 _PAGE_TRIALS = (select(_trial.c.id, _trial.c.position, _trial.c.answered, _trial.c.pair_id, _trial.c.left_is_a)
                 .where(_trial.c.page_id == bindparam("page_id")).order_by(_trial.c.position))

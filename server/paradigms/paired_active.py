@@ -103,11 +103,10 @@ def active_sets(session: Session, study_id: int, layout_pairs: dict[int, tuple[i
 
 # ---------------------------------------------------------------- the pairs' state, one query
 
-_RESERVED = RESERVED_PER_PAIR  # votes on their way (server.allocation)
 _PAIR_STATE = (select(_pair.c.id, _pair.c.set_id, _pair.c.n_votes, _pair.c.target_votes,
-                      func.coalesce(_RESERVED.c.n, 0))
+                      func.coalesce(RESERVED_PER_PAIR.c.n, 0))
                .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
-               .outerjoin(_RESERVED, _RESERVED.c.pair_id == _pair.c.id)
+               .outerjoin(RESERVED_PER_PAIR, RESERVED_PER_PAIR.c.pair_id == _pair.c.id)
                .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold))
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))

@@ -35,6 +35,23 @@ MTURK_DEFAULTS: dict[str, Any] = {
 # kind of study.
 ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str,
                                   "recruiter": str, "completion_code": str, "redirect_url": str}
+# The [entry] section of both paradigms' study templates (``perceptlab study template``): one text for
+# the keys of ENTRY_SECTION.
+ENTRY_TEMPLATE = '''\
+[entry]
+# Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
+allow_anonymous = false   # true: a link without ?participant= starts under a generated anon-... ID
+signed_links = false      # true: links also carry sig=... (print them: perceptlab study links SLUG ID...),
+                          # so invented participant IDs are refused
+access_key = ""           # non-empty: links must carry key=<this> (one secret shared by all participants,
+                          # e.g. appended to a Prolific study URL); 8+ letters, digits, _ or -
+recruiter = "link"        # "link": the end page shows a completion code; "prolific": Prolific's link
+                          # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
+                          # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.
+completion_code = ""      # the code the end page gives (Prolific: your study's completion code,
+                          # required); "" = one random code per participant
+redirect_url = ""         # recruiter = "redirect": https://... with {code} and {participant}
+'''
 # Where plain-link participants come from, and what the end page does (server/paradigms/recruiters.py):
 # link = show a completion code; prolific = Prolific's URL parameters and its completion redirect;
 # redirect = send the participant to [entry] redirect_url. MTurk HITs work whatever the recruiter.

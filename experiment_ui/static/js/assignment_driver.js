@@ -214,6 +214,16 @@ export class AssignmentDriver {
     return state;
   }
 
+  /** {@link fetchState}, or null once a refusal (a bad token, a gone assignment) is shown as fatal. */
+  async fetchStateOrFail() {
+    try {
+      return await this.fetchState();
+    } catch (error) {
+      this.fatal(error);
+      return null;
+    }
+  }
+
   postEnvironment() {
     const body = {
       window: { width: window.innerWidth, height: window.innerHeight, dpr: window.devicePixelRatio || 1 },
@@ -236,14 +246,8 @@ export class AssignmentDriver {
 
   async run() {
     this.postEnvironment();
-    let state;
-    try {
-      state = await this.fetchState();
-    } catch (error) {
-      this.fatal(error);
-      return;
-    }
-    this.follow(state);
+    const state = await this.fetchStateOrFail();
+    if (state) this.follow(state);
   }
 
   /** Show whatever `state` asks for, and go on from there until the worker leaves for a server page. */
@@ -382,13 +386,8 @@ export class AssignmentDriver {
     if (!this.resyncing) {
       const controller = this.controller;
       this.resyncing = (async () => {
-        let state;
-        try {
-          state = await this.fetchState();
-        } catch (error) {
-          this.fatal(error);
-          return;
-        }
+        const state = await this.fetchStateOrFail();
+        if (!state) return;
         if (this.leaving || this.controller !== controller) return; // the driver moved on meanwhile
         const current = this.current;
         if (current && current.awaiting && this.stillOpen(state, current)) {
