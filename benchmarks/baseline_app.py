@@ -70,13 +70,13 @@ def create_app() -> Flask:
         """(assignment ID, pages, study slug) from the bearer token, which must name this assignment; else a 403."""
         header = request.headers.get("Authorization", "")
         try:
-            token_id, nonce = read_token(secret, header[7:])
+            claims = read_token(secret, header[7:])
         except BadToken:
             raise Forbidden() from None
-        if not header.startswith("Bearer ") or str(token_id) != assignment_id:
+        if not header.startswith("Bearer ") or str(claims.assignment_id) != assignment_id:
             raise Forbidden()
-        pages, slug = nonce.split("|", 1)
-        return token_id, int(pages), slug
+        pages, slug = claims.nonce.split("|", 1)
+        return claims.assignment_id, int(pages), slug
 
     @app.errorhandler(Forbidden)
     def forbidden(_exc):

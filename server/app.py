@@ -17,6 +17,7 @@ import experiment_ui
 from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
+from .models import utcnow
 from .validation import StrictJSONProvider
 
 
@@ -45,6 +46,7 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     # An injected clock (tests) drives page reservations and the entry rate limit (server/allocation.py).
     app.extensions["perceptlab.sessions"] = make_session_factory(
         engine, info={"clock": server["clock"]} if server.get("clock") else None)
+    app.extensions["perceptlab.clock"] = server.get("clock") or utcnow
 
     from .storage import make_storage
     from .views import admin, admin_codes, admin_mturk, api, stimuli, worker

@@ -152,6 +152,30 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+@contextmanager
+def autocommit_driver_connection(engine: Engine) -> Iterator[Any]:
+    """A pooled connection's driver connection (psycopg's, on PostgreSQL) in autocommit mode.
+
+    For a hot path that is a single statement, its own transaction: no BEGIN and COMMIT round
+    trips and none of SQLAlchemy's per-statement work. The connection goes back to the pool in
+    transaction mode; one that broke (the server went away) is discarded from the pool.
+    """
+    pooled = engine.raw_connection()
+    driver = pooled.driver_connection
+    try:
+        driver.autocommit = True
+        yield driver
+        driver.autocommit = False
+    except BaseException:
+        if driver.closed or getattr(driver, "broken", False):
+            pooled.invalidate()
+        else:  # a failed statement in autocommit mode left no transaction behind
+            driver.autocommit = False
+        raise
+    finally:
+        pooled.close()
+
+
 def make_session_factory(engine: Engine, info: dict | None = None) -> sessionmaker[Session]:
     """Sessions on ``engine``; ``info`` is copied into each session's ``info`` (e.g. an injected clock)."""
     return sessionmaker(engine, expire_on_commit=False, info=info)

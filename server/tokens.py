@@ -1,7 +1,10 @@
 """Signed worker tokens: the only credential a worker's browser holds.
 
-A token names one assignment and carries that assignment's random nonce, signed
-with the server's secret key (itsdangerous, HMAC-SHA1 over a URL-safe payload).
+A token names one assignment and carries that assignment's random nonce and its
+study's ID, signed with the server's secret key (itsdangerous, HMAC-SHA1 over a
+URL-safe payload). The study ID lets the vote path find the study's rules before
+it touches the database (tokens made before it was added have none: their
+requests take the regular path).
 It does not expire (a worker may resume a HIT hours later), but it is useless
 for any other assignment, and replacing the nonce revokes it.
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 from functools import lru_cache
+from typing import NamedTuple
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
@@ -22,6 +26,14 @@ SALT = "perceptlab.assignment"
 # refused before any work, and the cache below never holds large strings.
 MAX_TOKEN_LENGTH = 512
 VERIFIED_CACHE_SIZE = 8192  # tokens of this many recently active assignments skip the HMAC
+
+
+class TokenClaims(NamedTuple):
+    """What a verified token says."""
+
+    assignment_id: int
+    nonce: str
+    study_id: int | None  # None in tokens made before the study was named in them
 
 
 class BadToken(Exception):
@@ -38,13 +50,15 @@ def _serializer(secret_key: str) -> URLSafeSerializer:
     return URLSafeSerializer(secret_key, salt=SALT)
 
 
-def make_token(secret_key: str, assignment_id: int, nonce: str) -> str:
-    """The signed token of an assignment: ``[assignment_id, nonce]``, signed with ``secret_key``."""
-    return _serializer(secret_key).dumps([assignment_id, nonce])
+def make_token(secret_key: str, assignment_id: int, nonce: str, study_id: int | None = None) -> str:
+    """The signed token of an assignment: ``[assignment_id, nonce, study_id]`` (``[assignment_id, nonce]``
+    without a study), signed with ``secret_key``."""
+    return _serializer(secret_key).dumps([assignment_id, nonce] if study_id is None
+                                         else [assignment_id, nonce, study_id])
 
 
-def read_token(secret_key: str, token: str) -> tuple[int, str]:
-    """Return ``(assignment_id, nonce)``; raise :class:`BadToken` when the signature does not verify.
+def read_token(secret_key: str, token: str) -> TokenClaims:
+    """Return the token's :class:`TokenClaims`; raise :class:`BadToken` when the signature does not verify.
 
     The caller must still compare the nonce with the assignment's (a replaced nonce revokes the token).
     """
@@ -54,13 +68,17 @@ def read_token(secret_key: str, token: str) -> tuple[int, str]:
 
 
 @lru_cache(maxsize=VERIFIED_CACHE_SIZE)
-def _verified(secret_key: str, token: str) -> tuple[int, str]:
+def _verified(secret_key: str, token: str) -> TokenClaims:
     # lru_cache keeps only results: a token that raises BadToken is verified again each time it comes.
     try:
         value = _serializer(secret_key).loads(token)
     except BadSignature:
         raise BadToken("the worker token is invalid") from None
-    if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], int)
-            or isinstance(value[0], bool) or not isinstance(value[1], str)):
+    if (not isinstance(value, list) or len(value) not in (2, 3) or not _is_id(value[0])
+            or not isinstance(value[1], str) or (len(value) == 3 and not _is_id(value[2]))):
         raise BadToken("the worker token is invalid")
-    return value[0], value[1]
+    return TokenClaims(value[0], value[1], value[2] if len(value) == 3 else None)
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

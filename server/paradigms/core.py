@@ -30,9 +30,10 @@ from sqlalchemy.orm import Session
 from . import paradigm_named, stored_kind
 from .. import validation as check
 from ..allocation import now
+from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
-from ..tokens import new_nonce
+from ..tokens import TokenClaims, new_nonce
 from .entry import check_hit, check_link_entry
 from .recruiters import code_completion
 from .stages import TURNED_AWAY, Stage
@@ -50,6 +51,10 @@ UrlFor = Callable[[str], str]
 # (session, locked assignment, JSON body) -> (HTTP status, JSON body): one kind of response. The
 # assignment is a LockedAssignment row (see with_assignment_object for handlers that want the ORM object).
 RecordResponse = Callable[[Session, "LockedAssignment", Any], tuple[int, dict[str, Any]]]
+# (autocommit driver connection, the verified token, the study's spec, JSON body, now) -> (HTTP status,
+# JSON body), or None to hand the response to the paradigm's RecordResponse: the common case of a
+# kind of response as one statement on PostgreSQL (see record_in_one_statement).
+OneStatementResponse = Callable[[Any, TokenClaims, Any, Any, dt.datetime], "tuple[int, dict[str, Any]] | None"]
 # The only places a completed MTurk assignment may be posted to, compared as whole strings: a crafted
 # turkSubmitTo would otherwise send the worker's submission to a third party (and URL parsers disagree
 # with browsers about hosts like "https://evil.example\\@www.mturk.com").
@@ -95,6 +100,35 @@ def study_paradigm(session: Session, study_id: int) -> tuple[Paradigm, Any]:
 def spec_for(session: Session, study_id: int):
     """The study's parameters (its paradigm's spec), parsed once per process."""
     return study_paradigm(session, study_id)[1]
+
+
+def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any,
+                            now: dt.datetime) -> tuple[int, dict[str, Any]] | None:
+    """Store a response of the kind ``name`` in one statement, on PostgreSQL, when its paradigm has a
+    handler for that kind (:attr:`Paradigm.one_statement_responses`) and the process knows the study
+    named by the token; return ``(HTTP status, body)``, or None when the regular path must decide.
+
+    The handler's statement is its own transaction (autocommit: no BEGIN or COMMIT round trip) and
+    checks the token's nonce against the assignment row it locks. It changes nothing when it returns
+    None, and a database error (a vote ID stored concurrently by another assignment, a lost
+    connection) also hands the response to the regular path, which answers it as it always did:
+    responses are idempotent, so a statement whose outcome was lost with the connection is a replay
+    there.
+    """
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = _STUDIES.get(engine, {}).get(claims.study_id)  # the first response of a study in a process: None
+    if found is None:
+        return None
+    paradigm, spec = found
+    handler = paradigm.one_statement_responses.get(name)
+    if handler is None:
+        return None
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            return handler(connection, claims, spec, payload, now)
+    except engine.dialect.loaded_dbapi.Error:
+        return None
 
 
 _FIXED: weakref.WeakKeyDictionary[Any, dict[str, dict[int, Any]]] = weakref.WeakKeyDictionary()
@@ -410,6 +444,9 @@ class Paradigm:
     # handler gets the locked assignment as a LockedAssignment row (with_assignment_object adapts one
     # written for the ORM object).
     responses: ClassVar[Mapping[str, RecordResponse]] = {}
+    # Response endpoints whose common case PostgreSQL stores in one statement -> handler (see
+    # record_in_one_statement); whatever such a handler leaves (returns None for) takes ``responses``.
+    one_statement_responses: ClassVar[Mapping[str, OneStatementResponse]] = {}
 
     # ------------------------------------------------------------ hooks: study file and creation
 

@@ -16,6 +16,7 @@ last open slot of a pair together.
 """
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,6 +31,7 @@ from .. import validation as check
 from ..allocation import NOW, RESERVED_PER_PAIR, now, release_other_pages, reservation_end
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from ..tokens import TokenClaims
 from . import paired_active, paired_study
 from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
                    add_trials, allocation_lock, check_replay, complete, completion_info, fixed_study_facts, new_page,
@@ -467,6 +469,39 @@ def record_vote(session: Session, assignment: LockedAssignment, payload: Any) ->
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
+# PostgreSQL's one-statement vote: the function of migration 0008 (perceptlab_paired_vote) locks the
+# assignment, checks the token's nonce and stores the common votes with the rules of record_vote and
+# _after_vote; it answers "defer", having changed nothing, for every case those decide otherwise.
+_CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("
+                       "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpec, payload: Any,
+                                 now: dt.datetime) -> tuple[int, dict[str, Any]] | None:
+    """:func:`record_vote`'s common case in one round trip (an autocommit psycopg ``connection``);
+    None, with nothing changed, when :func:`record_vote` must decide (see
+    :func:`~server.paradigms.core.record_in_one_statement`). A body that does not parse is left to
+    it too, so that every refusal keeps the regular path's order of checks."""
+    try:
+        vote = parse_vote(payload)
+    except ApiError:
+        return None
+    if vote["trial_id"] > MAX_ROW_ID:
+        return None
+    outcome, stage, open_left, quiz_correct = connection.execute(_CALL_VOTE_FUNCTION, (
+        claims.assignment_id, claims.nonce, vote["trial_id"], vote["vote_id"], vote["chose_left"], vote["rt_ms"],
+        vote["input"], vote["client_time"], vote["window_width"], vote["window_height"], vote["device_pixel_ratio"],
+        utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages, spec.accuracy_threshold,
+        spec.gold_min_answered)).fetchone()
+    if outcome != "stored":
+        return None
+    body: dict[str, Any] = {"vote_id": vote["vote_id"], "status": "stored", "stage": stage,
+                            "page_complete": open_left == 0}
+    if quiz_correct is not None:
+        body["feedback"] = {"correct": quiz_correct}
+    return 201, body
+
+
 def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote | None:
     """Claim the vote's trial (``row["trial_id"]``, of ``row["assignment_id"]``, open), count the pair's
     vote (real pairs only: gold pairs are shared by every worker, a counter would be a hot row), insert
@@ -696,6 +731,7 @@ class PairedComparison(Paradigm):
     dashboard_template = "admin_study.html"  # figures filled in by dashboard.js from the summary JSON
     response_model = Vote
     responses = {"votes": record_vote}
+    one_statement_responses = {"votes": record_vote_in_one_statement}
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> StudySpec:
         return paired_study.spec_from_toml(data, path)

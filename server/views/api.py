@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 from pathlib import Path
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 from sqlalchemy import select
 
 from ..allocation import renew_on_poll
@@ -18,8 +18,8 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (LockedAssignment, lock_assignment, lock_assignment_row, record_environment,
-                              study_paradigm)
-from ..tokens import BadToken, make_token, read_token
+                              record_in_one_statement, study_paradigm)
+from ..tokens import BadToken, TokenClaims, make_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls_of
@@ -33,37 +33,37 @@ def _json_body() -> dict:
     return json_object_body()
 
 
-def _bearer_token(assignment_id: str) -> tuple[int, str]:
-    """``(assignment ID, nonce)`` of the request's signed bearer token, if it names the assignment
-    in the path; else a 403. The caller still compares the nonce with the stored one."""
+def _bearer_token(assignment_id: str) -> TokenClaims:
+    """The request's signed bearer token, if it names the assignment in the path; else a 403. The
+    caller still compares its nonce with the stored one."""
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(403, "bad_token", "missing worker token (Authorization: Bearer ...)")
     try:
-        token_assignment, nonce = read_token(current_app.config["SECRET_KEY"], header[7:].strip())
+        claims = read_token(current_app.config["SECRET_KEY"], header[7:].strip())
     except BadToken as exc:
         raise ApiError(403, "bad_token", str(exc)) from None
-    if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != token_assignment:
+    if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != claims.assignment_id:
         raise ApiError(403, "bad_token", "the token belongs to another assignment")
-    return token_assignment, nonce
+    return claims
 
 
-def authorised_row(assignment_id: str) -> LockedAssignment:
-    """The assignment named in the path, locked, as the plain row a response handler gets
-    (:func:`~server.paradigms.core.lock_assignment_row`), if the bearer token is its own; else a 403."""
-    token_assignment, nonce = _bearer_token(assignment_id)
-    assignment = lock_assignment_row(db_session(), token_assignment)
-    if not hmac.compare_digest(assignment.token_nonce, nonce):
+def authorised_row(claims: TokenClaims) -> LockedAssignment:
+    """The token's assignment, locked, as the plain row a response handler gets
+    (:func:`~server.paradigms.core.lock_assignment_row`), if the token is still valid; else a 403."""
+    assignment = lock_assignment_row(db_session(), claims.assignment_id)
+    if not hmac.compare_digest(assignment.token_nonce, claims.nonce):
         raise ApiError(403, "bad_token", "the token is no longer valid")
     return assignment
 
 
 def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignment:
     """The assignment named in the path, if the bearer token is its own; else a 403."""
-    token_assignment, nonce = _bearer_token(assignment_id)
+    claims = _bearer_token(assignment_id)
     session = db_session()
-    assignment = lock_assignment(session, token_assignment) if lock else session.get(Assignment, token_assignment)
-    if assignment is None or not hmac.compare_digest(assignment.token_nonce, nonce):
+    assignment = (lock_assignment(session, claims.assignment_id) if lock
+                  else session.get(Assignment, claims.assignment_id))
+    if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
         raise ApiError(403, "bad_token", "the token is no longer valid")
     return assignment
 
@@ -76,19 +76,21 @@ def state_response(assignment: Assignment, status: int = 200):
 
 
 def _committed(func):
-    """Commit when the view returns, roll back when it raises."""
+    """Commit the request's session when the view returns, roll it back when it raises (a view that
+    opened none, such as a response stored in one statement, has nothing to end)."""
     from functools import wraps
 
     @wraps(func)
     def wrapper(*args, **kwargs):
-        session = db_session()
         try:
             result = func(*args, **kwargs)
-            session.commit()
-            return result
         except BaseException:
-            session.rollback()
+            if (session := g.get("db_session")) is not None:
+                session.rollback()
             raise
+        if (session := g.get("db_session")) is not None:
+            session.commit()
+        return result
     return wrapper
 
 
@@ -108,7 +110,7 @@ def create_assignment(slug: str):
         db_session(), study, platform=body.get("platform", "link"), worker_id=body.get("worker_id"),
         assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
         signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request)
-    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
+    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce, assignment.study_id)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200
 
@@ -149,9 +151,16 @@ def post_environment(assignment_id: str):
 
 def _record(assignment_id: str, name: str):
     """Store one response of the kind ``name`` with the handler the study's paradigm declares for it
-    (:attr:`~server.paradigms.core.Paradigm.responses`); a 409 when its paradigm takes none of that kind."""
+    (:attr:`~server.paradigms.core.Paradigm.responses`); a 409 when its paradigm takes none of that kind.
+    On PostgreSQL the common case may be one statement instead
+    (:func:`~server.paradigms.core.record_in_one_statement`)."""
     body = _json_body()
-    assignment = authorised_row(assignment_id)
+    claims = _bearer_token(assignment_id)
+    clock = current_app.extensions["perceptlab.clock"]
+    answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], name, claims, body, clock())
+    if answer is not None:
+        return jsonify(answer[1]), answer[0]
+    assignment = authorised_row(claims)
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
     record = paradigm.responses.get(name)

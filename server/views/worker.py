@@ -1,6 +1,8 @@
 """Worker pages: entry from a HIT or a plain link, consent, instructions, the trial app, the end."""
 from __future__ import annotations
 
+import hmac
+
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy import select
 
@@ -59,17 +61,17 @@ def entry(slug: str):
     except BaseException:
         session.rollback()
         raise
-    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
+    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce, assignment.study_id)
     return redirect(url_for("worker.stage_page", token=token))
 
 
 def _assignment(token: str) -> Assignment:
     try:
-        assignment_id, nonce = read_token(current_app.config["SECRET_KEY"], token)
+        claims = read_token(current_app.config["SECRET_KEY"], token)
     except BadToken:
         raise ApiError(403, "bad_token", "This link is not valid. Please open the task again from its HIT.")
-    assignment = db_session().get(Assignment, assignment_id)
-    if assignment is None or assignment.token_nonce != nonce:
+    assignment = db_session().get(Assignment, claims.assignment_id)
+    if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
         raise ApiError(403, "bad_token", "This link is no longer valid.")
     return assignment
 
