@@ -13,7 +13,8 @@ For each stored vote it records
   work is in another process, reported separately for PostgreSQL as its backends' CPU over
   the measured votes, read from ``/proc``),
 * the wall time of the request (CPU plus waiting for the database),
-* the SQL statements sent (SQLAlchemy's ``before_cursor_execute``) and the commits.
+* the SQL statements sent (SQLAlchemy's ``before_cursor_execute``; PostgreSQL's one-statement vote,
+  sent on the driver's connection, counts as one statement and one commit) and the commits.
 
 Workers answer round-robin, so consecutive votes touch different assignments and pages as on
 a live server; each answers ``--pages-per-worker`` pages and finishes, and a new worker enters.
@@ -146,6 +147,7 @@ class Driver:
         engine = app.extensions["perceptlab.engine"]
         event.listen(engine, "before_cursor_execute", self._on_statement)
         event.listen(engine, "commit", self._on_commit)
+        self._count_one_statement_votes()
 
     # -- statement counting (only while a timed vote runs)
     def _on_statement(self, _conn, _cursor, statement, _parameters, _context, _many) -> None:
@@ -153,6 +155,27 @@ class Driver:
             self.statements += 1
             if self.captured is not None:
                 self.captured.append(" ".join(statement.split()))
+
+    def _count_one_statement_votes(self) -> None:
+        """PostgreSQL's one-statement vote runs on the driver's connection, which SQLAlchemy's events do
+        not see: count each use as one statement that is its own transaction (autocommit)."""
+        from contextlib import contextmanager
+
+        from server.paradigms import core
+
+        plain = core.autocommit_driver_connection
+
+        @contextmanager
+        def counted(engine):
+            with plain(engine) as connection:
+                if self.counting:
+                    self.statements += 1
+                    self.commits += 1
+                    if self.captured is not None:
+                        self.captured.append("SELECT ... FROM perceptlab_paired_vote(...)  -- autocommit")
+                yield connection
+
+        core.autocommit_driver_connection = counted
 
     def _on_commit(self, _conn) -> None:
         if self.counting:
@@ -315,6 +338,8 @@ PHASES = (
     ("token check", (("read_token", "tokens"),)),
     ("assignment lock", (("lock_assignment", "server"), ("lock_assignment_row", "server"))),
     ("vote function (record_vote)", (("record_vote", "server"),)),
+    # PostgreSQL: the common vote in one statement (migration 0008), lock and commit included.
+    ("one-statement vote (PostgreSQL)", (("record_in_one_statement", "server"),)),
     ("commit", (("commit", "orm/session.py"),)),
     ("response JSON", (("jsonify", "flask"),)),
     ("session close (teardown)", (("close_request_session", "server"), ("_close_session", "server"))),

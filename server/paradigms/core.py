@@ -110,10 +110,11 @@ def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any
 
     The handler's statement is its own transaction (autocommit: no BEGIN or COMMIT round trip) and
     checks the token's nonce against the assignment row it locks. It changes nothing when it returns
-    None, and a database error (a vote ID stored concurrently by another assignment, a lost
-    connection) also hands the response to the regular path, which answers it as it always did:
-    responses are idempotent, so a statement whose outcome was lost with the connection is a replay
-    there.
+    None. A clash or a lost connection (a vote ID stored concurrently by another assignment, a
+    deadlock, the server gone) also hands the response to the regular path, which answers it as it
+    always did: responses are idempotent, so a statement whose outcome was lost with the connection
+    is a replay there. Any other database error (a schema without the function) is raised: a fast
+    path that silently fell back on every request would only hide it.
     """
     if engine.dialect.name != "postgresql" or claims.study_id is None:
         return None
@@ -124,10 +125,11 @@ def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any
     handler = paradigm.one_statement_responses.get(name)
     if handler is None:
         return None
+    dbapi = engine.dialect.loaded_dbapi
     try:
         with autocommit_driver_connection(engine) as connection:
             return handler(connection, claims, spec, payload, now)
-    except engine.dialect.loaded_dbapi.Error:
+    except (dbapi.IntegrityError, dbapi.OperationalError):
         return None
 
 

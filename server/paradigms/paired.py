@@ -287,6 +287,10 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
         return []
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     deficit = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    # The database returns rows in no fixed order (it follows where updated rows were written), so
+    # the tie-breaking draws go to the pairs in ID order: the same seed and votes give the same page.
+    by_id = np.argsort(ids)
+    ids, deficit = ids[by_id], deficit[by_id]
     order = np.lexsort((rng.random(len(ids)), -deficit))
     return [int(i) for i in ids[order[:n]]]
 
@@ -473,7 +477,7 @@ def record_vote(session: Session, assignment: LockedAssignment, payload: Any) ->
 # assignment, checks the token's nonce and stores the common votes with the rules of record_vote and
 # _after_vote; it answers "defer", having changed nothing, for every case those decide otherwise.
 _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("
-                       "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+                       "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpec, payload: Any,
@@ -489,9 +493,9 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
     if vote["trial_id"] > MAX_ROW_ID:
         return None
     outcome, stage, open_left, quiz_correct = connection.execute(_CALL_VOTE_FUNCTION, (
-        claims.assignment_id, claims.nonce, vote["trial_id"], vote["vote_id"], vote["chose_left"], vote["rt_ms"],
-        vote["input"], vote["client_time"], vote["window_width"], vote["window_height"], vote["device_pixel_ratio"],
-        utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages, spec.accuracy_threshold,
+        claims.assignment_id, claims.nonce, claims.study_id, vote["trial_id"], vote["vote_id"], vote["chose_left"],
+        vote["rt_ms"], vote["input"], vote["client_time"], vote["window_width"], vote["window_height"],
+        vote["device_pixel_ratio"], utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages, spec.accuracy_threshold,
         spec.gold_min_answered)).fetchone()
     if outcome != "stored":
         return None

@@ -2,12 +2,14 @@
 
 The function stores the common votes (a trial answered, a gold answer that stops nobody, the end
 of a page that is not the last) in one statement, with the assignment row locked for its
-duration, and returns outcome 'defer' without changing anything in every other case: a wrong or
-revoked token nonce, a stage that takes no votes, a trial not open or not the assignment's, a
-vote ID stored already, the end of the quiz, a hidden-gold answer that stops the worker, the last
-page. The caller (server/paradigms/paired_fast.py) then takes the regular path
-(server/paradigms/paired.py record_vote), which decides those cases. The rules mirror
-record_vote's and _after_vote's; tests/server run every vote test on both databases.
+duration. In every other case it returns outcome 'defer' and changes nothing: a wrong or revoked
+token nonce, an assignment of another study than the one whose rules the caller passed, a stage
+that takes no votes, a trial not open or not the assignment's, a vote ID stored already, the end
+of the quiz, a hidden-gold answer that stops the worker, the last page. The caller
+(server/paradigms/paired.py, record_vote_in_one_statement) then takes the regular path
+(record_vote), which decides those cases. The rules mirror record_vote's and _after_vote's;
+tests/server run every vote test on both databases, and test_one_statement_vote.py checks that
+both paths leave the same database behind.
 
 SQLite has no stored functions: there every vote takes the regular path.
 
@@ -30,8 +32,8 @@ depends_on = None
 # counted, before anything is written, so that a vote that would stop the worker changes nothing.
 VOTE_FUNCTION = """
 CREATE OR REPLACE FUNCTION perceptlab_paired_vote(
-    p_assignment_id integer, p_nonce text, p_trial_id integer, p_client_vote_id text, p_chose_left boolean,
-    p_rt_ms double precision, p_input text, p_client_time text, p_window_width integer,
+    p_assignment_id integer, p_nonce text, p_study_id integer, p_trial_id integer, p_client_vote_id text,
+    p_chose_left boolean, p_rt_ms double precision, p_input text, p_client_time text, p_window_width integer,
     p_window_height integer, p_device_pixel_ratio double precision, p_created_at timestamptz,
     p_reserved_until timestamptz, p_max_pages integer, p_accuracy_threshold double precision,
     p_gold_min_answered integer,
@@ -49,7 +51,8 @@ BEGIN
     SELECT assignment.id, assignment.worker_id, assignment.study_id, assignment.stage, assignment.pages_completed,
            assignment.token_nonce
         INTO a FROM assignment WHERE assignment.id = p_assignment_id FOR UPDATE;
-    IF NOT FOUND OR a.token_nonce <> p_nonce OR a.stage NOT IN ('quiz', 'trials', 'page_done') THEN
+    IF NOT FOUND OR a.token_nonce <> p_nonce OR a.study_id <> p_study_id
+       OR a.stage NOT IN ('quiz', 'trials', 'page_done') THEN
         RETURN;
     END IF;
     SELECT trial.id, trial.page_id, trial.pair_id, trial.is_gold, trial.is_quiz, pair.is_gold AS pair_is_gold,
