@@ -338,7 +338,7 @@ PHASES = (
     ("token check", (("read_token", "tokens"),)),
     ("assignment lock", (("lock_assignment", "server"), ("lock_assignment_row", "server"))),
     ("vote function (record_vote)", (("record_vote", "server"),)),
-    # PostgreSQL: the common vote in one statement (migration 0008), lock and commit included.
+    # PostgreSQL: the common vote in one statement (migration 0009), lock and commit included.
     ("one-statement vote (PostgreSQL)", (("record_in_one_statement", "server"),)),
     ("commit", (("commit", "orm/session.py"),)),
     ("response JSON", (("jsonify", "flask"),)),

@@ -8,8 +8,10 @@ page asks for the state when it loads and whenever it re-synchronises). When it 
 page's unanswered trials count as free again and other workers are given the same pairs or clips:
 a script that opens pages and walks away holds them for minutes, not for the assignment timeout.
 
-A worker who comes back after the lapse keeps the page: the trials can still be answered and
-the first vote (or state request) reserves them again. No answer is ever refused or lost; the
+A worker who comes back after the lapse keeps the page: the trials can still be answered, and
+the first vote (or state request) reserves them again unless another worker's page start has
+retired the lapsed page in the meantime (paired comparison, see "held work per pair" below).
+No answer is ever refused or lost; the
 price is that a pair (clip) may end with one vote (observer) more than its target when both the
 returning worker and the one who took over answer it. Polling alone renews a page only while it
 is younger than the study's ``assignment_timeout_minutes``; votes renew it at any age.
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from .models import Assignment, Page, Trial, utcnow
+from .models import Assignment, Page, Pair, Trial, utcnow
 
 Clock = Callable[[], dt.datetime]
 
@@ -53,15 +55,73 @@ _RENEW_PAGE = (update(_page).where(_page.c.id == bindparam("page_id"), _page.c.r
 
 NOW = bindparam("now", type_=_page.c.reserved_until.type)
 """The moment a reservation is judged at (the statement parameter ``now``: :func:`now`)."""
-_trial, _assignment = Trial.__table__, Assignment.__table__
-RESERVED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
-                     .join_from(_trial, _page, _trial.c.page_id == _page.c.id)
-                     .join(_assignment, _page.c.assignment_id == _assignment.c.id)
-                     .where(~_trial.c.answered, ~_trial.c.is_gold, _page.c.reserved_until > NOW,
-                            _assignment.c.study_id == bindparam("study_id"))
-                     .group_by(_trial.c.pair_id).subquery())
-"""Votes on their way, per pair (columns ``pair_id``, ``n``): the unanswered real trials of the study
-``study_id`` on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
+_trial, _assignment, _pair = Trial.__table__, Assignment.__table__, Pair.__table__
+
+# ---------------------------------------------------------------- held work per pair
+#
+# A page of paired-comparison trials is *held* from its start (Page.held) and each pair counts its
+# unanswered real trials on held pages (Pair.n_held): the page start adds them, each vote on a held
+# page takes one off. The pairs' reserved trials at a moment are then n_held minus the unanswered
+# trials of held pages whose reservation has lapsed; those pages are few (abandoned or released
+# ones) and a page start retires them (retire_lapsed_pages), so choosing a page's pairs reads the
+# pair table and a handful of lapsed pages instead of every open trial of the study.
+#
+# A retired page no longer counts, even if its worker comes back and renews it: its trials count
+# when answered, like those of any lapsed page whose pairs were handed out again (module docstring).
+
+LAPSED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
+                   .join_from(_page, _trial, _trial.c.page_id == _page.c.id)
+                   .where(_page.c.held, _page.c.reserved_until <= NOW, ~_trial.c.answered, ~_trial.c.is_gold)
+                   .group_by(_trial.c.pair_id).subquery())
+"""Unanswered real trials per pair (columns ``pair_id``, ``n``) on held pages whose reservation has
+lapsed at ``now`` and that are not retired yet."""
+RESERVED = _pair.c.n_held - func.coalesce(LAPSED_PER_PAIR.c.n, 0)
+"""A pair's votes on their way (outer-join :data:`LAPSED_PER_PAIR` on ``pair_id``): its unanswered
+real trials on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
+LAPSED_FOR_PAIR = (select(func.count()).select_from(_trial.join(_page, _trial.c.page_id == _page.c.id))
+                   .where(_trial.c.pair_id == _pair.c.id, ~_trial.c.answered, ~_trial.c.is_gold, _page.c.held,
+                          _page.c.reserved_until <= NOW)
+                   .correlate(_pair).scalar_subquery())
+""":data:`LAPSED_PER_PAIR` of one pair, correlated with the pair table."""
+
+# The lapsed held pages of a study whose assignments no request is busy with (their rows locked
+# here, SKIP LOCKED: a page start never waits for a vote, and a vote in flight on a page keeps it).
+_LAPSED_HELD_PAGES = (select(_page.c.id).join(_assignment, _page.c.assignment_id == _assignment.c.id)
+                      .where(_page.c.held, _page.c.reserved_until <= NOW,
+                             _assignment.c.study_id == bindparam("study_id"))
+                      .order_by(_page.c.id).with_for_update(of=_assignment, skip_locked=True))
+_OPEN_ON_PAGES = (select(_trial.c.pair_id, func.count())
+                  .where(_trial.c.page_id.in_(bindparam("page_ids", expanding=True)), ~_trial.c.answered,
+                         ~_trial.c.is_gold)
+                  .group_by(_trial.c.pair_id).order_by(_trial.c.pair_id))
+_RETIRE = update(_page).where(_page.c.id.in_(bindparam("page_ids", expanding=True))).values(held=False)
+_UNHOLD = update(_pair).where(_pair.c.id == bindparam("pair")).values(n_held=_pair.c.n_held - bindparam("n"))
+_HOLD = (update(_pair).where(_pair.c.id.in_(bindparam("pair_ids", expanding=True)))
+         .values(n_held=_pair.c.n_held + 1))
+
+
+def retire_lapsed_pages(session: Session, study_id: int) -> None:
+    """Stop counting the study's held pages whose reservation has lapsed in their pairs' ``n_held``.
+
+    The caller holds the study's allocation lock. The pages' assignments are locked first (pages of
+    an assignment that a request is busy with are left for the next page start), and the open
+    trials are counted in a statement of their own after that, so that its snapshot holds every
+    vote stored on those pages: a vote takes its trial off ``n_held`` exactly when its page is held.
+    """
+    connection = session.connection()
+    page_ids = connection.execute(_LAPSED_HELD_PAGES, {"study_id": study_id, "now": now(session)}).scalars().all()
+    if not page_ids:
+        return
+    open_per_pair = connection.execute(_OPEN_ON_PAGES, {"page_ids": page_ids}).all()
+    connection.execute(_RETIRE, {"page_ids": page_ids})
+    if open_per_pair:
+        connection.execute(_UNHOLD, [{"pair": pair_id, "n": n} for pair_id, n in open_per_pair])
+
+
+def hold_pairs(session: Session, pair_ids: list[int]) -> None:
+    """Count a new held page's real pairs (one trial each) in their ``n_held``."""
+    if pair_ids:
+        session.connection().execute(_HOLD, {"pair_ids": sorted(pair_ids)})
 
 
 _RENEW_ON_POLL = (update(_page).where(_page.c.assignment_id == bindparam("owner_id"),

@@ -26,7 +26,7 @@ import secrets
 from typing import Any
 
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
-                        UniqueConstraint, func, text)
+                        UniqueConstraint, false, func, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from .paradigms.stages import Stage
@@ -106,6 +106,10 @@ class Pair(Base):
     # Votes stored for this pair (real pairs only), kept by the vote transaction so that choosing
     # the next page's pairs never has to count a study's whole vote table.
     n_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Unanswered trials showing this pair on pages that hold work (Page.held), kept by the page start,
+    # the vote and the retirement of lapsed pages (server/allocation.py): with it, choosing a page's
+    # pairs reads the pair table instead of counting every open trial of the study.
+    n_held: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
     gold_winner_id: Mapped[int | None] = mapped_column(ForeignKey("stimulus.id"))
 
@@ -163,7 +167,10 @@ class Assignment(Base):
 
 class Page(Base):
     __tablename__ = "page"
-    __table_args__ = (UniqueConstraint("assignment_id", "index"),)
+    __table_args__ = (UniqueConstraint("assignment_id", "index"),
+                      # Held pages are few (about one per active worker): finding the lapsed ones is cheap.
+                      Index("ix_page_held", "reserved_until", postgresql_where=text("held"),
+                            sqlite_where=text("held")))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
@@ -175,6 +182,9 @@ class Page(Base):
     # unanswered trials stay reserved for this worker (renewed while the worker is active, see
     # server/allocation.py); after that they count as free again. Null for other pages.
     reserved_until: Mapped[dt.datetime | None]
+    # A paired-comparison trials page counted in its pairs' Pair.n_held: from its start until it is
+    # retired, after its reservation lapsed (server/allocation.py). False for every other page.
+    held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     trials: Mapped[list[Trial]] = relationship(back_populates="page", order_by="Trial.position")
 

@@ -305,12 +305,13 @@ def page_count(session: Session, assignment_id: int) -> int:
 
 
 def new_page(session: Session, assignment: Assignment, kind: Stage, index: int | None = None,
-             reserved_until: dt.datetime | None = None) -> Page:
-    """A new page (block) of the assignment; ``reserved_until`` makes it hold its share of the work."""
+             reserved_until: dt.datetime | None = None, held: bool = False) -> Page:
+    """A new page (block) of the assignment; ``reserved_until`` makes it hold its share of the work,
+    ``held`` counts its trials in their pairs' ``n_held`` (paired comparison, server/allocation.py)."""
     if index is None:
         index = page_count(session, assignment.id)
     page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
-                reserved_until=reserved_until)
+                reserved_until=reserved_until, held=held)
     session.add(page)
     session.flush()
     return page

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, case, func, insert, literal_column, select, text, update
+from sqlalchemy import bindparam, case, func, insert, literal_column, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .. import exports
 from .. import validation as check
-from ..allocation import NOW, RESERVED_PER_PAIR, now, release_other_pages, reservation_end
+from ..allocation import (LAPSED_FOR_PAIR, LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
+                          reservation_end, retire_lapsed_pages)
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from ..tokens import TokenClaims
@@ -150,22 +151,20 @@ _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))
-_DEFICIT = _pair.c.target_votes - _pair.c.n_votes - func.coalesce(RESERVED_PER_PAIR.c.n, 0)
+_DEFICIT = _pair.c.target_votes - _pair.c.n_votes - RESERVED
 _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
                 .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
-                .outerjoin(RESERVED_PER_PAIR, RESERVED_PER_PAIR.c.pair_id == _pair.c.id)
+                .outerjoin(LAPSED_PER_PAIR, LAPSED_PER_PAIR.c.pair_id == _pair.c.id)
                 .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
                        _pair.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))
 # Whether any pair is left for the worker: the same rule for one pair, stopping at the first
-# (entering a study asks this of every new worker; the pair's reservations counted for it alone).
-_RESERVED_FOR_PAIR = (select(func.count()).select_from(_trial.join(_page, _trial.c.page_id == _page.c.id))
-                      .where(_trial.c.pair_id == _pair.c.id, ~_trial.c.answered, ~_trial.c.is_gold,
-                             _page.c.reserved_until > NOW)
-                      .correlate(_pair).scalar_subquery())
+# (entering a study asks this of every new worker; lapsed pages are counted for a pair only when
+# its held trials alone would fill it).
+_FREE = _pair.c.target_votes - _pair.c.n_votes - _pair.c.n_held
 _ANY_PAIR_LEFT = (select(_pair.c.id).join_from(_pair, _set, _pair.c.set_id == _set.c.id)
                   .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
                          _pair.c.target_votes - _pair.c.n_votes > 0, _pair.c.id.not_in(_SEEN_BY_WORKER),
-                         _pair.c.target_votes - _pair.c.n_votes - _RESERVED_FOR_PAIR > 0)
+                         or_(_FREE > 0, _FREE + LAPSED_FOR_PAIR > 0))
                   .limit(1))
 
 
@@ -255,6 +254,7 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     if spec.sampling == "active":  # selections are made before the lock, never under it
         paired_active.refresh_selections(session, study, spec, _active_sets(session, study.id))
     allocation_lock(session, study, _ALLOCATION_LOCKS)
+    retire_lapsed_pages(session, study.id)
     page_index = page_count(session, assignment.id)
     page_rng = seeded_rng(study, assignment, page_index)
     n_gold = spec.gold_per_page
@@ -263,9 +263,10 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
         PARADIGM.no_work_left(assignment, spec)
         return
     release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved page per worker
-    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec))
+    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec), held=True)
     _add_pair_trials(session, page, assignment, pair_ids,
                      _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False)
+    hold_pairs(session, pair_ids)
     assignment.stage = Stage.TRIALS
 
 
@@ -274,7 +275,8 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
     """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
 
     A pair's filled count is its votes plus the trials showing it that are still reserved
-    (unanswered, on a page whose reservation has not lapsed: see :mod:`server.allocation`), so
+    (unanswered, on a page whose reservation has not lapsed: ``Pair.n_held`` less the lapsed pages'
+    trials, see :mod:`server.allocation`), so
     concurrent workers share out the remaining votes instead of all taking the same pairs, and
     pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
     Active sampling chooses by its own rules (:func:`server.paradigms.paired_active.choose_pairs`).
@@ -345,6 +347,10 @@ def _of_pair(column, name: str):
     return select(column).where(_pair.c.id == _UPDATED_TRIAL_PAIR).scalar_subquery().label(name)
 
 
+_UPDATED_TRIAL_PAGE = literal_column("trial.page_id")
+_PAGE_HELD = select(_page.c.held).where(_page.c.id == _UPDATED_TRIAL_PAGE).scalar_subquery().label("page_held")
+
+
 # Claim an open trial of the assignment and return what the vote needs of it and of its pair.
 # No row: the trial is answered already, or not the assignment's (see _vote_for_unclaimed_trial).
 _CLAIM_TRIAL = (
@@ -355,15 +361,16 @@ _CLAIM_TRIAL = (
     .returning(_trial.c.id.label("trial_id"), _trial.c.page_id, _trial.c.left_is_a, _trial.c.is_gold,
                _trial.c.is_quiz, _trial.c.pair_id, _of_pair(_pair.c.stimulus_a_id, "stimulus_a_id"),
                _of_pair(_pair.c.stimulus_b_id, "stimulus_b_id"), _of_pair(_pair.c.is_gold, "pair_is_gold"),
-               _of_pair(_pair.c.gold_winner_id, "gold_winner_id")))
+               _of_pair(_pair.c.gold_winner_id, "gold_winner_id"), _PAGE_HELD))
 # The same columns, read without claiming: a vote whose trial could not be claimed (replay or refusal).
 _VOTE_TRIAL = (select(_trial.c.id.label("trial_id"), _trial.c.page_id, _trial.c.left_is_a, _trial.c.is_gold,
                       _trial.c.is_quiz, _trial.c.pair_id, _pair.c.stimulus_a_id, _pair.c.stimulus_b_id,
                       _pair.c.is_gold.label("pair_is_gold"), _pair.c.gold_winner_id, _trial.c.answered)
                .join_from(_trial, _pair, _trial.c.pair_id == _pair.c.id)
                .where(_trial.c.id == bindparam("trial_id"), _trial.c.assignment_id == bindparam("assignment_id")))
+# A real pair's vote: one more stored, one fewer held when the trial's page is held (allocation.py).
 _COUNT_PAIR_VOTE = (update(_pair).where(_pair.c.id == bindparam("pair_id"))
-                    .values(n_votes=_pair.c.n_votes + 1))
+                    .values(n_votes=_pair.c.n_votes + 1, n_held=_pair.c.n_held - bindparam("unheld")))
 _INSERT_VOTE = insert(_vote)
 _INSERT_GOLD_VOTE = insert(_vote).returning(_vote.c.id)
 _INSERT_GOLD_RESULT = insert(_gold)
@@ -415,7 +422,8 @@ WITH claimed AS (
            CASE WHEN claimed.left_is_a = :chose_left THEN pair.stimulus_a_id ELSE pair.stimulus_b_id END AS winner_id
     FROM claimed JOIN pair ON pair.id = claimed.pair_id
 ), counted AS (
-    UPDATE pair SET n_votes = pair.n_votes + 1 FROM voted
+    UPDATE pair SET n_votes = pair.n_votes + 1, n_held = pair.n_held - CASE WHEN page.held THEN 1 ELSE 0 END
+    FROM voted JOIN page ON page.id = voted.page_id
     WHERE pair.id = voted.pair_id AND NOT voted.pair_is_gold
 ), stored AS (
     INSERT INTO vote (client_vote_id, trial_id, assignment_id, worker_id, study_id, pair_id, winner_id, chose_left,
@@ -473,7 +481,7 @@ def record_vote(session: Session, assignment: LockedAssignment, payload: Any) ->
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
-# PostgreSQL's one-statement vote: the function of migration 0008 (perceptlab_paired_vote) locks the
+# PostgreSQL's one-statement vote: the function of migration 0009 (perceptlab_paired_vote) locks the
 # assignment, checks the token's nonce and stores the common votes with the rules of record_vote and
 # _after_vote; it answers "defer", having changed nothing, for every case those decide otherwise.
 _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("
@@ -495,8 +503,8 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
     outcome, stage, open_left, quiz_correct = connection.execute(_CALL_VOTE_FUNCTION, (
         claims.assignment_id, claims.nonce, claims.study_id, vote["trial_id"], vote["vote_id"], vote["chose_left"],
         vote["rt_ms"], vote["input"], vote["client_time"], vote["window_width"], vote["window_height"],
-        vote["device_pixel_ratio"], utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages, spec.accuracy_threshold,
-        spec.gold_min_answered)).fetchone()
+        vote["device_pixel_ratio"], utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages,
+        spec.accuracy_threshold, spec.gold_min_answered)).fetchone()
     if outcome != "stored":
         return None
     body: dict[str, Any] = {"vote_id": vote["vote_id"], "status": "stored", "stage": stage,
@@ -526,7 +534,7 @@ def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote |
         return None
     winner = trial.stimulus_a_id if row["chose_left"] == trial.left_is_a else trial.stimulus_b_id
     if not trial.pair_is_gold:
-        connection.execute(_COUNT_PAIR_VOTE, {"pair_id": trial.pair_id})
+        connection.execute(_COUNT_PAIR_VOTE, {"pair_id": trial.pair_id, "unheld": 1 if trial.page_held else 0})
     values = {name: row[name] for name in _VOTE_COLUMNS}
     values["pair_id"], values["winner_id"] = trial.pair_id, winner
     if trial.is_gold:

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from ..allocation import RESERVED_PER_PAIR, now
+from ..allocation import LAPSED_PER_PAIR, RESERVED, now
 from ..models import Pair, StudySet, Trial, Vote
 from .core import fixed_study_facts
 
@@ -103,10 +103,9 @@ def active_sets(session: Session, study_id: int, layout_pairs: dict[int, tuple[i
 
 # ---------------------------------------------------------------- the pairs' state, one query
 
-_PAIR_STATE = (select(_pair.c.id, _pair.c.set_id, _pair.c.n_votes, _pair.c.target_votes,
-                      func.coalesce(RESERVED_PER_PAIR.c.n, 0))
+_PAIR_STATE = (select(_pair.c.id, _pair.c.set_id, _pair.c.n_votes, _pair.c.target_votes, RESERVED)
                .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
-               .outerjoin(RESERVED_PER_PAIR, RESERVED_PER_PAIR.c.pair_id == _pair.c.id)
+               .outerjoin(LAPSED_PER_PAIR, LAPSED_PER_PAIR.c.pair_id == _pair.c.id)
                .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold))
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))

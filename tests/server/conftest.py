@@ -173,6 +173,21 @@ def gold_side(app, trial: dict) -> str | None:
     return "left" if (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
 
 
+def held_count_problems(app) -> list[str]:
+    """Pairs whose ``n_held`` is not the number of their unanswered real trials on held pages (the
+    counter that pair allocation reads instead of counting open trials; server/allocation.py)."""
+    from sqlalchemy import func, select
+
+    from server.models import Page, Pair, Trial
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        held = dict(session.execute(select(Trial.pair_id, func.count()).join(Page, Trial.page_id == Page.id)
+                                    .where(Page.held, ~Trial.answered, ~Trial.is_gold).group_by(Trial.pair_id)).all())
+        return [f"pair {pair_id}: n_held {n_held}, {held.get(pair_id, 0)} unanswered trials on held pages"
+                for pair_id, n_held in session.execute(select(Pair.id, Pair.n_held)).all()
+                if n_held != held.get(pair_id, 0)]
+
+
 def _flask_app(client):
     """The Flask app behind a test client (or behind a wrapper of one with a ``client`` attribute)."""
     return client.application if hasattr(client, "application") else _flask_app(client.client)

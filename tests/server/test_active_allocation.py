@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from server.models import Page, Pair, Study, Trial
 from server.paradigms import StudyDefinitionError, paired, paired_active, paradigm_for, read_study_file
 
-from .conftest import WorkerClient, create_test_study, make_test_app, write_study_file
+from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app, write_study_file
 from .test_api import SpecClient
 from .test_api_concurrency import HttpWorker, together
 from .test_pair_allocation import real_pairs_of, start, work, worker_row_id
@@ -227,6 +227,7 @@ def test_reserved_trials_count_as_votes_and_are_kept_out_of_selections(app, demo
     later.answer_page(later.correct_side)
     pairs = pair_rows(app)
     assert sum(n for _, _, n in pairs.values()) == 132 and max(n for _, _, n in pairs.values()) <= 3
+    assert not held_count_problems(app)
 
 
 def test_selections_are_made_outside_the_allocation_lock_and_refreshed_as_votes_arrive(app, demo_stimuli, tmp_path,
@@ -311,6 +312,7 @@ def test_two_instances_starting_pages_at_once_never_overfill(app, second_app, de
     stages = Counter(r.json()["stage"] for r in responses)
     assert stages["trials"] >= 2 and stages["trials"] + stages["full"] == 10, stages
     check_rules(app, 2)
+    assert not held_count_problems(app)
 
 
 def test_dashboard_design_summary_names_the_phase_and_the_expected_gain(app, demo_stimuli, tmp_path):

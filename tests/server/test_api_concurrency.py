@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, func, select, text, update
 
 from server.models import Assignment, Pair, Trial, Vote, Worker
 
-from .conftest import create_test_study
+from .conftest import create_test_study, held_count_problems
 from .test_api import response_errors
 
 TIMEOUT = 30
@@ -137,6 +137,7 @@ def test_many_workers_voting_at_once_store_exactly_the_acknowledged_votes(app, l
     assert open_trials == 0
     # Every page is complete and every worker moved on.
     assert {w.state()["stage"] for w in workers} == {"page_done"}
+    assert not held_count_problems(app)
 
 
 def test_concurrent_page_starts_never_overfill_a_pair(app, live_server, demo_stimuli, tmp_path):
@@ -157,6 +158,9 @@ def test_concurrent_page_starts_never_overfill_a_pair(app, live_server, demo_sti
     stages = Counter(r.json()["stage"] for r in responses)
     # Those who found nothing left are told the study is full (no page yet, so never "completed").
     assert stages["trials"] >= 5 and stages["trials"] + stages["full"] == 10, stages
+    assert not held_count_problems(app)
+    with _session(app) as session:  # every open slot is held: the pairs' counters say so too
+        assert session.scalar(select(func.sum(Pair.n_held))) == 88
 
 
 def test_a_vote_waiting_for_the_assignment_lock_sees_the_committed_stage(app, live_server, demo_stimuli, tmp_path):

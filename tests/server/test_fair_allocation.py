@@ -19,7 +19,7 @@ from server.models import Assignment, MTurkHit, Page, Pair, Study, Trial, Vote, 
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.entry import EntryLimiter, link_signature
 
-from .conftest import create_test_study, make_test_app, write_study_file
+from .conftest import create_test_study, held_count_problems, make_test_app, write_study_file
 from .test_api import SpecClient
 from .test_motion_api import MotionWorker, create_motion_study  # noqa: F401 (fixture)
 
@@ -327,6 +327,7 @@ def test_reservation_is_renewed_by_votes_and_state_and_lapses_when_abandoned(app
     # ... while votes keep renewing the active worker's page at any age.
     assert active.vote(active.open_trials()[0]).status_code == 201
     assert pages[active] - answered_pairs(app) <= reserved_pairs(app)
+    assert not held_count_problems(app)
 
 
 def answered_pairs(app) -> set[int]:
@@ -356,6 +357,42 @@ def test_a_worker_who_returns_after_the_lapse_keeps_the_page(app, demo_stimuli, 
     body = away.answer_page()  # every answer is still taken, none is lost
     assert body["stage"] == "page_done" and body["page_complete"]
     assert count(app, Vote, Vote.assignment_id == int(away.aid)) == 10
+    assert not held_count_problems(app)
+
+
+def test_a_lapsed_page_is_retired_once_and_its_late_answers_count_as_votes(app, demo_stimuli, tmp_path, clock):
+    """The next page start retires a lapsed page: its pairs go back to the pool (their n_held drops
+    once, however many page starts follow), and the worker who comes back still answers it; those
+    answers count as votes, not as held trials."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="retire", **SMALL)
+    client = Client(app, "192.0.2.9")
+    away = enter_api(client, slug, worker_id="AWAY")
+    away.action("consent")
+    away.action("instructions_done")
+    theirs = pages_pairs(app, away)
+    with _session(app) as session:
+        assert set(session.scalars(select(Pair.id).where(Pair.n_held == 1))) == theirs
+    clock.advance(minutes=6)
+    others = []
+    for name in ("NEXT1", "NEXT2", "NEXT3"):  # three page starts after the lapse
+        worker = enter_api(client, slug, worker_id=name)
+        worker.action("consent")
+        assert worker.action("instructions_done")["stage"] == "trials"
+        others.append(worker)
+        assert not held_count_problems(app)
+    with _session(app) as session:
+        assert session.scalar(select(Page.held).where(Page.assignment_id == int(away.aid))) is False
+        # Only the three new pages are held (30 trials): the lapsed page no longer is ...
+        assert session.scalar(select(func.sum(Pair.n_held))) == 30
+        assert session.scalar(select(func.min(Pair.n_held))) == 0
+    # ... and some of its pairs went to the newcomers (44 pairs of one vote each, 34 of them never held).
+    assert theirs & set().union(*(pages_pairs(app, w) for w in others))
+    body = away.answer_page()  # the late answers are stored ...
+    assert body["page_complete"]
+    with _session(app) as session:  # ... as votes (n_votes), and take nothing off the newcomers' holds
+        assert session.scalar(select(func.sum(Pair.n_votes))) == 10
+        assert session.scalar(select(func.sum(Pair.n_held))) == 30
+    assert not held_count_problems(app)
 
 
 def test_a_worker_holds_one_reserved_page(app, demo_stimuli, tmp_path):
@@ -372,6 +409,7 @@ def test_a_worker_holds_one_reserved_page(app, demo_stimuli, tmp_path):
     assert second.action("instructions_done")["stage"] == "trials"
     # The page of the worker's other HIT no longer holds its pairs.
     assert reserved_pairs(app) == pages_pairs(app, second)
+    assert not held_count_problems(app)
 
 
 # ---------------------------------------------------------------- study full
@@ -521,6 +559,7 @@ def test_twenty_scripted_clients_cannot_starve_a_real_worker(limited_app, demo_s
     second.action("consent")
     assert second.action("instructions_done")["stage"] == "trials"
     assert pages_pairs(app, poller) & pages_pairs(app, second)
+    assert not held_count_problems(app)
     assert second.answer_page()["stage"] == "page_done"
 
     # No acknowledged vote is lost, and every pair's counter matches its stored votes.

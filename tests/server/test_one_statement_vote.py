@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement vote (migration 0008, ``paired.record_vote_in_one_statement``) against
+"""PostgreSQL's one-statement vote (migration 0009, ``paired.record_vote_in_one_statement``) against
 the regular vote path (``paired.record_vote``).
 
 The fast path stores the common votes itself and hands every other case to the regular path. Two
@@ -192,7 +192,14 @@ def _script(script: _Script, app, client, slug: str, clock: ManualClock) -> None
     with app.extensions["perceptlab.sessions"]() as session:
         assignment = session.get(Assignment, int(a.assignment_id))
         revoked = make_token(app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
-    script.send("A revoked token", a, second["trial_id"], "left", headers={"Authorization": f"Bearer {revoked}"})
+        older = make_token(app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)  # no study in it
+    refused, _ = script.send("A revoked token", a, second["trial_id"], "left",
+                             headers={"Authorization": f"Bearer {revoked}"})
+    assert refused.status_code == 403
+    # A token made before tokens named their study still votes (through the regular path).
+    stored, _ = script.send("A older token", a, second["trial_id"], "left",
+                            headers={"Authorization": f"Bearer {older}"})
+    assert stored.status_code == 201
     end = script.answer_pages("A pages", a, a.correct_side, clock)
     assert end["stage"] == "completed", end["stage"]
     script.send("A after the end", a, first["trial_id"], body["choice"], vote_id=body["vote_id"])
@@ -229,3 +236,4 @@ def test_both_vote_paths_give_the_same_answers_and_rows(two_postgres_urls, tmp_p
         assert fast_answer == regular_answer, label
     assert len(fast.answers) == len(regular.answers)
     assert fast.snapshot == regular.snapshot, _first_difference(regular.snapshot, fast.snapshot)
+    assert any(row for row in fast.snapshot["pair"]), "the pairs' counters are part of the comparison"

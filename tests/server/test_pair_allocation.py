@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
 from server.stimulus_index import name_maker
 
-from .conftest import WorkerClient, create_test_study
+from .conftest import WorkerClient, create_test_study, held_count_problems
 from .test_api import SpecClient
 
 N_SMALL_PAIRS = 44
@@ -88,6 +88,7 @@ def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
     for worker in finished:
         pairs = real_pairs_of(app, assignment_id=int(worker.assignment_id))
         assert len(pairs) == len(set(pairs)) <= 3 * 9
+    assert not held_count_problems(app)
 
 
 def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_path, clock):
@@ -234,6 +235,7 @@ def test_abandoned_trials_are_released_and_a_full_study_turns_newcomers_away(app
     last = WorkerClient(client, slug)
     last.action("consent")
     assert last.action("instructions_done").json["stage"] == "full"
+    assert not held_count_problems(app)
 
 
 def test_quiz_passed_in_an_earlier_hit_is_not_taken_again(app, study):

@@ -13,8 +13,8 @@ both paths leave the same database behind.
 
 SQLite has no stored functions: there every vote takes the regular path.
 
-Revision ID: 0008_vote_function
-Revises: 0007_blind_spot
+Revision ID: 0009_vote_function
+Revises: 0008_held_pairs
 Create Date: 2026-11-25 12:00:00
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 from alembic import op
 
 
-revision = '0008_vote_function'
-down_revision = '0007_blind_spot'
+revision = '0009_vote_function'
+down_revision = '0008_held_pairs'
 branch_labels = None
 depends_on = None
 
@@ -56,9 +56,9 @@ BEGIN
         RETURN;
     END IF;
     SELECT trial.id, trial.page_id, trial.pair_id, trial.is_gold, trial.is_quiz, pair.is_gold AS pair_is_gold,
-           pair.gold_winner_id,
+           pair.gold_winner_id, page.held AS page_held,
            CASE WHEN trial.left_is_a = p_chose_left THEN pair.stimulus_a_id ELSE pair.stimulus_b_id END AS winner_id
-        INTO t FROM trial JOIN pair ON pair.id = trial.pair_id
+        INTO t FROM trial JOIN pair ON pair.id = trial.pair_id JOIN page ON page.id = trial.page_id
         WHERE trial.id = p_trial_id AND trial.assignment_id = a.id AND NOT trial.answered;
     IF NOT FOUND OR EXISTS (SELECT 1 FROM vote WHERE vote.client_vote_id = p_client_vote_id) THEN
         RETURN;
@@ -86,7 +86,8 @@ BEGIN
     END IF;
     UPDATE trial SET answered = TRUE WHERE trial.id = t.id;
     IF NOT t.pair_is_gold THEN
-        UPDATE pair SET n_votes = pair.n_votes + 1 WHERE pair.id = t.pair_id;
+        UPDATE pair SET n_votes = pair.n_votes + 1, n_held = pair.n_held - CASE WHEN t.page_held THEN 1 ELSE 0 END
+            WHERE pair.id = t.pair_id;
     END IF;
     INSERT INTO vote (client_vote_id, trial_id, assignment_id, worker_id, study_id, pair_id, winner_id, chose_left,
                       rt_ms, input, client_time, window_width, window_height, device_pixel_ratio, created_at)
