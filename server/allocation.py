@@ -43,7 +43,12 @@ def now(session: Session) -> dt.datetime:
 
 def reservation_end(session: Session, spec) -> dt.datetime:
     """When a reservation made or renewed now lapses."""
-    return now(session) + dt.timedelta(minutes=spec.reservation_minutes)
+    return reservation_end_at(now(session), spec)
+
+
+def reservation_end_at(moment: dt.datetime, spec) -> dt.datetime:
+    """When a reservation made or renewed at ``moment`` lapses (the study's ``reservation_minutes`` later)."""
+    return moment + dt.timedelta(minutes=spec.reservation_minutes)
 
 
 _page = Page.__table__
@@ -143,7 +148,7 @@ def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
     """
     moment = now(session)
     session.connection().execute(_RENEW_ON_POLL, {
-        "owner_id": assignment_id, "until": moment + dt.timedelta(minutes=spec.reservation_minutes),
+        "owner_id": assignment_id, "until": reservation_end_at(moment, spec),
         "cutoff": moment - dt.timedelta(minutes=spec.assignment_timeout_minutes)})
 
 

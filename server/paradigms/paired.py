@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from .. import exports
 from .. import validation as check
 from ..allocation import (LAPSED_FOR_PAIR, LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
-                          reservation_end, retire_lapsed_pages)
+                          reservation_end, reservation_end_at, retire_lapsed_pages)
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from ..tokens import TokenClaims
@@ -489,7 +489,7 @@ _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perc
 
 
 def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpec, payload: Any,
-                                 now: dt.datetime) -> tuple[int, dict[str, Any]] | None:
+                                 moment: dt.datetime) -> tuple[int, dict[str, Any]] | None:
     """:func:`record_vote`'s common case in one round trip (an autocommit psycopg ``connection``);
     None, with nothing changed, when :func:`record_vote` must decide (see
     :func:`~server.paradigms.core.record_in_one_statement`). A body that does not parse is left to
@@ -503,15 +503,11 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
     outcome, stage, open_left, quiz_correct = connection.execute(_CALL_VOTE_FUNCTION, (
         claims.assignment_id, claims.nonce, claims.study_id, vote["trial_id"], vote["vote_id"], vote["chose_left"],
         vote["rt_ms"], vote["input"], vote["client_time"], vote["window_width"], vote["window_height"],
-        vote["device_pixel_ratio"], utcnow(), now + dt.timedelta(minutes=spec.reservation_minutes), spec.max_pages,
+        vote["device_pixel_ratio"], utcnow(), reservation_end_at(moment, spec), spec.max_pages,
         spec.accuracy_threshold, spec.gold_min_answered)).fetchone()
     if outcome != "stored":
         return None
-    body: dict[str, Any] = {"vote_id": vote["vote_id"], "status": "stored", "stage": stage,
-                            "page_complete": open_left == 0}
-    if quiz_correct is not None:
-        body["feedback"] = {"correct": quiz_correct}
-    return 201, body
+    return 201, _answer(stage, vote["vote_id"], "stored", open_left, quiz_correct)
 
 
 def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote | None:
@@ -577,9 +573,14 @@ def _replay(session: Session, assignment: LockedAssignment, trial, vote: dict[st
 
 
 def _vote_body(stage: str, trial, winner_id: int, vote_id: str, status: str, open_left: int) -> dict[str, Any]:
+    return _answer(stage, vote_id, status, open_left, winner_id == trial.gold_winner_id if trial.is_quiz else None)
+
+
+def _answer(stage: str, vote_id: str, status: str, open_left: int, quiz_correct: bool | None) -> dict[str, Any]:
+    """The body of a vote's answer; only quiz votes are told whether they were right."""
     body: dict[str, Any] = {"vote_id": vote_id, "status": status, "stage": stage, "page_complete": open_left == 0}
-    if trial.is_quiz:
-        body["feedback"] = {"correct": winner_id == trial.gold_winner_id}
+    if quiz_correct is not None:
+        body["feedback"] = {"correct": quiz_correct}
     return body
 
 
