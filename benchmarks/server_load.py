@@ -24,6 +24,9 @@ vote path is measured):
     same gunicorn settings, driven by the same client; perceptlab's closed-loop
     rate is printed as a fraction of it (goal >= 0.6).
 
+Before each run the benchmark database is vacuumed and checkpointed and the machine is given until
+it is idle (:func:`settle`), so that a run does not pay for the clean-up of the one before.
+
 Each run also reports the CPU it cost: the client's (this process: the simulated
 workers share the machine's cores with the server, and can be its bottleneck),
 gunicorn's (master and workers) and PostgreSQL's (the database's backends), per
@@ -85,6 +88,49 @@ def create_database(name: str) -> None:
 
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def machine_busy_fraction(interval_s: float = 1.0) -> float:
+    """The share of the machine's CPU time that was busy over the next ``interval_s`` (from /proc/stat)."""
+    def snapshot() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields), idle
+
+    total0, idle0 = snapshot()
+    time.sleep(interval_s)
+    total1, idle1 = snapshot()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def settle(dsn: str, *, busy_below: float = 0.15, timeout_s: float = 90.0) -> float:
+    """Start a run from a quiet machine: the previous run's clean-up done and the CPU idle again.
+
+    A closed-loop run leaves tens of thousands of dead row versions behind; left alone, autovacuum
+    and the next checkpoint do that work during the following run and its figures measure both.
+    Here the benchmark database's tables that hold rows are vacuumed and analysed and the database
+    is checkpointed, then the machine is given until it is busy less than ``busy_below`` of the time
+    for two seconds running (at most ``timeout_s``). Returns the seconds it took.
+
+    Empty tables are left alone: analysed while empty, they would be planned as empty (sequential
+    scans of the vote and assignment tables for every vote) until autovacuum analyses them again,
+    a minute or more into the run.
+    """
+    import psycopg
+    from psycopg import sql
+
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace")]
+        for table in tables:
+            if conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(table))).fetchone()[0]:
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+        conn.execute("CHECKPOINT")
+    quiet = 0
+    while quiet < 2 and time.perf_counter() - started < timeout_s:
+        quiet = quiet + 1 if machine_busy_fraction() < busy_below else 0
+    return time.perf_counter() - started
 
 
 def drop_database(name: str) -> None:
@@ -306,6 +352,8 @@ def execute(run: Run, server: Gunicorn, dsn: str, dbname: str, seed: int, spam: 
     print(f"# {run.label}: {run.workers} workers, {run.concurrency} at a time, {run.pages} page(s) each, "
           f"{'closed loop' if run.pace is None else f'pace {run.pace} s'}"
           f"{f', entering over {run.ramp:g} s' if run.ramp else ''}", flush=True)
+    settled = settle(dsn)
+    print(f"  settled in {settled:.1f} s (VACUUM, CHECKPOINT, machine idle)", flush=True)
     meter = CpuMeter(server, dbname)
     if not run.crash:
         report = run_simulation(server.url, run.slug, **kwargs)

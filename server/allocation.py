@@ -83,11 +83,6 @@ lapsed at ``now`` and that are not retired yet."""
 RESERVED = _pair.c.n_held - func.coalesce(LAPSED_PER_PAIR.c.n, 0)
 """A pair's votes on their way (outer-join :data:`LAPSED_PER_PAIR` on ``pair_id``): its unanswered
 real trials on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
-LAPSED_FOR_PAIR = (select(func.count()).select_from(_trial.join(_page, _trial.c.page_id == _page.c.id))
-                   .where(_trial.c.pair_id == _pair.c.id, ~_trial.c.answered, ~_trial.c.is_gold, _page.c.held,
-                          _page.c.reserved_until <= NOW)
-                   .correlate(_pair).scalar_subquery())
-""":data:`LAPSED_PER_PAIR` of one pair, correlated with the pair table."""
 
 # The lapsed held pages of a study whose assignments no request is busy with (their rows locked
 # here, SKIP LOCKED: a page start never waits for a vote, and a vote in flight on a page keeps it).

@@ -169,7 +169,9 @@ class Page(Base):
     __tablename__ = "page"
     __table_args__ = (UniqueConstraint("assignment_id", "index"),
                       # Held pages are few (about one per active worker): finding the lapsed ones is cheap.
-                      Index("ix_page_held", "reserved_until", postgresql_where=text("held"),
+                      # Keyed on a column a vote never changes, so that renewing a page's reservation
+                      # stays an in-place (HOT) update on PostgreSQL (migration 0010).
+                      Index("ix_page_held", "assignment_id", postgresql_where=text("held"),
                             sqlite_where=text("held")))
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -192,14 +194,16 @@ class Page(Base):
 class Trial(Base):
     __tablename__ = "trial"
     __table_args__ = (UniqueConstraint("page_id", "position"),
-                      # Open trials are few (one page per active worker): a partial index finds them.
-                      Index("ix_trial_open", "pair_id", postgresql_where=text("NOT answered"),
-                            sqlite_where=text("NOT answered")))
+                      # Not partial on "answered": marking a trial answered then touches no index and
+                      # stays an in-place (HOT) update on PostgreSQL (migration 0010).
+                      Index("ix_trial_pair_id", "pair_id"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    page_id: Mapped[int] = mapped_column(ForeignKey("page.id", ondelete="CASCADE"), index=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
-    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
+    # Looked up by the leading column of the unique (page_id, position) key.
+    page_id: Mapped[int] = mapped_column(ForeignKey("page.id", ondelete="CASCADE"))
+    # Copies of the page's assignment and worker, kept by the server (no foreign key: see Vote).
+    assignment_id: Mapped[int] = mapped_column(Integer, index=True)
+    worker_id: Mapped[int] = mapped_column(Integer, index=True)
     position: Mapped[int]
     kind: Mapped[str] = mapped_column(String(16), default="pc")  # pc (motion trials: MotionTrial)
     pair_id: Mapped[int | None] = mapped_column(ForeignKey("pair.id"))
@@ -219,11 +223,15 @@ class Vote(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     client_vote_id: Mapped[str] = mapped_column(String(36), unique=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"), unique=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
-    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
-    pair_id: Mapped[int] = mapped_column(ForeignKey("pair.id"), index=True)
-    winner_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
+    # Copies of the trial's assignment, worker, study and pair and of the chosen stimulus, written by
+    # the server from the trial. The trial's key is their integrity (vote -> trial -> page ->
+    # assignment, all ON DELETE CASCADE); a foreign key on each copy would lock five more rows per
+    # vote, the study's shared by every vote of the study (migration 0010).
+    assignment_id: Mapped[int] = mapped_column(Integer, index=True)
+    worker_id: Mapped[int] = mapped_column(Integer, index=True)
+    study_id: Mapped[int] = mapped_column(Integer, index=True)
+    pair_id: Mapped[int] = mapped_column(Integer, index=True)
+    winner_id: Mapped[int] = mapped_column(Integer)
     chose_left: Mapped[bool] = mapped_column(Boolean)
     rt_ms: Mapped[float] = mapped_column(Float)
     input: Mapped[str] = mapped_column(String(16))
@@ -239,8 +247,9 @@ class GoldResult(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     vote_id: Mapped[int] = mapped_column(ForeignKey("vote.id", ondelete="CASCADE"), unique=True)
-    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"), index=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    # Copies of the vote's (no foreign key: see Vote).
+    worker_id: Mapped[int] = mapped_column(Integer, index=True)
+    assignment_id: Mapped[int] = mapped_column(Integer, index=True)
     is_quiz: Mapped[bool] = mapped_column(Boolean)
     correct: Mapped[bool] = mapped_column(Boolean)
 

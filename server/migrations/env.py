@@ -1,6 +1,8 @@
 """Alembic environment: the URL comes from the config object built by ``server.db.alembic_config``."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from alembic import context
 
 from server.db import make_engine
@@ -34,8 +36,33 @@ def _run(connection) -> None:
     # render_as_batch: SQLite cannot ALTER most things; batch mode copies tables instead.
     context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True,
                       compare_type=True)
-    with context.begin_transaction():
-        context.run_migrations()
+    with _sqlite_foreign_keys_off(connection):
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+@contextmanager
+def _sqlite_foreign_keys_off(connection):
+    """SQLite: foreign keys off while batch mode copies tables, checked once the migrations are done.
+
+    Batch mode drops the old table after copying it, and with foreign keys on, SQLite's DROP TABLE
+    first deletes every row, which cascades: copying ``trial`` deleted every vote, copying ``page``
+    every trial. The pragma is a no-op inside a transaction, so it is set on the driver's connection
+    before the migrations' transaction begins.
+    """
+    if connection.dialect.name != "sqlite" or connection.in_transaction():
+        yield
+        return
+    driver = connection.connection.driver_connection
+    driver.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+        problems = driver.execute("PRAGMA foreign_key_check").fetchall()
+        if problems:
+            raise RuntimeError(f"the migrations left rows with broken foreign keys (table, rowid, parent): "
+                               f"{problems[:5]}")
+    finally:
+        driver.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

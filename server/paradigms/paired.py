@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, case, func, insert, literal_column, or_, select, text, update
+from sqlalchemy import bindparam, case, func, insert, literal_column, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .. import exports
 from .. import validation as check
-from ..allocation import (LAPSED_FOR_PAIR, LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
+from ..allocation import (LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
@@ -157,15 +157,10 @@ _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
                 .outerjoin(LAPSED_PER_PAIR, LAPSED_PER_PAIR.c.pair_id == _pair.c.id)
                 .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
                        _pair.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))
-# Whether any pair is left for the worker: the same rule for one pair, stopping at the first
-# (entering a study asks this of every new worker; lapsed pages are counted for a pair only when
-# its held trials alone would fill it).
-_FREE = _pair.c.target_votes - _pair.c.n_votes - _pair.c.n_held
-_ANY_PAIR_LEFT = (select(_pair.c.id).join_from(_pair, _set, _pair.c.set_id == _set.c.id)
-                  .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold,
-                         _pair.c.target_votes - _pair.c.n_votes > 0, _pair.c.id.not_in(_SEEN_BY_WORKER),
-                         or_(_FREE > 0, _FREE + LAPSED_FOR_PAIR > 0))
-                  .limit(1))
+# Whether any pair is left for the worker: the same rule, stopping at the first pair (entering a
+# study asks this of every new worker). The lapsed pages are counted from the held ones, which
+# are few; a count per pair through the trials would read every trial of each full pair.
+_ANY_PAIR_LEFT = _NEEDY_PAIRS.with_only_columns(_pair.c.id).limit(1)
 
 
 def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.ActiveSet]:

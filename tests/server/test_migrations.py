@@ -79,3 +79,41 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(sqlite_url):
     finally:
         engine.dispose()
 
+
+
+def _row_counts(engine) -> dict[str, int]:
+    with engine.connect() as connection:
+        return {table: connection.scalar(text(f"SELECT count(*) FROM {table}"))
+                for table in ("study", "pair", "worker", "assignment", "page", "trial", "vote", "gold_result")}
+
+
+def test_sqlite_migrations_that_copy_tables_keep_every_row(sqlite_url, demo_stimuli, tmp_path):
+    """Batch mode copies a table and drops the old one; with foreign keys on, SQLite's DROP TABLE
+    would first delete its rows and cascade (copying ``trial`` deleted every vote, copying ``page``
+    every trial). Going down past the migrations that copy ``page``, ``trial`` and ``vote`` and up
+    again keeps every row, and the foreign keys are on again afterwards."""
+    from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study, make_test_app
+
+    app = make_test_app(sqlite_url, tmp_path / "instance")
+    try:
+        slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+        worker = WorkerClient(app.test_client(), slug)
+        worker.start()
+        worker.answer_page(worker.correct_side)  # the quiz: gold results
+        assert worker.action("continue").status_code in (200, 409)
+        worker.answer_page(worker.correct_side)  # a page of trials: votes on pairs
+    finally:
+        app.extensions["perceptlab.engine"].dispose()
+    engine = make_engine(sqlite_url)
+    try:
+        before = _row_counts(engine)
+        assert before["vote"] >= 6 and before["gold_result"] >= 3 and before["trial"] >= 9
+        command.downgrade(alembic_config(sqlite_url), "0007_blind_spot")
+        assert _row_counts(engine) == before
+        upgrade(sqlite_url)
+        assert _row_counts(engine) == before
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert connection.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+    finally:
+        engine.dispose()
