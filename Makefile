@@ -24,9 +24,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/perceptlab demo --out demo_output
 
-# In parallel (pytest-xdist): one worker per core, at most 4 (each runs its own chromium, PostgreSQL
-# databases and SeaweedFS). TEST_JOBS=0 runs in one process.
-TEST_JOBS ?= auto
+# In parallel (pytest-xdist): one worker per core and one more, at most 4 (each runs its own chromium,
+# PostgreSQL databases and SeaweedFS). The extra worker keeps the cores busy while the others wait on
+# chromium, gunicorn or a database. TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: $(STAMP) chromium
 	$(PY) -m pytest -q -n $(TEST_JOBS) --maxprocesses=4
 
