@@ -57,6 +57,12 @@ def make_token(secret_key: str, assignment_id: int, nonce: str, study_id: int | 
                                          else [assignment_id, nonce, study_id])
 
 
+def assignment_token(secret_key: str, assignment) -> str:
+    """The token the server hands out for an assignment (anything with ``id``, ``token_nonce`` and
+    ``study_id``): it always names the study, so that the worker's votes can take the one-statement path."""
+    return make_token(secret_key, assignment.id, assignment.token_nonce, assignment.study_id)
+
+
 def read_token(secret_key: str, token: str) -> TokenClaims:
     """Return the token's :class:`TokenClaims`; raise :class:`BadToken` when the signature does not verify.
 

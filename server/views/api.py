@@ -19,7 +19,7 @@ from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (LockedAssignment, lock_assignment, lock_assignment_row, record_environment,
                               record_in_one_statement, study_paradigm)
-from ..tokens import BadToken, TokenClaims, make_token, read_token
+from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls_of
@@ -110,7 +110,7 @@ def create_assignment(slug: str):
         db_session(), study, platform=body.get("platform", "link"), worker_id=body.get("worker_id"),
         assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
         signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request)
-    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce, assignment.study_id)
+    token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200
 

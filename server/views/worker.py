@@ -16,7 +16,7 @@ from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info,
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
-from ..tokens import BadToken, make_token, read_token
+from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
 from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls
@@ -61,7 +61,7 @@ def entry(slug: str):
     except BaseException:
         session.rollback()
         raise
-    token = make_token(current_app.config["SECRET_KEY"], assignment.id, assignment.token_nonce, assignment.study_id)
+    token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return redirect(url_for("worker.stage_page", token=token))
 
 
