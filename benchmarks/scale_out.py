@@ -10,7 +10,8 @@ answered) switch instance on *every* request, so each assignment is entered, rea
 through both. Some votes are also sent again, with the same ``vote_id``, to the other instance
 after they were acknowledged (a retry whose first answer was lost), and some are sent to both
 instances at the same time (a retry sent before the first answer came): every such pair must
-end with exactly one stored vote. Failed requests (network errors, 5xx, 429) are retried with the
+end with exactly one stored vote. Failed requests (network errors, 5xx, 429; a 429 ``busy``, an entry
+deferred by an instance's admission rate, is counted apart from the errors) are retried with the
 same body on the other instance, as a load balancer would fail over.
 
 At the end the database is checked against what the clients saw:
@@ -407,6 +408,7 @@ class DriveReport:
     requests: Counter = field(default_factory=Counter)   # answers per instance (every kind)
     stored_by: Counter = field(default_factory=Counter)  # 201 "stored" answers per instance
     errors: Counter = field(default_factory=Counter)
+    deferred: int = 0  # 429 "busy" answers to entries (an instance's admission rate): not errors
     resends: Counter = field(default_factory=Counter)    # outcome of re-sending an acknowledged vote elsewhere
     races: Counter = field(default_factory=Counter)      # outcome of sending one vote to two instances at once
     outcomes: Counter = field(default_factory=Counter)   # workers by last stage
@@ -442,7 +444,8 @@ class DriveReport:
         return {"instances": self.instances, "workers": self.workers, "concurrency": self.concurrency,
                 "elapsed_s": self.elapsed_s, "votes_sent": len(self.votes), "votes_acknowledged": self.acknowledged,
                 "votes_unresolved": self.unresolved, "stored_by": dict(self.stored_by),
-                "requests": dict(self.requests), "errors": dict(self.errors), "resends": dict(self.resends),
+                "requests": dict(self.requests), "errors": dict(self.errors), "deferred": self.deferred,
+                "resends": dict(self.resends),
                 "races": dict(self.races), "outcomes": dict(self.outcomes), "repeated_pairs": self.repeated_pairs(),
                 "images": len(self.image_urls),
                 "votes_per_s": {**{i: self.votes_per_second(i) for i in self.instances},
@@ -494,7 +497,10 @@ class _Driver:
                 status, answer = await self.once(instance, method, path, body, token, kind)
                 if status not in RETRY_STATUSES:
                     return instance, status, answer
-                self.report.errors[f"{kind}:http_{status}"] += 1
+                if status == 429 and isinstance(answer, dict) and answer.get("error") == "busy":
+                    self.report.deferred += 1  # admitted later, or by the other instance
+                else:
+                    self.report.errors[f"{kind}:http_{status}"] += 1
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self.report.errors[f"{kind}:network:{type(exc).__name__}"] += 1
             if time.monotonic() > deadline:

@@ -13,8 +13,11 @@ vote path is measured):
 (b) open loop at --open-workers concurrent workers, each answering every
     --pace seconds on average (exponential gaps): p99 latency and errors. By
     default all workers enter at the same instant (a burst of entries, consents
-    and first pages that the first votes queue behind); --ramp S spreads their
-    entries over S seconds, as crowd workers pick up a study;
+    and first pages); the server admits new workers at its ``[server]
+    admission_rate`` and defers the rest (429 busy + Retry-After), so the
+    table also gives the entries deferred and each worker's wait for
+    admission; --ramp S spreads their entries over S seconds instead, as
+    crowd workers pick up a study;
 (c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
     whole process group) and a new gunicorn starts on the same port; clients
     retry (same vote_id) until they are done;
@@ -416,6 +419,8 @@ def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -
         "p50_ms": report.p50(), "p99_ms": report.p99(), "errors": report.error_count,
         "lost": check.lost, "duplicated": check.duplicated + check.unacknowledged, "db_exact": check.ok,
         "duplicate_answers": report.duplicates, "elapsed_s": report.elapsed_s,
+        "entries_deferred": report.deferred, "admission_wait_p50_s": report.entry_wait_figures()["p50"],
+        "admission_wait_max_s": report.entry_wait_figures()["max"],
         "client_cpu_pct": 100.0 * extra["client_cpu_s"] / report.elapsed_s if report.elapsed_s else None,
         "client_cpu_ms_per_vote": per_vote(extra["client_cpu_s"]),
         "server_cpu_ms_per_vote": per_vote(extra["server_cpu_s"]),
@@ -445,6 +450,9 @@ def main(argv=None) -> None:
     parser.add_argument("--crash-after", type=float, default=8.0, help="seconds into the crash run to SIGKILL")
     parser.add_argument("--spam", type=float, default=0.0,
                         help="fraction of random clickers (they fail the quiz and leave early)")
+    parser.add_argument("--admission-rate", type=float, default=None,
+                        help="[server] admission_rate of perceptlab: new workers per second per gunicorn worker "
+                             "(default: the shipped configuration's; 0 = no limit)")
     parser.add_argument("--gunicorn-workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
     parser.add_argument("--scenes", type=int, default=8, help="demo scenes (13 methods each, 78 pairs per scene)")
@@ -478,6 +486,8 @@ def main(argv=None) -> None:
            "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0",
            "PERCEPTLAB_SERVER_ENTRY_LIMIT": "0",  # every simulated worker comes from 127.0.0.1
            "PERCEPTLAB_SERVER_INSTANCE_PATH": str(work / "instance")}
+    if args.admission_rate is not None:
+        env["PERCEPTLAB_SERVER_ADMISSION_RATE"] = str(args.admission_rate)
     baseline_env = {**os.environ, "BASELINE_DSN": dsn, "BASELINE_SECRET_KEY": secret}
 
     runs = [Run(f"closed loop, {c} workers", f"bench-closed-{c}", c, c * args.workers_per_slot, args.pages, None)
@@ -543,14 +553,15 @@ def main(argv=None) -> None:
                 figures[run.slug]["fraction_of_baseline"] = (figures[run.slug]["votes_per_s"] / base["votes_per_s"]
                                                              if base and run.pace is None else None)
         header = ["run", "votes saved", "votes/s", "votes/s full load", "p50 ms", "p99 ms", "errors", "duplicates",
-                  "lost", "extra/dup in DB", "DB exact", "client CPU", "client ms/vote", "gunicorn ms/vote",
-                  "PostgreSQL ms/vote"]
+                  "lost", "extra/dup in DB", "DB exact", "entries deferred", "admission wait p50/max s",
+                  "client CPU", "client ms/vote", "gunicorn ms/vote", "PostgreSQL ms/vote"]
 
         def row(run: Run, report: SimulationReport, check: Check) -> list:
             f = figures[run.slug]
             return [run.label, report.votes_acknowledged, f"{f['votes_per_s']:.0f}", f"{f['votes_per_s_full_load']:.0f}",
                     f"{f['p50_ms']:.1f}", f"{f['p99_ms']:.1f}", f["errors"], report.duplicates, check.lost,
-                    f["duplicated"], "yes" if check.ok else "NO", f"{f['client_cpu_pct']:.0f}%",
+                    f["duplicated"], "yes" if check.ok else "NO", f["entries_deferred"],
+                    f"{f['admission_wait_p50_s']:.1f}/{f['admission_wait_max_s']:.1f}", f"{f['client_cpu_pct']:.0f}%",
                     _ms(f["client_cpu_ms_per_vote"]), _ms(f["server_cpu_ms_per_vote"]), _ms(f["db_cpu_ms_per_vote"])]
 
         print()
@@ -600,7 +611,10 @@ def main(argv=None) -> None:
         print("client CPU: CPU time of the simulating process / run time (100% = one of the machine's cores); "
               "ms/vote: CPU per acknowledged vote of the client, gunicorn (master and workers) and PostgreSQL "
               "(the database's backends).")
-        print("errors count every failed attempt (network errors, 5xx, 429, 4xx codes), retries included.")
+        print("errors count every failed attempt (network errors, 5xx, 429 rate_limited, 4xx codes), retries "
+              "included; entries deferred are not errors: new workers the server told to come back (429 busy + "
+              "Retry-After, [server] admission_rate per process); admission wait: a worker's first entry request "
+              "to its admission.")
         print(f"fraction: perceptlab's closed-loop votes/s over the baseline's (goal >= {FRACTION_GOAL:g}).")
         print("perceptlab goals (issue 13): open loop p99 < 50 ms with 0 errors; closed loop >= 4x the saved votes/s "
               "of before (203-222); 0 lost or duplicated in every run.")

@@ -393,7 +393,8 @@ def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Pa
     create_study(url, work, manifest, slug, pairs_per_page=args.pairs_per_page, gold_rate=args.gold_rate,
                  votes_per_pair=votes_per_pair)
     app = create_app(database_url=url, instance_path=str(work / f"instance-{backend}"),
-                     secret_key="bench-" + uuid.uuid4().hex, entry_limit=0, live_scales_interval=0)
+                     secret_key="bench-" + uuid.uuid4().hex, entry_limit=0, admission_rate=0,
+                     live_scales_interval=0)
     driver = Driver(app, slug, args.active_workers, args.pages_per_worker)
     try:
         for _ in range(args.warmup):

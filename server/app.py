@@ -126,6 +126,9 @@ def _api_error(exc: ApiError):
         return jsonify(exc.to_dict()), exc.status, exc.headers
     from flask import render_template
 
+    if exc.code == "busy":  # a new worker over the admission rate: a page that tries again by itself
+        return (render_template("waiting.html", title="Please wait a moment",
+                                retry_seconds=int(exc.headers.get("Retry-After", "1"))), exc.status, exc.headers)
     return render_template("error.html", title="Cannot continue", message=exc.message), exc.status, exc.headers
 
 

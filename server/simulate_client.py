@@ -52,7 +52,10 @@ their trials' images are fetched too (once, through the shared cache).
 Retries and accounting
 ----------------------
 A request that fails with a network error, a timeout, 5xx or 429 is retried
-with exponential backoff and jitter; a vote is always retried with the SAME
+with exponential backoff and jitter, or after the answer's ``Retry-After`` (plus up to one
+second of jitter) when it has one. A new worker the server defers (429 ``busy``: over its
+admission rate) is not an error: such answers are counted in ``deferred``, and each worker's
+wait from its first entry request to its admission in ``entry_waits_s``. A vote is always retried with the SAME
 ``vote_id`` and payload, which exercises the server's idempotency (a retried
 vote the server had already stored answers ``"status": "duplicate"``; these
 are counted). The report keeps every vote_id sent and its final fate:
@@ -171,6 +174,8 @@ class SimulationReport:
     duplicates: int = 0
     vote_attempts: int = 0
     retries: int = 0
+    deferred: int = 0  # 429 "busy" answers to entries: new workers told to come back (the admission rate)
+    entry_waits_s: list[float] = field(default_factory=list)  # first entry request to admission, per worker
     errors: Counter = field(default_factory=Counter)
     latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     outcomes: Counter = field(default_factory=Counter)
@@ -208,6 +213,14 @@ class SimulationReport:
                 and v.answered_s <= t)
         return n / t
 
+    def entry_wait_figures(self) -> dict[str, float]:
+        """p50, p99 and max of the workers' waits for admission, seconds (NaN when none entered)."""
+        waits = self.entry_waits_s
+        if not waits:
+            return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+        return {"p50": float(np.percentile(waits, 50)), "p99": float(np.percentile(waits, 99)),
+                "max": float(max(waits))}
+
     @property
     def error_count(self) -> int:
         return sum(self.errors.values())
@@ -232,6 +245,7 @@ class SimulationReport:
             "votes_sent": self.votes_sent, "votes_acknowledged": self.votes_acknowledged,
             "votes_rejected": self.votes_rejected, "votes_unresolved": self.votes_unresolved,
             "duplicates": self.duplicates, "vote_attempts": self.vote_attempts, "retries": self.retries,
+            "deferred": self.deferred, "entry_wait_s": self.entry_wait_figures(),
             "errors": dict(self.errors), "outcomes": dict(self.outcomes),
             "elapsed_s": self.elapsed_s, "votes_per_second": self.votes_per_second(),
             "full_concurrency_s": self.full_concurrency_s,
@@ -265,11 +279,30 @@ class SimulationReport:
             f"vote latency: p50 {self.p50():.1f} ms, p99 {self.p99():.1f} ms "
             f"({len(self.latencies_ms.get('vote', []))} answers)",
             f"errors: {errors} (retries {self.retries})",
+            f"entries deferred (server busy, 429 + Retry-After): {self.deferred}; wait for admission "
+            f"p50 {self.entry_wait_figures()['p50']:.1f} s, max {self.entry_wait_figures()['max']:.1f} s",
             f"agreement with the reference: honest {pct(honest)}, random {pct(random_)}",
         ]
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` in seconds (the delay form; None when absent or an HTTP date)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _error_code(payload: bytes | None) -> str | None:
+    """The ``error`` code of a JSON error body, or None."""
+    try:
+        parsed = json.loads(payload) if payload else None
+    except ValueError:
+        return None
+    return parsed.get("error") if isinstance(parsed, dict) else None
+
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -351,11 +384,13 @@ class _Session:
                                              allow_redirects=False) as resp:
                     payload = await resp.read()
                     status = resp.status
+                    retry_header = resp.headers.get("Retry-After")
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self.report.errors[f"network:{type(exc).__name__}"] += 1
                 status, payload = None, None
             else:
                 self.report.latencies_ms[kind].append((time.perf_counter() - t0) * 1000.0)
+            retry_after = None
             if status is not None and status not in RETRY_STATUSES:
                 if raw:
                     if status >= 400:
@@ -372,11 +407,18 @@ class _Session:
                     self.report.errors[code or f"http_{status}"] += 1
                 return status, parsed
             if status is not None:
-                self.report.errors["rate_limited" if status == 429 else f"http_{status}"] += 1
+                retry_after = _retry_after_s(retry_header)
+                if status == 429 and _error_code(payload) == "busy":
+                    self.report.deferred += 1
+                else:
+                    self.report.errors["rate_limited" if status == 429 else f"http_{status}"] += 1
             if not retry or attempt >= self.max_attempts or time.monotonic() - started > self.max_retry_s:
                 raise _GiveUp(f"{method} {path}: gave up after {attempt} attempts")
             self.report.retries += 1
-            delay = min(2.0, 0.05 * 2 ** (attempt - 1)) * (0.5 + jitter())
+            if retry_after is not None:
+                delay = retry_after + jitter()  # spread: the deferred must not come back in one instant
+            else:
+                delay = min(2.0, 0.05 * 2 ** (attempt - 1)) * (0.5 + jitter())
             await asyncio.sleep(delay)
 
     # -- what an observer sees
@@ -465,7 +507,9 @@ class _Worker:
                  "assignment_id": f"SIMA{hexid}{self.rng.integers(0, 1 << 30):08X}",
                  "hit_id": f"SIMH{self.rng.integers(0, 1 << 30):08X}",
                  "turk_submit_to": "https://workersandbox.mturk.com"}
+        asked = time.monotonic()
         status, body = await self.api("entry", "POST", f"/api/v1/studies/{self.sim.slug}/assignments", entry)
+        self.sim.report.entry_waits_s.append(time.monotonic() - asked)
         if status not in (200, 201) or not isinstance(body, dict):
             return "error"
         self.token, self.aid = body["token"], str(body["assignment_id"])

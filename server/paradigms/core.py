@@ -610,20 +610,20 @@ class Paradigm:
                         admit_new: Callable[[], None] | None) -> tuple[Assignment, bool]:
         worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
                                                      Worker.external_id == worker_id))
-        if worker is None:
-            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id)
-            session.add(worker)
-            session.flush()
         assignment = session.scalar(select(Assignment).where(
             Assignment.study_id == study.id, Assignment.platform == platform, Assignment.external_id == assignment_id))
         if assignment is not None:
-            if assignment.worker_id != worker.id:
+            if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
             return assignment, False
         if study.status != "active":
             raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
         if admit_new is not None:
-            admit_new()
+            admit_new()  # before any write: a deferred or refused entry costs two reads
+        if worker is None:
+            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id)
+            session.add(worker)
+            session.flush()
         stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
         if stage == Stage.CONSENT and not self.work_left(session, study, worker.id):
             stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz

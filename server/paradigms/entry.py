@@ -20,11 +20,21 @@ window per client address (the views hold one per app: :mod:`server.views.entry_
 re-entering an existing assignment (a reload) is never limited. Behind a reverse proxy set
 ``[server] proxy_fix`` so that the client's address is the one counted (else every visitor shares
 the proxy's address and its limit).
+
+Before that, every new assignment passes this process's :class:`AdmissionGate`, a token bucket of
+``[server] admission_rate`` new assignments per second (``admission_burst`` at once). Starting a
+worker (entry, consent, the first page of trials) costs many times a vote; when hundreds of workers
+arrive in the same second (a HIT just posted), admitting them all at once would make the workers
+already answering wait seconds for their votes. A worker over the rate gets 429 ``busy`` with a
+``Retry-After`` (the worker page turns it into a waiting room that retries by itself); the retry
+times handed out are spread one admission slot apart, so that the deferred arrive as a trickle,
+not as a second burst.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import threading
 import time
 from collections import deque
@@ -40,6 +50,8 @@ from ..models import MTurkHit, Study
 SIGNATURE_HEX_DIGITS = 32  # 128 bits: far beyond guessing, short enough for a URL
 DEFAULT_ENTRY_LIMIT = 20
 DEFAULT_ENTRY_WINDOW = 600.0  # seconds
+DEFAULT_ADMISSION_RATE = 10.0  # new assignments per second per server process
+DEFAULT_ADMISSION_BURST = 2.0
 
 
 # ---------------------------------------------------------------- signed participant links
@@ -168,3 +180,57 @@ def rate_limited(retry_after: float) -> ApiError:
     return ApiError(429, "rate_limited",
                     f"Too many new sessions were started from your network in a short time. Please try again "
                     f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)})
+
+
+# ---------------------------------------------------------------- admission of new workers under load
+
+class AdmissionGate:
+    """New assignments this process starts per second: a token bucket (thread-safe, in memory).
+
+    Deferred callers are told when to come back; successive deferrals are promised successive
+    refills (one every ``1 / rate`` seconds), so that a burst of arrivals comes back spread over
+    the time the bucket needs to admit them all. A promise is not a reservation: whoever asks when
+    a token is there gets it, and a caller who finds none is deferred again, behind the others.
+
+    Parameters
+    ----------
+    rate : float
+        Tokens (new assignments) per second; 0 admits everyone.
+    burst : float
+        Capacity of the bucket: how many may start in the same instant after a quiet spell (at least 1).
+    clock : callable, optional
+        Seconds as a float, monotonic (default :func:`time.monotonic`); tests inject their own.
+    """
+
+    def __init__(self, rate: float = DEFAULT_ADMISSION_RATE, burst: float = DEFAULT_ADMISSION_BURST,
+                 clock: Callable[[], float] | None = None):
+        self.rate, self.burst = float(rate), max(1.0, float(burst))
+        self.clock = clock or time.monotonic
+        self._tokens = self.burst
+        self._filled_at: float | None = None
+        self._promised = float("-inf")  # the latest refill already promised to a deferred caller
+        self._lock = threading.Lock()
+
+    def admit(self) -> float:
+        """Take a token and return 0, or return the seconds after which to ask again."""
+        if self.rate <= 0:
+            return 0.0
+        now = self.clock()
+        with self._lock:
+            if self._filled_at is not None:
+                self._tokens = min(self.burst, self._tokens + (now - self._filled_at) * self.rate)
+            self._filled_at = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return 0.0
+            next_refill = now + (1.0 - self._tokens) / self.rate
+            self._promised = max(next_refill, self._promised + 1.0 / self.rate)
+            return self._promised - now
+
+
+def server_busy(retry_after: float) -> ApiError:
+    """The 429 answer to a new worker over the admission rate (``Retry-After`` in whole seconds)."""
+    seconds = max(1, math.ceil(retry_after))
+    return ApiError(429, "busy", f"Many people are starting this study right now, and new participants are "
+                                 f"let in a few at a time. Please try again in {seconds} "
+                                 f"second{'s' if seconds != 1 else ''}.", headers={"Retry-After": str(seconds)})

@@ -1,28 +1,54 @@
-"""The per-app rate limit on new assignments (:class:`server.paradigms.entry.EntryLimiter`), as the
-worker pages and the worker API apply it to the request's client address."""
+"""The per-app limits on new assignments, as the worker pages and the worker API apply them to a request:
+the admission rate of this process (:class:`server.paradigms.entry.AdmissionGate`) and the rate limit
+per client address (:class:`server.paradigms.entry.EntryLimiter`)."""
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from flask import current_app, request
 
-from ..paradigms.entry import DEFAULT_ENTRY_LIMIT, DEFAULT_ENTRY_WINDOW, EntryLimiter, rate_limited
+from ..paradigms.entry import (DEFAULT_ADMISSION_BURST, DEFAULT_ADMISSION_RATE, DEFAULT_ENTRY_LIMIT,
+                               DEFAULT_ENTRY_WINDOW, AdmissionGate, EntryLimiter, rate_limited, server_busy)
+
+T = TypeVar("T")
+
+
+def _seconds_clock() -> Callable[[], float] | None:
+    """The app's injected clock (if any) as monotonic seconds, as the limiters take it."""
+    clock = current_app.config["SERVER"].get("clock")
+    return (lambda: clock().timestamp()) if clock is not None else None
+
+
+def _per_app(name: str, make: Callable[[dict], T]) -> T:
+    """The app's one ``name`` object, made on first use from its ``[server]`` settings (shared by its threads)."""
+    value = current_app.extensions.get(name)
+    if value is None:
+        value = current_app.extensions.setdefault(name, make(current_app.config["SERVER"]))
+    return value
 
 
 def app_limiter() -> EntryLimiter:
-    """The app's entry limiter, made on first use from ``[server] entry_limit`` and ``entry_window_seconds``
-    (and the app's injected clock, if any)."""
-    limiter = current_app.extensions.get("perceptlab.entry_limiter")
-    if limiter is None:
-        server = current_app.config["SERVER"]
-        clock = server.get("clock")
-        limiter = EntryLimiter(int(server.get("entry_limit", DEFAULT_ENTRY_LIMIT)),
-                               float(server.get("entry_window_seconds", DEFAULT_ENTRY_WINDOW)),
-                               (lambda: clock().timestamp()) if clock is not None else None)
-        limiter = current_app.extensions.setdefault("perceptlab.entry_limiter", limiter)
-    return limiter
+    """The app's entry limiter, from ``[server] entry_limit`` and ``entry_window_seconds``."""
+    return _per_app("perceptlab.entry_limiter", lambda server: EntryLimiter(
+        int(server.get("entry_limit", DEFAULT_ENTRY_LIMIT)),
+        float(server.get("entry_window_seconds", DEFAULT_ENTRY_WINDOW)), _seconds_clock()))
+
+
+def app_gate() -> AdmissionGate:
+    """The app's admission gate, from ``[server] admission_rate`` and ``admission_burst``."""
+    return _per_app("perceptlab.admission_gate", lambda server: AdmissionGate(
+        float(server.get("admission_rate", DEFAULT_ADMISSION_RATE)),
+        float(server.get("admission_burst", DEFAULT_ADMISSION_BURST)), _seconds_clock()))
 
 
 def admit_from_request() -> None:
-    """Count a new assignment for this request's client address, or raise the 429."""
+    """Count a new assignment, or raise the 429: ``busy`` while this process admits new workers faster
+    than its admission rate (nothing counted against the address), ``rate_limited`` when this request's
+    client address is over its entry limit."""
+    wait = app_gate().admit()
+    if wait > 0:
+        raise server_busy(wait)
     wait = app_limiter().admit(request.remote_addr or "unknown")
     if wait > 0:
         raise rate_limited(wait)

@@ -79,6 +79,8 @@ def make_test_app(database_url: str, instance_path: Path, **overrides):
     # API tests create many workers from one address (the test client's); the tests of the entry
     # rate limit (test_fair_allocation.py) set ``entry_limit`` themselves.
     overrides.setdefault("entry_limit", 0)
+    # ... and the admission rate (tests of the waiting room set ``admission_rate``: test_admission.py).
+    overrides.setdefault("admission_rate", 0)
     # Running scale estimates are computed in the asking thread: tests replace parts of the computation
     # in this process (test_live_scales.py runs the child process on purpose).
     overrides.setdefault("live_scales_process", False)

@@ -1,0 +1,87 @@
+"""The admission rate: a burst of new workers is let in a few at a time (429 ``busy`` + Retry-After,
+a waiting room on the HTML entry), deferred workers are told successive times, nothing is stored for
+a deferred entry, and workers who already have an assignment are never deferred.
+
+Time moves only by the injected clock: nothing sleeps.
+"""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from server.models import Assignment, Worker
+from server.paradigms.entry import AdmissionGate
+
+from .conftest import create_test_study, make_test_app
+from .test_fair_allocation import SMALL, Client, token_of
+
+
+def test_gate_admits_its_burst_then_one_per_refill_and_spreads_the_deferred():
+    now = [500.0]
+    gate = AdmissionGate(rate=4.0, burst=2.0, clock=lambda: now[0])
+    assert [gate.admit(), gate.admit()] == [0.0, 0.0]  # the burst
+    waits = [gate.admit() for _ in range(3)]  # told 1, 2 and 3 refills from now
+    assert waits == pytest.approx([0.25, 0.5, 0.75])
+    now[0] += 0.25
+    assert gate.admit() == 0.0  # the first promised refill is there
+    assert gate.admit() == pytest.approx(0.75)  # behind those already promised (at 0.5 and 0.75 from the start)
+    now[0] += 10.0  # a quiet spell refills the bucket up to its burst, not beyond
+    assert [gate.admit(), gate.admit()] == [0.0, 0.0]
+    assert gate.admit() == pytest.approx(0.25)  # promises long past do not push new ones back
+    assert AdmissionGate(rate=0, clock=lambda: 0.0).admit() == 0.0  # 0 = no limit
+
+
+@pytest.fixture
+def gated_app(database_url, tmp_path, clock):
+    """An app that admits one new worker per second, one at a time."""
+    app = make_test_app(database_url, tmp_path / "gated", clock=clock, admission_rate=1.0, admission_burst=1.0)
+    yield app
+    app.extensions["perceptlab.engine"].dispose()
+
+
+def _rows(app) -> tuple[int, int]:
+    with app.extensions["perceptlab.sessions"]() as session:
+        return (session.scalar(select(func.count()).select_from(Worker)),
+                session.scalar(select(func.count()).select_from(Assignment)))
+
+
+def test_a_burst_of_new_workers_waits_and_returning_workers_do_not(gated_app, demo_stimuli, tmp_path, clock):
+    app = gated_app
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="gated", **SMALL)
+    client = Client(app, "198.51.100.7")
+    first = token_of(client.page(f"/s/{slug}?participant=P-0"))
+    stored = _rows(app)
+
+    waiting = client.page(f"/s/{slug}?participant=P-1")  # the HTML entry: a waiting room
+    assert waiting.status_code == 429 and waiting.headers["Retry-After"] == "1"
+    html = waiting.get_data(as_text=True)
+    assert 'id="waiting"' in html and 'data-retry-seconds="1"' in html and "waiting_room.js" in html
+    deferred = client.enter(slug, platform="link", worker_id="P-2")  # the JSON entry, told a later time
+    assert deferred.status_code == 429 and deferred.json["error"] == "busy"
+    assert deferred.headers["Retry-After"] == "2"
+    assert _rows(app) == stored  # a deferred entry stores nothing
+
+    # A reload of an admitted worker's link is never deferred, however busy the gate.
+    assert token_of(client.page(f"/s/{slug}?participant=P-0")) == first
+    assert client.enter(slug, platform="link", worker_id="P-0").status_code == 200
+
+    clock.advance(seconds=1)
+    token_of(client.page(f"/s/{slug}?participant=P-1"))  # back when told: admitted
+    assert client.enter(slug, platform="link", worker_id="P-2").status_code == 429  # its time is not yet
+    clock.advance(seconds=1)
+    assert client.enter(slug, platform="link", worker_id="P-2").status_code == 201
+    assert _rows(app) == (stored[0] + 2, stored[1] + 2)
+
+
+def test_the_admission_rate_is_off_at_zero_and_on_by_default(database_url, tmp_path, clock, demo_stimuli):
+    from server.config import load_config
+
+    assert load_config({})["server"]["admission_rate"] > 0  # shipped on: a posted HIT's burst must not stall votes
+    app = make_test_app(database_url, tmp_path / "open", clock=clock, admission_rate=0)
+    try:
+        slug = create_test_study(app, demo_stimuli, tmp_path, slug="open", **SMALL)
+        client = Client(app, "198.51.100.8")
+        for k in range(6):
+            token_of(client.page(f"/s/{slug}?participant=Q-{k}"))
+    finally:
+        app.extensions["perceptlab.engine"].dispose()
