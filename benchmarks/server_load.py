@@ -14,10 +14,13 @@ vote path is measured):
     --pace seconds on average (exponential gaps): p99 latency and errors. By
     default all workers enter at the same instant (a burst of entries, consents
     and first pages); the server admits new workers at its ``[server]
-    admission_rate`` and defers the rest (429 busy + Retry-After), so the
-    table also gives the entries deferred and each worker's wait for
-    admission; --ramp S spreads their entries over S seconds instead, as
-    crowd workers pick up a study;
+    admission_rate`` as shipped (or --admission-rate) and defers the rest (429
+    busy + Retry-After), so the table also gives the entries deferred and
+    each worker's wait for admission; --ramp S spreads their entries over S
+    seconds instead, as crowd workers pick up a study. The closed-loop and
+    crash runs have no admission rate (--closed-admission-rate 0): there every
+    worker enters at once and is done within seconds, and what is measured is
+    how many votes the server stores;
 (c) a crash run: mid-run, gunicorn's master and workers get SIGKILL (the
     whole process group) and a new gunicorn starts on the same port; clients
     retry (same vote_id) until they are done;
@@ -50,6 +53,7 @@ Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import signal
@@ -451,8 +455,12 @@ def main(argv=None) -> None:
     parser.add_argument("--spam", type=float, default=0.0,
                         help="fraction of random clickers (they fail the quiz and leave early)")
     parser.add_argument("--admission-rate", type=float, default=None,
-                        help="[server] admission_rate of perceptlab: new workers per second per gunicorn worker "
+                        help="[server] admission_rate of perceptlab in the open-loop run: new workers per second "
                              "(default: the shipped configuration's; 0 = no limit)")
+    parser.add_argument("--closed-admission-rate", type=float, default=0.0,
+                        help="[server] admission_rate in the closed-loop and crash runs (default 0 = no limit: a "
+                             "closed loop measures how many votes the server stores, not how fast it lets new "
+                             "workers in; every worker there enters at once and finishes in seconds)")
     parser.add_argument("--gunicorn-workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
     parser.add_argument("--scenes", type=int, default=8, help="demo scenes (13 methods each, 78 pairs per scene)")
@@ -486,8 +494,10 @@ def main(argv=None) -> None:
            "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0",
            "PERCEPTLAB_SERVER_ENTRY_LIMIT": "0",  # every simulated worker comes from 127.0.0.1
            "PERCEPTLAB_SERVER_INSTANCE_PATH": str(work / "instance")}
+    open_env = dict(env)
     if args.admission_rate is not None:
-        env["PERCEPTLAB_SERVER_ADMISSION_RATE"] = str(args.admission_rate)
+        open_env["PERCEPTLAB_SERVER_ADMISSION_RATE"] = str(args.admission_rate)
+    closed_env = {**env, "PERCEPTLAB_SERVER_ADMISSION_RATE": str(args.closed_admission_rate)}
     baseline_env = {**os.environ, "BASELINE_DSN": dsn, "BASELINE_SECRET_KEY": secret}
 
     runs = [Run(f"closed loop, {c} workers", f"bench-closed-{c}", c, c * args.workers_per_slot, args.pages, None)
@@ -520,18 +530,23 @@ def main(argv=None) -> None:
         gunicorn_settings = (f"gunicorn -k gthread --workers {args.gunicorn_workers} --threads {args.threads} "
                              f"--keep-alive {KEEP_ALIVE_S}")
         results: list[tuple[Run, SimulationReport, Check, dict]] = []
-        for app, app_runs, log in (("server:create_app()", runs, "gunicorn.log"),
-                                   (BASELINE_APP, baseline_runs, "baseline.log")):
+        # perceptlab's closed-loop runs (and the crash run) and its open-loop run each get a gunicorn of their
+        # own: their admission rates differ (see --closed-admission-rate).
+        groups = [("server:create_app()", list(group), f"gunicorn-{k}.log", closed_env if closed else open_env)
+                  for k, (closed, group) in enumerate(itertools.groupby(runs, key=lambda run: run.pace is None))]
+        groups.append((BASELINE_APP, baseline_runs, "baseline.log", baseline_env))
+        for app, app_runs, log, app_env in groups:
             if not app_runs:
                 continue
             if app == BASELINE_APP:
                 from benchmarks.baseline_app import ensure_table
 
                 ensure_table(dsn)
-            server = Gunicorn(baseline_env if app == BASELINE_APP else env, free_port(), args.gunicorn_workers,
-                              args.threads, work / log, app=app)
+            server = Gunicorn(app_env, free_port(), args.gunicorn_workers, args.threads, work / log, app=app)
             up = server.start()
-            print(f"# {gunicorn_settings} '{app}' on {server.url} (answered after {up:.1f} s)", flush=True)
+            admission = app_env.get("PERCEPTLAB_SERVER_ADMISSION_RATE", "as shipped")
+            print(f"# {gunicorn_settings} '{app}' on {server.url} (answered after {up:.1f} s)"
+                  f"{'' if app == BASELINE_APP else f'; admission rate {admission}'}", flush=True)
             for run in app_runs:
                 i = len(results)
                 report, check, extra = execute(run, server, dsn, dbname, args.seed + 1000 * (i + 1), args.spam,
@@ -613,8 +628,8 @@ def main(argv=None) -> None:
               "(the database's backends).")
         print("errors count every failed attempt (network errors, 5xx, 429 rate_limited, 4xx codes), retries "
               "included; entries deferred are not errors: new workers the server told to come back (429 busy + "
-              "Retry-After, [server] admission_rate per process); admission wait: a worker's first entry request "
-              "to its admission.")
+              "Retry-After, [server] admission_rate, shared by the processes); admission wait: a worker's first "
+              "entry request to its admission.")
         print(f"fraction: perceptlab's closed-loop votes/s over the baseline's (goal >= {FRACTION_GOAL:g}).")
         print("perceptlab goals (issue 13): open loop p99 < 50 ms with 0 errors; closed loop >= 4x the saved votes/s "
               "of before (203-222); 0 lost or duplicated in every run.")

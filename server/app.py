@@ -127,8 +127,8 @@ def _api_error(exc: ApiError):
     from flask import render_template
 
     if exc.code == "busy":  # a new worker over the admission rate: a page that tries again by itself
-        return (render_template("waiting.html", title="Please wait a moment",
-                                retry_seconds=int(exc.headers.get("Retry-After", "1"))), exc.status, exc.headers)
+        return (render_template("waiting.html", title="Please wait a moment", retry_s=exc.retry_after_s or 1.0),
+                exc.status, exc.headers)
     return render_template("error.html", title="Cannot continue", message=exc.message), exc.status, exc.headers
 
 

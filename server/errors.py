@@ -5,15 +5,21 @@ from __future__ import annotations
 class ApiError(Exception):
     """A request the server refuses; nothing was stored."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 retry_after_s: float | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}  # e.g. Retry-After on a 429
+        # Retry-After counts whole seconds; clients that can wait a fraction of one read this instead.
+        self.retry_after_s = retry_after_s
 
-    def to_dict(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, str | float]:
+        body: dict[str, str | float] = {"error": self.code, "message": self.message}
+        if self.retry_after_s is not None:
+            body["retry_after_s"] = round(self.retry_after_s, 3)
+        return body
 
 
 def invalid(message: str) -> ApiError:

@@ -52,8 +52,8 @@ their trials' images are fetched too (once, through the shared cache).
 Retries and accounting
 ----------------------
 A request that fails with a network error, a timeout, 5xx or 429 is retried
-with exponential backoff and jitter, or after the answer's ``Retry-After`` (plus up to one
-second of jitter) when it has one. A new worker the server defers (429 ``busy``: over its
+with exponential backoff and jitter, or after the time the answer gives (its body's
+``retry_after_s``, else its ``Retry-After``; plus up to 0.25 s of jitter) when it gives one. A new worker the server defers (429 ``busy``: over its
 admission rate) is not an error: such answers are counted in ``deferred``, and each worker's
 wait from its first entry request to its admission in ``entry_waits_s``. A vote is always retried with the SAME
 ``vote_id`` and payload, which exercises the server's idempotency (a retried
@@ -287,10 +287,15 @@ class SimulationReport:
 
 # ----------------------------------------------------------------------------- helpers
 
-def _retry_after_s(value: str | None) -> float | None:
-    """A ``Retry-After`` in seconds (the delay form; None when absent or an HTTP date)."""
+def _retry_after_s(header: str | None, payload: bytes | None) -> float | None:
+    """The seconds to wait before retrying: the body's ``retry_after_s`` (to the millisecond) or the
+    ``Retry-After`` header (whole seconds); None when neither says (an HTTP date counts as neither)."""
     try:
-        return max(0.0, float(value)) if value else None
+        parsed = json.loads(payload) if payload else None
+        precise = parsed.get("retry_after_s") if isinstance(parsed, dict) else None
+        if isinstance(precise, (int, float)) and math.isfinite(precise):
+            return max(0.0, float(precise))
+        return max(0.0, float(header)) if header else None
     except ValueError:
         return None
 
@@ -407,7 +412,7 @@ class _Session:
                     self.report.errors[code or f"http_{status}"] += 1
                 return status, parsed
             if status is not None:
-                retry_after = _retry_after_s(retry_header)
+                retry_after = _retry_after_s(retry_header, payload)
                 if status == 429 and _error_code(payload) == "busy":
                     self.report.deferred += 1
                 else:
@@ -416,7 +421,7 @@ class _Session:
                 raise _GiveUp(f"{method} {path}: gave up after {attempt} attempts")
             self.report.retries += 1
             if retry_after is not None:
-                delay = retry_after + jitter()  # spread: the deferred must not come back in one instant
+                delay = retry_after + 0.25 * jitter()  # two told nearly the same time must not come back together
             else:
                 delay = min(2.0, 0.05 * 2 ** (attempt - 1)) * (0.5 + jitter())
             await asyncio.sleep(delay)

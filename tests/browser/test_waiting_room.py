@@ -44,7 +44,7 @@ def test_deferred_worker_waits_then_enters_by_itself(browser, live_server, app, 
         page.clock.run_for(900)  # still waiting: the page has not given up nor reloaded early
         expect(room).to_be_visible()
         clock.advance(seconds=2)  # the server's slot is free again
-        page.clock.run_for(2200)  # the countdown (1 s and up to 1 s of jitter) ends: the page asks again
+        page.clock.run_for(400)  # the countdown (1 s and up to 0.25 s of jitter) ends: the page asks again
         expect(page.locator("main#consent")).to_be_visible()
         assert "/w/" in page.url
     finally:

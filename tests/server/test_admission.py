@@ -7,28 +7,57 @@ Time moves only by the injected clock: nothing sleeps.
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
-from server.models import Assignment, Worker
-from server.paradigms.entry import AdmissionGate
+from server.db import make_engine
+from server.models import Admission, Assignment, Worker
+from server.paradigms.entry import AdmissionGate, LocalAdmissionGate
 
 from .conftest import create_test_study, make_test_app
 from .test_fair_allocation import SMALL, Client, token_of
 
 
-def test_gate_admits_its_burst_then_one_per_refill_and_spreads_the_deferred():
-    now = [500.0]
-    gate = AdmissionGate(rate=4.0, burst=2.0, clock=lambda: now[0])
+def _gate_decisions(make_gate, now: list[float]) -> None:
+    """The decisions every admission gate makes (4 tokens a second, 2 at once), clock at ``now[0]``."""
+    gate = make_gate()
     assert [gate.admit(), gate.admit()] == [0.0, 0.0]  # the burst
     waits = [gate.admit() for _ in range(3)]  # told 1, 2 and 3 refills from now
     assert waits == pytest.approx([0.25, 0.5, 0.75])
     now[0] += 0.25
     assert gate.admit() == 0.0  # the first promised refill is there
-    assert gate.admit() == pytest.approx(0.75)  # behind those already promised (at 0.5 and 0.75 from the start)
+    assert gate.admit() == pytest.approx(0.75)  # behind those already promised (0.5 and 0.75 from the start)
     now[0] += 10.0  # a quiet spell refills the bucket up to its burst, not beyond
     assert [gate.admit(), gate.admit()] == [0.0, 0.0]
     assert gate.admit() == pytest.approx(0.25)  # promises long past do not push new ones back
-    assert AdmissionGate(rate=0, clock=lambda: 0.0).admit() == 0.0  # 0 = no limit
+
+
+def test_local_gate_admits_its_burst_then_one_per_refill_and_spreads_the_deferred():
+    now = [1_800_000_000.0]
+    _gate_decisions(lambda: LocalAdmissionGate(rate=4.0, burst=2.0, clock=lambda: now[0]), now)
+    assert LocalAdmissionGate(rate=0, clock=lambda: 0.0).admit() == 0.0  # 0 = no limit
+
+
+def test_shared_gate_decides_the_same_and_is_shared_by_processes(postgres_url, tmp_path, clock):
+    app = make_test_app(postgres_url, tmp_path / "gate", clock=clock)
+    engine = app.extensions["perceptlab.engine"]
+    now = [1_800_000_000.0]
+    try:
+        _gate_decisions(lambda: AdmissionGate(engine, rate=4.0, burst=2.0, clock=lambda: now[0]), now)
+        # Another process (its own engine and gate object) shares the bucket through the database:
+        # the burst was just taken, and three callers were promised the next refills.
+        other = make_engine(postgres_url)
+        try:
+            assert AdmissionGate(other, rate=4.0, burst=2.0, clock=lambda: now[0]).admit() == pytest.approx(0.5)
+        finally:
+            other.dispose()
+        assert AdmissionGate(engine, rate=0, clock=lambda: 0.0).admit() == 0.0  # 0 = no limit
+
+        with engine.begin() as connection:  # a database without the gate's row: it is made on first use
+            connection.execute(delete(Admission))
+        gate = AdmissionGate(engine, rate=4.0, burst=2.0, clock=lambda: now[0])
+        assert [gate.admit(), gate.admit(), gate.admit() > 0] == [0.0, 0.0, True]
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture
@@ -55,10 +84,10 @@ def test_a_burst_of_new_workers_waits_and_returning_workers_do_not(gated_app, de
     waiting = client.page(f"/s/{slug}?participant=P-1")  # the HTML entry: a waiting room
     assert waiting.status_code == 429 and waiting.headers["Retry-After"] == "1"
     html = waiting.get_data(as_text=True)
-    assert 'id="waiting"' in html and 'data-retry-seconds="1"' in html and "waiting_room.js" in html
+    assert 'id="waiting"' in html and 'data-retry-ms="1000"' in html and "waiting_room.js" in html
     deferred = client.enter(slug, platform="link", worker_id="P-2")  # the JSON entry, told a later time
     assert deferred.status_code == 429 and deferred.json["error"] == "busy"
-    assert deferred.headers["Retry-After"] == "2"
+    assert deferred.headers["Retry-After"] == "2" and deferred.json["retry_after_s"] == pytest.approx(2.0)
     assert _rows(app) == stored  # a deferred entry stores nothing
 
     # A reload of an admitted worker's link is never deferred, however busy the gate.
