@@ -456,7 +456,7 @@ def main(argv=None) -> None:
                         help="fraction of random clickers (they fail the quiz and leave early)")
     parser.add_argument("--admission-rate", type=float, default=None,
                         help="[server] admission_rate of perceptlab in the open-loop run: new workers per second "
-                             "(default: the shipped configuration's; 0 = no limit)")
+                             "per gunicorn worker (default: the shipped configuration's; 0 = no limit)")
     parser.add_argument("--closed-admission-rate", type=float, default=0.0,
                         help="[server] admission_rate in the closed-loop and crash runs (default 0 = no limit: a "
                              "closed loop measures how many votes the server stores, not how fast it lets new "
@@ -628,7 +628,7 @@ def main(argv=None) -> None:
               "(the database's backends).")
         print("errors count every failed attempt (network errors, 5xx, 429 rate_limited, 4xx codes), retries "
               "included; entries deferred are not errors: new workers the server told to come back (429 busy + "
-              "Retry-After, [server] admission_rate, shared by the processes); admission wait: a worker's first "
+              "Retry-After, [server] admission_rate per gunicorn worker); admission wait: a worker's first "
               "entry request to its admission.")
         print(f"fraction: perceptlab's closed-loop votes/s over the baseline's (goal >= {FRACTION_GOAL:g}).")
         print("perceptlab goals (issue 13): open loop p99 < 50 ms with 0 errors; closed loop >= 4x the saved votes/s "

@@ -256,17 +256,6 @@ class GoldResult(Base):
     vote: Mapped[Vote] = relationship()
 
 
-class Admission(Base):
-    """The state of an admission gate (:class:`server.paradigms.entry.AdmissionGate`), shared by every
-    server process and instance on the database. Times are seconds since the epoch."""
-    __tablename__ = "admission"
-
-    name: Mapped[str] = mapped_column(String(32), primary_key=True)
-    next_free: Mapped[float] = mapped_column(Float, default=0.0)      # when the next token is issued
-    promised: Mapped[float] = mapped_column(Float, default=0.0)       # the latest time told to a deferred caller
-    last_admitted: Mapped[bool] = mapped_column(Boolean, default=False)  # what the last call decided
-
-
 class User(Base):
     """An experimenter who may log in to the dashboard."""
     __tablename__ = "user_account"

@@ -1,6 +1,6 @@
-"""The limits on new assignments, as the worker pages and the worker API apply them to a request: the
-admission rate shared through the database (:class:`server.paradigms.entry.AdmissionGate`) and this
-process's rate limit per client address (:class:`server.paradigms.entry.EntryLimiter`)."""
+"""The per-app limits on new assignments, as the worker pages and the worker API apply them to a request:
+this process's admission rate (:class:`server.paradigms.entry.AdmissionGate`) and its rate limit per
+client address (:class:`server.paradigms.entry.EntryLimiter`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,14 +9,13 @@ from typing import TypeVar
 from flask import current_app, request
 
 from ..paradigms.entry import (DEFAULT_ADMISSION_BURST, DEFAULT_ADMISSION_RATE, DEFAULT_ENTRY_LIMIT,
-                               DEFAULT_ENTRY_WINDOW, AdmissionGate, EntryLimiter, LocalAdmissionGate, rate_limited,
-                               server_busy)
+                               DEFAULT_ENTRY_WINDOW, AdmissionGate, EntryLimiter, rate_limited, server_busy)
 
 T = TypeVar("T")
 
 
 def _seconds_clock() -> Callable[[], float] | None:
-    """The app's injected clock (if any) as seconds since the epoch, as the limiters take it."""
+    """The app's injected clock (if any) as seconds, as the limiters take it."""
     clock = current_app.config["SERVER"].get("clock")
     return (lambda: clock().timestamp()) if clock is not None else None
 
@@ -36,17 +35,11 @@ def app_limiter() -> EntryLimiter:
         float(server.get("entry_window_seconds", DEFAULT_ENTRY_WINDOW)), _seconds_clock()))
 
 
-def app_gate() -> AdmissionGate | LocalAdmissionGate:
-    """The app's admission gate, from ``[server] admission_rate`` and ``admission_burst``: shared through
-    the database, or in this process on SQLite (:class:`~server.paradigms.entry.LocalAdmissionGate`)."""
-    def make(server: dict) -> AdmissionGate | LocalAdmissionGate:
-        engine = current_app.extensions["perceptlab.engine"]
-        rate = float(server.get("admission_rate", DEFAULT_ADMISSION_RATE))
-        burst = float(server.get("admission_burst", DEFAULT_ADMISSION_BURST))
-        if engine.dialect.name == "sqlite":
-            return LocalAdmissionGate(rate, burst, _seconds_clock())
-        return AdmissionGate(engine, rate, burst, _seconds_clock())
-    return _per_app("perceptlab.admission_gate", make)
+def app_gate() -> AdmissionGate:
+    """The app's admission gate, from ``[server] admission_rate`` and ``admission_burst``."""
+    return _per_app("perceptlab.admission_gate", lambda server: AdmissionGate(
+        float(server.get("admission_rate", DEFAULT_ADMISSION_RATE)),
+        float(server.get("admission_burst", DEFAULT_ADMISSION_BURST)), _seconds_clock()))
 
 
 def admit_from_request() -> None:
