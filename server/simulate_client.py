@@ -52,10 +52,12 @@ their trials' images are fetched too (once, through the shared cache).
 Retries and accounting
 ----------------------
 A request that fails with a network error, a timeout, 5xx or 429 is retried
-with exponential backoff and jitter, or after the time the answer gives (its body's
-``retry_after_s``, else its ``Retry-After``; plus up to 0.25 s of jitter) when it gives one. A new worker the server defers (429 ``busy``: over its
-admission rate) is not an error: such answers are counted in ``deferred``, and each worker's
-wait from its first entry request to its admission in ``entry_waits_s``. A vote is always retried with the SAME
+with exponential backoff and jitter, or after the time the answer gives when it
+gives one (its body's ``retry_after_s``, else its ``Retry-After``; at most a
+minute, plus up to 0.25 s of jitter). A new worker the server defers (429
+``busy``: over its admission rate) is not an error: such answers are counted in
+``deferred``, and each worker's wait from its first entry request to its
+admission in ``entry_waits_s``. A vote is always retried with the SAME
 ``vote_id`` and payload, which exercises the server's idempotency (a retried
 vote the server had already stored answers ``"status": "duplicate"``; these
 are counted). The report keeps every vote_id sent and its final fate:
@@ -287,17 +289,26 @@ class SimulationReport:
 
 # ----------------------------------------------------------------------------- helpers
 
+MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is waited on a minute at a time
+
+
 def _retry_after_s(header: str | None, payload: bytes | None) -> float | None:
-    """The seconds to wait before retrying: the body's ``retry_after_s`` (to the millisecond) or the
-    ``Retry-After`` header (whole seconds); None when neither says (an HTTP date counts as neither)."""
+    """The seconds to wait before retrying: the JSON body's ``retry_after_s`` (to the millisecond), else
+    the ``Retry-After`` header (whole seconds), at most :data:`MAX_RETRY_AFTER_S`; None when neither
+    says (an HTTP date counts as neither)."""
     try:
         parsed = json.loads(payload) if payload else None
-        precise = parsed.get("retry_after_s") if isinstance(parsed, dict) else None
-        if isinstance(precise, (int, float)) and math.isfinite(precise):
-            return max(0.0, float(precise))
-        return max(0.0, float(header)) if header else None
-    except ValueError:
-        return None
+    except ValueError:  # e.g. a proxy's HTML error page
+        parsed = None
+    candidates = [parsed.get("retry_after_s") if isinstance(parsed, dict) else None, header]
+    for value in candidates:
+        try:
+            seconds = float(value) if value is not None and not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(seconds):
+            return min(max(0.0, seconds), MAX_RETRY_AFTER_S)
+    return None
 
 
 def _error_code(payload: bytes | None) -> str | None:

@@ -157,3 +157,30 @@ def test_summary_counts_the_workers_that_can_run_at_once():
     lines = report.summary_lines()
     assert lines[0].startswith("workers: 2 (2 at a time)")
     assert "all 2 workers running" in lines[2]
+
+
+def test_deferred_entries_are_waited_out_not_counted_as_errors(database_url, tmp_path, demo_stimuli):
+    """Against an app admitting 20 new workers a second, 2 at once (real time: the waits are fractions of a
+    second), 8 workers entering together are deferred and come back when told; none gives up, nothing
+    counts as an error, and the database holds exactly the acknowledged votes."""
+    from werkzeug.serving import make_server
+
+    from .conftest import SMALL_STUDY, create_test_study, make_test_app
+
+    app = make_test_app(database_url, tmp_path / "gated", admission_rate=20.0, admission_burst=2.0)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        slug = create_test_study(app, demo_stimuli, tmp_path, slug="gated-sim", pages=SMALL_STUDY["pages"],
+                                 quality={"quiz_size": 0, "gold_rate": 0.0})
+        report = run_simulation(f"http://127.0.0.1:{server.server_port}", slug, workers=8, spam=0.0, concurrency=8,
+                                seed=5, pages=1, observer="latent", progress=False)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        app.extensions["perceptlab.engine"].dispose()
+    assert report.deferred >= 1, report.to_dict()
+    assert not report.errors and report.outcomes.get("error", 0) == 0, report.to_dict()
+    assert len(report.entry_waits_s) == 8 and max(report.entry_waits_s) > 0
+    _assert_db_holds_exactly_the_acknowledged_votes(app, report)
