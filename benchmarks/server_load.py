@@ -415,6 +415,7 @@ FRACTION_GOAL = 0.6  # perceptlab's closed-loop rate over the baseline's (issue 
 def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -> dict:
     """One run's figures (the ``--json-out`` object, before the baseline's rate is added)."""
     votes = report.votes_acknowledged
+    waits = report.entry_wait_figures()
     per_vote = lambda seconds: None if seconds is None or not votes else 1000.0 * seconds / votes  # noqa: E731
     return {
         "name": run.label, "workers": run.concurrency, "workers_total": run.workers, "pages": run.pages,
@@ -423,8 +424,8 @@ def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -
         "p50_ms": report.p50(), "p99_ms": report.p99(), "errors": report.error_count,
         "lost": check.lost, "duplicated": check.duplicated + check.unacknowledged, "db_exact": check.ok,
         "duplicate_answers": report.duplicates, "elapsed_s": report.elapsed_s,
-        "entries_deferred": report.deferred, "admission_wait_p50_s": report.entry_wait_figures()["p50"],
-        "admission_wait_max_s": report.entry_wait_figures()["max"],
+        "entries_deferred": report.deferred, "admission_wait_p50_s": waits["p50"],
+        "admission_wait_max_s": waits["max"],
         "client_cpu_pct": 100.0 * extra["client_cpu_s"] / report.elapsed_s if report.elapsed_s else None,
         "client_cpu_ms_per_vote": per_vote(extra["client_cpu_s"]),
         "server_cpu_ms_per_vote": per_vote(extra["server_cpu_s"]),

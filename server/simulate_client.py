@@ -268,6 +268,7 @@ class SimulationReport:
         errors = ", ".join(f"{k} {v}" for k, v in self.errors.most_common()) or "none"
         honest, random_ = self.agreement(True), self.agreement(False)
         pct = lambda a: f"{100 * a[0] / a[1]:.1f}% of {a[1]}" if a[1] else "-"  # noqa: E731
+        waits = self.entry_wait_figures()
         return [
             f"workers: {self.workers} ({min(self.concurrency, self.workers)} at a time), "
             f"completed {self.outcomes.get('completed', 0)}, stopped {self.outcomes.get('stopped', 0)}, "
@@ -282,7 +283,7 @@ class SimulationReport:
             f"({len(self.latencies_ms.get('vote', []))} answers)",
             f"errors: {errors} (retries {self.retries})",
             f"entries deferred (server busy, 429 + Retry-After): {self.deferred}; wait for admission "
-            f"p50 {self.entry_wait_figures()['p50']:.1f} s, max {self.entry_wait_figures()['max']:.1f} s",
+            f"p50 {waits['p50']:.1f} s, max {waits['max']:.1f} s",
             f"agreement with the reference: honest {pct(honest)}, random {pct(random_)}",
         ]
 
@@ -292,14 +293,18 @@ class SimulationReport:
 MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is waited on a minute at a time
 
 
-def _retry_after_s(header: str | None, payload: bytes | None) -> float | None:
+def _json_or_none(payload: bytes | None) -> Any:
+    """An answer's parsed JSON body, or None (no body, or not JSON: e.g. a proxy's HTML error page)."""
+    try:
+        return json.loads(payload) if payload else None
+    except ValueError:
+        return None
+
+
+def _retry_after_s(header: str | None, parsed: Any) -> float | None:
     """The seconds to wait before retrying: the JSON body's ``retry_after_s`` (to the millisecond), else
     the ``Retry-After`` header (whole seconds), at most :data:`MAX_RETRY_AFTER_S`; None when neither
     says (an HTTP date counts as neither)."""
-    try:
-        parsed = json.loads(payload) if payload else None
-    except ValueError:  # e.g. a proxy's HTML error page
-        parsed = None
     candidates = [parsed.get("retry_after_s") if isinstance(parsed, dict) else None, header]
     for value in candidates:
         try:
@@ -311,12 +316,8 @@ def _retry_after_s(header: str | None, payload: bytes | None) -> float | None:
     return None
 
 
-def _error_code(payload: bytes | None) -> str | None:
-    """The ``error`` code of a JSON error body, or None."""
-    try:
-        parsed = json.loads(payload) if payload else None
-    except ValueError:
-        return None
+def _error_code(parsed: Any) -> str | None:
+    """The ``error`` code of a parsed JSON error body, or None."""
     return parsed.get("error") if isinstance(parsed, dict) else None
 
 
@@ -412,19 +413,14 @@ class _Session:
                     if status >= 400:
                         self.report.errors[f"http_{status}"] += 1
                     return status, payload
-                parsed = None
-                if payload:
-                    try:
-                        parsed = json.loads(payload)
-                    except ValueError:
-                        parsed = None
+                parsed = _json_or_none(payload)
                 if status >= 400:
-                    code = parsed.get("error") if isinstance(parsed, dict) else None
-                    self.report.errors[code or f"http_{status}"] += 1
+                    self.report.errors[_error_code(parsed) or f"http_{status}"] += 1
                 return status, parsed
             if status is not None:
-                retry_after = _retry_after_s(retry_header, payload)
-                if status == 429 and _error_code(payload) == "busy":
+                parsed = _json_or_none(payload)
+                retry_after = _retry_after_s(retry_header, parsed)
+                if status == 429 and _error_code(parsed) == "busy":
                     self.report.deferred += 1
                 else:
                     self.report.errors["rate_limited" if status == 429 else f"http_{status}"] += 1
