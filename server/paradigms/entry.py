@@ -156,9 +156,9 @@ class EntryLimiter:
             times.popleft()
         return times
 
-    def admit(self, address: str) -> float:
+    def admit(self, address: str, *, count: bool = True) -> float:
         """Count one new assignment for ``address`` and return 0, or return the seconds to wait
-        (and count nothing) when the address is at its limit."""
+        (and count nothing) when the address is at its limit. With ``count=False`` only tell."""
         if self.limit <= 0:
             return 0.0
         now = self.clock()
@@ -168,6 +168,8 @@ class EntryLimiter:
             times = self._recent(address, now)
             if len(times) >= self.limit:
                 return max(1.0, times[-self.limit] + self.window - now)
+            if not count:
+                return 0.0
             times.append(now)
             self._entries[address] = times
             return 0.0

@@ -43,12 +43,20 @@ def app_gate() -> AdmissionGate:
 
 
 def admit_from_request() -> None:
-    """Count a new assignment, or raise the 429: ``busy`` while new workers arrive faster than the
-    admission rate (nothing counted against the address), ``rate_limited`` when this request's client
-    address is over its entry limit."""
+    """Count a new assignment, or raise the 429: ``rate_limited`` when this request's client address is
+    over its entry limit, ``busy`` while new workers arrive faster than the admission rate.
+
+    The address is asked first, without counting: an address over its limit must not take the
+    admission tokens others wait for (a script retrying in a loop would starve every newcomer),
+    and a deferred worker's entry must not count against its address (it comes back for the same
+    assignment)."""
+    limiter, address = app_limiter(), request.remote_addr or "unknown"
+    wait = limiter.admit(address, count=False)
+    if wait > 0:
+        raise rate_limited(wait)
     wait = app_gate().admit()
     if wait > 0:
         raise server_busy(wait)
-    wait = app_limiter().admit(request.remote_addr or "unknown")
+    wait = limiter.admit(address)  # counted now (a concurrent entry from the address may have been first)
     if wait > 0:
         raise rate_limited(wait)

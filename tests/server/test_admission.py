@@ -90,3 +90,23 @@ def test_the_admission_rate_is_off_at_zero_and_on_by_default(database_url, tmp_p
             token_of(client.page(f"/s/{slug}?participant=Q-{k}"))
     finally:
         app.extensions["perceptlab.engine"].dispose()
+
+
+def test_an_address_over_its_entry_limit_takes_no_admission_token(database_url, tmp_path, clock, demo_stimuli):
+    """A script at one address, over its entry limit, retrying in a loop must not take the tokens that other
+    newcomers wait for; and being deferred does not count against an address's limit."""
+    app = make_test_app(database_url, tmp_path / "both", clock=clock, admission_rate=1.0, admission_burst=1.0,
+                        entry_limit=1, entry_window_seconds=600)
+    try:
+        slug = create_test_study(app, demo_stimuli, tmp_path, slug="both", **SMALL)
+        script, worker = Client(app, "198.51.100.20"), Client(app, "198.51.100.21")
+        token_of(script.page(f"/s/{slug}?participant=S-0"))  # the script's one entry, and the gate's token
+        assert worker.enter(slug, platform="link", worker_id="W-0").json["error"] == "busy"  # deferred ...
+        clock.advance(seconds=1)
+        for k in range(1, 6):  # ... while the script, over its limit, keeps asking
+            refused = script.enter(slug, platform="link", worker_id=f"S-{k}")
+            assert refused.status_code == 429 and refused.json["error"] == "rate_limited"
+        # The token refilled for the worker is still there, and its deferral did not use up its address's one entry.
+        assert worker.enter(slug, platform="link", worker_id="W-0").status_code == 201
+    finally:
+        app.extensions["perceptlab.engine"].dispose()
