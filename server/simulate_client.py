@@ -94,7 +94,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
 
 import numpy as np
 
@@ -368,7 +367,9 @@ class _Session:
         self.started = time.perf_counter()
 
     def url(self, path: str) -> str:
-        return urljoin(self.base_url, path.lstrip("/")) if not path.startswith("http") else path
+        # A plain join: the paths are the server's own (no "..", no query to merge), and urljoin
+        # cost the client more CPU per vote than building the vote's body.
+        return path if path.startswith("http") else self.base_url + path.lstrip("/")
 
     async def request(self, kind: str, method: str, path: str, *, token: str | None = None,
                       body: Any = None, rng: np.random.Generator | None = None,

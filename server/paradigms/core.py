@@ -147,6 +147,30 @@ def fixed_study_facts(session: Session, name: str) -> dict[int, Any]:
     return caches.setdefault(name, {})
 
 
+class StudyRef(NamedTuple):
+    """What handing out work needs of a study: its ID (the allocation lock, the queries) and its seed
+    (:func:`seeded_rng`). Both are fixed at creation; the :class:`~server.models.Study` object would
+    cost a query and the parsing of its whole configuration on every page start."""
+
+    id: int
+    seed: int
+
+
+_STUDY_SEED = select(Study.__table__.c.seed).where(Study.__table__.c.id == bindparam("study_id"))
+
+
+def study_ref(session: Session, study_id: int) -> StudyRef:
+    """The study's :class:`StudyRef`, read once per process and database engine."""
+    refs = fixed_study_facts(session, "core.study_ref")
+    ref = refs.get(study_id)
+    if ref is None:
+        seed = session.connection().execute(_STUDY_SEED, {"study_id": study_id}).scalar_one_or_none()
+        if seed is None:
+            raise ApiError(404, "not_found", "no such study")
+        ref = refs.setdefault(study_id, StudyRef(study_id, int(seed)))
+    return ref
+
+
 # Built once: a reused statement keeps its compiled form and cache key, where building it on every
 # request cost about as much CPU as loading the row (every vote and action takes this lock).
 _LOCK_ASSIGNMENT = select(Assignment).where(Assignment.id == bindparam("assignment_id")).with_for_update()
@@ -213,7 +237,7 @@ def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[in
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 
 
-def allocation_lock(session: Session, study: Study, namespace: int) -> None:
+def allocation_lock(session: Session, study: Study | StudyRef, namespace: int) -> None:
     """Serialise the hand-out of a study's shared work (PostgreSQL advisory lock until commit).
 
     ``namespace`` keeps each paradigm's locks apart (paired comparison 7_000_000, motion 7_100_000).
@@ -290,7 +314,7 @@ def check_replay(stored_trial_id: int | None, trial_id: int, same_response: bool
 
 # ---------------------------------------------------------------- pages and trials
 
-def seeded_rng(study: Study, assignment: Assignment, page_index: int) -> np.random.Generator:
+def seeded_rng(study: Study | StudyRef, assignment: Assignment, page_index: int) -> np.random.Generator:
     """The random generator of one page of an assignment: the same page always gets the same draws."""
     return np.random.default_rng([study.seed, assignment.id, page_index])
 
@@ -304,20 +328,33 @@ def page_count(session: Session, assignment_id: int) -> int:
     return int(session.connection().execute(_PAGE_COUNT, {"assignment_id": assignment_id}).scalar_one())
 
 
+class NewPage(NamedTuple):
+    """A page just stored: what its trials and the page's random draws need of it."""
+
+    id: int
+    index: int
+
+
+_INSERT_PAGE = insert(Page.__table__).returning(Page.__table__.c.id)
+
+
 def new_page(session: Session, assignment: Assignment, kind: Stage, index: int | None = None,
-             reserved_until: dt.datetime | None = None, held: bool = False) -> Page:
+             reserved_until: dt.datetime | None = None, held: bool = False) -> NewPage:
     """A new page (block) of the assignment; ``reserved_until`` makes it hold its share of the work,
-    ``held`` counts its trials in their pairs' ``n_held`` (paired comparison, server/allocation.py)."""
+    ``held`` counts its trials in their pairs' ``n_held`` (paired comparison, server/allocation.py).
+
+    One INSERT without an ORM object (whose flush cost a page start more CPU than the statement):
+    pages are read back by query, never from the session."""
     if index is None:
         index = page_count(session, assignment.id)
-    page = Page(assignment_id=assignment.id, index=index, kind=kind, created_at=now(session),
-                reserved_until=reserved_until, held=held)
-    session.add(page)
-    session.flush()
-    return page
+    page_id = session.connection().execute(_INSERT_PAGE, {
+        "assignment_id": assignment.id, "index": index, "kind": kind.value, "created_at": now(session),
+        "reserved_until": reserved_until, "held": held}).scalar_one()
+    return NewPage(page_id, index)
 
 
-def add_trials(session: Session, model: type, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
+def add_trials(session: Session, model: type, page: NewPage, assignment: Assignment,
+               rows: list[dict[str, Any]]) -> None:
     """Store a page's trials (rows of ``model``) in the order given, numbered from position 0.
 
     One multi-row INSERT without ORM objects (a page's twenty trials as objects cost more CPU than
@@ -417,6 +454,14 @@ class StudyExport:
     files: dict[str, str] = field(default_factory=dict)
     report: list[tuple[str, str]] = field(default_factory=list)
     warning: str | None = None
+
+
+# Built once: every entry runs both.
+_FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
+                                    Worker.external_id == bindparam("external_id"))
+_FIND_ASSIGNMENT = select(Assignment).where(Assignment.study_id == bindparam("study_id"),
+                                            Assignment.platform == bindparam("platform"),
+                                            Assignment.external_id == bindparam("external_id"))
 
 
 class Paradigm:
@@ -608,10 +653,9 @@ class Paradigm:
     def _find_or_create(self, session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
                         hit_id: str | None, turk_submit_to: str | None,
                         admit_new: Callable[[], None] | None) -> tuple[Assignment, bool]:
-        worker = session.scalar(select(Worker).where(Worker.study_id == study.id, Worker.platform == platform,
-                                                     Worker.external_id == worker_id))
-        assignment = session.scalar(select(Assignment).where(
-            Assignment.study_id == study.id, Assignment.platform == platform, Assignment.external_id == assignment_id))
+        known = {"study_id": study.id, "platform": platform}
+        worker = session.scalar(_FIND_WORKER, {**known, "external_id": worker_id})
+        assignment = session.scalar(_FIND_ASSIGNMENT, {**known, "external_id": assignment_id})
         if assignment is not None:
             if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")

@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlencode
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from ..errors import ApiError
@@ -113,12 +113,17 @@ def check_link_entry(study: Study, spec, participant: str | None, signature: str
                                             "Please open the exact link you were given.")
 
 
+# Built once: every MTurk entry asks both (a statement built per request costs more CPU than running it).
+_STUDY_HITS = select(MTurkHit.hit_id).where(MTurkHit.study_id == bindparam("study_id"), MTurkHit.hit_id.is_not(None))
+_ANY_HIT = _STUDY_HITS.limit(1)
+_THIS_HIT = _STUDY_HITS.where(MTurkHit.hit_id == bindparam("hit_id"))
+
+
 def check_hit(session: Session, study: Study, hit_id: str) -> None:
     """An MTurk entry must name one of the study's HITs, once the study has any (403 ``unknown_hit``)."""
-    hits = select(MTurkHit.hit_id).where(MTurkHit.study_id == study.id, MTurkHit.hit_id.is_not(None))
-    if session.scalar(hits.limit(1)) is None:
+    if session.scalar(_ANY_HIT, {"study_id": study.id}) is None:
         return  # HITs posted outside perceptlab: nothing to check against
-    if session.scalar(hits.where(MTurkHit.hit_id == hit_id)) is None:
+    if session.scalar(_THIS_HIT, {"study_id": study.id, "hit_id": hit_id}) is None:
         raise ApiError(403, "unknown_hit", "This HIT does not belong to this study. Please open the task from "
                                            "its HIT on Mechanical Turk.")
 

@@ -59,8 +59,8 @@ from ..models import (
     utcnow,
 )
 from . import motion_export, motion_study
-from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
-                   add_trials, allocation_lock, check_replay, complete, completion_info, give_code, new_page,
+from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, NewPage, Paradigm, PayUnit, StudyExport, TimePrior,
+                   UrlFor, add_trials, allocation_lock, check_replay, complete, completion_info, give_code, new_page,
                    open_trials, page_count, seeded_rng, spec_for, stop, with_assignment_object)
 from .motion_export import RDK_MOVIE_FRAMES, frame_timing
 from .motion_study import MotionSpec
@@ -257,7 +257,7 @@ def _calibration_body(calibration: Calibration, assignment: Assignment) -> dict[
 
 # ---------------------------------------------------------------- blocks and trial allocation
 
-def _add_block_trials(session: Session, page: Page, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
+def _add_block_trials(session: Session, page: NewPage, assignment: Assignment, rows: list[dict[str, Any]]) -> None:
     """A block's trials (:class:`MotionTrial` rows, which also carry the study)."""
     add_trials(session, MotionTrial, page, assignment,
                [{"study_id": assignment.study_id, "answered": False, **row} for row in rows])

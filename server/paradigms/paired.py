@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import bindparam, case, func, insert, literal_column, select, text, update
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -34,9 +35,9 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from ..tokens import TokenClaims
 from . import paired_active, paired_study
-from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
-                   add_trials, allocation_lock, check_replay, complete, completion_info, fixed_study_facts, new_page,
-                   open_trials, page_count, seeded_rng, spec_for, stop)
+from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
+                   TimePrior, UrlFor, add_trials, allocation_lock, check_replay, complete, completion_info,
+                   fixed_study_facts, new_page, open_trials, page_count, seeded_rng, spec_for, stop, study_ref)
 from .paired_study import StudySpec
 from .stages import TURNED_AWAY, Stage
 
@@ -149,6 +150,16 @@ _WORKER_TRIAL_PAGES = (select(func.count())
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
               .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
+# What a page start asks first, in one round trip: is the worker turned away, how many pages of
+# trials did they get in the study, which index the assignment's next page has, and whether the
+# worker has other assignments (other HITs) whose pages the new one must release.
+_PAGE_START_FACTS = _WORKER_STATUS.add_columns(
+    _WORKER_TRIAL_PAGES.scalar_subquery(),
+    select(func.count()).select_from(_page).where(_page.c.assignment_id == bindparam("assignment_id"))
+    .scalar_subquery(),
+    select(func.count()).select_from(_assignment).where(_assignment.c.worker_id == bindparam("worker_id"),
+                                                        _assignment.c.id != bindparam("assignment_id"))
+    .scalar_subquery())
 _SEEN_BY_WORKER = select(_trial.c.pair_id).where(_trial.c.worker_id == bindparam("worker_id"),
                                                  _trial.c.pair_id.is_not(None))
 _DEFICIT = _pair.c.target_votes - _pair.c.n_votes - RESERVED
@@ -161,6 +172,11 @@ _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
 # study asks this of every new worker). The lapsed pages are counted from the held ones, which
 # are few; a count per pair through the trials would read every trial of each full pair.
 _ANY_PAIR_LEFT = _NEEDY_PAIRS.with_only_columns(_pair.c.id).limit(1)
+# PostgreSQL: the same pairs as two arrays in one row, in ID order. A study's hundreds of needy
+# pairs as rows cost a page start more CPU in the driver and SQLAlchemy than all its other statements.
+_NEEDY = _NEEDY_PAIRS.subquery()
+_NEEDY_PAIR_ARRAYS = select(func.array_agg(aggregate_order_by(_NEEDY.c.id, _NEEDY.c.id)),
+                            func.array_agg(aggregate_order_by(_NEEDY.c[1], _NEEDY.c.id)))
 
 
 def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.ActiveSet]:
@@ -174,7 +190,7 @@ def _worker_trial_pages(session: Session, worker_id: int) -> int:
     return int(session.connection().execute(_WORKER_TRIAL_PAGES, {"worker_id": worker_id}).scalar_one())
 
 
-def _gold_pairs(session: Session, study: Study) -> dict[int, int]:
+def _gold_pairs(session: Session, study: Study | StudyRef) -> dict[int, int]:
     """The study's gold pairs: pair ID -> set ID."""
     return study_layout(session, study.id).gold
 
@@ -184,7 +200,8 @@ def _gold_seen(session: Session, worker_id: int) -> dict[int, int]:
     return dict(session.connection().execute(_GOLD_SEEN, {"worker_id": worker_id}).all())
 
 
-def _pick_gold(session: Session, study: Study, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
+def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int,
+               rng: np.random.Generator) -> list[int]:
     """``n`` gold pairs for one of the worker's pages, the least seen by this worker first.
 
     A gold pair that comes back is a pattern that marks it as gold (real pairs never
@@ -210,7 +227,7 @@ def _pick_gold(session: Session, study: Study, worker_id: int, n: int, rng: np.r
     return picks
 
 
-def _add_pair_trials(session: Session, page: Page, assignment: Assignment, pair_ids: list[int],
+def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment, pair_ids: list[int],
                      gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool) -> None:
     """The page's trials: real and gold pairs in random order, each on a random side."""
     entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
@@ -225,7 +242,7 @@ def _add_pair_trials(session: Session, page: Page, assignment: Assignment, pair_
 
 
 def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
-    study = assignment.study
+    study = study_ref(session, assignment.study_id)
     page_index = page_count(session, assignment.id)
     gold = _pick_gold(session, study, assignment.worker_id, spec.quiz_size, seeded_rng(study, assignment, page_index))
     if not gold:
@@ -238,26 +255,27 @@ def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpe
 def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
     """Give the worker a new page, or (:meth:`Paradigm.no_work_left`) complete the assignment or tell
     the worker the study is full when no pair needs votes any more."""
-    study = assignment.study
-    status, reason = session.connection().execute(_WORKER_STATUS, {"worker_id": assignment.worker_id}).one()
+    study = study_ref(session, assignment.study_id)
+    status, reason, trial_pages, page_index, other_assignments = session.connection().execute(
+        _PAGE_START_FACTS, {"worker_id": assignment.worker_id, "assignment_id": assignment.id}).one()
     if status in TURNED_AWAY:  # stopped in another of the worker's HITs
         stop(assignment, status, reason)
         return
-    if _worker_trial_pages(session, assignment.worker_id) >= spec.max_pages:
+    if trial_pages >= spec.max_pages:
         PARADIGM.no_work_left(assignment, spec)
         return
     if spec.sampling == "active":  # selections are made before the lock, never under it
         paired_active.refresh_selections(session, study, spec, _active_sets(session, study.id))
     allocation_lock(session, study, _ALLOCATION_LOCKS)
     retire_lapsed_pages(session, study.id)
-    page_index = page_count(session, assignment.id)
     page_rng = seeded_rng(study, assignment, page_index)
     n_gold = spec.gold_per_page
     pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, page_rng)
     if not pair_ids:
         PARADIGM.no_work_left(assignment, spec)
         return
-    release_other_pages(session, assignment.worker_id, assignment.id)  # one reserved page per worker
+    if other_assignments:  # one reserved page per worker
+        release_other_pages(session, assignment.worker_id, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec), held=True)
     _add_pair_trials(session, page, assignment, pair_ids,
                      _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False)
@@ -265,7 +283,7 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     assignment.stage = Stage.TRIALS
 
 
-def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: StudySpec,
+def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: int, spec: StudySpec,
                  rng: np.random.Generator) -> list[int]:
     """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
 
@@ -278,16 +296,23 @@ def choose_pairs(session: Session, study: Study, worker_id: int, n: int, spec: S
     """
     if spec.sampling == "active":
         return paired_active.choose_pairs(session, study, worker_id, n, spec, _active_sets(session, study.id), rng)
-    rows = session.connection().execute(_NEEDY_PAIRS, {"study_id": study.id, "worker_id": worker_id,
-                                                       "now": now(session)}).all()
-    if not rows:
-        return []
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    deficit = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    # The database returns rows in no fixed order (it follows where updated rows were written), so
-    # the tie-breaking draws go to the pairs in ID order: the same seed and votes give the same page.
-    by_id = np.argsort(ids)
-    ids, deficit = ids[by_id], deficit[by_id]
+    connection = session.connection()
+    params = {"study_id": study.id, "worker_id": worker_id, "now": now(session)}
+    if connection.dialect.name == "postgresql":
+        found_ids, found_deficits = connection.execute(_NEEDY_PAIR_ARRAYS, params).one()
+        if not found_ids:
+            return []
+        ids, deficit = np.array(found_ids, dtype=np.int64), np.array(found_deficits, dtype=np.int64)
+    else:
+        rows = connection.execute(_NEEDY_PAIRS, params).all()
+        if not rows:
+            return []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        deficit = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        # The database returns rows in no fixed order (it follows where updated rows were written), so
+        # the tie-breaking draws go to the pairs in ID order: the same seed and votes give the same page.
+        by_id = np.argsort(ids)
+        ids, deficit = ids[by_id], deficit[by_id]
     order = np.lexsort((rng.random(len(ids)), -deficit))
     return [int(i) for i in ids[order[:n]]]
 
@@ -636,9 +661,9 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
     spec = spec_for(session, assignment.study_id)
     page_data = None
     if assignment.stage in PAGE_STAGES:
-        page = session.connection().execute(_LATEST_PAGE, {"assignment_id": assignment.id}).first()
-        if page is not None:
-            page_data = _page_data(session, assignment.study_id, page, url_for)
+        rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
+        if rows:
+            page_data = _page_data(session, assignment.study_id, rows, url_for)
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
@@ -653,23 +678,26 @@ def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) 
     }
 
 
-_LATEST_PAGE = (select(_page.c.id, _page.c.index, _page.c.kind)
-                .where(_page.c.assignment_id == bindparam("assignment_id"))
-                .order_by(_page.c.index.desc()).limit(1))
-_PAGE_TRIALS = (select(_trial.c.id, _trial.c.position, _trial.c.answered, _trial.c.pair_id, _trial.c.left_is_a)
-                .where(_trial.c.page_id == bindparam("page_id")).order_by(_trial.c.position))
+# The assignment's latest page with its trials in one query (a page with no trial gives one row
+# whose trial columns are NULL): every state of a page stage reads it.
+_LATEST_PAGE_ID = (select(_page.c.id).where(_page.c.assignment_id == bindparam("assignment_id"))
+                   .order_by(_page.c.index.desc()).limit(1).scalar_subquery())
+_LATEST_PAGE_TRIALS = (select(_page.c.index, _page.c.kind, _trial.c.id, _trial.c.position, _trial.c.answered,
+                              _trial.c.pair_id, _trial.c.left_is_a)
+                       .select_from(_page.outerjoin(_trial, _trial.c.page_id == _page.c.id))
+                       .where(_page.c.id == _LATEST_PAGE_ID).order_by(_trial.c.position))
 
 
-def _page_data(session: Session, study_id: int, page, url_for: UrlFor) -> dict[str, Any]:
-    """A page's trials with their images' URLs (one query: the rest comes from the study's layout)."""
-    trials = session.connection().execute(_PAGE_TRIALS, {"page_id": page.id}).all()
+def _page_data(session: Session, study_id: int, rows, url_for: UrlFor) -> dict[str, Any]:
+    """A page (``rows`` of :data:`_LATEST_PAGE_TRIALS`) with its trials' image URLs, from the study's layout."""
+    trials = [row for row in rows if row.id is not None]
     layout = study_layout(session, study_id, {t.pair_id for t in trials})
-    urls: dict[str, str] = {}
+    images: dict[str, dict[str, Any]] = {}
 
-    def url(path: str) -> str:  # a page names each set's reference and crops many times
-        found = urls.get(path)
+    def image(full: str, crops: tuple[str, ...], study_set: SetLayout) -> dict[str, Any]:
+        found = images.get(full)  # a page shows each set's reference (and its crops) many times
         if found is None:
-            found = urls[path] = url_for(path)
+            found = images[full] = _image(full, crops, study_set, url_for)
         return found
 
     out = []
@@ -678,10 +706,10 @@ def _page_data(session: Session, study_id: int, page, url_for: UrlFor) -> dict[s
         study_set = layout.sets[set_id]
         left, right = (a, b) if trial.left_is_a else (b, a)
         out.append({"trial_id": str(trial.id), "position": trial.position, "answered": trial.answered,
-                    "reference": _image(study_set.reference, study_set.reference_crops, study_set, url),
-                    "left": _image(*layout.stimuli[left], study_set, url),
-                    "right": _image(*layout.stimuli[right], study_set, url)})
-    return {"index": page.index, "kind": page.kind, "n_trials": len(trials),
+                    "reference": image(study_set.reference, study_set.reference_crops, study_set),
+                    "left": image(*layout.stimuli[left], study_set),
+                    "right": image(*layout.stimuli[right], study_set)})
+    return {"index": rows[0].index, "kind": rows[0].kind, "n_trials": len(trials),
             "n_answered": sum(t.answered for t in trials), "trials": out}
 
 
