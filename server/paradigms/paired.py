@@ -227,9 +227,28 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     return picks
 
 
+# PostgreSQL: a page's trials in one INSERT from arrays, its real pairs counted as held in the same
+# statement (an executemany sent a statement per trial, each one a round of parsing and executing).
+_STORE_PAGE_TRIALS_POSTGRESQL = text("""
+WITH stored AS (
+    INSERT INTO trial (page_id, assignment_id, worker_id, kind, position, pair_id, left_is_a, is_gold, is_quiz,
+                       answered)
+    SELECT :page_id, :assignment_id, :worker_id, 'pc', CAST(t.position AS INTEGER) - 1, t.pair_id, t.left_is_a,
+           t.is_gold, :is_quiz, FALSE
+    FROM unnest(CAST(:pair_ids AS INTEGER[]), CAST(:left_is_a AS BOOLEAN[]), CAST(:is_gold AS BOOLEAN[]))
+         WITH ORDINALITY AS t(pair_id, left_is_a, is_gold, position)
+    RETURNING trial.id
+), held AS (
+    UPDATE pair SET n_held = pair.n_held + 1 WHERE pair.id = ANY(CAST(:held_pair_ids AS INTEGER[]))
+)
+SELECT count(*) FROM stored
+""")
+
+
 def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment, pair_ids: list[int],
-                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool) -> None:
-    """The page's trials: real and gold pairs in random order, each on a random side."""
+                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool, hold: bool = False) -> None:
+    """The page's trials: real and gold pairs in random order, each on a random side; with ``hold``,
+    the real pairs are counted in their ``n_held`` (:func:`server.allocation.hold_pairs`)."""
     entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
     order = page_rng.permutation(len(entries))
     sides = page_rng.random(len(entries)) < 0.5
@@ -238,7 +257,17 @@ def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment, pa
         pair_id, is_gold = entries[k]
         rows.append({"pair_id": int(pair_id), "left_is_a": bool(sides[position]), "is_gold": is_gold or is_quiz,
                      "is_quiz": is_quiz})
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        connection.execute(_STORE_PAGE_TRIALS_POSTGRESQL, {
+            "page_id": page.id, "assignment_id": assignment.id, "worker_id": assignment.worker_id,
+            "is_quiz": is_quiz, "pair_ids": [row["pair_id"] for row in rows],
+            "left_is_a": [row["left_is_a"] for row in rows], "is_gold": [row["is_gold"] for row in rows],
+            "held_pair_ids": sorted(int(pid) for pid in pair_ids) if hold else []})
+        return
     add_trials(session, Trial, page, assignment, rows)
+    if hold:
+        hold_pairs(session, pair_ids)
 
 
 def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
@@ -278,8 +307,8 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
         release_other_pages(session, assignment.worker_id, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec), held=True)
     _add_pair_trials(session, page, assignment, pair_ids,
-                     _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False)
-    hold_pairs(session, pair_ids)
+                     _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False,
+                     hold=True)
     assignment.stage = Stage.TRIALS
 
 
