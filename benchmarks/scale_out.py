@@ -64,6 +64,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import build_demo_stimuli  # noqa: E402
 from server.paradigms.stages import TERMINAL_STAGES  # noqa: E402
+from server.simulate_client import is_deferral  # noqa: E402
 from tests.server.s3_fixture import free_ports  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 POSTGRES_ADMIN_URL = os.environ.get("PERCEPTLAB_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -497,7 +498,7 @@ class _Driver:
                 status, answer = await self.once(instance, method, path, body, token, kind)
                 if status not in RETRY_STATUSES:
                     return instance, status, answer
-                if status == 429 and isinstance(answer, dict) and answer.get("error") == "busy":
+                if is_deferral(status, answer):
                     self.report.deferred += 1  # admitted later, or by the other instance
                 else:
                     self.report.errors[f"{kind}:http_{status}"] += 1

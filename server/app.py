@@ -18,6 +18,7 @@ from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
 from .models import utcnow
+from .paradigms.entry import BUSY
 from .validation import StrictJSONProvider
 
 
@@ -126,7 +127,7 @@ def _api_error(exc: ApiError):
         return jsonify(exc.to_dict()), exc.status, exc.headers
     from flask import render_template
 
-    if exc.code == "busy":  # a new worker over the admission rate: a page that tries again by itself
+    if exc.code == BUSY:  # a new worker over the admission rate: a page that tries again by itself
         return (render_template("waiting.html", title="Please wait a moment", retry_s=exc.retry_after_s or 1.0),
                 exc.status, exc.headers)
     return render_template("error.html", title="Cannot continue", message=exc.message), exc.status, exc.headers

@@ -97,6 +97,7 @@ from typing import Any
 
 import numpy as np
 
+from .paradigms.entry import BUSY
 from .paradigms.stages import TERMINAL_STAGES, Stage  # full: no work left (study filled)
 
 #: Observer noise in RMSE units (images in [0, 1]); calibrated on the demo study (module docstring).
@@ -320,6 +321,11 @@ def _error_code(parsed: Any) -> str | None:
     return parsed.get("error") if isinstance(parsed, dict) else None
 
 
+def is_deferral(status: int | None, parsed: Any) -> bool:
+    """Whether an answer defers a new worker (429 ``busy``: the admission rate), which is not an error."""
+    return status == 429 and _error_code(parsed) == BUSY
+
+
 def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -421,7 +427,7 @@ class _Session:
             if status is not None:
                 parsed = _json_or_none(payload)
                 retry_after = _retry_after_s(retry_header, parsed)
-                if status == 429 and _error_code(parsed) == "busy":
+                if is_deferral(status, parsed):
                     self.report.deferred += 1
                 else:
                     self.report.errors["rate_limited" if status == 429 else f"http_{status}"] += 1

@@ -52,6 +52,7 @@ DEFAULT_ENTRY_LIMIT = 20
 DEFAULT_ENTRY_WINDOW = 600.0  # seconds
 DEFAULT_ADMISSION_RATE = 5.0  # new assignments per second, per server process
 DEFAULT_ADMISSION_BURST = 3.0
+BUSY = "busy"  # the error code of a new worker deferred by the admission rate (429 + Retry-After)
 
 
 # ---------------------------------------------------------------- signed participant links
@@ -245,7 +246,7 @@ def server_busy(retry_after: float) -> ApiError:
     ``retry_after_s`` in the body to the millisecond: the deferred are promised slots a fraction of a
     second apart)."""
     seconds = max(1, math.ceil(retry_after))
-    return ApiError(429, "busy", f"Many people are starting this study right now, and new participants are "
+    return ApiError(429, BUSY, f"Many people are starting this study right now, and new participants are "
                                  f"let in a few at a time. Please try again in {seconds} "
                                  f"second{'s' if seconds != 1 else ''}.", headers={"Retry-After": str(seconds)},
                     retry_after_s=retry_after)

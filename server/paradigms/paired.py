@@ -66,7 +66,8 @@ def perform_action(session: Session, assignment: Assignment, action: str) -> Non
         assignment.stage = Stage.INSTRUCTIONS
     elif action == "instructions_done":
         # A worker who passed the quiz in an earlier assignment of the study does not take it again.
-        if _worker_trial_pages(session, assignment.worker_id) or spec.quiz_size == 0:
+        # (Without a quiz nothing is asked here: the page start counts the worker's pages itself.)
+        if spec.quiz_size == 0 or _worker_trial_pages(session, assignment.worker_id):
             _start_trials_page(session, assignment, spec)
         else:
             _allocate_quiz_page(session, assignment, spec)
