@@ -27,8 +27,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Boolean, bindparam, func, select, update
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from .models import Assignment, Page, Pair, Trial, utcnow
 
@@ -74,9 +77,41 @@ _trial, _assignment, _pair = Trial.__table__, Assignment.__table__, Pair.__table
 # A retired page no longer counts, even if its worker comes back and renews it: its trials count
 # when answered, like those of any lapsed page whose pairs were handed out again (module docstring).
 
+
+class _InPages(ColumnElement[bool]):
+    """``trial.page_id IN (pages)`` for a subquery of page IDs, written ``= ANY(ARRAY(pages))`` on PostgreSQL.
+
+    As a join or an ``IN`` the planner may hash the pages and scan every trial of the database for
+    them (it did: a page start read all trials of all studies); an array computed first is looked up
+    in the trial index, however many trials there are.
+    """
+
+    type = Boolean()
+    _is_implicitly_boolean = True  # a comparison already: SQLite gets no "= 1" after it
+    inherit_cache = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
+                           ("pages", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column, pages):
+        self.column, self.pages = column, pages.scalar_subquery()
+
+
+@compiles(_InPages)
+def _in_pages(element: _InPages, compiler, **kw) -> str:
+    return f"{compiler.process(element.column, **kw)} IN {compiler.process(element.pages, **kw)}"
+
+
+@compiles(_InPages, "postgresql")
+def _in_pages_array(element: _InPages, compiler, **kw) -> str:
+    return f"{compiler.process(element.column, **kw)} = ANY(ARRAY{compiler.process(element.pages, **kw)})"
+
+
+# A held page that is complete holds nothing (every trial is answered, each vote took its trial off
+# n_held): the lapsed-page queries, and the partial index ix_page_held they use, leave it out.
+_OPEN_HELD = (_page.c.held, _page.c.completed_at.is_(None))
+_LAPSED_PAGE_IDS = select(_page.c.id).where(*_OPEN_HELD, _page.c.reserved_until <= NOW)
 LAPSED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
-                   .join_from(_page, _trial, _trial.c.page_id == _page.c.id)
-                   .where(_page.c.held, _page.c.reserved_until <= NOW, ~_trial.c.answered, ~_trial.c.is_gold)
+                   .where(_InPages(_trial.c.page_id, _LAPSED_PAGE_IDS), ~_trial.c.answered, ~_trial.c.is_gold)
                    .group_by(_trial.c.pair_id).subquery())
 """Unanswered real trials per pair (columns ``pair_id``, ``n``) on held pages whose reservation has
 lapsed at ``now`` and that are not retired yet."""
@@ -87,7 +122,7 @@ real trials on pages whose reservation holds at ``now``. Pair allocation counts 
 # The lapsed held pages of a study whose assignments no request is busy with (their rows locked
 # here, SKIP LOCKED: a page start never waits for a vote, and a vote in flight on a page keeps it).
 _LAPSED_HELD_PAGES = (select(_page.c.id).join(_assignment, _page.c.assignment_id == _assignment.c.id)
-                      .where(_page.c.held, _page.c.reserved_until <= NOW,
+                      .where(*_OPEN_HELD, _page.c.reserved_until <= NOW,
                              _assignment.c.study_id == bindparam("study_id"))
                       .order_by(_page.c.id).with_for_update(of=_assignment, skip_locked=True))
 _OPEN_ON_PAGES = (select(_trial.c.pair_id, func.count())

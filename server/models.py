@@ -165,14 +165,19 @@ class Assignment(Base):
     study: Mapped[Study] = relationship()
 
 
+# The pages in ix_page_held: held (counted in their pairs' n_held) and not complete.
+OPEN_HELD_PAGE = "held AND completed_at IS NULL"
+
+
 class Page(Base):
     __tablename__ = "page"
     __table_args__ = (UniqueConstraint("assignment_id", "index"),
-                      # Held pages are few (about one per active worker): finding the lapsed ones is cheap.
-                      # Keyed on a column a vote never changes, so that renewing a page's reservation
-                      # stays an in-place (HOT) update on PostgreSQL (migration 0010).
-                      Index("ix_page_held", "assignment_id", postgresql_where=text("held"),
-                            sqlite_where=text("held")))
+                      # Open held pages are few (about one per active worker): finding the lapsed ones is
+                      # cheap. Keyed on a column a vote never changes, so that renewing a page's reservation
+                      # stays an in-place (HOT) update on PostgreSQL (migration 0010); a page leaves the
+                      # index when it is complete (migration 0011).
+                      Index("ix_page_held", "assignment_id", postgresql_where=text(OPEN_HELD_PAGE),
+                            sqlite_where=text(OPEN_HELD_PAGE)))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
 from server.stimulus_index import name_maker
 
-from .conftest import WorkerClient, create_test_study, held_count_problems
+from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app
 from .test_api import SpecClient
 
 N_SMALL_PAIRS = 44
@@ -379,3 +379,61 @@ def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, dem
         assert max(times.values()) - min(times.values()) <= 1, (page, times)
         assert max(per_set.values()) - min(per_set.values()) <= 1, (page, per_set)
     assert sorted(set(times.values())) == [2, 3]  # 55 = 24 x 2 + 7
+
+
+def _plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+def test_a_page_start_reads_lapsed_pages_through_the_trial_index(postgres_url, demo_stimuli, tmp_path, clock):
+    """The lapsed pages' open trials are looked up by page in the trial index: a study with many
+    answered trials (30,000 here) costs a page start no scan of them. Complete pages hold nothing and
+    are not among the held pages the lookup starts from."""
+    from server.allocation import NOW
+    from server.paradigms.paired import _NEEDY_PAIR_ARRAYS
+
+    app = make_test_app(postgres_url, tmp_path / "instance", clock=clock)
+    try:
+        slug = create_test_study(app, demo_stimuli, tmp_path, slug="lapsed", design={"degree": 2, "votes_per_pair": 2},
+                                 pages={"pairs_per_page": 8, "min_pages": 1, "max_pages": 3},
+                                 quality={"quiz_size": 0, "gold_rate": 0.0})
+        client = SpecClient(app.test_client())
+        finished = WorkerClient(client, slug)
+        assert work(finished, pages=1)["progress"]["pages_completed"] == 1
+        abandoned = WorkerClient(client, slug)
+        assert start(abandoned)["stage"] == "trials"
+        engine = app.extensions["perceptlab.engine"]
+        with engine.begin() as connection:
+            assert connection.exec_driver_sql(
+                "SELECT count(*) FILTER (WHERE held), count(*) FILTER (WHERE held AND completed_at IS NULL) FROM page"
+            ).one() == (2, 1)
+            # Many answered trials, as a study deep into its run has, on the finished worker's page.
+            page_id, pair_id, worker_id = connection.exec_driver_sql(
+                "SELECT page_id, pair_id, worker_id FROM trial WHERE assignment_id = %(a)s LIMIT 1",
+                {"a": int(finished.assignment_id)}).one()
+            connection.exec_driver_sql(
+                "INSERT INTO trial (page_id, assignment_id, worker_id, position, kind, pair_id, left_is_a, is_gold, "
+                "is_quiz, answered) SELECT %(page)s, %(a)s, %(w)s, g, 'pc', %(pair)s, TRUE, FALSE, FALSE, TRUE "
+                "FROM generate_series(1000, 30999) AS g",
+                {"page": page_id, "a": int(finished.assignment_id), "w": worker_id, "pair": pair_id})
+        clock.advance(minutes=6)  # the abandoned page's reservation lapses
+        with engine.connect() as connection:
+            study_id = connection.exec_driver_sql("SELECT id FROM study WHERE slug = %(s)s", {"s": slug}).scalar()
+            compiled = _NEEDY_PAIR_ARRAYS.compile(dialect=engine.dialect)
+            params = {**compiled.params, "study_id": study_id, "worker_id": -1, NOW.key: clock()}
+            plan = connection.exec_driver_sql("EXPLAIN (FORMAT JSON) " + str(compiled), params).scalar()[0]["Plan"]
+            ids, deficits = connection.exec_driver_sql(str(compiled), params).one()
+        scans = [(node["Node Type"], node.get("Relation Name")) for node in _plan_nodes(plan)]
+        assert ("Seq Scan", "trial") not in scans, scans
+        # The lapsed page's pairs need their two votes again (its held trials no longer count); the
+        # finished page's pairs have one vote each and need one more.
+        deficit = dict(zip(ids, deficits))
+        lapsed = real_pairs_of(app, assignment_id=int(abandoned.assignment_id))
+        voted = real_pairs_of(app, assignment_id=int(finished.assignment_id), answered=True)
+        assert len(set(lapsed)) == len(set(voted)) == 8
+        assert {deficit[p] for p in lapsed} == {2} and {deficit[p] for p in voted} == {1}
+        assert not held_count_problems(app)
+    finally:
+        app.extensions["perceptlab.engine"].dispose()
