@@ -12,6 +12,7 @@ last open slot of a pair or a clip together.
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 import re
 import secrets
 import weakref
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, func, insert, select, text
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -49,8 +50,8 @@ MAX_ROW_ID = 2_147_483_647
 
 UrlFor = Callable[[str], str]
 # (session, locked assignment, JSON body) -> (HTTP status, JSON body): one kind of response. The
-# assignment is a LockedAssignment row (see with_assignment_object for handlers that want the ORM object).
-RecordResponse = Callable[[Session, "LockedAssignment", Any], tuple[int, dict[str, Any]]]
+# assignment is an AssignmentRow (see with_assignment_object for handlers that want the ORM object).
+RecordResponse = Callable[[Session, "AssignmentRow", Any], tuple[int, dict[str, Any]]]
 # (autocommit driver connection, the verified token, the study's spec, JSON body, now) -> (HTTP status,
 # JSON body), or None to hand the response to the paradigm's RecordResponse: the common case of a
 # kind of response as one statement on PostgreSQL (see record_in_one_statement).
@@ -184,13 +185,14 @@ def lock_assignment(session: Session, assignment_id: int) -> Assignment:
     return assignment
 
 
-class LockedAssignment(NamedTuple):
-    """The columns of a locked assignment that a response needs, as a plain row.
+class AssignmentRow(NamedTuple):
+    """The columns of an assignment that most worker requests need, as a plain row.
 
-    A response handler (:attr:`Paradigm.responses`) gets this instead of the ORM object: loading
-    an :class:`~server.models.Assignment` through the ORM costs more CPU than the whole vote's SQL,
-    and most responses only read these columns. A handler that changes the assignment, or needs its
-    relations, loads the object with :meth:`load` (the row is locked already).
+    A response handler (:attr:`Paradigm.responses`) gets this, locked, instead of the ORM object,
+    and :meth:`Paradigm.state` may get it unlocked: loading an :class:`~server.models.Assignment`
+    through the ORM costs more CPU than the whole vote's SQL, and most requests only read these
+    columns. Code that changes the assignment, or needs its other columns or its relations, loads
+    the object with :meth:`load` (or :func:`as_object`).
     """
 
     id: int
@@ -206,30 +208,52 @@ class LockedAssignment(NamedTuple):
 
 
 _assignment = Assignment.__table__
-_LOCK_ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.c.worker_id, _assignment.c.stage,
-                               _assignment.c.pages_completed, _assignment.c.token_nonce)
-                        .where(_assignment.c.id == bindparam("assignment_id")).with_for_update())
+_ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.c.worker_id, _assignment.c.stage,
+                          _assignment.c.pages_completed, _assignment.c.token_nonce)
+                   .where(_assignment.c.id == bindparam("assignment_id")))
+_LOCK_ASSIGNMENT_ROW = _ASSIGNMENT_ROW.with_for_update()
 
 
-def lock_assignment_row(session: Session, assignment_id: int) -> LockedAssignment:
-    """:func:`lock_assignment` without the ORM: the same row lock, returning a :class:`LockedAssignment`.
+def lock_assignment_row(session: Session, assignment_id: int, *, lock: bool = True) -> AssignmentRow:
+    """:func:`lock_assignment` without the ORM: the same row lock, returning an :class:`AssignmentRow`
+    (``lock=False``: the row as it is now, for a request that changes nothing of it).
 
     Raises
     ------
     ApiError
         404 ``not_found`` when no assignment has this ID.
     """
-    row = session.connection().execute(_LOCK_ASSIGNMENT_ROW, {"assignment_id": assignment_id}).first()
+    statement = _LOCK_ASSIGNMENT_ROW if lock else _ASSIGNMENT_ROW
+    row = session.connection().execute(statement, {"assignment_id": assignment_id}).first()
     if row is None:
         raise ApiError(404, "not_found", "no such assignment")
-    return LockedAssignment._make(row)
+    return AssignmentRow._make(row)
+
+
+def as_object(session: Session, assignment: Assignment | AssignmentRow) -> Assignment:
+    """The assignment as an ORM object (loaded when ``assignment`` is an :class:`AssignmentRow`)."""
+    return assignment if isinstance(assignment, Assignment) else assignment.load(session)
+
+
+_SET_STAGE = (update(_assignment).where(_assignment.c.id == bindparam("assignment_id"))
+              .values(stage=bindparam("stage")))
+
+
+def move_to(session: Session, assignment: Assignment | AssignmentRow, stage: Stage) -> Assignment | AssignmentRow:
+    """The assignment at ``stage``: an ORM object is changed (written at commit), a row is updated
+    by one statement and returned with its new stage."""
+    if isinstance(assignment, Assignment):
+        assignment.stage = stage
+        return assignment
+    session.connection().execute(_SET_STAGE, {"assignment_id": assignment.id, "stage": stage.value})
+    return assignment._replace(stage=stage.value)
 
 
 def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[int, dict[str, Any]]]) -> RecordResponse:
     """Adapt a response handler written for the ORM :class:`~server.models.Assignment` to
-    :data:`RecordResponse` (which is given a :class:`LockedAssignment`)."""
+    :data:`RecordResponse` (which is given a :class:`AssignmentRow`)."""
     @wraps(record)
-    def adapted(session: Session, assignment: LockedAssignment, payload: Any) -> tuple[int, dict[str, Any]]:
+    def adapted(session: Session, assignment: AssignmentRow, payload: Any) -> tuple[int, dict[str, Any]]:
         return record(session, assignment.load(session), payload)
     return adapted
 
@@ -379,8 +403,43 @@ def open_trials(session: Session, model: type, page_id: int) -> int:
     return int(session.connection().execute(statement, {"page_id": page_id}).scalar_one())
 
 
-def record_environment(assignment: Assignment, payload: Any) -> None:
-    """Validate the worker's window, screen and browser (informative) and keep them on the assignment."""
+_STORE_ENVIRONMENT = (update(_assignment)
+                      .where(_assignment.c.id == bindparam("assignment_id"),
+                             _assignment.c.token_nonce == bindparam("nonce"))
+                      .values(environment=bindparam("environment", type_=_assignment.c.environment.type))
+                      .returning(_assignment.c.id))
+
+
+def record_environment(session: Session, assignment_id: int, nonce: str, payload: Any) -> None:
+    """Validate the worker's window, screen and browser (informative) and keep them on the assignment
+    whose token nonce is ``nonce``: one statement, no ORM object.
+
+    Raises
+    ------
+    ApiError
+        400 for a malformed environment; 404 ``not_found`` when no assignment has this ID, 403
+        ``bad_token`` when its token was revoked (another nonce).
+    """
+    try:
+        environment = clean_environment(payload)
+    except ApiError:
+        _check_nonce(session, assignment_id, nonce)  # a revoked token hears that first, as everywhere
+        raise
+    stored = session.connection().execute(_STORE_ENVIRONMENT, {
+        "assignment_id": assignment_id, "nonce": nonce, "environment": environment}).first()
+    if stored is None:
+        _check_nonce(session, assignment_id, nonce)
+        raise RuntimeError("the environment was not stored, yet the assignment and its nonce are there")
+
+
+def _check_nonce(session: Session, assignment_id: int, nonce: str) -> None:
+    """A 404 when there is no such assignment, a 403 when its token nonce is not ``nonce``."""
+    if not hmac.compare_digest(lock_assignment_row(session, assignment_id, lock=False).token_nonce, nonce):
+        raise ApiError(403, "bad_token", "the token is no longer valid")
+
+
+def clean_environment(payload: Any) -> dict[str, Any]:
+    """The worker's window, screen and browser (informative), validated: else a 400 naming the problem."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
     reject_unknown(payload, ("window", "screen", "user_agent"))
@@ -391,7 +450,7 @@ def record_environment(assignment: Assignment, payload: Any) -> None:
     agent = check.text(agent, "user_agent", max_length=1 << 20)
     clean["user_agent"] = agent[:check.USER_AGENT_LENGTH] if agent is not None else None
     clean["recorded_at"] = utcnow().isoformat()
-    assignment.environment = clean
+    return clean
 
 
 # ---------------------------------------------------------------- what a paradigm declares
@@ -489,7 +548,7 @@ class Paradigm:
     # clips); else MTurk's "took part" qualification blocks a worker after their first one.
     repeat_workers: ClassVar[bool] = False
     # Response endpoints of the worker API (``POST /api/v1/assignments/<id>/<name>``) -> handler. A
-    # handler gets the locked assignment as a LockedAssignment row (with_assignment_object adapts one
+    # handler gets the locked assignment as an AssignmentRow (with_assignment_object adapts one
     # written for the ORM object).
     responses: ClassVar[Mapping[str, RecordResponse]] = {}
     # Response endpoints whose common case PostgreSQL stores in one statement -> handler (see
@@ -512,16 +571,22 @@ class Paradigm:
         """Whether the study could give this worker a unit of work now."""
         raise NotImplementedError
 
-    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
-        """Move the (locked) assignment on after a button: consent, instructions_done, ..."""
+    def perform_action(self, session: Session, assignment: Assignment | AssignmentRow,
+                       action: str) -> Assignment | AssignmentRow:
+        """Move the (locked) assignment on after a button: consent, instructions_done, ...
+
+        ``assignment`` is the ORM object or a locked :class:`AssignmentRow`; returns the assignment as
+        it is after the action (the object, changed, or a row with its new stage), for the state.
+        """
         raise NotImplementedError
 
     def reopen(self, session: Session, assignment: Assignment, spec) -> None:
         """Move a (locked) assignment at ``full`` on, now that work is free again."""
         raise NotImplementedError
 
-    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
-        """The JSON State the browser app works from."""
+    def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
+        """The JSON State the browser app works from. ``assignment`` may be a plain row (``GET .../state``
+        reads no ORM object): :func:`as_object` loads the object where more is needed."""
         raise NotImplementedError
 
     def stop_message(self, session: Session, assignment: Assignment) -> str | None:

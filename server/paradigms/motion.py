@@ -59,9 +59,9 @@ from ..models import (
     utcnow,
 )
 from . import motion_export, motion_study
-from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, NewPage, Paradigm, PayUnit, StudyExport, TimePrior,
-                   UrlFor, add_trials, allocation_lock, check_replay, complete, completion_info, give_code, new_page,
-                   open_trials, page_count, seeded_rng, spec_for, stop, with_assignment_object)
+from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
+                   TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
+                   give_code, new_page, open_trials, page_count, seeded_rng, spec_for, stop, with_assignment_object)
 from .motion_export import RDK_MOVIE_FRAMES, frame_timing
 from .motion_study import MotionSpec
 from .stages import TURNED_AWAY, Stage
@@ -866,14 +866,16 @@ class MotionMatching(Paradigm):
         # Only whether anything is left matters, not which: any generator will do.
         return bool(choose_clips(session, study, worker_id, 1, spec_for(session, study.id), np.random.default_rng(0)))
 
-    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
+    def perform_action(self, session: Session, assignment: Assignment | AssignmentRow, action: str) -> Assignment:
+        assignment = as_object(session, assignment)
         perform_motion_action(session, assignment, action)
+        return assignment
 
     def reopen(self, session: Session, assignment: Assignment, spec: MotionSpec) -> None:
         reopen_motion(session, assignment, spec)
 
-    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
-        return motion_state(session, assignment, url_for)
+    def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
+        return motion_state(session, as_object(session, assignment), url_for)
 
     def stop_message(self, session: Session, assignment: Assignment) -> str | None:
         return stop_message(session, assignment)

@@ -35,11 +35,12 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from ..tokens import TokenClaims
 from . import paired_active, paired_study
-from .core import (MAX_ROW_ID, UUID_PATTERN, LockedAssignment, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
-                   TimePrior, UrlFor, add_trials, allocation_lock, check_replay, complete, completion_info,
-                   fixed_study_facts, new_page, open_trials, page_count, seeded_rng, spec_for, stop, study_ref)
+from .core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
+                   TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
+                   fixed_study_facts, move_to, new_page, open_trials, page_count, seeded_rng, spec_for, stop,
+                   study_ref)
 from .paired_study import StudySpec
-from .stages import TURNED_AWAY, Stage
+from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
 _trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
     model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment, Worker, StudySet, Stimulus))
@@ -51,8 +52,14 @@ _ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (cor
 
 # ---------------------------------------------------------------- stage actions
 
-def perform_action(session: Session, assignment: Assignment, action: str) -> None:
-    """Move the assignment on: consent, instructions_done, continue (another page), finish."""
+def perform_action(session: Session, assignment: Assignment | AssignmentRow,
+                   action: str) -> Assignment | AssignmentRow:
+    """Move the (locked) assignment on: consent, instructions_done, continue (another page), finish.
+
+    Returns the assignment after the action (:meth:`Paradigm.perform_action`). Given a row, the
+    common steps are statements on it; the rare ones (finish, a worker stopped, no work left) load
+    the ORM object and return it.
+    """
     spec = spec_for(session, assignment.study_id)
     expected = {"consent": Stage.CONSENT, "instructions_done": Stage.INSTRUCTIONS, "continue": Stage.PAGE_DONE,
                 "finish": Stage.PAGE_DONE}
@@ -60,26 +67,26 @@ def perform_action(session: Session, assignment: Assignment, action: str) -> Non
         raise invalid(f"unknown action {action!r}")
     if assignment.stage != expected[action]:
         if _already_done(assignment.stage, action):
-            return  # a repeated click or a retried request: the first one did it
+            return assignment  # a repeated click or a retried request: the first one did it
         raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {assignment.stage}")
     if action == "consent":
-        assignment.stage = Stage.INSTRUCTIONS
-    elif action == "instructions_done":
+        return move_to(session, assignment, Stage.INSTRUCTIONS)
+    if action == "instructions_done":
         # A worker who passed the quiz in an earlier assignment of the study does not take it again.
         # (Without a quiz nothing is asked here: the page start counts the worker's pages itself.)
         if spec.quiz_size == 0 or _worker_trial_pages(session, assignment.worker_id):
-            _start_trials_page(session, assignment, spec)
-        else:
-            _allocate_quiz_page(session, assignment, spec)
-            assignment.stage = Stage.QUIZ
-    elif action == "continue":
+            return _start_trials_page(session, assignment, spec)
+        _allocate_quiz_page(session, assignment, spec)
+        return move_to(session, assignment, Stage.QUIZ)
+    if action == "continue":
         if assignment.pages_completed >= spec.max_pages:
             raise ApiError(409, "wrong_stage", "the page limit of this study is reached")
-        _start_trials_page(session, assignment, spec)
-    else:
-        if assignment.pages_completed < spec.min_pages:
-            raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
-        complete(assignment)
+        return _start_trials_page(session, assignment, spec)
+    if assignment.pages_completed < spec.min_pages:
+        raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
+    assignment = as_object(session, assignment)
+    complete(assignment)
+    return assignment
 
 
 def _already_done(stage: str, action: str) -> bool:
@@ -282,18 +289,20 @@ def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpe
                      is_quiz=True)
 
 
-def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
+                       spec: StudySpec) -> Assignment | AssignmentRow:
     """Give the worker a new page, or (:meth:`Paradigm.no_work_left`) complete the assignment or tell
-    the worker the study is full when no pair needs votes any more."""
+    the worker the study is full when no pair needs votes any more. Returns the assignment after
+    (a row stays a row on a new page; the object, loaded, otherwise)."""
     study = study_ref(session, assignment.study_id)
     status, reason, trial_pages, page_index, other_assignments = session.connection().execute(
         _PAGE_START_FACTS, {"worker_id": assignment.worker_id, "assignment_id": assignment.id}).one()
     if status in TURNED_AWAY:  # stopped in another of the worker's HITs
+        assignment = as_object(session, assignment)
         stop(assignment, status, reason)
-        return
+        return assignment
     if trial_pages >= spec.max_pages:
-        PARADIGM.no_work_left(assignment, spec)
-        return
+        return _no_work_left(session, assignment, spec)
     if spec.sampling == "active":  # selections are made before the lock, never under it
         paired_active.refresh_selections(session, study, spec, _active_sets(session, study.id))
     allocation_lock(session, study, _ALLOCATION_LOCKS)
@@ -302,15 +311,20 @@ def _start_trials_page(session: Session, assignment: Assignment, spec: StudySpec
     n_gold = spec.gold_per_page
     pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, page_rng)
     if not pair_ids:
-        PARADIGM.no_work_left(assignment, spec)
-        return
+        return _no_work_left(session, assignment, spec)
     if other_assignments:  # one reserved page per worker
         release_other_pages(session, assignment.worker_id, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec), held=True)
     _add_pair_trials(session, page, assignment, pair_ids,
                      _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False,
                      hold=True)
-    assignment.stage = Stage.TRIALS
+    return move_to(session, assignment, Stage.TRIALS)
+
+
+def _no_work_left(session: Session, assignment: Assignment | AssignmentRow, spec: StudySpec) -> Assignment:
+    assignment = as_object(session, assignment)
+    PARADIGM.no_work_left(assignment, spec)
+    return assignment
 
 
 def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: int, spec: StudySpec,
@@ -378,7 +392,7 @@ def parse_vote(payload: Any) -> dict[str, Any]:
 # A vote is the hot path of a study, so its SQL is a handful of Core statements built at import
 # (SQLAlchemy compiles each once per dialect and caches it; building them per request cost more CPU
 # than the database spent running them), executed on the session's connection with plain rows back:
-# no ORM objects, no unit of work. The assignment is already locked (LockedAssignment), so these
+# no ORM objects, no unit of work. The assignment is already locked (AssignmentRow), so these
 # statements are the only writers of its trials and pages. On PostgreSQL, claiming the trial,
 # counting the pair's vote, inserting the vote and renewing the page are one statement
 # (_STORE_VOTE_POSTGRESQL); on SQLite, which has no data-modifying CTEs, they are the statements
@@ -500,7 +514,7 @@ _VOTE_COLUMNS = ("client_vote_id", "trial_id", "assignment_id", "worker_id", "st
                  "client_time", "window_width", "window_height", "device_pixel_ratio", "created_at")
 
 
-def record_vote(session: Session, assignment: LockedAssignment, payload: Any) -> tuple[int, dict[str, Any]]:
+def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tuple[int, dict[str, Any]]:
     """Store one vote; return ``(HTTP status, body)``. A retry of a stored vote returns 200 "duplicate".
 
     ``assignment`` must be locked (:func:`~server.paradigms.core.lock_assignment_row`): votes of one
@@ -596,7 +610,7 @@ def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote |
                       int(open_left))
 
 
-def _vote_for_unclaimed_trial(session: Session, assignment: LockedAssignment,
+def _vote_for_unclaimed_trial(session: Session, assignment: AssignmentRow,
                               vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """A vote whose trial was not claimed: not the assignment's (404), answered already (a replay,
     or a refusal: :func:`_replay`), or sent at a stage that takes no votes (409)."""
@@ -613,7 +627,7 @@ def _vote_for_unclaimed_trial(session: Session, assignment: LockedAssignment,
     raise ApiError(409, "trial_already_answered", "this trial was answered already")
 
 
-def _replay(session: Session, assignment: LockedAssignment, trial, vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def _replay(session: Session, assignment: AssignmentRow, trial, vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """The answer to a vote for an answered trial: "duplicate" when it is the same vote again."""
     existing = session.connection().execute(_VOTE_BY_CLIENT_ID, {"vote_id": vote["vote_id"]}).first()
     check_replay(None if existing is None else existing.trial_id, trial.trial_id,
@@ -634,7 +648,7 @@ def _answer(stage: str, vote_id: str, status: str, open_left: int, quiz_correct:
     return body
 
 
-def _after_vote(session: Session, assignment: LockedAssignment, trial: StoredVote, spec: StudySpec) -> str:
+def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, spec: StudySpec) -> str:
     """Apply the quiz rule, the hidden-gold rule and the end of a page; return the assignment's stage.
 
     The common outcomes (nothing changes; a page done) are a statement or none; the rare ones
@@ -686,25 +700,32 @@ def _gold_score(session: Session, statement, params: dict[str, int]) -> tuple[in
 
 # ---------------------------------------------------------------- state for the browser
 
-def assignment_state(session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
-    """The JSON State of the API: stage, the current page with image URLs, progress, completion."""
+def assignment_state(session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
+    """The JSON State of the API: stage, the current page with image URLs, progress, completion.
+
+    Up to the end of the assignment the plain row is enough; a message or a completion (at the
+    stages that end it) needs the ORM object, loaded then.
+    """
     spec = spec_for(session, assignment.study_id)
-    page_data = None
+    page_data = message = completion = None
     if assignment.stage in PAGE_STAGES:
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             page_data = _page_data(session, assignment.study_id, rows, url_for)
+    elif assignment.stage in TERMINAL_STAGES:
+        ended = as_object(session, assignment)
+        message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
-        "message": PARADIGM.stop_message(session, assignment),
+        "message": message,
         "page": page_data,
         "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
                      "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
                      "bonus_per_page": spec.bonus_per_page},
         "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
                    "min_image_scale": spec.min_image_scale},
-        "completion": completion_info(assignment),
+        "completion": completion,
     }
 
 
@@ -816,8 +837,9 @@ class PairedComparison(Paradigm):
         return session.connection().execute(_ANY_PAIR_LEFT, {"study_id": study.id, "worker_id": worker_id,
                                                              "now": now(session)}).first() is not None
 
-    def perform_action(self, session: Session, assignment: Assignment, action: str) -> None:
-        perform_action(session, assignment, action)
+    def perform_action(self, session: Session, assignment: Assignment | AssignmentRow,
+                       action: str) -> Assignment | AssignmentRow:
+        return perform_action(session, assignment, action)
 
     def reopen(self, session: Session, assignment: Assignment, spec: StudySpec) -> None:
         """A worker who had any page (quiz or trials) gets a page of trials at once; one who had none
@@ -827,7 +849,7 @@ class PairedComparison(Paradigm):
         else:
             assignment.stage = Stage.CONSENT
 
-    def state(self, session: Session, assignment: Assignment, url_for: UrlFor) -> dict[str, Any]:
+    def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
         return assignment_state(session, assignment, url_for)
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (LockedAssignment, lock_assignment, lock_assignment_row, record_environment,
+from ..paradigms.core import (AssignmentRow, lock_assignment, lock_assignment_row, record_environment,
                               record_in_one_statement, study_paradigm)
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
@@ -48,11 +48,17 @@ def _bearer_token(assignment_id: str) -> TokenClaims:
     return claims
 
 
-def authorised_row(claims: TokenClaims) -> LockedAssignment:
+def authorised_row(claims: TokenClaims, *, lock: bool = True) -> AssignmentRow:
     """The token's assignment, locked, as the plain row a response handler gets
-    (:func:`~server.paradigms.core.lock_assignment_row`), if the token is still valid; else a 403."""
-    assignment = lock_assignment_row(db_session(), claims.assignment_id)
-    if not hmac.compare_digest(assignment.token_nonce, claims.nonce):
+    (:func:`~server.paradigms.core.lock_assignment_row`), if the token is still valid; else a 403.
+    With ``lock=False`` (reading the state), unlocked, and an assignment that is gone is a 403 too."""
+    try:
+        assignment = lock_assignment_row(db_session(), claims.assignment_id, lock=lock)
+    except ApiError:
+        if lock:
+            raise
+        assignment = None
+    if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
         raise ApiError(403, "bad_token", "the token is no longer valid")
     return assignment
 
@@ -68,7 +74,7 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
     return assignment
 
 
-def state_response(assignment: Assignment, status: int = 200):
+def state_response(assignment: Assignment | AssignmentRow, status: int = 200):
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
     body = paradigm.state(session, assignment, stimulus_urls_of(assignment.study_id))
@@ -119,7 +125,7 @@ def create_assignment(slug: str):
 @_committed
 def get_state(assignment_id: str):
     """The state; asking for it is a sign of life that renews the open page's reservation."""
-    assignment = authorised_assignment(assignment_id)
+    assignment = authorised_row(_bearer_token(assignment_id), lock=False)
     session = db_session()
     _, spec = study_paradigm(session, assignment.study_id)
     renew_on_poll(session, assignment.id, spec)
@@ -130,22 +136,21 @@ def get_state(assignment_id: str):
 @_committed
 def post_action(assignment_id: str):
     body = _json_body()
-    assignment = authorised_assignment(assignment_id, lock=True)
+    assignment = authorised_row(_bearer_token(assignment_id))
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
-    paradigm.perform_action(session, assignment, body["action"])
-    return state_response(assignment)
+    return state_response(paradigm.perform_action(session, assignment, body["action"]))
 
 
 @bp.post("/assignments/<assignment_id>/environment")
 @_committed
 def post_environment(assignment_id: str):
     body = _json_body()
-    assignment = authorised_assignment(assignment_id, lock=True)
-    record_environment(assignment, body)
+    claims = _bearer_token(assignment_id)
+    record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
 

@@ -546,6 +546,38 @@ def test_a_replaced_nonce_revokes_a_token_already_in_use(app, study, client):
     expect_error(client.get(url, headers={"Authorization": "Bearer " + "x" * 10_000}), 403, "bad_token")
 
 
+
+def test_a_revoked_or_deleted_assignment_is_refused_before_its_body_is_judged(app, study, client):
+    """The state and the environment read no ORM object: a revoked token is still a 403 (even with a
+    malformed body, which a valid token gets a 400 for), and a deleted assignment is a 403 for the
+    state (its token names nothing any more) and a 404 for the environment, as before."""
+    worker = WorkerClient(client, study)
+    base = f"/api/v1/assignments/{worker.assignment_id}"
+    bad_environment = {"window": {"width": "wide"}}
+    expect_error(client.post(f"{base}/environment", headers=worker.headers, json=bad_environment), 400,
+                 "invalid_request")
+    good = {"window": {"width": 1366, "height": 768, "dpr": 1.0}, "screen": {"width": 1920, "height": 1080},
+            "user_agent": "Mozilla/5.0"}
+    assert client.post(f"{base}/environment", headers=worker.headers, json=good).status_code == 204
+    with app.extensions["perceptlab.sessions"]() as session:
+        assignment = session.get(Assignment, int(worker.assignment_id))
+        assert assignment.environment["screen"] == good["screen"]
+        assignment.token_nonce = "f" * 16
+        session.commit()
+    before = db_snapshot(app)
+    expect_error(client.post(f"{base}/environment", headers=worker.headers, json=bad_environment), 403, "bad_token")
+    expect_error(client.post(f"{base}/environment", headers=worker.headers, json=good), 403, "bad_token")
+    expect_error(client.get(f"{base}/state", headers=worker.headers), 403, "bad_token")
+    expect_error(client.post(f"{base}/actions", headers=worker.headers, json={"action": "consent"}), 403,
+                 "bad_token")
+    assert db_snapshot(app) == before
+    with app.extensions["perceptlab.sessions"]() as session:
+        session.delete(session.get(Assignment, int(worker.assignment_id)))
+        session.commit()
+    expect_error(client.get(f"{base}/state", headers=worker.headers), 403, "bad_token")
+    expect_error(client.post(f"{base}/environment", headers=worker.headers, json=good), 404, "not_found")
+
+
 # ---------------------------------------------------------------- votes: idempotency and ownership
 
 def test_vote_replays_conflicts_and_answered_trials(app, study, client):
