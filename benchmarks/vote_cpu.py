@@ -233,7 +233,9 @@ class Driver:
         query = text("SELECT t.id, t.left_is_a, p.gold_winner_id = p.stimulus_a_id AS a_wins FROM trial t "
                      "JOIN pair p ON p.id = t.pair_id WHERE p.is_gold AND t.id IN :ids"
                      ).bindparams(bindparam("ids", expanding=True))
-        with self.app.extensions["perceptlab.engine"].connect() as conn:
+        # Ended by a COMMIT, not the ROLLBACK of connect(): psycopg forgets a connection's prepared
+        # statements at every ROLLBACK, and this pooled connection is the app's too.
+        with self.app.extensions["perceptlab.engine"].begin() as conn:
             rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
         return {row.id: "left" if bool(row.a_wins) == bool(row.left_is_a) else "right" for row in rows}
 
