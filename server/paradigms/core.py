@@ -214,20 +214,31 @@ _ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.
 _LOCK_ASSIGNMENT_ROW = _ASSIGNMENT_ROW.with_for_update()
 
 
-def lock_assignment_row(session: Session, assignment_id: int, *, lock: bool = True) -> AssignmentRow:
-    """:func:`lock_assignment` without the ORM: the same row lock, returning an :class:`AssignmentRow`
-    (``lock=False``: the row as it is now, for a request that changes nothing of it).
+def assignment_row(session: Session, assignment_id: int, *, lock: bool = False) -> AssignmentRow | None:
+    """The assignment as an :class:`AssignmentRow` (locked for this transaction with ``lock``), or None."""
+    statement = _LOCK_ASSIGNMENT_ROW if lock else _ASSIGNMENT_ROW
+    row = session.connection().execute(statement, {"assignment_id": assignment_id}).first()
+    return None if row is None else AssignmentRow._make(row)
+
+
+def lock_assignment_row(session: Session, assignment_id: int) -> AssignmentRow:
+    """:func:`lock_assignment` without the ORM: the same row lock, returning an :class:`AssignmentRow`.
 
     Raises
     ------
     ApiError
         404 ``not_found`` when no assignment has this ID.
     """
-    statement = _LOCK_ASSIGNMENT_ROW if lock else _ASSIGNMENT_ROW
-    row = session.connection().execute(statement, {"assignment_id": assignment_id}).first()
+    row = assignment_row(session, assignment_id, lock=True)
     if row is None:
         raise ApiError(404, "not_found", "no such assignment")
-    return AssignmentRow._make(row)
+    return row
+
+
+def check_nonce(assignment: Assignment | AssignmentRow | None, nonce: str) -> None:
+    """A 403 unless the assignment exists and its token nonce is ``nonce`` (a token that was not revoked)."""
+    if assignment is None or not hmac.compare_digest(assignment.token_nonce, nonce):
+        raise ApiError(403, "bad_token", "the token is no longer valid")
 
 
 def as_object(session: Session, assignment: Assignment | AssignmentRow) -> Assignment:
@@ -423,19 +434,14 @@ def record_environment(session: Session, assignment_id: int, nonce: str, payload
     try:
         environment = clean_environment(payload)
     except ApiError:
-        _check_nonce(session, assignment_id, nonce)  # a revoked token hears that first, as everywhere
+        # A revoked token hears that first, as everywhere (and a deleted assignment a 404).
+        check_nonce(lock_assignment_row(session, assignment_id), nonce)
         raise
     stored = session.connection().execute(_STORE_ENVIRONMENT, {
         "assignment_id": assignment_id, "nonce": nonce, "environment": environment}).first()
     if stored is None:
-        _check_nonce(session, assignment_id, nonce)
+        check_nonce(lock_assignment_row(session, assignment_id), nonce)
         raise RuntimeError("the environment was not stored, yet the assignment and its nonce are there")
-
-
-def _check_nonce(session: Session, assignment_id: int, nonce: str) -> None:
-    """A 404 when there is no such assignment, a 403 when its token nonce is not ``nonce``."""
-    if not hmac.compare_digest(lock_assignment_row(session, assignment_id, lock=False).token_nonce, nonce):
-        raise ApiError(403, "bad_token", "the token is no longer valid")
 
 
 def clean_environment(payload: Any) -> dict[str, Any]:

@@ -253,7 +253,7 @@ SELECT count(*) FROM stored
 """)
 
 
-def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment, pair_ids: list[int],
+def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | AssignmentRow, pair_ids: list[int],
                      gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool, hold: bool = False) -> None:
     """The page's trials: real and gold pairs in random order, each on a random side; with ``hold``,
     the real pairs are counted in their ``n_held`` (:func:`server.allocation.hold_pairs`)."""
@@ -278,7 +278,7 @@ def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment, pa
         hold_pairs(session, pair_ids)
 
 
-def _allocate_quiz_page(session: Session, assignment: Assignment, spec: StudySpec) -> None:
+def _allocate_quiz_page(session: Session, assignment: Assignment | AssignmentRow, spec: StudySpec) -> None:
     study = study_ref(session, assignment.study_id)
     page_index = page_count(session, assignment.id)
     gold = _pick_gold(session, study, assignment.worker_id, spec.quiz_size, seeded_rng(study, assignment, page_index))

@@ -6,7 +6,6 @@ changed or, on any error, nothing.
 """
 from __future__ import annotations
 
-import hmac
 from pathlib import Path
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
@@ -17,8 +16,8 @@ from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (AssignmentRow, lock_assignment, lock_assignment_row, record_environment,
-                              record_in_one_statement, study_paradigm)
+from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
+                              record_environment, record_in_one_statement, study_paradigm)
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admit_from_request
@@ -50,16 +49,14 @@ def _bearer_token(assignment_id: str) -> TokenClaims:
 
 def authorised_row(claims: TokenClaims, *, lock: bool = True) -> AssignmentRow:
     """The token's assignment, locked, as the plain row a response handler gets
-    (:func:`~server.paradigms.core.lock_assignment_row`), if the token is still valid; else a 403.
-    With ``lock=False`` (reading the state), unlocked, and an assignment that is gone is a 403 too."""
-    try:
-        assignment = lock_assignment_row(db_session(), claims.assignment_id, lock=lock)
-    except ApiError:
-        if lock:
-            raise
-        assignment = None
-    if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
-        raise ApiError(403, "bad_token", "the token is no longer valid")
+    (:func:`~server.paradigms.core.lock_assignment_row`: a 404 when it is gone), if the token is still
+    valid; else a 403. With ``lock=False`` (reading the state), unlocked, and one that is gone is a 403."""
+    session = db_session()
+    if lock:
+        assignment = lock_assignment_row(session, claims.assignment_id)
+    else:
+        assignment = assignment_row(session, claims.assignment_id)
+    check_nonce(assignment, claims.nonce)
     return assignment
 
 
@@ -69,8 +66,7 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
     session = db_session()
     assignment = (lock_assignment(session, claims.assignment_id) if lock
                   else session.get(Assignment, claims.assignment_id))
-    if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
-        raise ApiError(403, "bad_token", "the token is no longer valid")
+    check_nonce(assignment, claims.nonce)
     return assignment
 
 
