@@ -167,7 +167,8 @@ def autocommit_driver_connection(engine: Engine) -> Iterator[Any]:
     """
     pool = _DRIVER_POOLS.get(engine)
     if pool is None:
-        pool = _DRIVER_POOLS.setdefault(engine, DriverPool(engine))
+        with _DRIVER_POOLS_LOCK:  # one pool per engine, even when its first requests arrive together
+            pool = _DRIVER_POOLS.get(engine) or _DRIVER_POOLS.setdefault(engine, DriverPool(engine))
     connection = pool.take()
     try:
         yield connection
@@ -193,7 +194,10 @@ class DriverPool:
     """
 
     def __init__(self, engine: Engine, size: int = POOL_SIZE + MAX_OVERFLOW, timeout: float = 30.0):
-        self._engine, self._size, self._timeout = engine, size, timeout
+        # A weak reference: the engine keeps its pool (the dispose listener), and the pool must not keep
+        # the engine, or the engine (a key of _DRIVER_POOLS) would never be freed.
+        self._engine = weakref.ref(engine)
+        self._size, self._timeout = size, timeout
         self._ready = threading.Condition()
         self._reset()
         event.listen(engine, "engine_disposed", self._on_dispose)
@@ -222,7 +226,7 @@ class DriverPool:
             self._open += 1
             generation = self._generation
         try:
-            pooled = self._engine.raw_connection()
+            pooled = self._engine().raw_connection()
             driver = pooled.driver_connection
             pooled.detach()  # ours now: the engine's pool neither counts nor resets it
             driver.autocommit = True
@@ -262,6 +266,7 @@ class DriverPool:
 
 
 _DRIVER_POOLS: weakref.WeakKeyDictionary[Engine, DriverPool] = weakref.WeakKeyDictionary()
+_DRIVER_POOLS_LOCK = threading.Lock()
 
 
 def make_session_factory(engine: Engine, info: dict | None = None) -> sessionmaker[Session]:

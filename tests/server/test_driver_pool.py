@@ -81,3 +81,22 @@ def test_dispose_closes_idle_and_returning_connections_and_a_broken_one_is_dropp
     pool.discard(fresh)
     again = [pool.take() for _ in range(3)]  # the discarded one no longer counts against the size
     assert all(not c.closed for c in again) and fresh not in again
+
+
+def test_an_engine_with_a_pool_is_freed(postgres_url):
+    # The pool is a value of a dictionary keyed weakly by its engine: it must not keep its engine alive
+    # (every app the tests make has an engine of its own).
+    import gc
+    import weakref
+
+    from server.db import _DRIVER_POOLS
+
+    engine = make_engine(postgres_url)
+    with autocommit_driver_connection(engine) as connection:
+        assert _backend_pid(connection)
+    assert engine in _DRIVER_POOLS
+    engine.dispose()
+    freed = weakref.ref(engine)
+    del engine, connection
+    gc.collect()
+    assert freed() is None
