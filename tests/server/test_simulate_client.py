@@ -1,9 +1,11 @@
 """server.simulate_client and ``perceptlab simulate`` against a live server (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -159,15 +161,42 @@ def test_summary_counts_the_workers_that_can_run_at_once():
     assert "all 2 workers running" in lines[2]
 
 
+class _StillUntilReleased:
+    """An injected clock (``create_app(clock=...)``) that stands still until :meth:`release`, then runs
+    with the real one: the admission gate refills nothing until it has deferred someone, however slowly a
+    loaded machine lets the entries arrive, and every deferred worker gets in after that."""
+
+    def __init__(self):
+        self.start = dt.datetime.now(dt.timezone.utc)
+        self.released_at: float | None = None
+
+    def release(self) -> None:
+        if self.released_at is None:
+            self.released_at = time.monotonic()
+
+    def __call__(self) -> dt.datetime:
+        if self.released_at is None:
+            return self.start
+        return self.start + dt.timedelta(seconds=time.monotonic() - self.released_at)
+
+
 def test_deferred_entries_are_waited_out_not_counted_as_errors(database_url, tmp_path, demo_stimuli):
-    """Against an app admitting 20 new workers a second, 2 at once (real time: the waits are fractions of a
-    second), 8 workers entering together are deferred and come back when told; none gives up, nothing
+    """Against an app admitting 20 new workers a second, 2 at once, 8 workers entering together are
+    deferred and come back when told (the waits are fractions of a second); none gives up, nothing
     counts as an error, and the database holds exactly the acknowledged votes."""
     from werkzeug.serving import make_server
 
     from .conftest import SMALL_STUDY, create_test_study, make_test_app
 
-    app = make_test_app(database_url, tmp_path / "gated", admission_rate=20.0, admission_burst=2.0)
+    clock = _StillUntilReleased()
+    app = make_test_app(database_url, tmp_path / "gated", admission_rate=20.0, admission_burst=2.0, clock=clock)
+
+    @app.after_request
+    def _release_at_the_first_deferral(response):
+        if response.status_code == 429:
+            clock.release()
+        return response
+
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
