@@ -190,12 +190,10 @@ def test_only_practice_trials_is_an_error(tmp_path):
         analyze_motion(trials, MotionOptions())
 
 
-def test_clips_and_machine_observers_on_the_demo(tmp_path):
-    motion_demo = pytest.importorskip("stimuli.motion_demo", reason="helper A's stimuli.motion_demo is missing")
-    pytest.importorskip("stimuli.machine_flow", reason="helper A's stimuli.machine_flow is missing")
+def test_clips_and_machine_observers_on_the_demo(tmp_path, motion_clips):
     from stimuli.motion_clips import load_clip_manifest
 
-    manifest_path = motion_demo.build_motion_demo(tmp_path / "clips")
+    manifest_path = motion_clips  # the motion demo's clips (built once per test run, only read here)
     manifest = load_clip_manifest(manifest_path)
     rng = np.random.default_rng(7)
     # no dataset column and no probe positions: both must come from the manifest

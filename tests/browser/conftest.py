@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.conftest import (SMALL_STUDY, app, clock, create_test_study,  # noqa: F401
-                                   live_server, sqlite_url, study)
+                                   live_server, sqlite_template, sqlite_url, study)
 
 CHROMIUM = os.environ.get("PERCEPTLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

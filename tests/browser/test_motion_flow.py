@@ -71,15 +71,16 @@ def run_trial(page, target: tuple[float, float]) -> dict:
     """Start the trial on screen, watch 3 cycles with the cursor at `target`, click."""
     trial = page.evaluate("window.assignmentDriver.plugin.current.trial")
     page.mouse.click(*target)                     # starts the movie (and sets the cursor value)
+    page.clock.run_for(50)                        # the 2 warm-up refreshes, then the first cycle begins
     while page.evaluate("window.assignmentDriver.plugin.current && window.assignmentDriver.plugin.current.T0 === null"):
         page.clock.run_for(16)
     # One run of the clock to 100 ms before the third cycle's nominal end, then small steps to it:
-    # every frame is drawn either way, but 172 trials of 500 ms steps cost thousands of round trips.
+    # every frame is drawn either way, but a hundred trials of 500 ms steps cost thousands of round trips.
     page.clock.run_for(max(0, page.evaluate(THIRD_CYCLE_END_JS) - 100))
     for _ in range(40):
+        page.clock.run_for(50)
         if page.evaluate("window.assignmentDriver.plugin.current.cyclesCompleted >= 3"):
             break
-        page.clock.run_for(50)
     page.mouse.move(*target)
     page.mouse.click(*target)
     return trial
@@ -248,15 +249,18 @@ def test_motion_study_end_to_end(page, app, live_server, motion_clips, tmp_path,
     assert not errors, errors
 
 
-@pytest.mark.slow  # 172 trials in the browser: the longest test of the suite
+@pytest.mark.slow  # 102 trials in the browser: the longest test of the suite
 def test_default_study_full_session(page, app, live_server, motion_clips, tmp_path, screenshot):
-    """The study as `perceptlab study template --motion` makes it: 6 + 80 RDK trials, then 6 practice
-    and a full main session of 80 trials (2 clips x 10 probes x 4 repetitions), all in the browser."""
-    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default")
+    """The main session as `perceptlab study template --motion` makes it: 6 practice and a full main
+    session of 80 trials (2 clips x 10 probes x 4 repetitions), all in the browser, after an RDK
+    screening of 6 practice and 10 test trials. (The template's 80 RDK test trials are the same
+    trial 80 times in the browser; test_motion_api walks the whole default study through the API.)"""
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default",
+                               screening={"rdk_practice": 6, "rdk_trials": 10})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     shown, _ = go_through_study(page, app, live_server, slug, "AFULL1", screenshot)
-    check_study_record(app, page, "AFULL1", shown, 80, {"rdk_practice": 6, "rdk_trials": 80, "practice_needed": 6})
+    check_study_record(app, page, "AFULL1", shown, 80, {"rdk_practice": 6, "rdk_trials": 10, "practice_needed": 6})
     main = [t for t in shown if t["kind"] == "main" and not t["practice"]]
     assert len({t["clip"]["clip_id"] for t in main}) == 2
     assert sorted({(t["clip"]["clip_id"], t["probe"]["probe_id"], t["repetition"]) for t in main}) == sorted(

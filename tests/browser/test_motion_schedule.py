@@ -211,15 +211,30 @@ def test_practice_failed_trial_is_repeated_until_six_passes(page):
 
 
 def test_practice_ends_after_thirty_trials(page):
+    """HuPerFlow's limit: practice ends after 30 trials however many failed. The step rule's default is
+    walked through 30 failures; the page follows the rule's verdicts, shown here with a limit of 4
+    (each trial in the browser is 3 cycles of 3 s)."""
     a = main_trial(21, gt=(0.0, -4.0), practice=True, feedback=True)
-    start(page, {"mode": "practice", "trials": [a], "needed": 6, "max": 30, "recordDraws": False})
-    for i in range(30):
+    start(page, {"mode": "practice", "trials": [a], "needed": 6, "max": 4, "recordDraws": False})
+    steps = page.evaluate("""async () => {
+      const m = await import('/static/js/motion_trial.js');
+      const out = [];
+      for (let done = 1; done <= 31; done++) {  // counts after each failed trial; the default limits
+        const step = m.practiceStep({ done, passes: 0 }, false);
+        out.push(step);
+        if (step.finished) break;
+      }
+      return out;
+    }""")
+    assert len(steps) == 30 and steps[-1]["finished"] and not any(s["finished"] for s in steps[:-1])
+    assert [s["repeat"] for s in steps] == [True] * 29 + [False]
+    for i in range(4):
         answer(page, i, 270.0, 4.0)               # opposite direction: always fails
         page.keyboard.press("Space")
     page.wait_for_function("window.harness.done === true")
     verdicts = page.evaluate("window.harness.verdicts")
-    assert len(verdicts) == 30 and not any(v["passed"] for v in verdicts)
-    assert [v["repeat"] for v in verdicts] == [True] * 29 + [False]
+    assert len(verdicts) == 4 and not any(v["passed"] for v in verdicts)
+    assert [v["repeat"] for v in verdicts] == [True] * 3 + [False]
     assert verdicts[-1]["finished"]
 
 
@@ -262,6 +277,38 @@ def test_rdk_dots_move_by_speed_in_direction(page):
     reference = rdk_dot_positions(5000, 600, direction, speed, 99, 15)
     for k, dots in by_k.items():
         assert [c for xy in dots for c in xy] == pytest.approx(reference[k, :5].ravel().tolist(), abs=1 / 128 + 1e-4)
+    # What is on the canvas at a movie frame: a white dot at every dot's position of that frame, and
+    # the background between them (the frames are drawn once into bitmaps before the trial starts).
+    advance_to(page, 3000 + 250)  # cycle 2, mid-movie
+    drawn = page.evaluate("""() => {
+      const t = window.harness.current, log = t.drawLog, k = log[log.length - 1].k;
+      const dpr = window.devicePixelRatio || 1, movie = t.assets.dots;
+      const image = t.ctx.getImageData(0, 0, t.canvas.width, t.canvas.height);
+      const bright = (x, y) => {
+        const i = 4 * (Math.floor(y * dpr) * image.width + Math.floor(x * dpr));  // inside a 2-px dot whatever its sub-pixel position
+        return image.data[i] > 200 && image.data[i + 1] > 200 && image.data[i + 2] > 200;
+      };
+      let onDots = 0, onGaps = 0, gaps = 0;
+      for (let i = 0; i < movie.n; i++) {
+        const [x, y] = movie.position(i, k);
+        onDots += bright(t.cx + x, t.cy + y);
+      }
+      for (let i = 0; i < 2000; i++) {  // points of the aperture on a grid, far from every dot
+        const x = ((i * 37) % 500) - 250, y = Math.floor(i / 4) - 250;
+        let near = false;
+        for (let j = 0; j < movie.n && !near; j++) {
+          const [dx, dy] = movie.position(j, k);
+          near = Math.abs(dx - x) < 3 && Math.abs(dy - y) < 3;
+        }
+        if (near || Math.hypot(x, y) > 280) continue;
+        gaps += 1;
+        onGaps += bright(t.cx + x, t.cy + y);
+      }
+      return { phase: log[log.length - 1].phase, n: movie.n, onDots, gaps, onGaps };
+    }""")
+    assert drawn["phase"] == "movie"
+    assert drawn["onDots"] >= 0.98 * drawn["n"], drawn  # a few lie under the placeholders or the panel
+    assert drawn["gaps"] > 300 and drawn["onGaps"] == 0, drawn
     # A response that is not a dot movie is refused, not drawn.
     refused = page.evaluate("""async () => {
       const m = await import('/static/js/motion_trial.js');

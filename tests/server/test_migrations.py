@@ -56,9 +56,9 @@ def test_migrations_build_the_models_schema_and_go_down_and_up_again(database_ur
         engine.dispose()
 
 
-def test_sqlite_runs_in_wal_mode_with_foreign_keys(sqlite_url):
-    upgrade(sqlite_url)
-    engine = make_engine(sqlite_url)
+def test_sqlite_runs_in_wal_mode_with_foreign_keys(empty_sqlite_url):
+    upgrade(empty_sqlite_url)
+    engine = make_engine(empty_sqlite_url)
     try:
         with engine.connect() as connection:
             assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
@@ -87,14 +87,14 @@ def _row_counts(engine) -> dict[str, int]:
                 for table in ("study", "pair", "worker", "assignment", "page", "trial", "vote", "gold_result")}
 
 
-def test_sqlite_migrations_that_copy_tables_keep_every_row(sqlite_url, demo_stimuli, tmp_path):
+def test_sqlite_migrations_that_copy_tables_keep_every_row(empty_sqlite_url, demo_stimuli, tmp_path):
     """Batch mode copies a table and drops the old one; with foreign keys on, SQLite's DROP TABLE
     would first delete its rows and cascade (copying ``trial`` deleted every vote, copying ``page``
     every trial). Going down past the migrations that copy ``page``, ``trial`` and ``vote`` and up
     again keeps every row, and the foreign keys are on again afterwards."""
     from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study, make_test_app
 
-    app = make_test_app(sqlite_url, tmp_path / "instance")
+    app = make_test_app(empty_sqlite_url, tmp_path / "instance")
     try:
         slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
         worker = WorkerClient(app.test_client(), slug)
@@ -104,13 +104,13 @@ def test_sqlite_migrations_that_copy_tables_keep_every_row(sqlite_url, demo_stim
         worker.answer_page(worker.correct_side)  # a page of trials: votes on pairs
     finally:
         app.extensions["perceptlab.engine"].dispose()
-    engine = make_engine(sqlite_url)
+    engine = make_engine(empty_sqlite_url)
     try:
         before = _row_counts(engine)
         assert before["vote"] >= 6 and before["gold_result"] >= 3 and before["trial"] >= 9
-        command.downgrade(alembic_config(sqlite_url), "0007_blind_spot")
+        command.downgrade(alembic_config(empty_sqlite_url), "0007_blind_spot")
         assert _row_counts(engine) == before
-        upgrade(sqlite_url)
+        upgrade(empty_sqlite_url)
         assert _row_counts(engine) == before
         with engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1

@@ -68,15 +68,16 @@ def test_demo_gold_files_are_their_own_and_prepared_like_candidates(demo):
         reference = read_image(folder / manifest["reference"]["path"])
         shown = {folder / manifest["reference"]["path"]} | {
             folder / c[kind] for c in manifest["candidates"] for kind in ("original", "amplified")}
+        shown = {path: (path.read_bytes(), read_image(path)) for path in shown}  # each file read once
         for entry, side in ((e, side) for e in manifest["gold"] for side in ("better", "worse")):
             entry = entry[side]
             original, amplified = read_image(folder / entry["original"]), read_image(folder / entry["amplified"])
             assert original.shape == amplified.shape == reference.shape and amplified.dtype == reference.dtype
             np.testing.assert_array_equal(amplified, amplify(reference, original, manifest["parameters"]["alpha"]))
-            for path in shown:  # neither bytes nor pixels equal the reference or any candidate
-                assert (folder / entry["amplified"]).read_bytes() != path.read_bytes()
-                assert not np.array_equal(amplified, read_image(path)) and not np.array_equal(original,
-                                                                                               read_image(path))
+            gold_bytes = (folder / entry["amplified"]).read_bytes()
+            for path, (data, pixels) in shown.items():  # neither bytes nor pixels equal the reference or any candidate
+                assert gold_bytes != data, path
+                assert not np.array_equal(amplified, pixels) and not np.array_equal(original, pixels), path
             assert [c["rank"] for c in entry["crops"]] == [b["rank"] for b in manifest["crops"]]
             for crop, box in zip(entry["crops"], manifest["crops"]):
                 rows, cols = slice(box["y"], box["y"] + box["height"]), slice(box["x"], box["x"] + box["width"])
