@@ -258,12 +258,12 @@ export function loadNoise(url) {
  * Memory: frames x (aperture + 2 dotPx + 4)^2 x 4 bytes x pixelRatio^2 (22 MB for 15 frames of a
  * 600-pixel aperture).
  * @returns {{images: Array<ImageBitmap|HTMLCanvasElement>, half: number, size: number}} `half`: the
- *   CSS pixels from a bitmap's corner to the aperture centre; `size`: its CSS width and height.
+ *   CSS pixels from a bitmap's corner to the aperture centre; `size`: its CSS width and height (its
+ *   device pixels / pixelRatio exactly, so that it is drawn one bitmap pixel to one device pixel).
  */
 export function renderDotFrames(movie, dotPx = 2, pixelRatio = 1) {
   const half = Math.ceil(movie.aperture / 2) + dotPx + 2;
-  const size = 2 * half;
-  const side = Math.ceil(size * pixelRatio);
+  const side = Math.ceil(2 * half * pixelRatio);
   const offscreen = typeof OffscreenCanvas === 'function';
   const images = [];
   for (let k = 0; k < movie.nFrames; k++) {
@@ -279,7 +279,7 @@ export function renderDotFrames(movie, dotPx = 2, pixelRatio = 1) {
     ctx.fill();
     images.push(offscreen ? canvas.transferToImageBitmap() : canvas);
   }
-  return { images, half, size };
+  return { images, half, size: side / pixelRatio };
 }
 
 /** Free what a trial's assets hold outside the JavaScript heap (its RDK frames' bitmaps). */
