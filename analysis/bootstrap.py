@@ -159,26 +159,31 @@ def set_units(unit: str, designs: list[SetDesign], vote_worker: np.ndarray, kept
     return [len(np.unique(vote_worker[d.votes][k])) for d, k in zip(designs, kept)]
 
 
-def resample_weights(unit: str, n_boot: int, rng: np.random.Generator, vote_worker: np.ndarray,
-                     kept_workers: np.ndarray, set_votes: list[np.ndarray]) -> "callable":
-    """A function ``(start, stop) -> list of (stop-start, V_s) weight arrays``, one per set."""
+def resample_wins(unit: str, n_boot: int, rng: np.random.Generator, vote_worker: np.ndarray,
+                  kept_workers: np.ndarray, designs: list[SetDesign]) -> "callable":
+    """A function ``(start, stop) -> list of (stop-start, P_s, 2) win counts``, one per set: the
+    resamples ``start`` to ``stop``."""
     if unit == "worker":
         pool = np.flatnonzero(kept_workers)
         n_workers = len(kept_workers)
         draws = rng.multinomial(len(pool), np.full(len(pool), 1.0 / len(pool)), size=n_boot)
         counts = np.zeros((n_boot, n_workers))
         counts[:, pool] = draws
+        # A resample's wins are its worker counts times each worker's wins (a sparse product),
+        # not a per-vote weight array gathered for every resample.
+        outcomes = [d.outcomes(vote_worker[d.votes], n_workers) for d in designs]
 
-        def weights(start, stop):
-            return [counts[start:stop][:, vote_worker[v]] for v in set_votes]
-        return weights
+        def wins(start, stop):
+            return [d.wins_batch(counts[start:stop], o) for d, o in zip(designs, outcomes)]
+        return wins
     if unit == "vote":
-        kept_votes = [kept_workers[vote_worker[v]] for v in set_votes]
+        kept_votes = [kept_workers[vote_worker[d.votes]] for d in designs]
         draws = [rng.multinomial(int(k.sum()), k / k.sum(), size=n_boot).astype(float) for k in kept_votes]
+        outcomes = [d.outcomes(np.arange(len(d.votes)), len(d.votes)) for d in designs]
 
-        def weights(start, stop):
-            return [d[start:stop] for d in draws]
-        return weights
+        def wins(start, stop):
+            return [d.wins_batch(w[start:stop], o) for d, w, o in zip(designs, draws, outcomes)]
+        return wins
     raise ValueError(f"bootstrap unit must be 'worker' or 'vote', got {unit!r}")
 
 
@@ -204,14 +209,14 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
     """
     check_interval_method(method)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    weights = resample_weights(unit, n_boot, rng, vote_worker, kept_workers, [d.votes for d in designs])
+    wins_of = resample_wins(unit, n_boot, rng, vote_worker, kept_workers, designs)
     samples = [np.empty((n_boot, d.n_items)) for d in designs]
     with tqdm(total=n_boot * len(designs), desc="bootstrap", unit="fit", leave=False,
               disable=None if progress is None else not progress) as bar:
         for start in range(0, n_boot, CHUNK):
             stop = min(start + CHUNK, n_boot)
-            for design, raw, w, out in zip(designs, raws, weights(start, stop), samples):
-                fitted = fit_set_batch(design, options, w, init=raw)
+            for design, raw, wins, out in zip(designs, raws, wins_of(start, stop), samples):
+                fitted = fit_set_batch(design, options, wins, init=raw)
                 out[start:stop] = anchored(fitted, design, options)
                 bar.update(stop - start)
     intervals = []

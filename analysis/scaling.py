@@ -82,13 +82,18 @@ class SetDesign:
         return np.column_stack([np.bincount(self.vote_pair, w * self.first_won, P),
                                 np.bincount(self.vote_pair, w * ~self.first_won, P)])
 
-    def wins_batch(self, weights: np.ndarray) -> np.ndarray:
-        """(B, P, 2) win counts for a (B, V_s) batch of vote weights."""
-        P, V = len(self.pairs), len(self.votes)
-        rows = np.arange(V)
-        first = sp.csr_matrix((self.first_won.astype(float), (rows, self.vote_pair)), shape=(V, P))
-        second = sp.csr_matrix(((~self.first_won).astype(float), (rows, self.vote_pair)), shape=(V, P))
-        return np.stack([(first.T @ weights.T).T, (second.T @ weights.T).T], axis=-1)
+    def outcomes(self, unit_of_vote: np.ndarray, n_units: int) -> sp.csr_matrix:
+        """(n_units, 2P) sparse counts of the set's votes by resampling unit (``unit_of_vote``: the
+        unit of each of the set's votes): column ``2p`` counts pair p's first item winning, ``2p + 1`` its second."""
+        outcome = 2 * self.vote_pair + ~self.first_won
+        return sp.csr_matrix((np.ones(len(outcome)), (unit_of_vote, outcome)), shape=(n_units, 2 * len(self.pairs)))
+
+    def wins_batch(self, weights: np.ndarray, outcomes: sp.csr_matrix | None = None) -> np.ndarray:
+        """(B, P, 2) win counts for a (B, U) batch of unit weights, ``outcomes`` the (U, 2P) votes of
+        each unit (:meth:`outcomes`; default: each vote its own unit)."""
+        if outcomes is None:
+            outcomes = self.outcomes(np.arange(len(self.votes)), len(self.votes))
+        return (outcomes.T @ weights.T).T.reshape(len(weights), len(self.pairs), 2)
 
 
 def set_designs(votes: Votes, scaling_votes: np.ndarray | None = None) -> list[SetDesign]:
@@ -138,15 +143,15 @@ def fit_set(design: SetDesign, options: ScalingOptions, weights: np.ndarray | No
     return thurstone_ls(pairs, wins, n, options.correction, ridge=ridge)
 
 
-def fit_set_batch(design: SetDesign, options: ScalingOptions, weights: np.ndarray,
+def fit_set_batch(design: SetDesign, options: ScalingOptions, wins: np.ndarray,
                   init: np.ndarray) -> np.ndarray:
-    """Raw scales for a (B, V_s) batch of vote weights, warm-started at ``init``.
+    """Raw scales for a (B, P, 2) batch of win counts (:meth:`SetDesign.wins_batch`), warm-started at ``init``.
 
     Resamples are not checked for connectivity: the ridge keeps a component
     that lost all its links in one resample finite, and the spread this adds is
     part of the interval.
     """
-    pairs, wins, n = _prepare(design, design.wins_batch(weights), options, check=False)
+    pairs, wins, n = _prepare(design, wins, options, check=False)
     if options.method == "mle":
         return thurstone_mle_batch(pairs, wins, n, options.prior_strength, init=init)
     ridge = options.prior_strength

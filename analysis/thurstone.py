@@ -200,13 +200,16 @@ def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
     return nll, grad, curv
 
 
-def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
-    """Objective of the MLE at ``x`` (last axis = items; a batch when 2-D): no derivatives, for line searches."""
-    # np.take keeps the batch C-ordered (x[..., idx] does not), which the products below need to be fast.
-    d = np.take(x, pairs[:, 0], axis=-1) - np.take(x, pairs[:, 1], axis=-1)
-    log_pos, log_neg = _log_ndtr_pair(d)
-    nll = -(w * log_pos + l * log_neg).sum(axis=-1)
-    return nll + 0.5 * ridge * np.einsum("...n,...n->...", x, x)
+def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> float:
+    """Objective of the MLE at ``x`` (n_items,): no derivatives, for line searches."""
+    log_pos, log_neg = _log_ndtr_pair(x[pairs[:, 0]] - x[pairs[:, 1]])
+    return -(w * log_pos + l * log_neg).sum() + 0.5 * ridge * (x @ x)
+
+
+def _batch_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
+    """The objective of every column of ``x`` (n_items, k), with ``w``, ``l`` (P, k) the columns' counts."""
+    log_pos, log_neg = _log_ndtr_pair(x[pairs[:, 0]] - x[pairs[:, 1]])
+    return -(w * log_pos + l * log_neg).sum(axis=0) + 0.5 * ridge * np.einsum("nk,nk->k", x, x)
 
 
 def _incidence(pairs: np.ndarray, n: int) -> sp.csr_matrix:
@@ -297,11 +300,15 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     Each resample is solved to the same optimum as :func:`thurstone_mle`
     (damped Newton with the exact Hessian), but all resamples iterate
     together: each Newton system is solved by conjugate gradients
-    preconditioned with the Cholesky factor of the warm-start Hessian,
-    factorised once. A resample's Hessian differs from it in few directions
-    (the items whose votes changed most), so a handful of CG steps per Newton
-    step suffice. Resamples not converged after ``max_iter`` Newton steps are
-    finished one by one.
+    preconditioned with the inverse of the warm-start Hessian, computed once.
+    A resample's Hessian differs from it in few directions (the items whose
+    votes changed most), so a handful of CG steps per Newton step suffice.
+    Resamples not converged after ``max_iter`` Newton steps are finished one
+    by one.
+
+    Inside, the resamples are the columns (items x resamples), so that the
+    sparse products and the preconditioner (one matrix product, faster than
+    two triangular solves) run on contiguous rows without copies.
 
     Parameters
     ----------
@@ -318,35 +325,39 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     mean_wins = wins.mean(axis=0)
     if init is None:
         init = thurstone_mle(pairs, mean_wins, n_items, prior_strength)
-    if n_items > DENSE_LIMIT:  # one dense factorisation would not pay off: solve each resample exactly
-        return np.stack([thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init)
-                         for b in range(n_batch)])
-    w, l = wins[..., 0], wins[..., 1]
+    if n_items > DENSE_LIMIT:
+        return np.stack([thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init) for b in range(n_batch)])
+    w = np.ascontiguousarray(wins[..., 0].T)  # (P, B): a column per resample
+    l = np.ascontiguousarray(wins[..., 1].T)
     i, j = pairs[:, 0], pairs[:, 1]
     inc = _incidence(pairs, n_items)
     inc_t = inc.T.tocsr()
     _, _, curv0 = _pair_terms(init[i] - init[j], mean_wins[:, 0], mean_wins[:, 1])
-    factor = scipy.linalg.cho_factor(_hessian(pairs, curv0, n_items, prior_strength, dense=True))
-
-    def penalised_nll(x, rows):
-        return _penalised_nll(x, pairs, w[rows], l[rows], prior_strength)
-
-    s = np.tile(init, (n_batch, 1))
-    f = penalised_nll(s, slice(None))
+    hess0 = _hessian(pairs, curv0, n_items, prior_strength, dense=True)
+    precond = scipy.linalg.cho_solve(scipy.linalg.cho_factor(hess0), np.eye(n_items))
+    precond = 0.5 * (precond + precond.T)  # symmetric to rounding, as CG needs
+    s = np.repeat(init[:, None], n_batch, axis=1)
+    f = _batch_nll(s, pairs, w, l, prior_strength)
     active = np.ones(n_batch, dtype=bool)
     for _ in range(max_iter):
         a = np.flatnonzero(active)
-        _, g_pair, curv = _pair_terms(s[a][:, i] - s[a][:, j], w[a], l[a])
-        grad = (inc_t @ g_pair.T).T + prior_strength * s[a]
-        step = _pcg_newton_step(grad, curv, inc, inc_t, factor, prior_strength)
-        descent = np.einsum("bn,bn->b", grad, step)
+        sa = s[:, a]
+        wa, la = w[:, a], l[:, a]
+        _, g_pair, curv = _pair_terms(sa[i] - sa[j], wa, la)
+        grad = inc_t @ g_pair + prior_strength * sa
+        step = _pcg_newton_step(grad, curv, inc, inc_t, precond, prior_strength)
+        descent = np.einsum("nk,nk->k", grad, step)
         t = np.ones(len(a))
+        # Near the optimum a step changes the objective by less than the rounding error of its sum
+        # over the pairs: such a step is taken, not halved away to nothing (which would stop the
+        # resample short of the optimum).
+        rounding = 1e-12 * np.abs(f[a])
         new_f = np.empty(len(a))
         pending = np.arange(len(a))
         for _ in range(40):  # backtracking, re-evaluating only the resamples that still need it
-            rows = a[pending]
-            trial = penalised_nll(s[rows] + t[pending, None] * step[pending], rows)
-            ok = trial <= f[rows] + 1e-4 * t[pending] * descent[pending]
+            trial = _batch_nll(sa[:, pending] + t[pending] * step[:, pending], pairs, wa[:, pending], la[:, pending],
+                               prior_strength)
+            ok = trial <= f[a[pending]] + 1e-4 * t[pending] * descent[pending] + rounding[pending]
             new_f[pending[ok]] = trial[ok]
             pending = pending[~ok]
             if not len(pending):
@@ -354,43 +365,46 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
             t[pending] *= 0.5
         if len(pending):  # no decrease found: stay put; the exact solver below finishes these
             t[pending], new_f[pending] = 0.0, f[a[pending]]
-        s[a] += t[:, None] * step
+        s[:, a] = sa + t * step
         f[a] = new_f
-        active[a] = (np.max(np.abs(t[:, None] * step), axis=1) >= tol) & (t > 0)
+        active[a] = (np.max(np.abs(t * step), axis=0) >= tol) & (t > 0)
         if not active.any():
             break
+    s = np.ascontiguousarray(s.T)
     unfinished = np.flatnonzero(active | ~np.isfinite(s).all(axis=1))
     for b in unfinished:
         s[b] = thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init)
     return s
 
 
-def _pcg_newton_step(grad, curv, inc, inc_t, factor, ridge, rtol=1e-6, max_iter=100):
-    """Solve ``H_b step_b = -grad_b`` for every row b by preconditioned conjugate gradients.
+def _pcg_newton_step(grad: np.ndarray, curv: np.ndarray, inc: sp.csr_matrix, inc_t: sp.csr_matrix,
+                     precond: np.ndarray, ridge: float, rtol: float = 1e-6, max_iter: int = 100) -> np.ndarray:
+    """Solve ``H_b step_b = -grad_b`` for every column b by preconditioned conjugate gradients.
 
-    CG stops once every row's squared residual is below ``rtol`` times its
-    initial value (relative residual sqrt(rtol)). Such inexact Newton steps
-    converge to the same optimum: the outer loop stops on the step size.
+    ``grad`` (n_items, k), ``curv`` (P, k): the columns' gradients and pair curvatures;
+    ``precond`` the inverse of a nearby Hessian. CG stops once every column's squared
+    residual is below ``rtol`` times its initial value (relative residual sqrt(rtol)).
+    Such inexact Newton steps converge to the same optimum: the outer loop stops on the step size.
     """
-    def hess_times(p):  # H_b p_b = Inc^T (curv_b * (Inc p_b)) + ridge p_b, for all b at once
-        return (inc_t @ (curv * (inc @ p.T).T).T).T + ridge * p
+    def hess_times(p):  # H_b p_b = Inc^T (curv_b * (Inc p_b)) + ridge p_b, for all columns at once
+        return inc_t @ (curv * (inc @ p)) + ridge * p
 
     x = np.zeros_like(grad)
     r = -grad
-    z = scipy.linalg.cho_solve(factor, r.T).T
+    z = precond @ r
     p = z.copy()
-    rz = np.einsum("bn,bn->b", r, z)
-    stop = rtol * np.maximum(np.einsum("bn,bn->b", r, r), 1e-300)
+    rz = np.einsum("nk,nk->k", r, z)
+    stop = rtol * np.maximum(np.einsum("nk,nk->k", r, r), 1e-300)
     for _ in range(max_iter):
         hp = hess_times(p)
-        alpha = rz / np.einsum("bn,bn->b", p, hp)
-        x += alpha[:, None] * p
-        r -= alpha[:, None] * hp
-        if (np.einsum("bn,bn->b", r, r) <= stop).all():
+        alpha = rz / np.einsum("nk,nk->k", p, hp)
+        x += alpha * p
+        r -= alpha * hp
+        if (np.einsum("nk,nk->k", r, r) <= stop).all():
             break
-        z = scipy.linalg.cho_solve(factor, r.T).T
-        rz_new = np.einsum("bn,bn->b", r, z)
-        p = z + (rz_new / rz)[:, None] * p
+        z = precond @ r
+        rz_new = np.einsum("nk,nk->k", r, z)
+        p = z + (rz_new / rz) * p
         rz = rz_new
     return x
 

@@ -29,6 +29,22 @@ def test_bootstrap_intervals_cover_the_estimate_and_are_seeded(honest, unit):
         assert (iv.rank_low <= iv.rank_high).all() and iv.rank_low.min() == 1
 
 
+def test_worker_resample_wins_are_the_drawn_workers_votes(honest):
+    """A resample's win counts (a product with each worker's outcomes) count every vote of each
+    drawn worker as often as the worker was drawn, against the set's pairs and winners."""
+    v = honest.votes
+    rng = np.random.default_rng(4)
+    for design in set_designs(v):
+        counts = rng.integers(0, 3, (5, len(v.worker_ids))).astype(float)
+        wins = design.wins_batch(counts, design.outcomes(v.worker[design.votes], len(v.worker_ids)))
+        for b in range(len(counts)):
+            per_vote = counts[b, v.worker[design.votes]]  # each vote as often as its worker was drawn
+            first = np.bincount(design.vote_pair, per_vote * design.first_won, len(design.pairs))
+            second = np.bincount(design.vote_pair, per_vote * ~design.first_won, len(design.pairs))
+            assert np.array_equal(wins[b], np.column_stack([first, second]))
+        assert np.array_equal(design.wins_batch(np.ones((1, len(design.votes))))[0], design.wins())
+
+
 def test_worker_resampling_is_wider_than_vote_resampling_with_heterogeneous_workers():
     study = simulate_study(n_sets=1, n_items=30, degree=6, votes_per_pair=15, n_workers=30,
                            random_clickers=0.3, left_clickers=0, activity_sd=1.0, seed=5)
