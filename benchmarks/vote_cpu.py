@@ -122,7 +122,7 @@ class VoteSample:
     wall_ms: float
     statements: int
     commits: int
-    kind: str  # "plain", "gold" or "page end" (the vote that completes a page)
+    kind: str  # "plain", "gold" or "page end" (the vote that completes a page, and brings the new State)
 
 
 class Driver:
@@ -239,9 +239,10 @@ class Driver:
             rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
         return {row.id: "left" if bool(row.a_wins) == bool(row.left_is_a) else "right" for row in rows}
 
-    def _next_page(self, worker: SimWorker) -> bool:
-        """After a complete page: the next page, or finish (False) after ``pages_per_worker`` pages."""
-        if self._state(worker)["stage"] != "page_done":
+    def _next_page(self, worker: SimWorker, state: dict | None) -> bool:
+        """After a complete page (``state``: the State its last vote brought, as a browser gets it; None:
+        ask for it): the next page, or finish (False) after ``pages_per_worker`` pages."""
+        if (state or self._state(worker))["stage"] != "page_done":
             raise RuntimeError("a complete page did not lead to stage page_done")
         worker.pages_done += 1
         if worker.pages_done >= self.pages_per_worker:
@@ -302,7 +303,7 @@ class Driver:
         answer = json.loads(payload)
         kind = "page end" if answer.get("page_complete") else "gold" if is_gold else "plain"
         if answer["stage"] == "page_done":
-            if self._next_page(worker):
+            if self._next_page(worker, answer.get("state")):
                 self.active.append(worker)  # a finished worker is replaced by a new one at the next vote
         elif answer["stage"] == "trials":
             self.active.append(worker)

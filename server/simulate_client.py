@@ -8,9 +8,10 @@ Each simulated worker does what the browser app does, over real HTTP (aiohttp):
 3. a loop over the assignment's State: every unanswered trial of the current
    page (quiz or trials) gets a vote (a fresh uuid4 ``vote_id``, ``left`` or
    ``right``, a lognormal response time around 2 s, mouse or keyboard, the
-   client time and a 1366x768 window); when the page is complete the State is
-   fetched again and at ``page_done`` the worker sends ``continue`` or
-   ``finish``; it ends at ``completed``, ``stopped`` or ``disqualified``.
+   client time and a 1366x768 window); the vote that completes the page brings
+   the new State (else it is fetched again), and at ``page_done`` the worker
+   sends ``continue`` or ``finish``; it ends at ``completed``, ``stopped`` or
+   ``disqualified``.
 
 Worker types
 ------------
@@ -552,8 +553,8 @@ class _Worker:
                 if state is None or state.get("stage") != stage or not state.get("page"):
                     state = await self.state()
                 if state.get("stage") == stage and state.get("page"):
-                    await self.answer_page(state)
-                    state = await self.state()
+                    # The vote that completed the page brings the next State; else ask for it.
+                    state = await self.answer_page(state) or await self.state()
             elif stage == Stage.PAGE_DONE:
                 if state is None or state.get("stage") != Stage.PAGE_DONE:
                     state = await self.state()
@@ -577,16 +578,19 @@ class _Worker:
                 return "error"
         return "error"
 
-    async def answer_page(self, state: dict) -> None:
+    async def answer_page(self, state: dict) -> dict | None:
+        """Vote on the page's open trials; the State the page's last vote brought, if any."""
         page = state.get("page") or {}
         for trial in sorted(page.get("trials") or [], key=lambda t: t.get("position", 0)):
             if trial.get("answered"):
                 continue
-            stage, page_complete = await self.vote(trial)
+            stage, page_complete, new_state = await self.vote(trial)
             if page_complete or stage not in (Stage.QUIZ, Stage.TRIALS):
-                return
+                return new_state
+        return None
 
-    async def vote(self, trial: dict) -> tuple[str | None, bool]:
+    async def vote(self, trial: dict) -> tuple[str | None, bool, dict | None]:
+        """Send one vote; the answer's stage, whether it completed the page, and the State it brought."""
         sim = self.sim
         gap = await sim.quality_gap(trial)
         if self.honest and gap is not None:
@@ -624,11 +628,12 @@ class _Worker:
             record.status = "duplicate" if answer.get("status") == "duplicate" else "stored"
             report.votes_acknowledged += 1
             report.duplicates += record.status == "duplicate"
-            return answer.get("stage"), bool(answer.get("page_complete"))
+            new_state = answer.get("state")
+            return answer.get("stage"), bool(answer.get("page_complete")), new_state if isinstance(new_state, dict) else None
         code = answer.get("error") if isinstance(answer, dict) else None
         record.status = f"rejected:{code or status}"
         report.votes_rejected += 1
-        return None, True  # the page is not what we thought: re-read the state
+        return None, True, None  # the page is not what we thought: re-read the state
 
 
 # ----------------------------------------------------------------------------- the run

@@ -70,11 +70,14 @@ def authorised_assignment(assignment_id: str, *, lock: bool = False) -> Assignme
     return assignment
 
 
-def state_response(assignment: Assignment | AssignmentRow, status: int = 200):
+def _state_body(assignment: Assignment | AssignmentRow) -> dict:
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
-    body = paradigm.state(session, assignment, stimulus_urls_of(assignment.study_id))
-    return jsonify(body), status
+    return paradigm.state(session, assignment, stimulus_urls_of(assignment.study_id))
+
+
+def state_response(assignment: Assignment | AssignmentRow, status: int = 200):
+    return jsonify(_state_body(assignment)), status
 
 
 def _committed(func):
@@ -154,20 +157,27 @@ def _record(assignment_id: str, name: str):
     """Store one response of the kind ``name`` with the handler the study's paradigm declares for it
     (:attr:`~server.paradigms.core.Paradigm.responses`); a 409 when its paradigm takes none of that kind.
     On PostgreSQL the common case may be one statement instead
-    (:func:`~server.paradigms.core.record_in_one_statement`)."""
+    (:func:`~server.paradigms.core.record_in_one_statement`). A stored response that completes its page
+    (``page_complete``) carries the assignment's new State."""
     body = _json_body()
     claims = _bearer_token(assignment_id)
     clock = current_app.extensions["perceptlab.clock"]
     answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], name, claims, body, clock())
     if answer is not None:
-        return jsonify(answer[1]), answer[0]
-    assignment = authorised_row(claims)
-    session = db_session()
-    paradigm, _ = study_paradigm(session, assignment.study_id)
-    record = paradigm.responses.get(name)
-    if record is None:
-        raise ApiError(409, "wrong_stage", f"a {paradigm.title} study takes no {name}")
-    status, result = record(session, assignment, body)
+        status, result = answer
+    else:
+        assignment = authorised_row(claims)
+        session = db_session()
+        paradigm, _ = study_paradigm(session, assignment.study_id)
+        record = paradigm.responses.get(name)
+        if record is None:
+            raise ApiError(409, "wrong_stage", f"a {paradigm.title} study takes no {name}")
+        status, result = record(session, assignment, body)
+    if status == 201 and result.get("page_complete"):
+        # The response that completed its page: the browser would ask for the State next, so it comes
+        # with it (one round trip fewer per page). Flushed first: the rare outcomes change the ORM object.
+        db_session().flush()
+        result["state"] = _state_body(authorised_row(claims, lock=False))
     return jsonify(result), status
 
 

@@ -297,10 +297,14 @@ def test_mturk_hit_by_mouse(page, app, live_server, study, screenshot):
     expect(page.locator("#trial")).to_have_attribute("data-page-kind", "trials")
     expect(page.locator("#progress")).to_have_text("Pair 1 of 6 · page 1")
     screenshot(page, "trial")
+    state_requests = []
+    page.on("request", lambda r: state_requests.append(r.url) if r.url.endswith("/state") else None)
     assert walker.run(_any_side, kind="trials") == "page_done"
     expect(page.locator("#btn-continue")).to_be_visible()
     expect(page.locator("#btn-finish")).to_be_visible()
     expect(page.locator("#page-done")).to_contain_text("1 page")
+    # The page's trials were known and its last vote's answer brought the page_done State: no GET /state.
+    assert state_requests == []
     screenshot(page, "page-done")
     _page_action(page, "btn-continue")
     assert walker.run(_any_side, kind="trials") == "page_done"

@@ -66,6 +66,9 @@ def test_latent_observer_downloads_nothing_and_fixed_pages(app, no_gold_study, l
                             observer="latent", ramp_s=0.2, progress=False)
     assert report.outcomes == Counter(completed=3)
     assert report.images_downloaded == 0 and "image" not in report.latencies_ms
+    # Each page's trials came with the action that opened it, its end with its last vote's answer:
+    # no worker asked for the State.
+    assert "state" not in report.latencies_ms
     _assert_db_holds_exactly_the_acknowledged_votes(app, report)
 
 

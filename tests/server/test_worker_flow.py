@@ -20,11 +20,14 @@ def test_quiz_pages_and_completion(app, study):
     assert state["stage"] == "quiz" and state["page"]["kind"] == "quiz" and state["page"]["n_trials"] == 3
     body = worker.answer_page(worker.correct_side)
     assert body["feedback"] == {"correct": True} and body["stage"] == "trials"
+    # The vote that completes a page carries the State a GET would give next (here: the first trials page).
+    assert body["state"] == worker.state() and body["state"]["stage"] == "trials"
     for page in range(3):
         state = worker.state()
         assert state["stage"] == "trials" and state["page"]["n_trials"] == 6
         body = worker.answer_page(worker.correct_side)
         assert body["page_complete"]
+        assert body["state"] == worker.state() and body["state"]["stage"] == body["stage"]
         if body["stage"] == "page_done":
             assert worker.action("continue").status_code == 200
     assert body["stage"] == "completed"

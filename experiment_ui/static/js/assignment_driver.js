@@ -80,6 +80,7 @@ export class AssignmentDriver {
     this.resyncing = null;      // the promise of a re-sync in flight
     this.stale = false;         // a response awaited by its plugin was refused: ask the server next
     this.idleRounds = 0;        // State asked for in vain (nothing open yet): backoff exponent
+    this.answeredState = null;  // the State that came with the latest answer (the one completing a page)
     this.leaving = false;       // handing over to a server page
     this.pendingTimer = null;
     this.pendingSince = null;
@@ -205,6 +206,7 @@ export class AssignmentDriver {
 
   /** GET /state, retried with backoff for as long as the network or server is down. */
   async fetchState() {
+    this.answeredState = null; // what comes back is newer
     let retried = false;
     const state = await fetchStateRetrying(this, (delay) => {
       retried = true;
@@ -355,6 +357,8 @@ export class AssignmentDriver {
   }
 
   onDelivered(body, answer, entry) {
+    // Only the latest answer's State is current: an answer without one (or a fetch) supersedes it.
+    this.answeredState = (answer && answer.state) || null;
     if (this.awaited.has(entry.id)) return; // its plugin reads the answer and moves on by itself
     // Responses nobody waits for (main-trial votes; responses queued by an earlier page load): a
     // stop caused by a hidden gold answer arrives here.  Follow it at once instead of letting the
@@ -414,6 +418,13 @@ export class AssignmentDriver {
     this.setStatus(this.queue.pending ? SAVING : 'Loading…');
     await this.queue.whenIdle();
     if (signal.aborted) return null;
+    const answered = this.answeredState;
+    this.answeredState = null;
+    if (answered && this.idleRounds === 0) {
+      // The answer that completed the page brought the State: no need to ask for it.
+      this.idleRounds += 1;
+      return answered;
+    }
     if (this.idleRounds > 0) {
       // The server has not moved on yet (should be rare): ask again later instead of spinning.
       const confirming = (this.paradigm.texts || {}).confirming;
