@@ -325,7 +325,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     mean_wins = wins.mean(axis=0)
     if init is None:
         init = thurstone_mle(pairs, mean_wins, n_items, prior_strength)
-    if n_items > DENSE_LIMIT:
+    if n_items > DENSE_LIMIT:  # one dense inverse would not pay off: solve each resample exactly
         return np.stack([thurstone_mle(pairs, wins[b], n_items, prior_strength, init=init) for b in range(n_batch)])
     w = np.ascontiguousarray(wins[..., 0].T)  # (P, B): a column per resample
     l = np.ascontiguousarray(wins[..., 1].T)
