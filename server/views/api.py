@@ -24,6 +24,9 @@ from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
+ONE_STATEMENT_DECLINED = "perceptlab.one_statement_declined"
+"""The request environ's flag, set by the fast lane (:mod:`server.views.fast_lane`), that the response
+was tried in one statement, which stored nothing: the view's regular path decides."""
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
@@ -35,11 +38,16 @@ def _json_body() -> dict:
 def _bearer_token(assignment_id: str) -> TokenClaims:
     """The request's signed bearer token, if it names the assignment in the path; else a 403. The
     caller still compares its nonce with the stored one."""
-    header = request.headers.get("Authorization", "")
+    return bearer_claims(request.headers.get("Authorization", ""), assignment_id, current_app.config["SECRET_KEY"])
+
+
+def bearer_claims(header: str, assignment_id: str, secret_key: str) -> TokenClaims:
+    """The claims of an ``Authorization: Bearer <token>`` header whose token is signed with
+    ``secret_key`` and names ``assignment_id`` (the path's); else a 403 :class:`ApiError`."""
     if not header.startswith("Bearer "):
         raise ApiError(403, "bad_token", "missing worker token (Authorization: Bearer ...)")
     try:
-        claims = read_token(current_app.config["SECRET_KEY"], header[7:].strip())
+        claims = read_token(secret_key, header[7:].strip())
     except BadToken as exc:
         raise ApiError(403, "bad_token", str(exc)) from None
     if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != claims.assignment_id:
@@ -161,8 +169,10 @@ def _record(assignment_id: str, name: str):
     (``page_complete``) carries the assignment's new State."""
     body = _json_body()
     claims = _bearer_token(assignment_id)
-    clock = current_app.extensions["perceptlab.clock"]
-    answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], name, claims, body, clock())
+    answer = None
+    if not request.environ.get(ONE_STATEMENT_DECLINED):  # the fast lane (views/fast_lane.py) tried it already
+        clock = current_app.extensions["perceptlab.clock"]
+        answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], name, claims, body, clock())
     if answer is not None:
         status, result = answer
     else:
@@ -177,8 +187,13 @@ def _record(assignment_id: str, name: str):
         # The response that completed its page: the browser would ask for the State next, so it comes
         # with it (one round trip fewer per page). Flushed first: the rare outcomes change the ORM object.
         db_session().flush()
-        result["state"] = _state_body(authorised_row(claims, lock=False))
+        result["state"] = state_after_response(claims)
     return jsonify(result), status
+
+
+def state_after_response(claims: TokenClaims) -> dict:
+    """The State of the token's assignment, read after a response was stored in this request."""
+    return _state_body(authorised_row(claims, lock=False))
 
 
 @bp.post("/assignments/<assignment_id>/votes")

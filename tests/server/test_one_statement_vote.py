@@ -1,10 +1,12 @@
 """PostgreSQL's one-statement vote (migration 0009, ``paired.record_vote_in_one_statement``) against
 the regular vote path (``paired.record_vote``).
 
-The fast path stores the common votes itself and hands every other case to the regular path. Two
-fresh databases play the same scripted study, one with the fast path and one without: every answer
-the workers get and every row left behind must be the same, and the fast path must have stored
-most of the votes (otherwise the comparison would prove nothing).
+The fast path stores the common votes itself and hands every other case to the regular path; the
+fast lane (``server/views/fast_lane.py``) answers the votes it stores below Flask. Two fresh
+databases play the same scripted study, one with the fast path and one without: every answer the
+workers get (status, body and headers) and every row left behind must be the same, and the fast
+path must have stored most of the votes, answered without Flask (otherwise the comparison would
+prove nothing).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from flask import request
 from sqlalchemy import DateTime, select
 
 from server.models import Assignment, Base
@@ -56,6 +59,7 @@ class Play:
     snapshot: dict[str, list[tuple]] = field(default_factory=dict)
     stored_votes: int = 0
     stored_in_one_statement: int = 0
+    votes_seen_by_flask: int = 0
 
 
 class _Scrubber:
@@ -112,7 +116,8 @@ class _Script:
                 "window": {"width": 1366, "height": 768, "dpr": 1.25}}
         response = self.client.post(f"/api/v1/assignments/{worker.assignment_id}/votes",
                                     headers=headers or worker.headers, json=body)
-        self.play.answers.append((label, response.status_code, self.scrub(response.get_json())))
+        self.play.answers.append((label, response.status_code, self.scrub(response.get_json()),
+                                  sorted((k, v) for k, v in response.headers if k != "Content-Length")))
         if response.status_code == 201:
             self.play.stored_votes += 1
         return response, body
@@ -156,6 +161,10 @@ def _play(database_url: str, tmp_path, demo_stimuli, clock: ManualClock, monkeyp
         slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
         client = app.test_client()
         script = _Script(app, client, play)
+
+        @app.before_request
+        def count_votes_seen_by_flask():
+            play.votes_seen_by_flask += request.path.endswith("/votes")
 
         def counted(*args):
             answer = paired.record_vote_in_one_statement(*args)
@@ -230,8 +239,11 @@ def test_both_vote_paths_give_the_same_answers_and_rows(two_postgres_urls, tmp_p
     regular = _play(two_postgres_urls[0], tmp_path / "regular", demo_stimuli, clocks[0], monkeypatch, fast=False)
     fast = _play(two_postgres_urls[1], tmp_path / "fast", demo_stimuli, clocks[1], monkeypatch, fast=True)
     assert regular.stored_in_one_statement == 0
-    # Most votes were the fast path's: all but the ends of the quizzes, of the last pages and the stop.
+    # Most votes were the fast path's: all but the ends of the quizzes, of the last pages and the stop;
+    # and the fast lane answered them (the page ends too, building their State in a request context).
     assert fast.stored_in_one_statement >= 0.7 * fast.stored_votes, (fast.stored_in_one_statement, fast.stored_votes)
+    assert regular.votes_seen_by_flask > fast.stored_votes  # every vote request, refused ones too
+    assert fast.votes_seen_by_flask == regular.votes_seen_by_flask - fast.stored_in_one_statement
     for (label, *regular_answer), (_, *fast_answer) in zip(regular.answers, fast.answers):
         assert fast_answer == regular_answer, label
     assert len(fast.answers) == len(regular.answers)

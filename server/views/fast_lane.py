@@ -1,0 +1,122 @@
+"""The fast lane: a worker's response stored in one statement, answered below Flask (PostgreSQL).
+
+A vote is the request a study serves most: 40 per worker against 6 for the rest of an
+assignment's life. On PostgreSQL its common case is one statement
+(:func:`~server.paradigms.core.record_in_one_statement`), and Flask's own work around it (request
+and app contexts, routing, the header and response objects, the hooks, the teardown) cost as much
+CPU as the statement's whole handling. This WSGI middleware answers that common case itself:
+
+* ``POST /api/v1/assignments/<id>/<kind>`` for a response kind a paradigm stores in one
+  statement, with a JSON body no larger than the app's ``MAX_CONTENT_LENGTH``;
+* the body parsed by the same strict parser, the token checked by the same function, the
+  response stored by the same statement; the answer's body, status and headers are those the
+  Flask view gives (:func:`server.app.response_headers`);
+* a response that completes its page carries the new State, built inside a Flask request
+  context as the view builds it.
+
+Everything else goes to Flask untouched, with the body put back: another path or method, a body
+or token the fast lane does not accept (Flask's view refuses it with its usual error), a study
+this process has not served yet, and every response the statement does not store (a replay, a
+wrong trial, a stop: the regular path decides, and is told not to try the statement again).
+"""
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from flask import Flask
+
+from ..errors import ApiError
+from ..paradigms.core import record_in_one_statement
+from ..tokens import TokenClaims
+from ..validation import JsonBodyError, loads_strict
+from .api import ONE_STATEMENT_DECLINED, bearer_claims, state_after_response
+
+# The response kinds of :func:`server.views.api._record`'s routes (a paradigm without a one-statement
+# handler for the kind sends it to Flask).
+_PATH = re.compile(r"/api/v1/assignments/([0-9]{1,19})/(votes|calibration|motion-responses)")
+
+StartResponse = Callable[..., Any]
+
+
+class FastLane:
+    """WSGI middleware around ``app.wsgi_app`` (installed by the app factory on PostgreSQL)."""
+
+    def __init__(self, app: Flask, wsgi_app: Callable[[dict, StartResponse], Iterable[bytes]],
+                 headers: Callable[[str], list[tuple[str, str]]]):
+        self.app, self.wsgi_app, self.headers = app, wsgi_app, headers
+
+    def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+        match = _PATH.fullmatch(environ.get("PATH_INFO", "")) if environ.get("REQUEST_METHOD") == "POST" else None
+        if match is None:
+            return self.wsgi_app(environ, start_response)
+        body = self._body(environ)
+        if body is None:
+            return self.wsgi_app(environ, start_response)
+        answer = self._store(environ, match[1], match[2], body)
+        if answer is None:
+            return self.wsgi_app(environ, start_response)
+        status, result = answer
+        data = (self.app.json.dumps(result, separators=(",", ":")) + "\n").encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                   *self.headers(environ["PATH_INFO"])]
+        start_response(f"{status} {_REASONS[status]}", headers)
+        return [data]
+
+    def _body(self, environ: dict) -> Any | None:
+        """The request's JSON value when the fast lane can take it (the raw body is put back for
+        Flask either way); None to leave the request to Flask."""
+        content_type = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+        length = environ.get("CONTENT_LENGTH", "")
+        if content_type != "application/json" or not length.isdigit():
+            return None  # not JSON, or chunked: Flask reads it (and refuses it) as it always did
+        size = int(length)
+        if not 0 < size <= (self.app.config.get("MAX_CONTENT_LENGTH") or size):
+            return None
+        raw = environ["wsgi.input"].read(size)
+        environ["wsgi.input"] = io.BytesIO(raw)
+        if len(raw) != size:
+            return None  # the client hung up early: Flask's view refuses the short body
+        try:
+            return loads_strict(raw)
+        except JsonBodyError:
+            return None
+
+    def _store(self, environ: dict, assignment_id: str, name: str, body: Any) -> tuple[int, dict] | None:
+        if not isinstance(body, dict):
+            return None
+        try:
+            claims = bearer_claims(environ.get("HTTP_AUTHORIZATION", ""), assignment_id,
+                                   self.app.config["SECRET_KEY"])
+        except ApiError:
+            return None
+        engine = self.app.extensions["perceptlab.engine"]
+        try:
+            answer = record_in_one_statement(engine, name, claims, body,
+                                             self.app.extensions["perceptlab.clock"]())
+        except Exception:  # noqa: BLE001 - the statement changed nothing; Flask's view meets the error again
+            return None
+        if answer is None:
+            environ[ONE_STATEMENT_DECLINED] = True
+            return None
+        status, result = answer
+        if status == 201 and result.get("page_complete"):
+            state = self._state(environ, claims)
+            if state is not None:
+                result["state"] = state
+        return status, result
+
+    def _state(self, environ: dict, claims: TokenClaims) -> dict | None:
+        """The State after a page-completing response, as the view builds it; None (logged) when it
+        cannot be built: the response is stored, and a client without a State asks for it."""
+        with self.app.request_context(environ):
+            try:
+                return state_after_response(claims)
+            except Exception:  # noqa: BLE001 - the stored response must still be acknowledged
+                self.app.logger.exception("the State after a stored response could not be built")
+                return None
+
+
+_REASONS = {200: "OK", 201: "CREATED"}
