@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from flask import Flask
+from flask import Flask, g
 
 from ..errors import ApiError
 from ..paradigms.core import record_in_one_statement
@@ -113,7 +113,12 @@ class FastLane:
         cannot be built: the response is stored, and a client without a State asks for it."""
         with self.app.request_context(environ):
             try:
-                return state_after_response(claims)
+                state = state_after_response(claims)
+                # Ended by COMMIT, not by the ROLLBACK of the teardown's close: psycopg forgets all
+                # of a connection's prepared statements at a ROLLBACK, and every page end would then
+                # cost the next requests on that connection their planning again.
+                g.db_session.commit()
+                return state
             except Exception:  # noqa: BLE001 - the stored response must still be acknowledged
                 self.app.logger.exception("the State after a stored response could not be built")
                 return None

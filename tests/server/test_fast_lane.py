@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from werkzeug.test import Client
 
 from server.models import Vote
@@ -134,3 +134,26 @@ def test_a_page_end_is_acknowledged_without_its_state_when_the_state_fails(pg_ap
     assert _votes(pg_app) == stored + len(trials)
     assert "the State after a stored response could not be built" in caplog.text
     assert worker.state()["stage"] == "page_done"  # the client asks for it, as before votes carried it
+
+
+def test_a_page_end_ends_its_transaction_with_a_commit(pg_app, voting_worker):
+    """The State of a page end is read in a transaction that must end with COMMIT: psycopg forgets
+    every prepared statement of a connection at a ROLLBACK (the teardown's close would issue one),
+    and the requests after each page end would pay for planning their statements again."""
+    worker, _ = voting_worker
+    assert worker.answer_page(worker.correct_side)["stage"] == "trials"  # the quiz passed
+    rollbacks = []
+
+    def count(connection):
+        rollbacks.append(connection)
+
+    votes = [(trial["trial_id"], worker.correct_side(trial)) for trial in worker.state()["page"]["trials"]]
+    engine = pg_app.extensions["perceptlab.engine"]
+    event.listen(engine, "rollback", count)
+    try:
+        answers = [worker.vote(trial_id, side) for trial_id, side in votes]
+    finally:
+        event.remove(engine, "rollback", count)
+    last = answers[-1].json
+    assert last["page_complete"] and last["state"]["stage"] == "page_done", last
+    assert rollbacks == []
