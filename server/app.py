@@ -90,6 +90,17 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
 
 
 ADMIN_CSP = "frame-ancestors 'none'; object-src 'none'; base-uri 'none'"
+DEFAULT_FRAME_ANCESTORS = "'self' https://www.mturk.com https://worker.mturk.com https://workersandbox.mturk.com"
+
+
+def worker_content_security_policy(server: dict[str, Any]) -> str:
+    """The CSP of every page outside ``/admin``: only MTurk's worker sites and this server may frame
+    them (``[server] frame_ancestors``), no plugins, no ``<base>`` elsewhere. Scripts, styles and
+    images are left alone (stimuli may come from an S3 endpoint or a CDN)."""
+    ancestors = " ".join(str(server.get("frame_ancestors") or DEFAULT_FRAME_ANCESTORS).split())
+    if any(c in ancestors for c in ";,\r\n"):
+        raise ValueError(f"[server] frame_ancestors must be space-separated sources, got {ancestors!r}")
+    return f"frame-ancestors {ancestors}; object-src 'none'; base-uri 'self'"
 
 
 def security_headers(server: dict[str, Any]) -> Callable[[str], list[tuple[str, str]]]:
@@ -102,17 +113,6 @@ def security_headers(server: dict[str, Any]) -> Callable[[str], list[tuple[str, 
     def headers_for(path: str) -> list[tuple[str, str]]:
         return admin if path == "/admin" or path.startswith("/admin/") else worker  # 404s under /admin too
     return headers_for
-DEFAULT_FRAME_ANCESTORS = "'self' https://www.mturk.com https://worker.mturk.com https://workersandbox.mturk.com"
-
-
-def worker_content_security_policy(server: dict[str, Any]) -> str:
-    """The CSP of every page outside ``/admin``: only MTurk's worker sites and this server may frame
-    them (``[server] frame_ancestors``), no plugins, no ``<base>`` elsewhere. Scripts, styles and
-    images are left alone (stimuli may come from an S3 endpoint or a CDN)."""
-    ancestors = " ".join(str(server.get("frame_ancestors") or DEFAULT_FRAME_ANCESTORS).split())
-    if any(c in ancestors for c in ";,\r\n"):
-        raise ValueError(f"[server] frame_ancestors must be space-separated sources, got {ancestors!r}")
-    return f"frame-ancestors {ancestors}; object-src 'none'; base-uri 'self'"
 
 
 def _secure_transport(app: Flask, server: dict[str, Any]) -> None:

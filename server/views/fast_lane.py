@@ -10,7 +10,7 @@ CPU as the statement's whole handling. This WSGI middleware answers that common 
   statement, with a JSON body no larger than the app's ``MAX_CONTENT_LENGTH``;
 * the body parsed by the same strict parser, the token checked by the same function, the
   response stored by the same statement; the answer's body, status and headers are those the
-  Flask view gives (:func:`server.app.response_headers`);
+  Flask view gives (:func:`server.app.security_headers`);
 * a response that completes its page carries the new State, built inside a Flask request
   context as the view builds it.
 
@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import Flask, g
+from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
 from ..paradigms.core import record_in_one_statement
@@ -62,7 +63,7 @@ class FastLane:
         data = (self.app.json.dumps(result, separators=(",", ":")) + "\n").encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
                    *self.headers(environ["PATH_INFO"])]
-        start_response(f"{status} {_REASONS[status]}", headers)
+        start_response(f"{status} {HTTP_STATUS_CODES[status].upper()}", headers)  # as werkzeug writes it
         return [data]
 
     def _body(self, environ: dict) -> Any | None:
@@ -122,6 +123,3 @@ class FastLane:
             except Exception:  # noqa: BLE001 - the stored response must still be acknowledged
                 self.app.logger.exception("the State after a stored response could not be built")
                 return None
-
-
-_REASONS = {200: "OK", 201: "CREATED"}
