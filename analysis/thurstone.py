@@ -200,16 +200,11 @@ def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
     return nll, grad, curv
 
 
-def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> float:
-    """Objective of the MLE at ``x`` (n_items,): no derivatives, for line searches."""
+def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
+    """Objective of the MLE at ``x``, no derivatives, for line searches: ``x`` (n_items,) with ``w``, ``l``
+    (P,), or every column of ``x`` (n_items, k) with ``w``, ``l`` (P, k) the columns' counts."""
     log_pos, log_neg = _log_ndtr_pair(x[pairs[:, 0]] - x[pairs[:, 1]])
-    return -(w * log_pos + l * log_neg).sum() + 0.5 * ridge * (x @ x)
-
-
-def _batch_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float) -> np.ndarray:
-    """The objective of every column of ``x`` (n_items, k), with ``w``, ``l`` (P, k) the columns' counts."""
-    log_pos, log_neg = _log_ndtr_pair(x[pairs[:, 0]] - x[pairs[:, 1]])
-    return -(w * log_pos + l * log_neg).sum(axis=0) + 0.5 * ridge * np.einsum("nk,nk->k", x, x)
+    return -(w * log_pos + l * log_neg).sum(axis=0) + 0.5 * ridge * np.einsum("n...,n...->...", x, x)
 
 
 def _incidence(pairs: np.ndarray, n: int) -> sp.csr_matrix:
@@ -337,7 +332,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     precond = scipy.linalg.cho_solve(scipy.linalg.cho_factor(hess0), np.eye(n_items))
     precond = 0.5 * (precond + precond.T)  # symmetric to rounding, as CG needs
     s = np.repeat(init[:, None], n_batch, axis=1)
-    f = _batch_nll(s, pairs, w, l, prior_strength)
+    f = _penalised_nll(s, pairs, w, l, prior_strength)
     active = np.ones(n_batch, dtype=bool)
     for _ in range(max_iter):
         a = np.flatnonzero(active)
@@ -355,7 +350,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
         new_f = np.empty(len(a))
         pending = np.arange(len(a))
         for _ in range(40):  # backtracking, re-evaluating only the resamples that still need it
-            trial = _batch_nll(sa[:, pending] + t[pending] * step[:, pending], pairs, wa[:, pending], la[:, pending],
+            trial = _penalised_nll(sa[:, pending] + t[pending] * step[:, pending], pairs, wa[:, pending], la[:, pending],
                                prior_strength)
             ok = trial <= f[a[pending]] + 1e-4 * t[pending] * descent[pending] + rounding[pending]
             new_f[pending[ok]] = trial[ok]
