@@ -88,9 +88,10 @@ def state_response(assignment: Assignment | AssignmentRow, status: int = 200):
     return jsonify(_state_body(assignment)), status
 
 
-def _committed(func):
+def committed(func):
     """Commit the request's session when the view returns, roll it back when it raises (a view that
-    opened none, such as a response stored in one statement, has nothing to end)."""
+    opened none, such as a response stored in one statement, has nothing to end). Also a read-only
+    request ends with COMMIT: psycopg forgets all of a connection's prepared statements at a ROLLBACK."""
     from functools import wraps
 
     @wraps(func)
@@ -108,7 +109,7 @@ def _committed(func):
 
 
 @bp.post("/studies/<slug>/assignments")
-@_committed
+@committed
 def create_assignment(slug: str):
     body = _json_body()
     study = db_session().scalar(select(Study).where(Study.slug == slug))
@@ -129,7 +130,7 @@ def create_assignment(slug: str):
 
 
 @bp.get("/assignments/<assignment_id>/state")
-@_committed
+@committed
 def get_state(assignment_id: str):
     """The state; asking for it is a sign of life that renews the open page's reservation."""
     assignment = authorised_row(_bearer_token(assignment_id), lock=False)
@@ -140,7 +141,7 @@ def get_state(assignment_id: str):
 
 
 @bp.post("/assignments/<assignment_id>/actions")
-@_committed
+@committed
 def post_action(assignment_id: str):
     body = _json_body()
     assignment = authorised_row(_bearer_token(assignment_id))
@@ -153,7 +154,7 @@ def post_action(assignment_id: str):
 
 
 @bp.post("/assignments/<assignment_id>/environment")
-@_committed
+@committed
 def post_environment(assignment_id: str):
     body = _json_body()
     claims = _bearer_token(assignment_id)
@@ -197,19 +198,19 @@ def state_after_response(claims: TokenClaims) -> dict:
 
 
 @bp.post("/assignments/<assignment_id>/votes")
-@_committed
+@committed
 def post_vote(assignment_id: str):
     return _record(assignment_id, "votes")
 
 
 @bp.post("/assignments/<assignment_id>/calibration")
-@_committed
+@committed
 def post_calibration(assignment_id: str):
     return _record(assignment_id, "calibration")
 
 
 @bp.post("/assignments/<assignment_id>/motion-responses")
-@_committed
+@committed
 def post_motion_response(assignment_id: str):
     return _record(assignment_id, "motion-responses")
 

@@ -26,14 +26,14 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from flask import Flask, g
+from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
 from ..paradigms.core import record_in_one_statement
 from ..tokens import TokenClaims
 from ..validation import JsonBodyError, loads_strict
-from .api import ONE_STATEMENT_DECLINED, bearer_claims, state_after_response
+from .api import ONE_STATEMENT_DECLINED, bearer_claims, committed, state_after_response
 
 # The response kinds of :func:`server.views.api._record`'s routes (a paradigm without a one-statement
 # handler for the kind sends it to Flask).
@@ -114,12 +114,9 @@ class FastLane:
         cannot be built: the response is stored, and a client without a State asks for it."""
         with self.app.request_context(environ):
             try:
-                state = state_after_response(claims)
-                # Ended by COMMIT, not by the ROLLBACK of the teardown's close: psycopg forgets all
-                # of a connection's prepared statements at a ROLLBACK, and every page end would then
-                # cost the next requests on that connection their planning again.
-                g.db_session.commit()
-                return state
+                # Committed as the views are (a read-only transaction too: not the teardown's ROLLBACK,
+                # after which the connection's next requests would plan their statements again).
+                return committed(state_after_response)(claims)
             except Exception:  # noqa: BLE001 - the stored response must still be acknowledged
                 self.app.logger.exception("the State after a stored response could not be built")
                 return None
