@@ -51,8 +51,10 @@ def test_a_prolific_participant_from_the_link_to_the_redirect(page, app, live_se
         walker.answer(lambda p: correct_side(p))
     assert walker.run(_any_side, kind="trials") == "page_done"
     expect(page.locator("body")).not_to_contain_text(CODE)
-    # From here the page's timers run on a fake clock, so the countdown moves only when the test says.
+    # From here the page's timers run on a paused fake clock (also on the next page: Playwright replays
+    # it there), so the countdown moves only when the test says, however slow the machine is.
     page.clock.install()
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000)  # seconds
     _page_action(page, "btn-finish")
 
     expect(page.locator("main#done")).to_be_visible()

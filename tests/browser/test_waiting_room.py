@@ -29,7 +29,9 @@ def test_deferred_worker_waits_then_enters_by_itself(browser, live_server, app, 
     context = browser.new_context(viewport={"width": 1280, "height": 600})
     page = context.new_page()
     try:
+        # The page's countdown runs on a paused fake clock: it moves only when the test says.
         page.clock.install()
+        page.clock.pause_at(page.evaluate("Date.now()") / 1000)  # seconds
         response = page.goto(f"{live_server}/s/{slug}?participant=SECOND")
         assert response.status == 429
         room = page.locator("main#waiting")
