@@ -5,7 +5,7 @@ worker screening (:mod:`analysis.screening`), bootstrap intervals
 (:mod:`analysis.bootstrap`), correlations (:mod:`analysis.correlation`),
 across-set rankings and Pareto groups (:mod:`analysis.ranking`), active pair
 sampling and its offline replay (:mod:`analysis.active`, :mod:`analysis.active_replay`), the file
-formats of DESIGN.md (:mod:`analysis.formats`), the whole pipeline
+formats of ARCHITECTURE.md (:mod:`analysis.formats`), the whole pipeline
 (:mod:`analysis.pipeline`), simulated crowds (:mod:`analysis.simulate`) and
 plots (:mod:`analysis.plots`). The solvers run with one BLAS thread
 (:mod:`analysis.threads`): their systems are small, and more threads only

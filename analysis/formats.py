@@ -1,4 +1,4 @@
-"""The file formats of DESIGN.md: votes.csv in, scales/overall/workers CSV and summary JSON out.
+"""The file formats of ARCHITECTURE.md: votes.csv in, scales/overall/workers CSV and summary JSON out.
 
 :func:`read_votes` validates the whole file before anything is computed and
 raises :class:`VotesFormatError` naming the first offending line. Writers go
@@ -210,7 +210,7 @@ def read_csv_table(path: str | os.PathLike, required: tuple[str, ...], optional:
 
 
 def read_votes(path: str | os.PathLike) -> Votes:
-    """Read and validate a votes.csv (DESIGN.md format)."""
+    """Read and validate a votes.csv (ARCHITECTURE.md format)."""
     name, wanted, rows, lines = read_csv_table(path, REQUIRED_VOTE_COLUMNS, OPTIONAL_VOTE_COLUMNS, VotesFormatError)
     columns = dict(zip(wanted, zip(*rows))) if rows else {c: () for c in wanted}
     extra = {c: columns[c] for c in ("position_a", "trial_id", "created_at") if c in columns}

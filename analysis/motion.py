@@ -848,7 +848,7 @@ def _flags(name: str, cols: dict, lines: np.ndarray, column: str) -> np.ndarray:
 
 
 def read_motion_csv(path: str | os.PathLike) -> MotionTrials:
-    """Read and validate a motion.csv (DESIGN.md format; extra columns allowed).
+    """Read and validate a motion.csv (ARCHITECTURE.md format; extra columns allowed).
 
     Raises
     ------

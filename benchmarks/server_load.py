@@ -42,7 +42,7 @@ After every run the database is checked against what the clients saw: every
 vote_id the clients sent must be acknowledged and present exactly once, no
 trial may hold two votes, and the database may hold no vote the clients did
 not get acknowledged. The psiTurk figures printed beside ours are the measured
-facts quoted in shared/PLATFORM_NOTES.md (psiTurk 3.3.1, gunicorn with 5 gevent
+facts quoted in ARCHITECTURE.md (Reference figures of peers) (psiTurk 3.3.1, gunicorn with 5 gevent
 workers, SQLite, 100 trials per participant re-sending the whole data blob),
 not re-measured here.
 
@@ -80,7 +80,7 @@ PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 # 30 s is longer than the client's own idle limit (aiohttp: 15 s), so the client always closes first.
 KEEP_ALIVE_S = 30
 
-# psiTurk 3.3.1 on a machine of this kind, quoted from shared/PLATFORM_NOTES.md (measured there, not here).
+# psiTurk 3.3.1 on a machine of this kind, quoted from ARCHITECTURE.md (measured once on a machine of this kind, not here).
 PSITURK = {
     "rate": "115-190 saved trials/s",
     "p99": {50: "about 1 s", 200: "3.4-6.1 s", 500: "10.5-13.6 s"},
@@ -614,7 +614,7 @@ def main(argv=None) -> None:
             args.json_out.write_text(json.dumps(dump, indent=2, default=float))
             print(f"# figures and full reports: {args.json_out}")
         print()
-        print("psiTurk 3.3.1 anchor (quoted from shared/PLATFORM_NOTES.md, measured there, not re-measured here):")
+        print("psiTurk 3.3.1 anchor (quoted from ARCHITECTURE.md, measured there, not re-measured here):")
         print_table(["figure", "psiTurk 3.3.1"],
                     [["saved trials/s (closed loop)", PSITURK["rate"]],
                      ["p99 latency at 50 participants", PSITURK["p99"][50]],

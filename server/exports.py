@@ -1,4 +1,4 @@
-"""Exports of a study's data: worker pseudonyms, votes.csv (DESIGN.md format; paired comparison),
+"""Exports of a study's data: worker pseudonyms, votes.csv (ARCHITECTURE.md, File formats; paired comparison),
 per-worker metadata (every study), and :func:`export_study`, which asks the study's paradigm for
 its files (motion matching: :mod:`server.paradigms.motion_export`).
 
@@ -91,7 +91,7 @@ def vote_rows_query(study_id: int, include_gold: bool = True):
 
 def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
                  salt: bytes | None = None) -> list[dict[str, Any]]:
-    """Every vote of a study as votes.csv records (DESIGN.md columns plus a few extra).
+    """Every vote of a study as votes.csv records (ARCHITECTURE.md columns plus a few extra).
 
     Parameters
     ----------

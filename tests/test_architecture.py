@@ -1,4 +1,4 @@
-"""The repository's structure: no import circles, the dependency direction of DESIGN.md, and
+"""The repository's structure: no import circles, the dependency direction of ARCHITECTURE.md, and
 paradigm kinds tested only inside the paradigm plugins (server/paradigms/).
 
 Everything here reads the source (``ast``), nothing is imported, so the tests see every import
@@ -213,7 +213,7 @@ def test_the_circle_finder_finds_circles():
 
 # ---------------------------------------------------------------- dependency direction
 
-#: DESIGN.md: ``analysis`` and ``stimuli`` never import ``server`` or Flask (analysts use them alone);
+#: ARCHITECTURE.md, Layers: ``analysis`` and ``stimuli`` never import ``server`` or Flask (analysts use them alone);
 #: ``analysis`` may use ``stimuli``, never the reverse; ``experiment_ui`` talks to ``server`` over HTTP only.
 FORBIDDEN = {
     "stimuli": ("analysis", "server", "experiment_ui", "flask", "werkzeug"),

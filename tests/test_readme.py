@@ -64,3 +64,23 @@ def test_every_repository_path_in_the_readme_exists():
 def test_the_checker_sees_a_dead_pointer():
     assert missing_paths("See `server/nowhere.py` and `DESIGN.md`; `server/paradigms/` holds `core.py`.") == [
         "server/nowhere.py", "DESIGN.md"]
+
+
+_CITED_DOC = re.compile(r"\b([A-Z][A-Z_]+\.md)\b")
+
+
+def test_code_and_docs_cite_only_documents_of_the_repository():
+    """Code, tests and docs cite documents the repository carries (ARCHITECTURE.md, README.md), never a
+    file outside it; the architecture document names only existing paths."""
+    cited: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*"):
+        if path.suffix not in {".py", ".js", ".html", ".md", ".toml", ".yaml"} or ".venv" in path.parts:
+            continue
+        if path == Path(__file__).resolve():  # the dead-pointer example above names one on purpose
+            continue
+        for name in _CITED_DOC.findall(path.read_text(encoding="utf-8", errors="replace")):
+            cited.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    assert "ARCHITECTURE.md" in cited
+    assert {name: files for name, files in cited.items() if not (ROOT / name).exists()} == {}
+    architecture = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert [p for p in missing_paths(architecture) if "/" in p] == []

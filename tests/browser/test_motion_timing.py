@@ -1,7 +1,7 @@
 """Frame timing of the motion trial in headless chromium, under Playwright's paused page clock.
 
 The figures of the real clock (frame drops and onset errors of a shared machine's headless
-chromium, PLATFORM_NOTES: 0.3-4.7 % of intervals over 1.5 refreshes) are measured and
+chromium, ARCHITECTURE.md, Reference figures of peers: 0.3-4.7 % of intervals over 1.5 refreshes) are measured and
 printed by ``benchmarks/frame_timing.py``; a test that asserted them would fail on a loaded
 machine. Here the page's clock moves only when the test runs it, and its requestAnimationFrame
 fires every 16 ms, so the trial's frame log is the same on every machine and its bounds are
