@@ -145,13 +145,13 @@ def _tpr_group(kept: bool, reasons: str) -> str:
 
 
 def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path: str | Path,
-                       reasons: list[str] | None = None) -> None:
+                       reasons: list[str] | None = None) -> list[str]:
     """Histogram of worker TPR with the screening threshold (StudyMB 2.0 Fig. 9).
 
     Workers are stacked by why they were kept or removed (``reasons``: workers.csv's ``flags``, one
     string per worker); the legend names only groups that have a bar, with their counts. Workers
     without a TPR (no scaling votes: gold or quiz rows only) cannot be placed on the axis: the title
-    counts them.
+    counts them. Returns the legend's labels.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -173,10 +173,11 @@ def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path
     missing = int((~valid).sum())
     ax.set_title(f"{len(tpr)} workers" + (f"; {missing} without scaling votes (not drawn, not kept)" if missing else ""),
                  fontsize=9)
-    ax.legend(fontsize=8)
+    labels = [t.get_text() for t in ax.legend(fontsize=8).get_texts()]
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return labels
 
 
 def plot_win_proportions(proportions: np.ndarray, path: str | Path) -> None:
