@@ -13,9 +13,11 @@ studies:
   (target: honest flagged at most 2 %).
 
 The last rows replay the scenario of issue 29: 3 of 20 workers answer like a machine observer (the
-image closer to the reference) except that they always choose one method.
+image closer to the reference) except that they always choose one method. ``--large`` adds a
+StudyMB-sized study (8 sets x 155 items, 300 workers, 25 % random clickers): there each worker meets
+an item about 3 times, too few for any per-worker test, and the table shows what that costs.
 
-Run: .venv/bin/python benchmarks/collusion.py [--seeds 5] [--workers 20]
+Run: .venv/bin/python benchmarks/collusion.py [--seeds 5] [--workers 20] [--large]
 """
 from __future__ import annotations
 
@@ -41,10 +43,12 @@ def target_scales(result, item: str) -> dict[str, tuple[float, float, float]]:
 
 
 def one_study(share: float, bias: float, direction: int, seed: int, n_workers: int, style: str = "honest",
-              machine: bool = False) -> dict:
-    study = simulate_study(n_sets=4, n_items=8, degree=7, votes_per_pair=n_workers, n_workers=n_workers,
-                           random_clickers=0.0, left_clickers=0.0, colluders=share, collusion_bias=bias,
-                           collusion_direction=direction, target_item=3, colluder_style=style, seed=seed)
+              machine: bool = False, large: bool = False) -> dict:
+    size = (dict(random_clickers=0.25, left_clickers=0.0) if large else
+            dict(n_sets=4, n_items=8, degree=7, votes_per_pair=n_workers, n_workers=n_workers, random_clickers=0.0,
+                 left_clickers=0.0))
+    study = simulate_study(**size, colluders=share, collusion_bias=bias, collusion_direction=direction,
+                           target_item=3, colluder_style=style, seed=seed)
     votes, target = study.votes, str(study.item_ids[3])
     lookup = dict(zip(study.worker_ids, study.worker_type))
     kind = np.array([lookup[w] for w in votes.worker_ids])
@@ -85,6 +89,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5, help="simulated studies per setting")
     parser.add_argument("--workers", type=int, default=20, help="workers per study (each answers every pair)")
+    parser.add_argument("--large", action="store_true", help="also one StudyMB-sized study per colluder share")
     args = parser.parse_args(argv)
     print(f"{args.workers} workers, 4 sets x 8 items, every worker answers all 28 pairs of every set; "
           f"{args.seeds} studies per row; {N_BOOT} worker bootstraps; target item m003\n", flush=True)
@@ -109,6 +114,13 @@ def main(argv=None) -> None:
                 [[str(k), f"{r['target_mean']['honest']:.3f}", f"{r['target_mean']['without']:.3f}",
                   f"{r['target_mean']['with']:.3f}", f"{r['caught']}/{r['n_colluders']}",
                   f"{r['honest_flagged']}/{r['n_honest']}", str(r["machine_flagged"])] for k, r in enumerate(runs)])
+    if args.large:
+        print("\nStudyMB-sized study (8 sets x 155 items, 300 workers, 25 % random clickers), colluders always "
+              "favour m003; one study per row")
+        print_table(["colluders", "share", "bias", "shift without", "shift with", "inside CI without",
+                     "inside CI with", "colluders caught", "honest flagged"],
+                    [row(["favour", f"{share:.0%}", "always"], [one_study(share, np.inf, 1, 3000, 300, large=True)])
+                     for share in SHARES])
 
 
 if __name__ == "__main__":
