@@ -48,6 +48,7 @@ from scipy.special import ndtr
 from .formats import Votes
 from .scaling import ScalingOptions, SetDesign, fit_set, set_designs
 from .screening import DEFAULT_LAPSE
+from .threads import limits_blas_threads
 from .thurstone import information_matrix, vote_derivatives
 
 DEFAULT_BIAS_FDR = 0.05
@@ -58,6 +59,8 @@ HUMAN_MOTION_REL_ERROR = 0.02
 """Median relative end-point error below which motion matching is beyond human precision."""
 MIN_MOTION_TRIALS = 5
 """Trials a worker needs before :func:`superhuman_motion` judges them."""
+EXACT_TAIL_LIMIT = 256
+"""Largest group summed exactly by :func:`poisson_binomial_tails`; larger ones use the normal approximation."""
 
 
 # --------------------------------------------------------------------------- statistics
@@ -85,7 +88,10 @@ def poisson_binomial_tails(p: np.ndarray, group: np.ndarray, observed: np.ndarra
     -----
     The distribution of each sum is built trial by trial (a convolution per trial), for all groups
     of similar size at once: groups are bucketed by size (powers of two) and padded with trials of
-    probability 0, so the work is about the sum over groups of size times padded size.
+    probability 0, so the work is about the sum over groups of size times padded size. Groups of
+    more than :data:`EXACT_TAIL_LIMIT` trials (a worker who met one item hundreds of times) use the
+    normal approximation with a continuity correction instead, where it is accurate and the exact
+    sum would cost the square of the size.
     """
     p = np.asarray(p, dtype=float)
     group = np.asarray(group, dtype=np.int64)
@@ -98,9 +104,15 @@ def poisson_binomial_tails(p: np.ndarray, group: np.ndarray, observed: np.ndarra
     size = np.bincount(g, minlength=n_groups)
     start = np.concatenate([[0], np.cumsum(size)[:-1]])
     position = np.arange(len(g)) - start[g]
+    large = size > EXACT_TAIL_LIMIT
+    if large.any():
+        mean = np.bincount(g, pp, n_groups)
+        sd = np.sqrt(np.maximum(np.bincount(g, pp * (1 - pp), n_groups), 1e-300))
+        upper[large] = ndtr(-(observed[large] - 0.5 - mean[large]) / sd[large])
+        lower[large] = ndtr((observed[large] + 0.5 - mean[large]) / sd[large])
     bucket = np.ceil(np.log2(np.maximum(size, 1))).astype(int)
-    for b in np.unique(bucket[size > 0]):
-        members = np.flatnonzero((bucket == b) & (size > 0))
+    for b in np.unique(bucket[(size > 0) & ~large]):
+        members = np.flatnonzero((bucket == b) & (size > 0) & ~large)
         width = int(size[members].max())
         local = np.full(n_groups, -1)
         local[members] = np.arange(len(members))
@@ -161,6 +173,7 @@ def honest_choice_probability(gap: np.ndarray, lapse: float = DEFAULT_LAPSE) -> 
 
 # --------------------------------------------------------------------------- leave-one-worker-out
 
+@limits_blas_threads
 def leave_one_out_gaps(votes: Votes, options: ScalingOptions, in_fit: np.ndarray,
                        designs: list[SetDesign] | None = None) -> np.ndarray:
     """Per vote, ``s(item_a) - s(item_b)`` under the scale fitted without the vote's worker.
@@ -296,6 +309,7 @@ class TargetedBias:
                 "converged": self.converged}
 
 
+@limits_blas_threads
 def targeted_bias(votes: Votes, options: ScalingOptions, candidates: np.ndarray, fdr: float = DEFAULT_BIAS_FDR,
                   lapse: float = DEFAULT_LAPSE, max_iterations: int = 10) -> TargetedBias:
     """Flag ``candidates`` (e.g. the workers screening kept) whose votes favour or disfavour an item.

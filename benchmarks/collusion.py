@@ -28,7 +28,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from analysis.collusion import targeted_bias  # noqa: E402
 from analysis.pipeline import AnalysisOptions, analyze  # noqa: E402
+from analysis.scaling import ScalingOptions  # noqa: E402
 from analysis.simulate import simulate_study  # noqa: E402
 from benchmarks._common import print_table, timer  # noqa: E402
 
@@ -72,6 +74,9 @@ def one_study(share: float, bias: float, direction: int, seed: int, n_workers: i
                           for name, r in (("honest", honest_only), ("without", without), ("with", with_test))}
     out["machine_flagged"] = (int(sum("machine_agreement" in r["flags"] for r in with_test.workers))
                               if machine else None)
+    with timer() as t:
+        targeted_bias(votes, ScalingOptions(), with_test.screening.kept)
+    out["test_seconds"] = t["seconds"]
     return out
 
 
@@ -117,10 +122,11 @@ def main(argv=None) -> None:
     if args.large:
         print("\nStudyMB-sized study (8 sets x 155 items, 300 workers, 25 % random clickers), colluders always "
               "favour m003; one study per row")
+        runs = [one_study(share, np.inf, 1, 3000, 300, large=True) for share in SHARES]
         print_table(["colluders", "share", "bias", "shift without", "shift with", "inside CI without",
-                     "inside CI with", "colluders caught", "honest flagged"],
-                    [row(["favour", f"{share:.0%}", "always"], [one_study(share, np.inf, 1, 3000, 300, large=True)])
-                     for share in SHARES])
+                     "inside CI with", "colluders caught", "honest flagged", "test seconds"],
+                    [row(["favour", f"{share:.0%}", "always"], [r]) + [f"{r['test_seconds']:.2f}"]
+                     for share, r in zip(SHARES, runs)])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import binom
 
-from analysis.collusion import (benjamini_hochberg, leave_one_out_gaps, poisson_binomial_tails, superhuman_motion,
+from analysis.collusion import (EXACT_TAIL_LIMIT, benjamini_hochberg, leave_one_out_gaps, poisson_binomial_tails, superhuman_motion,
                                 tarone_testable, targeted_bias)
 from analysis.formats import build_votes, write_votes
 from analysis.pipeline import AnalysisOptions, analyze, write_results
@@ -58,6 +58,11 @@ def test_poisson_binomial_tails_are_exact():
     upper, lower = poisson_binomial_tails(np.full(200, 0.3), np.zeros(200, int), np.array([120]), 1)
     assert upper[0] == pytest.approx(binom.sf(119, 200, 0.3), rel=1e-9)
     assert lower[0] == pytest.approx(binom.cdf(120, 200, 0.3), rel=1e-12)
+    # Above EXACT_TAIL_LIMIT trials the normal approximation (continuity corrected) takes over.
+    n = 4 * EXACT_TAIL_LIMIT
+    upper, lower = poisson_binomial_tails(np.full(n, 0.4), np.zeros(n, int), np.array([int(0.45 * n)]), 1)
+    assert upper[0] == pytest.approx(binom.sf(int(0.45 * n) - 1, n, 0.4), rel=0.1)  # a 3-SD tail
+    assert lower[0] == pytest.approx(binom.cdf(int(0.45 * n), n, 0.4), rel=1e-3)
 
 
 def test_benjamini_hochberg_and_tarone():
