@@ -138,6 +138,8 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
     errors = read_machine_errors(machine_errors) if machine_errors else None
     try:
         votes = read_votes(votes_csv)
+        if errors is not None and not set(errors) & set(zip(votes.set_ids[votes.item_set], votes.item_ids)):
+            raise UserError(f"{machine_errors}: no set_id,item_id of it is in {votes_csv} (errors of another study?)")
         options = AnalysisOptions(
             scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
                                    prior_strength=prior_strength, allow_disconnected=allow_disconnected),

@@ -186,6 +186,11 @@ def test_machine_observers_are_flagged_and_honest_workers_are_not(tmp_path):
     bad = CliRunner().invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(tmp_path / "b"),
                                    "--machine-errors", str(tmp_path / "bad.csv")])
     assert bad.exit_code == 2 and "bad.csv, line 2: error 'abc' is not a number" in bad.output
+    (tmp_path / "other.csv").write_text("set_id,item_id,error\nsceneX,m000,1.5\n")
+    other = CliRunner().invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(tmp_path / "c"),
+                                     "--machine-errors", str(tmp_path / "other.csv")])
+    assert other.exit_code == 2 and "other.csv: no set_id,item_id of it is in" in other.output
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
 
 
 def test_a_six_line_rdk_script_is_superhuman_and_people_are_not():
