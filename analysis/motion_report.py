@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .collusion import HUMAN_MOTION_REL_ERROR, superhuman_motion
 from .formats import atomic_write_text, json_text, table_csv
 from .motion import (ALL_DATASETS, GROUND_TRUTH, TABLE_METRICS, EpeBins, MotionFormatError, MotionTrials, Predictions,
                      ProbeMeans, agreement_stats, direction_deg, direction_r, epe, epe_by_property,
@@ -36,7 +37,8 @@ OBSERVER_PROBES_COLUMNS = ("worker_id", "clip_id", "probe_id", "dataset", "gt_u"
                            "sd_v", "n", "epe")
 MODEL_PROBES_COLUMNS = ("clip_id", "probe_id", "dataset", "model", "pred_u", "pred_v", "epe_human", "epe_gt", "rci")
 OBSERVERS_COLUMNS = ("worker_id", "n_trials", "n_probes", "r_uv_gt", "r_dir_circ_gt", "r_spd_gt", "mean_epe",
-                     "excluded_dropped")
+                     "excluded_dropped", "median_rel_error", "flags")
+FLAG_SUPERHUMAN = "superhuman_precision"  # observers.csv flags: matches finer than a person can (analysis.collusion)
 EPE_BINS_COLUMNS = ("property", "source", "bin_low", "bin_high", "mean_value", "n", "mean_epe", "se")
 OVERALL_TABLE_COLUMNS = ("model", "n_probes") + tuple(TABLE_METRICS)
 DEFINITIONS = {
@@ -172,15 +174,19 @@ def _probe_rows(means: ProbeMeans, pos: np.ndarray, gradient: np.ndarray) -> lis
 
 
 def _observer_rows(trials: MotionTrials, all_trials: MotionTrials) -> list[dict]:
-    """Per observer: trials, probes, r (uv pooled / dir / spd) of trial responses vs GT, mean trial EPE."""
+    """Per observer: trials, probes, r (uv pooled / dir / spd) of trial responses vs GT, mean trial EPE, the
+    median relative end-point error and ``flags`` (:data:`FLAG_SUPERHUMAN`: more precise than a person)."""
     rows = []
     dropped = all_trials.frame_drops > 0
+    precision = superhuman_motion(trials.worker_id, trials.gt_u, trials.gt_v, trials.resp_u, trials.resp_v).lookup()
     for w in sorted(set(all_trials.worker_id[~all_trials.practice].tolist())):
         m = trials.worker_id == w
+        rel_error, superhuman = precision.get(str(w), (np.nan, False))
         if not m.any():  # every trial of this observer was excluded: still list them
             rows.append({"worker_id": w, "n_trials": 0, "n_probes": 0, "r_uv_gt": np.nan, "r_dir_circ_gt": np.nan,
                          "r_spd_gt": np.nan, "mean_epe": np.nan,
-                         "excluded_dropped": int(((all_trials.worker_id == w) & dropped & ~all_trials.practice).sum())})
+                         "excluded_dropped": int(((all_trials.worker_id == w) & dropped & ~all_trials.practice).sum()),
+                         "median_rel_error": np.nan, "flags": ""})
             continue
         gu, gv, ru, rv = trials.gt_u[m], trials.gt_v[m], trials.resp_u[m], trials.resp_v[m]
         probes = set(zip(trials.clip_id[m].tolist(), trials.probe_id[m].tolist()))
@@ -188,7 +194,8 @@ def _observer_rows(trials: MotionTrials, all_trials: MotionTrials) -> list[dict]
                      "r_uv_gt": pooled_uv_r(ru, rv, gu, gv), "r_dir_circ_gt": direction_r(ru, rv, gu, gv),
                      "r_spd_gt": speed_r(ru, rv, gu, gv), "mean_epe": float(epe(ru, rv, gu, gv).mean()),
                      "excluded_dropped": int(((all_trials.worker_id == w) & dropped & ~all_trials.practice).sum()
-                                             - (trials.frame_drops[m] > 0).sum())})
+                                             - (trials.frame_drops[m] > 0).sum()),
+                     "median_rel_error": rel_error, "flags": FLAG_SUPERHUMAN if superhuman else ""})
     return rows
 
 
@@ -270,7 +277,9 @@ def analyze_motion(trials: MotionTrials, options: MotionOptions = MotionOptions(
         "models": {name: tables[name][ALL_DATASETS] for name in tables if name != GROUND_TRUTH},
         "definitions": DEFINITIONS,
         "seconds": round(time.perf_counter() - started, 3)}
-    return MotionResult(_probe_rows(means, positions, gradient), model_rows, _observer_rows(used, trials), tables,
+    observers = _observer_rows(used, trials)
+    summary["counts"]["superhuman_observers"] = sum(r["flags"] == FLAG_SUPERHUMAN for r in observers)
+    return MotionResult(_probe_rows(means, positions, gradient), model_rows, observers, tables,
                         epe_bins, epe_sources, summary,
                         {"means": means, "per_observer": per_obs, "models": models, "index": index,
                          "manifest": manifest, "positions": positions})
@@ -453,6 +462,9 @@ def summary_lines(result: MotionResult) -> list[str]:
              f"timing: {t['trials_with_drops']}/{t['trials']} trials with frame drops"
              + (f", drop rate {100 * t['frame_drop_rate']:.3f}%" if "frame_drop_rate" in t else "")
              + f", onset error {t['onset_err_mean_ms']:.3f} ± {t['onset_err_sd_ms']:.3f} ms"]
+    if c.get("superhuman_observers"):
+        lines.append(f"{c['superhuman_observers']} observer(s) match the motion more precisely than a person can "
+                     f"(median relative error below {HUMAN_MOTION_REL_ERROR:.0%}; observers.csv, column flags)")
     for name, m in s["models"].items():
         lines.append(f"model {name}: rho_uv {m['rho_uv']:.3f}, RCI {m['rci']:.3f}, r_uv vs human "
                      f"{m['r_human_uv']:.3f}, EPE vs human {m['epe_human']:.2f}, r_uv vs GT {m['r_gt_uv']:.3f}, "

@@ -19,6 +19,8 @@ import numpy as np
 
 from . import __version__
 from .bootstrap import DEFAULT_INTERVAL_METHOD, bootstrap_sets, check_interval_method, ranks_descending
+from .collusion import (DEFAULT_BIAS_FDR, MachineAgreement, TargetedBias, item_errors, leave_one_out_gaps,
+                        machine_agreement, targeted_bias)
 from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, atomic_write_text,
                       json_text, table_csv)
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
@@ -26,7 +28,13 @@ from .scaling import ScalingOptions, anchored, fit_set, set_designs
 from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, screen_workers
 from .threads import limits_blas_threads
 
-WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior")
+WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior", "machine_agreement", "flags")
+# Why a worker is flagged (workers.csv ``flags``, ";"-separated; favours:/disfavours: name an item).
+# Each of the first four, and targeted bias unless kept on request, is also why a worker is not kept.
+FLAG_NO_VOTES = "no_scaling_votes"      # gold or quiz rows only
+FLAG_GOLD = "gold_failed"               # below the gold accuracy threshold
+FLAG_SCREENED = "screened_out"          # dropped by TPR screening
+FLAG_MACHINE = "machine_agreement"      # agrees with the machine observer beyond an honest observer
 
 
 @dataclass(frozen=True)
@@ -43,9 +51,14 @@ class AnalysisOptions:
     interval_method: str = DEFAULT_INTERVAL_METHOD  # "t", "basic" or "percentile" (analysis/bootstrap.py)
     seed: int = 0
     progress: bool | None = None
+    bias_test: bool = True          # test kept workers for a bias for or against single items
+    exclude_biased: bool = True     # leave workers with a targeted bias out of the scales
+    bias_fdr: float = DEFAULT_BIAS_FDR
 
     def __post_init__(self):
         check_interval_method(self.interval_method)
+        if not 0 < self.bias_fdr < 1:
+            raise ValueError(f"bias_fdr must be in (0, 1), got {self.bias_fdr}")
 
 
 @dataclass
@@ -55,6 +68,9 @@ class AnalysisResult:
     workers: list[dict]
     summary: dict
     screening: ScreeningResult
+    kept: np.ndarray | None = None          # (W,) workers whose votes make the scales (screening, bias)
+    bias: TargetedBias | None = None
+    machine: MachineAgreement | None = None
     pareto: list[dict] | None = None
     reranking: Reranking | None = None
     plot_data: dict = field(default_factory=dict)
@@ -62,19 +78,33 @@ class AnalysisResult:
 
 @limits_blas_threads
 def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
-            objective: dict[str, float] | None = None, objective_lower_is_better: bool = True) -> AnalysisResult:
-    """Screen workers, scale every set, bootstrap intervals, rank across sets."""
+            objective: dict[str, float] | None = None, objective_lower_is_better: bool = True,
+            machine_errors: dict[tuple[str, str], float] | None = None) -> AnalysisResult:
+    """Screen workers, test them for collusion, scale every set, bootstrap intervals, rank across sets.
+
+    ``machine_errors`` (``{(set_id, item_id): error against the reference}``) turns on the
+    machine-agreement test (:mod:`analysis.collusion`).
+    """
     started = time.perf_counter()
     so = options.scaling
     screening = screen_workers(votes, so, keep=options.keep, min_tpr=options.min_tpr,
                                gold_threshold=options.gold_threshold)
+    bias = targeted_bias(votes, so, screening.kept, fdr=options.bias_fdr) if options.bias_test else None
+    kept = screening.kept & ~bias.flagged if bias is not None and options.exclude_biased else screening.kept.copy()
+    if not kept.any():
+        raise ValueError("the targeted-bias test flags every kept worker; rerun with --keep-biased to see them")
+    machine = None
+    if machine_errors:
+        gap = bias.gap_a if bias is not None else leave_one_out_gaps(votes, so, screening.kept)
+        machine = machine_agreement(votes, gap, item_errors(votes, machine_errors), screening.n_votes > 0,
+                                    fdr=options.bias_fdr)
     designs = set_designs(votes)
-    kept_vote = screening.kept[votes.worker]
+    kept_vote = kept[votes.worker]
     raws = [fit_set(d, so, weights=kept_vote[d.votes].astype(float), item_ids=votes.item_ids[d.items])
             for d in designs]
     intervals = None
     if options.n_boot > 0:
-        intervals = bootstrap_sets(designs, raws, so, votes.worker, screening.kept, n_boot=options.n_boot,
+        intervals = bootstrap_sets(designs, raws, so, votes.worker, kept, n_boot=options.n_boot,
                                    unit=options.bootstrap_unit, confidence=options.confidence,
                                    seed=options.seed, progress=options.progress, method=options.interval_method)
     scales, set_scales, plot_sets, proportions = [], {}, [], []
@@ -103,9 +133,11 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     pareto = _pareto_records(set_scales) if len(set_scales) > 1 else None
     reranking = rerank(overall, objective, objective_lower_is_better, n_boot=max(options.n_boot, 100),
                        confidence=options.confidence, seed=options.seed) if objective else None
-    workers = _worker_records(votes, screening)
-    summary = _summary(votes, options, screening, designs, scales, reranking, time.perf_counter() - started)
-    return AnalysisResult(scales, overall, workers, summary, screening, pareto, reranking,
+    flags = worker_flags(screening, kept, bias, machine)
+    workers = _worker_records(votes, screening, kept, machine, flags)
+    summary = _summary(votes, options, screening, kept, bias, machine, flags, designs, scales, reranking,
+                       time.perf_counter() - started)
+    return AnalysisResult(scales, overall, workers, summary, screening, kept, bias, machine, pareto, reranking,
                           {"sets": plot_sets, "proportions": np.concatenate(proportions)})
 
 
@@ -126,16 +158,57 @@ def _pareto_records(set_scales: dict[str, dict[str, float]]) -> list[dict] | Non
     return [{"item_id": item, "group": int(g)} for g, item in sorted(zip(groups, shared))]
 
 
-def _worker_records(votes: Votes, screening: ScreeningResult) -> list[dict]:
+def worker_flags(screening: ScreeningResult, kept: np.ndarray, bias: TargetedBias | None,
+                 machine: MachineAgreement | None) -> list[list[str]]:
+    """Per worker, every reason they are flagged (see the ``FLAG_*`` names), in a fixed order."""
+    flags: list[list[str]] = []
+    for k in range(len(kept)):
+        reasons = []
+        if screening.n_votes[k] == 0:
+            reasons.append(FLAG_NO_VOTES)
+        if screening.gold_failed[k]:
+            reasons.append(FLAG_GOLD)
+        if screening.n_votes[k] > 0 and not screening.gold_failed[k] and not screening.kept[k]:
+            reasons.append(FLAG_SCREENED)
+        if bias is not None:
+            reasons.extend(bias.flags[k])
+        if machine is not None and machine.flagged[k]:
+            reasons.append(FLAG_MACHINE)
+        flags.append(reasons)
+    return flags
+
+
+def _worker_records(votes: Votes, screening: ScreeningResult, kept: np.ndarray, machine: MachineAgreement | None,
+                    flags: list[list[str]]) -> list[dict]:
     posterior = screening.honest_posterior
     return [{"worker_id": str(w), "n_votes": int(screening.n_votes[k]), "tpr": float(screening.tpr[k]),
-             "kept": int(screening.kept[k]), "gold_accuracy": float(screening.gold_accuracy[k]),
+             "kept": int(kept[k]), "gold_accuracy": float(screening.gold_accuracy[k]),
              "gold_failed": int(screening.gold_failed[k]),
-             "honest_posterior": float(posterior[k]) if posterior is not None else float("nan")}
+             "honest_posterior": float(posterior[k]) if posterior is not None else float("nan"),
+             "machine_agreement": float(machine.agreement[k]) if machine is not None else float("nan"),
+             "flags": ";".join(flags[k])}
             for k, w in enumerate(votes.worker_ids)]
 
 
-def _summary(votes, options, screening, designs, scales, reranking, seconds) -> dict:
+def _worker_counts(screening: ScreeningResult, kept: np.ndarray, bias: TargetedBias | None,
+                   machine: MachineAgreement | None, flags: list[list[str]]) -> dict:
+    """The counts of workers.csv: every row once in ``workers``, and how many carry each flag."""
+    biased = np.array([any(f.startswith(("favours:", "disfavours:")) for f in fl) for fl in flags], dtype=bool)
+    W = len(kept)
+    return {"workers": W, "with_scaling_votes": int((screening.n_votes > 0).sum()), "kept": int(kept.sum()),
+            "kept_fraction": float(kept.sum() / max(W, 1)),
+            "kept_votes": int(screening.n_votes[kept].sum()),
+            "kept_vote_fraction": float(screening.n_votes[kept].sum() / max(screening.n_votes.sum(), 1)),
+            "flagged": {FLAG_NO_VOTES: int((screening.n_votes == 0).sum()),
+                        FLAG_GOLD: int(screening.gold_failed.sum()),
+                        FLAG_SCREENED: int(((screening.n_votes > 0) & ~screening.gold_failed & ~screening.kept).sum()),
+                        "targeted_bias": int(biased.sum()),
+                        FLAG_MACHINE: int(machine.flagged.sum()) if machine is not None else None},
+            "targeted_bias_excluded": int((biased & screening.kept & ~kept).sum()),
+            "bias_test": bias.summary() if bias is not None else None}
+
+
+def _summary(votes, options, screening, kept, bias, machine, flags, designs, scales, reranking, seconds) -> dict:
     so = options.scaling
     values = np.array([r["scale"] for r in scales])
     return {
@@ -143,7 +216,9 @@ def _summary(votes, options, screening, designs, scales, reranking, seconds) -> 
         "parameters": {**asdict(so), "keep": options.keep, "min_tpr": options.min_tpr,
                        "gold_threshold": options.gold_threshold, "bootstrap": options.n_boot,
                        "bootstrap_unit": options.bootstrap_unit, "confidence": options.confidence,
-                       "interval_method": options.interval_method, "seed": options.seed},
+                       "interval_method": options.interval_method, "seed": options.seed,
+                       "bias_test": options.bias_test, "exclude_biased": options.exclude_biased,
+                       "bias_fdr": options.bias_fdr, "machine_errors": machine is not None},
         "intervals": interval_description(options),
         "units": ("anchored: worst virtual anchor = 0, best = 1" if so.anchors else
                   "z units: P(i beats j) = Phi(s_i - s_j); multiply by 1.4826 for JOD"),
@@ -153,8 +228,9 @@ def _summary(votes, options, screening, designs, scales, reranking, seconds) -> 
                    "items": int(sum(d.n_items for d in designs)), "workers": len(votes.worker_ids),
                    "pairs": int(sum(len(d.pairs) for d in designs))},
         "screening": screening.summary(),
+        "workers": _worker_counts(screening, kept, bias, machine, flags),
         "sets": [{"set_id": d.set_id, "items": d.n_items, "pairs": len(d.pairs),
-                  "kept_votes": int(screening.kept[votes.worker[d.votes]].sum())} for d in designs],
+                  "kept_votes": int(kept[votes.worker[d.votes]].sum())} for d in designs],
         "reranking": reranking.srocc if reranking else None,
         "seconds": round(seconds, 3),
     }
@@ -198,5 +274,6 @@ def _write_plots(result: AnalysisResult, folder: Path) -> None:
     plot_scales(result.plot_data["sets"], folder / "scales.png", unit,
                 parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"])
     s = result.screening
-    plot_tpr_histogram(s.tpr, s.kept, s.threshold_tpr, folder / "worker_tpr.png")
+    plot_tpr_histogram(s.tpr, result.kept, s.threshold_tpr, folder / "worker_tpr.png",
+                       reasons=[r["flags"] for r in result.workers])
     plot_win_proportions(result.plot_data["proportions"], folder / "win_proportions.png")

@@ -127,23 +127,57 @@ def _scale_panel(ax, s: dict, unit: str, n_rows: float) -> None:
     ax.set_xlabel(unit)
 
 
-def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path: str | Path) -> None:
-    """Histogram of worker TPR with the screening threshold (StudyMB 2.0 Fig. 9)."""
+# Worker groups of worker_tpr.png, drawn in this order (a worker in the first group that holds them).
+TPR_GROUPS = (("kept", "tab:green"), ("targeted bias", "tab:red"), ("gold failed", "tab:orange"),
+              ("screened out (TPR)", "tab:gray"), ("removed", "0.55"))
+
+
+def _tpr_group(kept: bool, reasons: str) -> str:
+    if kept:
+        return "kept"
+    if "favours:" in reasons:  # favours: and disfavours:
+        return "targeted bias"
+    if "gold_failed" in reasons:
+        return "gold failed"
+    if "screened_out" in reasons:
+        return "screened out (TPR)"
+    return "removed"
+
+
+def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path: str | Path,
+                       reasons: list[str] | None = None) -> list[str]:
+    """Histogram of worker TPR with the screening threshold (StudyMB 2.0 Fig. 9).
+
+    Workers are stacked by why they were kept or removed (``reasons``: workers.csv's ``flags``, one
+    string per worker); the legend names only groups that have a bar, with their counts. Workers
+    without a TPR (no scaling votes: gold or quiz rows only) cannot be placed on the axis: the title
+    counts them. Returns the legend's labels.
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     bins = np.linspace(0, 1, 41)
+    tpr, kept = np.asarray(tpr, float), np.asarray(kept, bool)
+    reasons = reasons if reasons is not None else [""] * len(tpr)
     valid = np.isfinite(tpr)
-    ax.hist([tpr[valid & kept], tpr[valid & ~kept]], bins=bins, stacked=True,
-            color=["tab:green", "tab:gray"], label=["kept", "removed"])
+    group = np.array([_tpr_group(k, r) for k, r in zip(kept, reasons)], dtype=object)
+    drawn = [(name, colour) for name, colour in TPR_GROUPS if (valid & (group == name)).any()]
+    if drawn:
+        ax.hist([tpr[valid & (group == name)] for name, _ in drawn], bins=bins, stacked=True,
+                color=[colour for _, colour in drawn],
+                label=[f"{name} ({int((valid & (group == name)).sum())})" for name, _ in drawn])
     if np.isfinite(threshold):
-        ax.axvline(threshold, color="tab:red", lw=1.5, label=f"threshold TPR {threshold:.4f}")
+        ax.axvline(threshold, color="tab:purple", lw=1.5, label=f"threshold TPR {threshold:.4f}")
     ax.axvline(0.5, color="tab:blue", lw=1.2, ls="--", label="guessing (0.5)")
     ax.set_xlabel("TPR of all votes of a worker")
     ax.set_ylabel("workers")
-    ax.legend(fontsize=8)
+    missing = int((~valid).sum())
+    ax.set_title(f"{len(tpr)} workers" + (f"; {missing} without scaling votes (not drawn, not kept)" if missing else ""),
+                 fontsize=9)
+    labels = [t.get_text() for t in ax.legend(fontsize=8).get_texts()]
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return labels
 
 
 def plot_win_proportions(proportions: np.ndarray, path: str | Path) -> None:

@@ -64,9 +64,9 @@ class ScreeningResult:
     converged: bool
     threshold_tpr: float            # lowest TPR among kept workers
     kept_vote_fraction: float       # kept scaling votes / all scaling votes
-    kept_worker_fraction: float
+    kept_worker_fraction: float     # kept workers / every worker in the votes (gold-only workers too)
     target_fraction: float | None = None
-    honest_posterior: np.ndarray | None = None  # (W,) auto rule only
+    honest_posterior: np.ndarray | None = None  # (W,) auto rule only; 0 when gold failed, NaN without scaling votes
     honest_share: float | None = None           # EM estimate of the honest share (auto rule)
     history: list[dict] = field(default_factory=list)
 
@@ -231,12 +231,16 @@ def screen_workers(votes: Votes, options: ScalingOptions, keep: str | float = "a
         scale = scale_from(kept)
     tpr = worker_tpr(votes, scale, scaling_votes)
     kept_votes = n_votes[kept].sum()
+    if posterior is not None:
+        # The EM saw only eligible workers; a gold-failed worker's likelihood ratio says nothing about
+        # the failure that excluded them, and a worker without scaling votes has no ratio at all.
+        posterior = np.where(gold_failed, 0.0, np.where(n_votes > 0, posterior, np.nan))
     return ScreeningResult(
         rule=rule, kept=kept, tpr=tpr, n_votes=n_votes, gold_accuracy=accuracy, gold_failed=gold_failed,
         iterations=iterations, converged=converged,
         threshold_tpr=float(np.nanmin(tpr[kept])) if kept.any() else float("nan"),
         kept_vote_fraction=float(kept_votes / max(n_votes.sum(), 1)),
-        kept_worker_fraction=float(kept.sum() / max((n_votes > 0).sum(), 1)),
+        kept_worker_fraction=float(kept.sum() / max(W, 1)),  # of every worker in the file, as in workers.csv
         target_fraction=keep if rule == "fraction" else None,
         honest_posterior=posterior, honest_share=share, history=history,
     )

@@ -15,6 +15,14 @@ random
 left
     Always clicks the left image; the left/right placement of ``item_a`` is
     randomised per trial (``position_a``), as the server does.
+favour, disfavour
+    Colluders: answer like ``colluder_style`` (honest observers or machine observers) except on
+    pairs holding the target item (``target_item``, the same ID in every set), whose scale they
+    see shifted by ``collusion_bias`` z units up (favour) or down (disfavour); ``inf``: they always
+    (never) pick it.
+machine
+    A machine observer: picks the image closer to the reference, i.e. the lower of the two errors in
+    ``SimulatedStudy.errors`` (the true scale, reversed, plus per-item noise of SD ``metric_noise``).
 """
 from __future__ import annotations
 
@@ -35,7 +43,8 @@ class SimulatedStudy:
     truth: dict[str, np.ndarray]   # set_id -> true scale per item, ordered like item_ids
     item_ids: np.ndarray           # item IDs shared by every set
     worker_ids: np.ndarray
-    worker_type: np.ndarray        # "honest", "random" or "left" per worker (ordered like worker_ids)
+    worker_type: np.ndarray        # "honest", "random", "left", "favour", "disfavour" or "machine" per worker
+    errors: dict[tuple[str, str], float] | None = None  # (set_id, item_id) -> error of a machine observer
 
     @property
     def honest_mask(self) -> np.ndarray:
@@ -47,7 +56,10 @@ class SimulatedStudy:
 def simulate_study(n_sets: int = 8, n_items: int = 155, degree: int = 6, votes_per_pair: int = 20,
                    n_workers: int = 300, random_clickers: float = 0.25, left_clickers: float = 0.05,
                    method_sd: float = 0.8, scene_sd: float = 0.6, activity_sd: float = 0.5,
-                   seed: int | np.random.Generator | None = 0) -> SimulatedStudy:
+                   seed: int | np.random.Generator | None = 0, *, colluders: float = 0.0,
+                   collusion_bias: float = np.inf, collusion_direction: int = 1, target_item: int = 0,
+                   colluder_style: str = "honest", machine_observers: float = 0.0,
+                   metric_noise: float = 0.5) -> SimulatedStudy:
     """Simulate a paired-comparison crowd study.
 
     Parameters
@@ -62,14 +74,31 @@ def simulate_study(n_sets: int = 8, n_items: int = 155, degree: int = 6, votes_p
         SD of the item effect shared across sets and of its per-set deviation (z units).
     activity_sd : float
         SD of the log activity weight of workers (0: everyone answers about equally often).
+    colluders : float
+        Share of workers biased for (``collusion_direction`` 1) or against (-1) item ``target_item``
+        by ``collusion_bias`` z units (``inf``: always, never); otherwise they answer as
+        ``colluder_style`` ("honest" or "machine") workers do.
+    machine_observers : float
+        Share of machine observers (they pick the lower error; errors are the reversed true scale
+        plus noise of SD ``metric_noise``, returned in ``SimulatedStudy.errors``).
     """
     if n_workers < votes_per_pair:
         raise ValueError(f"n_workers ({n_workers}) must be at least votes_per_pair ({votes_per_pair})")
-    if not 0 <= random_clickers + left_clickers <= 1:
-        raise ValueError("random_clickers + left_clickers must be between 0 and 1")
+    if not 0 <= random_clickers + left_clickers + colluders + machine_observers <= 1:
+        raise ValueError("the shares of random, left, colluding and machine workers must add up to at most 1")
+    if colluder_style not in ("honest", "machine") or collusion_direction not in (1, -1):
+        raise ValueError("colluder_style must be 'honest' or 'machine', collusion_direction 1 or -1")
+    if not 0 <= target_item < n_items:
+        raise ValueError(f"target_item must be an item index below {n_items}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     n_random, n_left = round(n_workers * random_clickers), round(n_workers * left_clickers)
-    worker_type = np.array(["random"] * n_random + ["left"] * n_left + ["honest"] * (n_workers - n_random - n_left))
+    n_colluding, n_machine = round(n_workers * colluders), round(n_workers * machine_observers)
+    colluding = "favour" if collusion_direction > 0 else "disfavour"
+    worker_type = np.array(["random"] * n_random + ["left"] * n_left + [colluding] * n_colluding
+                           + ["machine"] * n_machine
+                           + ["honest"] * (n_workers - n_random - n_left - n_colluding - n_machine))
+    needs_errors = n_machine > 0 or (n_colluding > 0 and colluder_style == "machine")
+    errors: dict[tuple[str, str], float] | None = {} if needs_errors else None
     worker_type = worker_type[rng.permutation(n_workers)]
     worker_ids = np.array([f"W{k:05d}" for k in range(n_workers)])
     log_activity = rng.normal(0.0, activity_sd, n_workers)
@@ -91,8 +120,21 @@ def simulate_study(n_sets: int = 8, n_items: int = 155, degree: int = 6, votes_p
         a, b = np.where(swap, b, a), np.where(swap, a, b)
         a_left = rng.random(len(a)) < 0.5
         kind = worker_type[workers]
-        p_a = np.select([kind == "honest", kind == "random"],
-                        [ndtr(true_scale[a] - true_scale[b]), np.full(len(a), 0.5)], default=np.nan)
+        gap = true_scale[a] - true_scale[b]
+        p_a = np.select([kind == "honest", kind == "random"], [ndtr(gap), np.full(len(a), 0.5)], default=np.nan)
+        if errors is not None:  # drawn only when used, so that studies without them keep their random stream
+            error = -true_scale + rng.normal(0.0, metric_noise, n_items)
+            errors.update({(set_id, str(i)): float(e) for i, e in zip(item_ids, error)})
+            machine_gap = np.where(error[a] < error[b], np.inf, -np.inf)
+            p_a = np.where(kind == "machine", ndtr(machine_gap), p_a)
+        if n_colluding:
+            base = machine_gap if colluder_style == "machine" else gap
+            toward = (a == target_item).astype(float) - (b == target_item)
+            bias = np.zeros(len(a))
+            bias[toward != 0] = collusion_direction * collusion_bias * toward[toward != 0]
+            with np.errstate(invalid="ignore"):  # inf - inf where the bias overrules a machine's answer
+                shifted = np.where(np.isinf(bias), bias, base + bias)
+            p_a = np.where(kind == colluding, ndtr(shifted), p_a)
         a_won = np.where(kind == "left", a_left, rng.random(len(a)) < p_a)
         for key, value in zip(columns, (workers, np.full(len(a), s), a, b, a_won, a_left)):
             columns[key].append(value)
@@ -103,7 +145,7 @@ def simulate_study(n_sets: int = 8, n_items: int = 155, degree: int = 6, votes_p
     votes = build_votes(worker_ids[c["worker"]], set_ids[c["set"]], item_ids[c["a"]], item_ids[c["b"]],
                         np.where(c["a_won"], item_ids[c["a"]], item_ids[c["b"]]),
                         extra={"position_a": np.where(c["left"], "left", "right")}, path="simulation")
-    return SimulatedStudy(votes, truth, item_ids, worker_ids, worker_type)
+    return SimulatedStudy(votes, truth, item_ids, worker_ids, worker_type, errors)
 
 
 def write_study(study: SimulatedStudy, out: str | Path) -> dict[str, Path]:

@@ -444,3 +444,25 @@ def thurstone_ls(pairs: np.ndarray, wins: np.ndarray, n_items: int, correction: 
         s, _ = scipy.sparse.linalg.cg(system, rhs, rtol=1e-12, maxiter=5000,
                                       M=sp.diags(1.0 / np.maximum(system.diagonal(), 1e-12)))
     return s - s.mean() if ridge == 0 else s
+
+
+# --------------------------------------------------------------------------- influence of single votes
+
+def vote_derivatives(diff: np.ndarray, first_won: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and second derivative of each vote's negative log-likelihood w.r.t. ``diff = s_first - s_second``.
+
+    Used to remove a worker's votes from a fit approximately (one Newton step,
+    :mod:`analysis.collusion`) without refitting.
+    """
+    first_won = np.asarray(first_won, dtype=bool)
+    _, grad, curv = _pair_terms(np.asarray(diff, dtype=float), first_won.astype(float), (~first_won).astype(float))
+    return grad, curv
+
+
+def information_matrix(pairs: np.ndarray, curv: np.ndarray, n_items: int, prior_strength: float):
+    """Hessian of the penalised negative log-likelihood from per-pair (or per-vote) curvatures.
+
+    Dense up to :data:`DENSE_LIMIT` items, else a sparse CSR matrix.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return _hessian(pairs, np.asarray(curv, dtype=float), n_items, prior_strength, n_items <= DENSE_LIMIT)

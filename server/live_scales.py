@@ -121,7 +121,8 @@ def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, se
         there are no scales at all), ``notes``, ``screening``, ``sets`` (per set ``set_id``, ``status`` "ok" | "disconnected" |
         "no_votes", ``connected``, ``message``, ``n_votes``, ``items``: ``item_id``,
         ``scale``, ``ci_low``, ``ci_high``, ``rank``, ``n_votes``; items without votes have
-        null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``).
+        null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``, ``flags``: why the
+        analysis flags them, as in workers.csv, e.g. ``favours:ITEM`` for a targeted bias).
     """
     started = time.perf_counter()
     real = [r for r in data.rows if r["is_gold"] == "0"]
@@ -150,10 +151,11 @@ def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, se
     for name, ids in data.items.items():
         payload["sets"].append(by_set.get(name) or _empty_set(name, ids))
         _add_unvoted(payload["sets"][-1], ids)
-    payload["screening"] = _screening(analysis.screening)
+    payload["screening"] = _screening(analysis)
     # Workers with gold answers only (e.g. still at the quiz) are not screened: "kept" is null for them.
     payload["workers"] = {str(w["worker_id"]): {"tpr": _num(w["tpr"]), "n_votes": int(w["n_votes"]),
-                                                "kept": bool(w["kept"]) if w["n_votes"] else None}
+                                                "kept": bool(w["kept"]) if w["n_votes"] else None,
+                                                "flags": w["flags"]}
                           for w in analysis.workers}
     return _finish(payload, started)
 
@@ -219,11 +221,13 @@ def _empty_set(name: str, ids: list[str]) -> dict[str, Any]:
                                      "n_votes": 0} for i in ids]}
 
 
-def _screening(screening) -> dict[str, Any]:
-    s = screening.summary()
-    return {"rule": s["rule"], "kept_workers": s["kept_workers"], "workers": s["workers"],
-            "kept_votes": s["kept_votes"], "votes": s["votes"], "kept_vote_fraction": _num(s["kept_vote_fraction"]),
-            "threshold_tpr": _num(s["threshold_tpr"]), "gold_failed_workers": s["gold_failed_workers"]}
+def _screening(analysis) -> dict[str, Any]:
+    """Who the analysis kept (screening, then the targeted-bias test), as summary.json's ``workers`` counts them."""
+    s, w = analysis.summary["screening"], analysis.summary["workers"]
+    return {"rule": s["rule"], "kept_workers": w["kept"], "workers": w["workers"],
+            "kept_votes": w["kept_votes"], "votes": s["votes"], "kept_vote_fraction": _num(w["kept_vote_fraction"]),
+            "threshold_tpr": _num(s["threshold_tpr"]), "gold_failed_workers": s["gold_failed_workers"],
+            "targeted_bias_workers": w["flagged"]["targeted_bias"]}
 
 
 def _num(x) -> float | None:

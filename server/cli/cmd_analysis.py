@@ -27,6 +27,26 @@ def _keep(value: str) -> str | float:
     return fraction
 
 
+def read_machine_errors(path: Path) -> dict[tuple[str, str], float]:
+    """``{(set_id, item_id): error}`` from a CSV with those three columns (one line on any problem)."""
+    from analysis.formats import read_csv_table
+
+    def error(name, line, message):
+        return UserError(f"{name}{'' if line is None else f', line {line}'}: {message}")
+
+    name, _, rows, lines = read_csv_table(path, ("set_id", "item_id", "error"), (), error, strip=True)
+    errors = {}
+    for (set_id, item_id, text), line in zip(rows, lines):
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"{name}, line {line}: error {text!r} is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise UserError(f"{name}, line {line}: error {text!r} is not a finite number")
+        errors[(set_id, item_id)] = value
+    return errors
+
+
 def read_objective(path: Path, column: str | None) -> dict[str, float]:
     """``item_id`` plus one numeric column (``--objective-column``, else ``rank``, ``score`` or the second column)."""
     try:
@@ -93,10 +113,20 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--objective-column", help="Column of --objective to use (default: rank, score, value).")
 @click.option("--higher-is-better", is_flag=True, help="The objective's higher values are better (default: lower).")
 @click.option("--seed", type=int, default=lambda: _defaults()["seed"], show_default="0")
+@click.option("--keep-biased", is_flag=True,
+              help="Keep workers whose votes favour or disfavour one item (flagged in workers.csv, excluded by "
+                   "default).")
+@click.option("--no-bias-test", is_flag=True, help="Do not test workers for a bias for or against single items.")
+@click.option("--bias-fdr", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="False discovery rate of the bias and machine-agreement tests.")
+@click.option("--machine-errors", type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV of set_id,item_id,error (each image's error against its reference; `perceptlab results` "
+                   "writes machine_errors.csv): flags workers who agree with the closer image beyond a person.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
-                    objective_column, higher_is_better, seed, no_plots):
+                    objective_column, higher_is_better, seed, keep_biased, no_bias_test, bias_fdr, machine_errors,
+                    no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
     from analysis.pipeline import AnalysisOptions, analyze, write_results
@@ -105,24 +135,39 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
 
     keep = _keep(str(keep))
     objective_values = read_objective(objective, objective_column) if objective else None
+    errors = read_machine_errors(machine_errors) if machine_errors else None
     try:
         votes = read_votes(votes_csv)
+        if errors is not None and not set(errors) & set(zip(votes.set_ids[votes.item_set], votes.item_ids)):
+            raise UserError(f"{machine_errors}: no set_id,item_id of it is in {votes_csv} (errors of another study?)")
         options = AnalysisOptions(
             scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
                                    prior_strength=prior_strength, allow_disconnected=allow_disconnected),
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
-            bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed)
-        result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better)
+            bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed,
+            bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr)
+        result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better,
+                         machine_errors=errors)
     except (VotesFormatError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:
         raise UserError(f"{votes_csv}: {exc}") from None
     written = write_results(result, out, plots=not no_plots)
-    s = result.summary["screening"]
+    s, w = result.summary["screening"], result.summary["workers"]
     click.echo(f"{len(votes)} votes, {result.summary['counts']['sets']} sets, {len(votes.worker_ids)} workers; "
-               f"screening ({s['rule']}): kept {s['kept_workers']} workers, "
-               f"{100 * s['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
+               f"screening ({s['rule']}): kept {w['kept']} workers, "
+               f"{100 * w['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
                f"{s['iterations']} iteration(s){'' if s['converged'] else ' (did not converge)'}")
+    flagged = w["flagged"]
+    notes = [f"{flagged[k]} {label}" for k, label in (("no_scaling_votes", "without scaling votes"),
+                                                       ("gold_failed", "failed gold"),
+                                                       ("screened_out", "screened out"),
+                                                       ("targeted_bias", "with a targeted bias"
+                                                        + ("" if keep_biased else " (excluded)")),
+                                                       ("machine_agreement", "agreeing with the machine observer"))
+             if flagged.get(k)]
+    if notes:
+        click.echo("workers flagged: " + ", ".join(notes) + " (why: workers.csv, column flags)")
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
 
 

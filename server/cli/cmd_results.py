@@ -45,17 +45,28 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
 
     Read-only on a deployment: it never creates a database or a secret key (see --instance).
     """
+    from analysis.formats import atomic_write_text, table_csv
     from server.cli.base import cli_session
     from server.cli.cmd_export import export_files
+    from server.machine_errors import MACHINE_ERRORS_COLUMNS, machine_error_rows
 
     out = out.absolute()
     with cli_session(database_url) as session:
         study = _find(session, slug)
         click.echo(f"1/3 MTurk: {_reconcile(session, study) if reconcile else 'skipped (--no-mturk)'}")
         export = export_files(session, slug, out)
+        # What a script comparing each image with the reference answers: the analysis flags workers who agree with it.
+        errors, problem = machine_error_rows(session, study) if "votes.csv" in export.files else ([], None)
     click.echo(f"2/3 export -> {out}")
     for name, description in export.report:
         click.echo(f"    {name}: {description}")
+    machine_errors = None
+    if errors:
+        machine_errors = out / "machine_errors.csv"
+        atomic_write_text(machine_errors, table_csv(MACHINE_ERRORS_COLUMNS, errors))
+        click.echo(f"    machine_errors.csv: {len(errors)} images' errors against their reference")
+    elif problem:
+        click.echo(f"    machine_errors.csv: not written, {problem}; the machine-agreement test is skipped")
     analysed = next((name for name in ANALYSES if name in export.files), None)
     if analysed is None or export.warning:
         click.echo(f"3/3 analysis: skipped ({export.warning or 'the export holds nothing to analyse'})")
@@ -63,7 +74,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
     analysis = out / "analysis"
     click.echo(f"3/3 analysis of {analysed} -> {analysis}")
     ANALYSES[analysed](ctx, out / analysed, analysis, n_boot=n_boot, allow_disconnected=allow_disconnected,
-                       plots=not no_plots, top=top)
+                       plots=not no_plots, top=top, machine_errors=machine_errors)
     plots = sorted(p for p in analysis.rglob("*.png"))
     if plots:
         click.echo(f"plots ({len(plots)}): " + ", ".join(str(p.relative_to(out)) for p in plots[:8])
@@ -103,12 +114,12 @@ def _reconcile(session, study) -> str:
 
 
 def _analyse_votes(ctx: click.Context, votes_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                   plots: bool, top: int) -> None:
+                   plots: bool, top: int, machine_errors: Path | None = None) -> None:
     from .cmd_analysis import analyze_command
 
     options = {"n_boot": n_boot} if n_boot is not None else {}
     ctx.invoke(analyze_command, votes_csv=votes_csv, out=out, allow_disconnected=allow_disconnected,
-               no_plots=not plots, **options)
+               no_plots=not plots, machine_errors=machine_errors, **options)
     if top:
         _print_ranking(out, top)
 
@@ -143,7 +154,7 @@ def _float(text: str) -> float:
 
 
 def _analyse_motion(ctx: click.Context, motion_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                    plots: bool, top: int) -> None:
+                    plots: bool, top: int, machine_errors: Path | None = None) -> None:
     from .cmd_analysis import analyze_motion_command
 
     frames = motion_csv.with_name("frames.csv")

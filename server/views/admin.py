@@ -377,7 +377,7 @@ def _workers(session, study: Study, *, raw: bool) -> list[dict]:
                   "gold_correct": s["gold_correct"], "gold_total": s["gold_total"],
                   "gold_accuracy": s["gold_correct"] / s["gold_total"] if s["gold_total"] else None,
                   "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
-                  "tpr": scores.get("tpr"), "kept": scores.get("kept")}
+                  "tpr": scores.get("tpr"), "kept": scores.get("kept"), "flags": scores.get("flags") or ""}
         if raw:
             record["raw_id"] = s["raw_id"]
         out.append(record)

@@ -223,3 +223,30 @@ def test_clips_and_machine_observers_on_the_demo(tmp_path, motion_clips):
     assert {"image_gradient", "gt_speed"} == {b["property"] for b in bins}
     assert {"human", "farneback", "dis"} == {b["source"] for b in bins}
     assert sum(b["n"] for b in bins if b["property"] == "image_gradient" and b["source"] == "human") == 20
+
+
+def test_a_script_matching_the_true_motion_is_flagged_in_observers_csv(study, tmp_path):
+    """A script that answers the true vector (as from an RDK's dot steps, r = 0.99999985 in issue 29) is
+    flagged superhuman; the synthetic people (illusion plus 1 px/frame of noise) are not."""
+    paths, truth = study
+    rng = np.random.default_rng(4)
+    rows = [list(r) for r in truth["rows"]]
+    script = []
+    for k, (clip, probe, dataset, gt, _, x, y) in enumerate(truth["probes"]):
+        script.append(["script", clip, probe, 1, *gt, *(gt + rng.normal(0, 1e-4, 2)), 3, 4000, 0, 0, 1, dataset,
+                       x, y, 7, 10_000 + k, 0, 0])
+    motion = tmp_path / "motion.csv"
+    with open(motion, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(HEADER)
+        writer.writerows(rows + script)
+    out = tmp_path / "analysis"
+    result = run("analyze-motion", motion, "--out", out, "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert "1 observer(s) match the motion more precisely than a person can" in result.output
+    observers = {r["worker_id"]: r for r in csv.DictReader((out / "observers.csv").open())}
+    assert observers["script"]["flags"] == "superhuman_precision"
+    assert float(observers["script"]["median_rel_error"]) < 1e-3
+    assert all(observers[f"w{k}"]["flags"] == "" and float(observers[f"w{k}"]["median_rel_error"]) > 0.05
+               for k in range(4))
+    assert json.loads((out / "summary.json").read_text())["counts"]["superhuman_observers"] == 1

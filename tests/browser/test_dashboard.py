@@ -4,9 +4,12 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
+from sqlalchemy import select
 
 from server import auth, live_scales
+from server.models import Study
 from tests.server.conftest import WorkerClient
+from tests.server.simulated_votes import add_votes
 
 PASSWORD = "correct horse battery"
 
@@ -129,3 +132,27 @@ def test_active_study_shows_its_design_phase_and_expected_gain(page, app, live_s
     assert page.evaluate("document.documentElement.scrollWidth") <= 1366
     screenshot(page, "active-phase")
     live_scales.wait_for_refreshes(app)
+
+
+def test_workers_with_a_targeted_bias_are_shown_excluded_with_the_item(page, app, live_server, study, screenshot):
+    """Two workers answer like the honest ones except that they always pick the worst method: the
+    workers table says they were excluded and for which item, and the scales' status counts them."""
+    _add_user(app)
+    ids = add_votes(app, study, honest=8, biased=2)
+    with app.extensions["perceptlab.sessions"]() as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == study))
+        live_scales.compute_snapshot(session, study_id, bootstrap=20, seed=0)
+    page.goto(f"{live_server}/admin/login")
+    page.fill("#username", "alice")
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(f"{live_server}/admin/studies/{study}")
+    page.check("#raw-ids")
+    for worker_id in ids[8:]:
+        cell = page.locator(f"#workers-table tbody tr:has-text('{worker_id}') td").last
+        expect(cell).to_have_text("excluded (favours zero_flow)")
+        expect(cell.locator("span")).to_have_attribute("title", "favours:zero_flow")
+    expect(page.locator("#workers-table tbody tr:has-text('SIM0X000') td").last).to_have_text("kept")
+    expect(page.locator("#scales-status")).to_contain_text(
+        "Screening kept 8 of 10 workers (80% of the votes); 2 favoured or disfavoured one item and are left out.")
+    screenshot(page, "targeted-bias")

@@ -3,6 +3,7 @@
 parameters checked, none left over)."""
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -139,6 +140,12 @@ def test_launch_prepares_creates_uploads_and_posts_then_results_reconciles_expor
     assert re.search(r"^\s+1\s+method_0\s+", out, re.M)  # the least noisy candidate ranks first
     assert "plots (3): analysis/scales.png" in out
     assert {p.name for p in (results / "analysis").iterdir()} >= {"scales.csv", "overall.csv", "scales.png"}
+    # The shown images' errors against their references, and each worker's agreement with that machine answer.
+    errors = list(csv.DictReader((results / "machine_errors.csv").open()))
+    assert "machine_errors.csv: " in out and errors and all(float(r["error"]) > 0 for r in errors)
+    assert {r["item_id"] for r in errors} == {r["item_id"] for r in csv.DictReader((results / "analysis" / "scales.csv").open())}
+    voted = [r for r in csv.DictReader((results / "analysis" / "workers.csv").open()) if int(r["n_votes"])]
+    assert voted and all(0 <= float(r["machine_agreement"]) <= 1 for r in voted)
     with _session(lab) as session:
         linked = session.scalar(select(MTurkAssignment).where(MTurkAssignment.assignment_id == worker_id[1]))
         assert linked.local_assignment_id is not None and linked.status == "Submitted"

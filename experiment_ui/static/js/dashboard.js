@@ -305,9 +305,11 @@ function renderScales(scales) {
     document.getElementById("scale-sets").replaceChildren();
     return;
   }
+  const biased = scales.screening?.targeted_bias_workers;
   const screening = scales.screening
     ? ` Screening kept ${scales.screening.kept_workers} of ${scales.screening.workers} workers ` +
-      `(${percent(scales.screening.kept_vote_fraction)} of the votes).`
+      `(${percent(scales.screening.kept_vote_fraction)} of the votes)` +
+      (biased ? `; ${biased} favoured or disfavoured one item and ${biased === 1 ? "is" : "are"} left out.` : ".")
     : "";
   const intervals = intervalsOf(scales);
   setText("scales-status", `Computed ${ago(scales.computed_at)} from ${scales.n_scaling_votes} votes ` +
@@ -331,8 +333,7 @@ function renderWorkers(workers, showRaw) {
   body.replaceChildren(...workers.map((w) => {
     const gold = w.gold_total ? `${w.gold_correct}/${w.gold_total} (${percent(w.gold_accuracy)})` : "–";
     const quiz = w.quiz_total ? `${w.quiz} (${w.quiz_correct}/${w.quiz_total})` : w.quiz;
-    const screening = w.kept === null || w.kept === undefined ? el("span", { className: "muted", text: "–" })
-      : el("span", { className: w.kept ? "kept" : "excluded", text: w.kept ? "kept" : "excluded" });
+    const screening = screeningCell(w);
     return el("tr", { "data-worker": w.worker_id },
       el("td", {}, el("code", { text: w.worker_id })),
       showRaw ? el("td", { className: "raw-col" }, el("code", { text: w.raw_id ?? "" })) : null,
@@ -345,6 +346,18 @@ function renderWorkers(workers, showRaw) {
       el("td", { className: "num", text: fmt(w.tpr, 2) }),
       el("td", {}, screening));
   }));
+}
+
+/** Kept or excluded, and the analysis's reasons that a reader must see: a targeted bias, machine-like answers. */
+function screeningCell(w) {
+  if (w.kept === null || w.kept === undefined) return el("span", { className: "muted", text: "–" });
+  const flags = (w.flags || "").split(";").filter(Boolean);
+  const why = [
+    ...flags.filter((f) => f.startsWith("favours:") || f.startsWith("disfavours:")).map((f) => f.replace(":", " ")),
+    ...(flags.includes("machine_agreement") ? ["answers like a machine"] : []),
+  ];
+  return el("span", { className: w.kept ? "kept" : "excluded", title: flags.length ? flags.join(", ") : null,
+    text: (w.kept ? "kept" : "excluded") + (why.length ? ` (${why.join("; ")})` : "") });
 }
 
 // ---------------------------------------------------------------- study page
