@@ -11,8 +11,8 @@ trials show (:func:`eligible_gold_pairs`, :func:`choose_gold_pairs`):
 
 * a pair qualifies when one candidate is plainly worse by two unlike measures, as given and
   amplified: its interpolation error IE and its GMSD (gradient structure) are both at least
-  ``margin`` times the other's (default 1.6) and its IE is at least ``min_difference`` grey
-  levels higher (default 3);
+  ``margin`` times the other's (default 1.5) and its IE is at least ``min_difference`` grey
+  levels higher (default 8: a visible step, not only a large ratio of two small errors);
 * among the qualifying pairs, those are chosen whose statistics (file sizes, their ratio,
   errors, their ratio, crops; :mod:`stimuli.separability`) look most like the real (design)
   pairs', so that the easiest pairs do not stand out as the only gold.
@@ -383,8 +383,8 @@ def check_gold_pair(pair: GoldPair, reference: np.ndarray, candidates: Mapping[s
 
 # ---------------------------------------------------------------- gold pairs of real candidates
 
-DEFAULT_PAIR_MARGIN = 1.6       # worse candidate's IE / better candidate's IE in a gold pair, at least
-DEFAULT_MIN_DIFFERENCE = 3.0    # and the two IEs differ by this many grey levels (8-bit scale), at least
+DEFAULT_PAIR_MARGIN = 1.5       # worse candidate's IE (and GMSD) / better candidate's in a gold pair, at least
+DEFAULT_MIN_DIFFERENCE = 8.0    # and the two IEs differ by this many grey levels (8-bit scale), at least
 EASINESS_WEIGHT = 0.05          # objective: max AUC - this x mean log2(IE ratio) of the chosen pairs
 _RESTARTS = 12
 

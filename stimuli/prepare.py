@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .gold import DEFAULT_MIN_DIFFERENCE, DEFAULT_PAIR_MARGIN
 from .io import FOLDER_MODE, StimulusInputError, is_image_file, read_image, write_bytes_atomic, write_png
 
 # 2: gold pairs made of candidate errors ("better"/"worse"), no blurred reference;
@@ -83,10 +84,10 @@ class PrepareParameters:
     degree: int = 6               # comparisons per candidate in the random regular design
     seed: int = 0                 # seed of the pair design
     compression: int = 3          # PNG zlib level
-    gold_margin: float = 1.6      # worse gold candidate's error / better one's, at least (> 1)
+    gold_margin: float = DEFAULT_PAIR_MARGIN  # worse gold candidate's IE and GMSD / better one's, at least (> 1)
     gold_better_scale: float = 0.5  # synthetic fallback only: the best candidate's error scaled by this
     gold_pairs: int = 6           # distinct gold pairs per scene (0: none)
-    gold_min_difference: float = 3.0  # the gold pair's two errors differ by this many 8-bit grey levels, at least
+    gold_min_difference: float = DEFAULT_MIN_DIFFERENCE  # gold pair's two IEs differ by this (8-bit grey levels)
 
     def validate(self) -> None:
         """Raise :class:`PrepareError` naming the first bad parameter."""
@@ -461,8 +462,8 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
                   alpha: float = 1.5, sigma: float = 20.0, zoom: float = 1.5, top_k: int = 3,
                   degree: int = 6, seed: int = 0, levels: int = 2, pad: int = 16,
                   min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3, compression: int = 3,
-                  gold_margin: float = 1.6, gold_better_scale: float = 0.5, gold_pairs: int = 6,
-                  gold_min_difference: float = 3.0, reference: str | os.PathLike | None = None, scene_id: str | None = None,
+                  gold_margin: float = DEFAULT_PAIR_MARGIN, gold_better_scale: float = 0.5, gold_pairs: int = 6,
+                  gold_min_difference: float = DEFAULT_MIN_DIFFERENCE, reference: str | os.PathLike | None = None, scene_id: str | None = None,
                   overwrite: bool = False, progress: bool = True) -> dict:
     """Amplify, crop and design one scene into ``out_dir`` (layout in the module docstring).
 

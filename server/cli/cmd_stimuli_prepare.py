@@ -28,11 +28,13 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="Comparisons per candidate in the random regular pair design (full design for small scenes).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the pair designs and of the gold images' rounding.")
-@click.option("--gold-margin", default=1.6, show_default=True, type=float,
+# Their defaults live in stimuli.gold (imported only when a command runs: it needs numpy).
+@click.option("--gold-margin", default=None, type=float,
               help="A gold pair's worse candidate has at least this times the better one's error, by pixel "
-                   "error (IE) and by structure (GMSD), as given and amplified (> 1).")
-@click.option("--gold-min-difference", default=3.0, show_default=True, type=float,
-              help="And its IE is at least this many grey levels (8-bit scale) above the better one's.")
+                   "error (IE) and by structure (GMSD), as given and amplified (> 1)  [default: 1.5]")
+@click.option("--gold-min-difference", default=None, type=float,
+              help="And its IE is at least this many grey levels (8-bit scale) above the better one's  "
+                   "[default: 8]")
 @click.option("--gold-better-scale", default=0.5, show_default=True, type=float,
               help="Only for a scene with no such pair (synthetic gold): the better gold image is the best "
                    "candidate's error scaled by this (0..0.85].")
@@ -43,7 +45,8 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="File name of the reference inside each scene folder [default: reference.<ext>].")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output folder.")
 def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma: float, zoom: float,
-                    top_k: int, levels: int, degree: int, seed: int, gold_margin: float, gold_min_difference: float,
+                    top_k: int, levels: int, degree: int, seed: int, gold_margin: float | None,
+                    gold_min_difference: float | None,
                     gold_better_scale: float, gold_pairs: int, reference: str | None, overwrite: bool) -> None:
     """Amplify artefacts, cut zoom crops and draw pair designs for SCENE_DIRS.
 
@@ -57,10 +60,11 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
     the best single statistic a script could compute from the downloads, gold against
     real pairs (0.5 = chance, 1 = told apart).
     """
+    rules = {key: value for key, value in (("gold_margin", gold_margin), ("gold_min_difference", gold_min_difference))
+             if value is not None}
     manifest = prepare_scenes(list(scene_dirs), out, reference=reference, overwrite=overwrite, alpha=alpha,
                               sigma=sigma, zoom=zoom, top_k=top_k, levels=levels, degree=degree, seed=seed,
-                              gold_margin=gold_margin, gold_min_difference=gold_min_difference,
-                              gold_better_scale=gold_better_scale, gold_pairs=gold_pairs)
+                              gold_better_scale=gold_better_scale, gold_pairs=gold_pairs, **rules)
     click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
     separable = manifest.get("gold_separability")
     if separable:
