@@ -186,6 +186,29 @@ def test_validators_come_from_the_bytes_and_conditional_gets_still_work(app, dem
     assert client.get(other_url).headers["ETag"] == etag
 
 
+def test_gold_trials_show_only_urls_that_real_trials_show(app, study):
+    """A gold trial's images are candidates' files: every URL of a quiz (gold) trial is also the URL of
+    a candidate some real pair of the study shows, so neither a URL, a byte count nor the number of
+    times a URL recurs marks a trial as gold."""
+    from server.models import Stimulus, StudySet
+
+    client = app.test_client()
+    row = study_row(app, study)
+    name_of = name_maker(row, app.config["SECRET_KEY"])
+    with app.extensions["perceptlab.sessions"]() as session:
+        real = session.scalars(select(Pair).join(StudySet).where(StudySet.study_id == row.id, ~Pair.is_gold)).all()
+        shown = {stimulus_id for pair in real for stimulus_id in (pair.stimulus_a_id, pair.stimulus_b_id)}
+        real_urls = set()
+        for stimulus in session.scalars(select(Stimulus).where(Stimulus.id.in_(shown))):
+            real_urls.update(f"/stimuli/{study}/{name_of(p)}" for p in (stimulus.full, *stimulus.crops["paths"]))
+    state = WorkerClient(client, study, platform="link").start()
+    assert state["page"]["kind"] == "quiz" and len(state["page"]["trials"]) == 3
+    for trial in state["page"]["trials"]:
+        for side in ("left", "right"):
+            urls = [trial[side]["full"], *(crop["url"] for crop in trial[side]["crops"])]
+            assert set(urls) <= real_urls, trial["trial_id"]
+
+
 def test_unreferenced_files_path_urls_traversal_and_probing_404(app, study, demo_stimuli, tmp_path):
     client = app.test_client()
     row = study_row(app, study)
