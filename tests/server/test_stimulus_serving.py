@@ -334,3 +334,26 @@ def test_every_motion_url_serves_its_file_and_flow_files_404(app, motion_clips, 
     for relative in hidden:
         assert client.get(f"/stimuli/{slug}/{name_of(relative)}").status_code == 404, relative
         assert client.get(f"/stimuli/{slug}/{relative}").status_code == 404, relative
+
+
+def test_rdk_dot_movies_carry_no_name_time_or_size_that_differs(app, motion_clips, tmp_path):
+    """The other worker-facing media: an RDK trial's dot movie has no file name, time or validator,
+    and every trial's movie has the same length whatever its direction and speed."""
+    slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
+    worker = MotionWorker(app, slug)
+    worker.start()
+    assert worker.calibrate().status_code == 200
+    state = worker.state()
+    assert state["stage"] == "rdk"
+    lengths, directions = set(), set()
+    for trial in state["trials"]:
+        response = worker.dots(trial["trial_id"])
+        assert response.status_code == 200
+        names = set(response.headers.keys())
+        assert names == {"Content-Type", "Content-Length", "Cache-Control", "X-Content-Type-Options",
+                         "Referrer-Policy", "Content-Security-Policy"}, names
+        assert response.headers["Content-Type"] == "application/octet-stream"
+        assert response.headers["Cache-Control"] == "private, max-age=86400, immutable"
+        lengths.add(response.headers["Content-Length"])
+        directions.add(worker.gt(trial["trial_id"]))
+    assert len(lengths) == 1 and len(directions) > 1
