@@ -458,8 +458,8 @@ def choose_gold_pairs(eligible: Sequence[CandidateGold], statistics: Mapping[str
     random, their error ratio alone would tell many of them apart. So the pairs are chosen to
     minimise the largest AUC, over every statistic and every image kind, of gold against
     ``real`` pairs, less a small reward for easier pairs (``EASINESS_WEIGHT`` x their mean log2
-    error ratio), by a local search (swap one chosen pair for another while that helps) from
-    ``_RESTARTS`` seeded random starts.
+    error ratio), by a local search (swap a chosen pair for the best replacement while that helps,
+    every replacement scored at once) from ``_RESTARTS`` seeded random starts.
 
     Parameters
     ----------
@@ -497,27 +497,28 @@ def choose_gold_pairs(eligible: Sequence[CandidateGold], statistics: Mapping[str
     ease = np.array([np.log2(min(e["worse"] / e["better"] if e["better"] > 0 else 1e6 for e in p.errors.values()))
                      for p in eligible])
 
-    def score(chosen: np.ndarray) -> float:
-        mean = below[chosen].mean(axis=0)
-        return float(np.max(np.maximum(mean, 1 - mean)) - EASINESS_WEIGHT * ease[chosen].mean())
+    def scores(total: np.ndarray, ease_total: float) -> np.ndarray:
+        """The objective of chosen sets whose rows of ``below`` sum to ``total`` (one set per row)."""
+        mean = total / n
+        return np.max(np.maximum(mean, 1 - mean), axis=-1) - EASINESS_WEIGHT * ease_total / n
 
     rng = np.random.default_rng(seed)
     best, best_score = None, np.inf
     for _ in range(_RESTARTS):
         chosen = rng.choice(len(eligible), n, replace=False)
-        current = score(chosen)
+        total, ease_total = below[chosen].sum(axis=0), ease[chosen].sum()
+        current = float(scores(total, ease_total))
         improved = True
-        while improved:
+        while improved:  # steepest descent: the best swap of each slot, all replacements at once
             improved = False
             for slot in rng.permutation(n):
-                for other in rng.permutation(len(eligible)):
-                    if other in chosen:
-                        continue
-                    trial = chosen.copy()
-                    trial[slot] = other
-                    value = score(trial)
-                    if value < current - 1e-12:
-                        chosen, current, improved = trial, value, True
+                out = chosen[slot]
+                swapped = scores(total - below[out] + below, ease_total - ease[out] + ease)
+                swapped[chosen] = np.inf  # a pair already chosen cannot come in again
+                other = int(np.argmin(swapped))
+                if swapped[other] < current - 1e-12:
+                    total, ease_total = total - below[out] + below[other], ease_total - ease[out] + ease[other]
+                    chosen[slot], current, improved = other, float(swapped[other]), True
         if current < best_score:
             best, best_score = np.sort(chosen), current
     return [eligible[i] for i in best]

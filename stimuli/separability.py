@@ -38,6 +38,9 @@ STATISTICS = (
 )
 
 
+_CHUNK = 1 << 22  # comparisons per block in auc_matrix
+
+
 @dataclass(frozen=True)
 class ShownImage:
     """One side of a trial as files: the full image and its crops (absolute paths)."""
@@ -172,9 +175,12 @@ def auc_matrix(gold: np.ndarray, real: np.ndarray) -> np.ndarray:
     gold, real = np.asarray(gold, float), np.asarray(real, float)
     if not len(real):
         raise ValueError("need at least one real value")
-    below = (real[None, :, :] < gold[:, None, :]).mean(axis=1)
-    ties = (real[None, :, :] == gold[:, None, :]).mean(axis=1)
-    return below + 0.5 * ties
+    out = np.empty(gold.shape)
+    step = max(1, _CHUNK // max(1, real.size))  # gold rows per block: bounded memory for big scenes
+    for start in range(0, len(gold), step):
+        block = gold[start:start + step, None, :]
+        out[start:start + step] = (real[None] < block).mean(axis=1) + 0.5 * (real[None] == block).mean(axis=1)
+    return out
 
 
 def auc(gold: Sequence[float], real: Sequence[float]) -> float:
