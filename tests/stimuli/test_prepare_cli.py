@@ -170,6 +170,19 @@ def test_prepare_cli_help_shows_the_gold_rules_defaults():
     assert f"[default: {DEFAULT_PAIR_MARGIN:g}]" in text and f"[default: {DEFAULT_MIN_DIFFERENCE:g}]" in text
 
 
+def test_prepare_cli_warns_when_a_scene_falls_back_to_synthetic_gold(tmp_path):
+    """Small planted artefacts: no candidate pair differs by 8 grey levels of IE, so the scene gets
+    gold images made of candidate errors, and the command says they are easy to tell apart."""
+    scene = _scene_folder(tmp_path / "in" / "faint")
+    result = _run([*PREPARE, str(scene), "--out", str(tmp_path / "out"), "--gold-pairs", "2"])
+    assert result.exit_code == 0, result.output
+    top = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert top["scenes"][0]["gold_method"] == "synthetic" and top["scenes"][0]["n_gold_pairs"] == 2
+    assert (tmp_path / "out" / "faint" / "gold" / "2" / "amplified" / "worse.png").is_file()
+    assert "warning: no candidate pair of faint is plain enough for gold" in result.stderr
+    assert "warning" not in result.stdout
+
+
 @pytest.mark.parametrize("n_gold", [0, 1])
 def test_prepare_cli_gold_pairs_option(tmp_path, n_gold):
     """--gold-pairs 0 makes no gold (even for a scene whose candidates allow none); 1 makes one pair, of
