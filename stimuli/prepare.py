@@ -249,9 +249,9 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
     write_png(folder / "overview.png", draw_overview(scene.reference, boxes), params.compression)
     for box in boxes:
         _write_file(folder, f"crops/{box.rank}/reference.png", _crop(scene.reference, box), params)
-    candidates, amplified_errors = [], {}
+    candidates, amplified = [], {}
     for item_id in _progress(ids, len(ids), scene.scene_id, progress):
-        entry, amplified_errors[item_id] = _write_item(folder, scene.reference, scene.candidates[item_id],
+        entry, amplified[item_id] = _write_item(folder, scene.reference, scene.candidates[item_id],
                                                        "", item_id, boxes, params)
         if item_id in scene.sources:
             entry["source"] = scene.sources[item_id]
@@ -268,28 +268,36 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
         "parameters": params.to_dict(),
         "design": design,
     }
-    manifest["gold"] = _gold_entries(scene, folder, boxes, params, manifest, amplified_errors)
+    manifest["gold"] = _gold_entries(scene, folder, boxes, params, manifest, amplified)
     _write_json(folder / MANIFEST, manifest)
     return manifest
 
 
 def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParameters, manifest: dict,
-                  amplified_errors: dict[str, float]) -> list[dict]:
-    """The scene's gold pairs: pairs of its own candidates when any is plain enough, else synthetic."""
-    from .gold import DEFAULT_MARGIN, candidate_errors, choose_gold_pairs, eligible_gold_pairs, make_gold_pairs
+                  amplified: dict[str, dict[str, float]]) -> list[dict]:
+    """The scene's gold pairs: pairs of its own candidates when any is plain enough, else synthetic.
+
+    ``amplified`` holds each candidate's amplified image's measures (:func:`_write_item`).
+    """
+    from .gold import (
+        DEFAULT_MARGIN,
+        GoldError,
+        candidate_errors,
+        choose_gold_pairs,
+        eligible_gold_pairs,
+        make_gold_pairs,
+    )
     from .io import max_value
     from .metrics import gmsd
 
     if params.gold_pairs == 0:
         return []
     errors = {"original": candidate_errors(scene.reference, scene.candidates),
-              "amplified": {i: m["interpolation_error"] for i, m in amplified_errors.items()}}
-    structure = {"gmsd_original": {i: gmsd(scene.reference, image) for i, image in scene.candidates.items()},
-                 "gmsd_amplified": {i: m["gmsd"] for i, m in amplified_errors.items()}}
+              "amplified": {i: m["interpolation_error"] for i, m in amplified.items()}}
     if not any(e > 0 for e in errors["original"].values()):
-        from .gold import GoldError
-
         raise GoldError("every candidate equals the reference: there is no artefact to build gold pairs from")
+    structure = {"gmsd_original": {i: gmsd(scene.reference, image) for i, image in scene.candidates.items()},
+                 "gmsd_amplified": {i: m["gmsd"] for i, m in amplified.items()}}
     grey_level = max_value(scene.reference.dtype) / 255  # min_difference is in 8-bit grey levels
     eligible = eligible_gold_pairs(errors, margin=params.gold_margin,
                                    min_difference=params.gold_min_difference * grey_level, agreeing=structure)
@@ -463,8 +471,8 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
                   degree: int = 6, seed: int = 0, levels: int = 2, pad: int = 16,
                   min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3, compression: int = 3,
                   gold_margin: float = DEFAULT_PAIR_MARGIN, gold_better_scale: float = 0.5, gold_pairs: int = 6,
-                  gold_min_difference: float = DEFAULT_MIN_DIFFERENCE, reference: str | os.PathLike | None = None, scene_id: str | None = None,
-                  overwrite: bool = False, progress: bool = True) -> dict:
+                  gold_min_difference: float = DEFAULT_MIN_DIFFERENCE, reference: str | os.PathLike | None = None,
+                  scene_id: str | None = None, overwrite: bool = False, progress: bool = True) -> dict:
     """Amplify, crop and design one scene into ``out_dir`` (layout in the module docstring).
 
     Parameters

@@ -223,5 +223,5 @@ def separability(pairs: Iterable[ShownPair]) -> Separability:
     return Separability(aucs, len(gold), len(real))
 
 
-__all__ = ["STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix", "pair_statistics", "separability",
-           "shown_pairs"]
+__all__ = ["STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix", "pair_statistics",
+           "separability", "shown_pairs"]
