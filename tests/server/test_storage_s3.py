@@ -4,6 +4,7 @@ caching headers, skipping unchanged files, multipart), presigned and public URLs
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import shutil
@@ -169,7 +170,7 @@ NAME_WORDS = ("gold", "better", "worse", "reference", "amplified", "original", "
 
 
 def test_presigned_responses_carry_no_name_path_or_file_time(s3, folder):
-    """Every file a scene shows (gold and candidate images, reference, crops), fetched as a worker
+    """Every file a scene shows (candidate images, which gold pairs show too, reference, crops), fetched as a worker
     fetches it: no Content-Disposition, no metadata but the content's MD5, an ETag from the bytes,
     a Last-Modified that is the upload's moment and not the file's time; If-None-Match gives 304."""
     import hashlib
@@ -179,7 +180,10 @@ def test_presigned_responses_carry_no_name_path_or_file_time(s3, folder):
         os.utime(path, (old, old))
     storage = _storage(s3)
     shown = _shown(folder)
-    assert any("gold" in p for p in shown.values()) and any("dis_" in p for p in shown.values())
+    scene = next(p for p in folder.iterdir() if p.is_dir())
+    gold = json.loads((scene / "manifest.json").read_text())["gold"]  # pairs of candidates: their files
+    assert gold and {f"{scene.name}/{g[side]['amplified']}" for g in gold for side in ("better", "worse")} <= set(
+        shown.values())
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(seconds=1)
     storage.upload_files(folder, "demo", shown, progress=False)
     after = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
