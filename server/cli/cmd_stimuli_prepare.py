@@ -66,6 +66,12 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
                               sigma=sigma, zoom=zoom, top_k=top_k, levels=levels, degree=degree, seed=seed,
                               gold_better_scale=gold_better_scale, gold_pairs=gold_pairs, **rules)
     click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
+    echo_gold_report(manifest)
+
+
+def echo_gold_report(manifest: dict) -> None:
+    """Print how well a script could tell the prepared gold from real trials, and warn (on stderr)
+    about scenes whose gold had to be made of candidate errors (the tell-tale kind)."""
     separable = manifest.get("gold_separability")
     if separable:
         figures = ", ".join(f"{kind} {v['auc']:.2f} ({v['statistic']})" for kind, v in separable.items())
@@ -74,7 +80,7 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
     if synthetic:
         click.echo(f"warning: no candidate pair of {', '.join(synthetic)} is plain enough for gold: their gold "
                    "images are made of candidate errors and easier to tell from real pairs "
-                   "(lower --gold-margin, or add candidates)", err=True)
+                   "(lower --gold-margin or --gold-min-difference, or add candidates)", err=True)
 
 
 def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None = None, overwrite: bool = False,
