@@ -77,3 +77,25 @@ def test_gold_made_of_scaled_errors_is_told_apart(demo_stimuli, tmp_path):
     prepare_study([demo_stimuli / "scenes"], tmp_path / "synthetic", gold_margin=1e9, progress=False)
     result = separability(shown_pairs(tmp_path / "synthetic" / "manifest.json"))
     assert result.aucs["full_bytes_large"] == 1.0 and result.aucs["error_ratio"] == 1.0
+
+
+def _png_chunks(data: bytes) -> list[str]:
+    import struct
+
+    chunks, offset = [], 8
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        chunks.append(data[offset + 4:offset + 8].decode("ascii"))
+        offset += 12 + length
+    return chunks
+
+
+def test_shown_files_carry_no_metadata_beyond_their_pixels(demo_stimuli):
+    """Every file a demo trial shows is encoded alike: header, image data, end; no text, time or
+    other chunk whose bytes could differ between kinds of images."""
+    files = {path for pair in shown_pairs(demo_stimuli / "prepared" / "manifest.json")
+             for side in (pair.reference, pair.a, pair.b) for path in (side.full, *side.crops)}
+    assert len(files) >= 4 * 2 * 12  # 4 scenes: reference and 11 candidates, full and cropped
+    for path in files:
+        chunks = _png_chunks(path.read_bytes())
+        assert chunks[0] == "IHDR" and chunks[-1] == "IEND" and set(chunks[1:-1]) == {"IDAT"}, (path, chunks)
