@@ -29,16 +29,16 @@ observer noise in RMSE units (images scaled to [0, 1]). Its default,
 (``perceptlab stimuli build-demo``, 4 scenes x 11 methods, amplified images):
 there the median |RMSE difference| of a design pair is 0.026, so honest
 workers agree with the lower-RMSE candidate on 88 % of design pairs on average
-(82 % at 0.02, 92 % at 0.005), and the gold pairs (the best candidate's
-error halved against the worst one's doubled, amplified RMSE 0.01-0.02 against 0.19
-or more) are answered correctly with probability > 0.9999, far above the
-70 % gold threshold.
+(82 % at 0.02, 92 % at 0.005), and the gold pairs (pairs of candidates whose
+errors differ by at least 1.5x and 8 grey levels, see :mod:`stimuli.gold`) are
+answered correctly with probability >= 0.997 each, far above the 70 % gold
+threshold.
 
 With ``observer="latent"`` no image is downloaded: each image URL gets a
 latent quality ~ N(0, 1) derived from a hash of (seed, URL), the same for every
 worker, and the worker chooses right when ``latent_right - latent_left + e > 0``.
-Nothing in a URL tells a gold pair or its better image (both are files of
-their own under opaque names), so latent workers answer gold pairs at chance
+Nothing in a URL tells a gold pair or its better image (candidates' files under
+opaque names, their latent qualities drawn like any other's), so latent workers answer gold pairs at chance
 and fail the quiz: use this mode on a study without quiz and hidden gold
 (``quiz_size = 0``, ``gold_rate = 0``). It measures only the API/vote path
 (used by ``benchmarks/server_load.py``).

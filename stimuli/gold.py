@@ -1,42 +1,42 @@
-"""Gold stimuli built from the scene's own artefacts.
+"""Gold (check) pairs: plain to an attentive person, not to be told from real pairs by a script.
 
-A gold (check) pair has an answer nobody attentive can doubt, yet it must look
-like every other trial: a blurred or noisy copy among interpolation artefacts
-is spotted at a glance, and then a clicker can answer gold pairs carefully and
-the real pairs at random. So both gold images are made of the scene's real
-candidate errors ``d = candidate - reference``:
+A gold pair has an answer nobody attentive can doubt, yet it must look like every other trial:
+a script that tells gold from real trials answers gold carefully and the rest at random. Earlier
+gold images were made for the purpose (a candidate's error scaled up against one scaled down),
+and a script saw them by their bytes alone: the two PNG sizes' ratio was at least 1.29 for gold
+and at most 1.18 for real pairs, and the errors' ratio at least 10.5 against at most 6.1.
 
-* the **worse** image is the reference plus the *worst* candidate's error
-  (largest error) scaled up by a factor ``k > 1``, chosen so that its error is
-  ``margin`` times the worst candidate's (default 2);
-* the **better** image is the reference plus the *best* candidate's error
-  (smallest non-zero error) scaled down by ``better_scale`` (default 0.5).
+So gold pairs are now **pairs of the scene's own candidates**, shown as the very files real
+trials show (:func:`eligible_gold_pairs`, :func:`choose_gold_pairs`):
 
-That is :func:`make_gold_pair`. A scene gets several such pairs
-(:func:`make_gold_pairs`, default 6 in :mod:`stimuli.prepare`), made of other
-candidates' errors with slightly varied factors and their own seeds: one pair
-shown to a worker again and again would be a pattern to spot, since real pairs
-never repeat for a worker.
+* a pair qualifies when one candidate is plainly worse by two unlike measures, as given and
+  amplified: its interpolation error IE and its GMSD (gradient structure) are both at least
+  ``margin`` times the other's (default 1.5) and its IE is at least ``min_difference`` grey
+  levels higher (default 8: a visible step, not only a large ratio of two small errors);
+* among the qualifying pairs, those are chosen whose statistics (file sizes, their ratio,
+  errors, their ratio, crops; :mod:`stimuli.separability`) look most like the real (design)
+  pairs', so that the easiest pairs do not stand out as the only gold.
 
-As in artefact amplification (:mod:`stimuli.amplify`), the factor is lowered
-per pixel where a value would leave the range, one factor for the three
-channels, so the error keeps its direction in RGB and nothing is clamped.
-Values are rounded stochastically (seeded): a scaled error of half a grey
-level then changes about half of those pixels instead of all or none, so the
-better image is neither the reference nor the best candidate itself.
-Pixels where the candidate equals the reference stay untouched: the change
-is as local as the artefacts are.
+A scene where no pair qualifies (all candidates alike) falls back to images made of its
+candidates' errors (:func:`make_gold_pairs`, below), which are easy to tell from real trials;
+``stimuli prepare`` warns about such scenes.
 
-:func:`stimuli.prepare.prepare_scene` then amplifies and crops both exactly
-like every candidate. Errors are the Middlebury interpolation error IE
-(:func:`stimuli.metrics.interpolation_error`). StudyMB 1.0 built its test
-questions from the ground truth against a bad image; here the ground truth
-itself is never shown as a gold side, so its file, URL or bytes cannot give
-the answer away.
+The synthetic construction: the **worse** image is the reference plus the *worst* candidate's
+error (largest error) scaled up by a factor ``k > 1``, chosen so that its error is ``margin``
+times the worst candidate's (default 2); the **better** image is the reference plus the *best*
+candidate's error (smallest non-zero error) scaled down by ``better_scale`` (default 0.5). That
+is :func:`make_gold_pair`; :func:`make_gold_pairs` makes several from other candidates' errors
+with slightly varied factors and their own seeds. As in artefact amplification
+(:mod:`stimuli.amplify`), the factor is lowered per pixel where a value would leave the range,
+one factor for the three channels, so the error keeps its direction in RGB and nothing is
+clamped. Values are rounded stochastically (seeded). Pixels where the candidate equals the
+reference stay untouched. :func:`stimuli.prepare.prepare_scene` then amplifies and crops both
+exactly like every candidate. Errors are the Middlebury interpolation error IE
+(:func:`stimuli.metrics.interpolation_error`). The reference itself is never a gold side.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -379,3 +379,146 @@ def check_gold_pair(pair: GoldPair, reference: np.ndarray, candidates: Mapping[s
                 if np.array_equal(image, other)]
         if same:
             raise GoldError(f"the {name} gold image equals {same[0]!r}: pick another seed")
+
+
+# ---------------------------------------------------------------- gold pairs of real candidates
+
+DEFAULT_PAIR_MARGIN = 1.5       # worse candidate's IE (and GMSD) / better candidate's in a gold pair, at least
+DEFAULT_MIN_DIFFERENCE = 8.0    # and the two IEs differ by this many grey levels (8-bit scale), at least
+EASINESS_WEIGHT = 0.05          # objective: max AUC - this x mean log2(IE ratio) of the chosen pairs
+_RESTARTS = 12
+
+
+@dataclass(frozen=True)
+class CandidateGold:
+    """A gold pair made of two of the scene's own candidates, shown as they are in real trials.
+
+    Attributes
+    ----------
+    better, worse : str
+        Candidate IDs; ``worse`` has the larger interpolation error in every image kind checked.
+    errors : dict
+        ``{kind: {"better": IE, "worse": IE}}`` for each kind (``original``, ``amplified``).
+    """
+
+    better: str
+    worse: str
+    errors: dict = field(default_factory=dict)
+
+
+def eligible_gold_pairs(errors: Mapping[str, Mapping[str, float]], *, margin: float = DEFAULT_PAIR_MARGIN,
+                        min_difference: float = DEFAULT_MIN_DIFFERENCE,
+                        agreeing: Mapping[str, Mapping[str, float]] | None = None) -> list[CandidateGold]:
+    """The candidate pairs an attentive person cannot get wrong, as (better, worse), in a stable order.
+
+    A pair qualifies when, in every image kind of ``errors`` (e.g. as given and as amplified), the
+    worse candidate's IE is at least ``margin`` times the better one's and at least
+    ``min_difference`` above it, and every measure of ``agreeing`` (e.g. GMSD, which looks at
+    structure rather than pixel values) ranks the two the same way by the same ``margin``: one
+    image is plainly further from the reference by two unlike measures, so a pair of unlike
+    artefacts (fine noise against mild compression, say) that people may judge against the
+    pixel error is left out. Both images are ones the study shows in its real trials.
+
+    Parameters
+    ----------
+    errors : mapping
+        ``{kind: {candidate ID: IE}}``, the same IDs in every kind.
+    margin : float
+        > 1.
+    min_difference : float
+        >= 0, grey levels of the images' scale.
+    agreeing : mapping, optional
+        ``{name: {candidate ID: value}}``, larger is worse.
+    """
+    if not (np.isfinite(margin) and margin > 1):
+        raise GoldError(f"gold margin must be > 1 (worse candidate's error / better one's), got {margin}")
+    if not min_difference >= 0:
+        raise GoldError(f"gold min difference must be >= 0, got {min_difference}")
+    kinds = list(errors)
+    ids = sorted(errors[kinds[0]])
+    others = list((agreeing or {}).values())
+    pairs = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            better, worse = (a, b) if errors[kinds[0]][a] <= errors[kinds[0]][b] else (b, a)
+            plain = all(e[worse] >= margin * e[better] and e[worse] - e[better] >= min_difference
+                        for e in errors.values())
+            if plain and all(m[worse] >= margin * m[better] and m[worse] > 0 for m in others):
+                pairs.append(CandidateGold(better, worse, {k: {"better": e[better], "worse": e[worse]}
+                                                           for k, e in {**errors, **(agreeing or {})}.items()}))
+    return pairs
+
+
+def choose_gold_pairs(eligible: Sequence[CandidateGold], statistics: Mapping[str, Mapping[frozenset, Mapping]],
+                      real: Sequence[frozenset], n: int, seed: int = 0) -> list[CandidateGold]:
+    """``n`` of the ``eligible`` pairs whose statistics look most like the real pairs'.
+
+    A script sees each trial's files: their sizes, dimensions, crops and errors to the reference
+    (:mod:`stimuli.separability`). Gold pairs are real pairs, but the easiest ones; picked at
+    random, their error ratio alone would tell many of them apart. So the pairs are chosen to
+    minimise the largest AUC, over every statistic and every image kind, of gold against
+    ``real`` pairs, less a small reward for easier pairs (``EASINESS_WEIGHT`` x their mean log2
+    error ratio), by a local search (swap a chosen pair for the best replacement while that helps,
+    every replacement scored at once) from ``_RESTARTS`` seeded random starts.
+
+    Parameters
+    ----------
+    eligible : sequence of CandidateGold
+        From :func:`eligible_gold_pairs`.
+    statistics : mapping
+        ``{kind: {frozenset({a, b}): {statistic: value}}}`` for every eligible and real pair.
+    real : sequence of frozenset
+        The scene's real (design) pairs.
+    n : int
+        Pairs wanted; all eligible ones when there are no more than ``n``.
+    seed : int
+
+    Returns
+    -------
+    list of CandidateGold, in the order of ``eligible``.
+    """
+    if n >= len(eligible):
+        return list(eligible)
+    if n <= 0:
+        return []
+    from .separability import auc_matrix
+
+    keys = [frozenset((p.better, p.worse)) for p in eligible]
+    blocks_gold, blocks_real = [], []
+    for by_pair in statistics.values():
+        names = sorted(next(iter(by_pair.values())))
+        blocks_gold.append(np.array([[by_pair[k][s] for s in names] for k in keys], float))
+        blocks_real.append(np.array([[by_pair[k][s] for s in names] for k in real], float))
+    gold_values, real_values = np.hstack(blocks_gold), np.hstack(blocks_real)
+    # below[i, j]: share of real pairs below eligible pair i in statistic j (ties half): AUC is a mean of rows.
+    below = auc_matrix(gold_values, real_values)
+    varies = np.ptp(np.vstack([gold_values, real_values]), axis=0) > 0
+    below = below[:, varies]
+    ease = np.array([np.log2(min(e["worse"] / e["better"] if e["better"] > 0 else 1e6 for e in p.errors.values()))
+                     for p in eligible])
+
+    def scores(total: np.ndarray, ease_total: float) -> np.ndarray:
+        """The objective of chosen sets whose rows of ``below`` sum to ``total`` (one set per row)."""
+        mean = total / n
+        return np.max(np.maximum(mean, 1 - mean), axis=-1) - EASINESS_WEIGHT * ease_total / n
+
+    rng = np.random.default_rng(seed)
+    best, best_score = None, np.inf
+    for _ in range(_RESTARTS):
+        chosen = rng.choice(len(eligible), n, replace=False)
+        total, ease_total = below[chosen].sum(axis=0), ease[chosen].sum()
+        current = float(scores(total, ease_total))
+        improved = True
+        while improved:  # steepest descent: the best swap of each slot, all replacements at once
+            improved = False
+            for slot in rng.permutation(n):
+                out = chosen[slot]
+                swapped = scores(total - below[out] + below, ease_total - ease[out] + ease)
+                swapped[chosen] = np.inf  # a pair already chosen cannot come in again
+                other = int(np.argmin(swapped))
+                if swapped[other] < current - 1e-12:
+                    total, ease_total = total - below[out] + below[other], ease_total - ease[out] + ease[other]
+                    chosen[slot], current, improved = other, float(swapped[other]), True
+        if current < best_score:
+            best, best_score = np.sort(chosen), current
+    return [eligible[i] for i in best]

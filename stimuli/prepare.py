@@ -16,8 +16,15 @@ whose ID is its file stem. In memory, pass a :class:`SceneImages`.
     crops/<rank>/reference.png        zoom crops: reference,
     crops/<rank>/original/<id>.png    each candidate,
     crops/<rank>/amplified/<id>.png   and each amplified candidate
-    gold/<k>/original/<side>.png      gold pair k = 1..gold_pairs (side: better, worse), made of the
-    gold/<k>/amplified/<side>.png     scene's own candidate errors (stimuli.gold), amplified like a candidate,
+
+Gold (check) pairs are pairs of the scene's own candidates (:func:`stimuli.gold.eligible_gold_pairs`,
+:func:`stimuli.gold.choose_gold_pairs`): the manifest's ``gold`` entries name the candidates'
+files, so a gold trial shows exactly the files real trials show. Only a scene with no candidate
+pair plain enough for gold falls back to images made of its candidates' errors
+(:func:`stimuli.gold.make_gold_pairs`), written like candidates::
+
+    gold/<k>/original/<side>.png      synthetic gold pair k (side: better, worse)
+    gold/<k>/amplified/<side>.png
     crops/<rank>/gold/<k>/<kind>/<side>.png  and their crops (kind: original, amplified)
 
 :func:`prepare_study` writes several scenes into one subfolder each plus a
@@ -37,11 +44,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .gold import DEFAULT_MIN_DIFFERENCE, DEFAULT_PAIR_MARGIN
 from .io import FOLDER_MODE, StimulusInputError, is_image_file, read_image, write_bytes_atomic, write_png
 
 # 2: gold pairs made of candidate errors ("better"/"worse"), no blurred reference;
-# 3: "gold" is a list of such pairs (several per scene, so none needs to repeat for a worker)
-SCHEMA_VERSION = 3
+# 3: "gold" is a list of such pairs (several per scene, so none needs to repeat for a worker);
+# 4: gold pairs are pairs of the scene's own candidates (their entries name the candidates' files)
+SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 MAX_GOLD_PAIRS = 100  # per scene: each is four images plus their crops on disk
 
@@ -75,9 +84,10 @@ class PrepareParameters:
     degree: int = 6               # comparisons per candidate in the random regular design
     seed: int = 0                 # seed of the pair design
     compression: int = 3          # PNG zlib level
-    gold_margin: float = 2.0      # worse gold image's error / worst candidate's error, at least (> 1)
-    gold_better_scale: float = 0.5  # the best candidate's error, scaled by this, makes the better gold image
+    gold_margin: float = DEFAULT_PAIR_MARGIN  # worse gold candidate's IE and GMSD / better one's, at least (> 1)
+    gold_better_scale: float = 0.5  # synthetic fallback only: the best candidate's error scaled by this
     gold_pairs: int = 6           # distinct gold pairs per scene (0: none)
+    gold_min_difference: float = DEFAULT_MIN_DIFFERENCE  # gold pair's two IEs differ by this (8-bit grey levels)
 
     def validate(self) -> None:
         """Raise :class:`PrepareError` naming the first bad parameter."""
@@ -98,6 +108,8 @@ class PrepareParameters:
              f"gold_better_scale must be in (0, 0.85], got {self.gold_better_scale}"),
             (isinstance(self.gold_pairs, int) and 0 <= self.gold_pairs <= MAX_GOLD_PAIRS,
              f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS}, got {self.gold_pairs}"),
+            (np.isfinite(self.gold_min_difference) and self.gold_min_difference >= 0,
+             f"gold_min_difference must be >= 0 grey levels, got {self.gold_min_difference}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -226,14 +238,10 @@ def _progress(iterable, total: int, desc: str, progress: bool):
 
 
 def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, progress: bool) -> dict:
-    from .gold import make_gold_pairs
     from .zoom import average_error, draw_overview, find_crop_boxes
 
     ids = sorted(scene.candidates)
     design = scene_design(ids, params.degree, params.seed)  # before any work: odd n * degree is an input error
-    # Also before any file: a scene whose candidates allow no gold pair is an input error.
-    gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=params.gold_margin,
-                           better_scale=params.gold_better_scale, seed=params.seed)
     boxes = find_crop_boxes(average_error(scene.reference, (scene.candidates[i] for i in ids)),
                             sigma=params.sigma, top_k=params.top_k, levels=params.levels, pad=params.pad,
                             min_size=params.min_size, aspect=params.aspect, zoom=params.zoom)
@@ -241,9 +249,9 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
     write_png(folder / "overview.png", draw_overview(scene.reference, boxes), params.compression)
     for box in boxes:
         _write_file(folder, f"crops/{box.rank}/reference.png", _crop(scene.reference, box), params)
-    candidates, amplified_errors = [], {}
+    candidates, amplified = [], {}
     for item_id in _progress(ids, len(ids), scene.scene_id, progress):
-        entry, amplified_errors[item_id] = _write_item(folder, scene.reference, scene.candidates[item_id],
+        entry, amplified[item_id] = _write_item(folder, scene.reference, scene.candidates[item_id],
                                                        "", item_id, boxes, params)
         if item_id in scene.sources:
             entry["source"] = scene.sources[item_id]
@@ -259,11 +267,78 @@ def _write_scene(scene: SceneImages, folder: Path, params: PrepareParameters, pr
         "candidates": candidates,
         "parameters": params.to_dict(),
         "design": design,
-        "gold": [_write_gold(scene, folder, boxes, params, pair, k, amplified_errors)
-                 for k, pair in enumerate(gold, start=1)],
     }
+    manifest["gold"] = _gold_entries(scene, folder, boxes, params, manifest, amplified)
     _write_json(folder / MANIFEST, manifest)
     return manifest
+
+
+def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParameters, manifest: dict,
+                  amplified: dict[str, dict[str, float]]) -> list[dict]:
+    """The scene's gold pairs: pairs of its own candidates when any is plain enough, else synthetic.
+
+    ``amplified`` holds each candidate's amplified image's measures (:func:`_write_item`).
+    """
+    from .gold import (
+        DEFAULT_MARGIN,
+        GoldError,
+        candidate_errors,
+        choose_gold_pairs,
+        eligible_gold_pairs,
+        make_gold_pairs,
+    )
+    from .io import max_value
+    from .metrics import gmsd
+
+    if params.gold_pairs == 0:
+        return []
+    errors = {"original": candidate_errors(scene.reference, scene.candidates),
+              "amplified": {i: m["interpolation_error"] for i, m in amplified.items()}}
+    if not any(e > 0 for e in errors["original"].values()):
+        raise GoldError("every candidate equals the reference: there is no artefact to build gold pairs from")
+    structure = {"gmsd_original": {i: gmsd(scene.reference, image) for i, image in scene.candidates.items()},
+                 "gmsd_amplified": {i: m["gmsd"] for i, m in amplified.items()}}
+    grey_level = max_value(scene.reference.dtype) / 255  # min_difference is in 8-bit grey levels
+    eligible = eligible_gold_pairs(errors, margin=params.gold_margin,
+                                   min_difference=params.gold_min_difference * grey_level, agreeing=structure)
+    if eligible:
+        chosen = choose_gold_pairs(eligible, _pair_statistics(folder, manifest, eligible),
+                                   [frozenset(p) for p in manifest["design"]["pairs"]], params.gold_pairs,
+                                   seed=params.seed)
+        return [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
+    gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=DEFAULT_MARGIN,
+                           better_scale=params.gold_better_scale, seed=params.seed)
+    return [_write_gold(scene, folder, boxes, params, pair, k, errors["amplified"])
+            for k, pair in enumerate(gold, start=1)]
+
+
+def _pair_statistics(folder: Path, manifest: dict, eligible) -> dict:
+    """``{kind: {frozenset(pair): statistics}}`` of the design's and the eligible gold pairs, as
+    :mod:`stimuli.separability` computes them from the files a trial would show."""
+    from .separability import pair_statistics, shown_pairs
+
+    keys = {frozenset(p) for p in manifest["design"]["pairs"]} | {frozenset((p.better, p.worse)) for p in eligible}
+    design = {"design": {"pairs": [sorted(k) for k in keys]}}
+    statistics = {}
+    for kind in ("amplified", "original"):
+        pairs = shown_pairs(folder / MANIFEST, kind, manifest={**manifest, **design, "gold": []})
+        statistics[kind] = {frozenset((p.a_id, p.b_id)): pair_statistics(p) for p in pairs}
+    return statistics
+
+
+def _candidate_gold_entry(manifest: dict, pair, k: int, params: PrepareParameters) -> dict:
+    """Manifest entry of gold pair ``k``: the two candidates' own entries (their files), IDs and errors."""
+    entries = {c["id"]: c for c in manifest["candidates"]}
+
+    def files(item_id: str) -> dict:
+        return {key: value for key, value in entries[item_id].items() if key not in ("id", "source")}
+
+    return {"id": k, "better": files(pair.better), "worse": files(pair.worse),
+            "candidates": {"better": pair.better, "worse": pair.worse},
+            "errors": {"metric": "interpolation_error", **pair.errors},
+            "construction": {"method": "candidate pair", "margin": params.gold_margin,
+                             "min_difference": params.gold_min_difference,
+                             "chosen_by": "least separable from the design's pairs (stimuli.gold.choose_gold_pairs)"}}
 
 
 def _crop(image: np.ndarray, box) -> np.ndarray:
@@ -278,12 +353,12 @@ def _write_file(folder: Path, path: str, image: np.ndarray, params: PrepareParam
 
 
 def _write_item(folder: Path, reference: np.ndarray, image: np.ndarray, prefix: str, name: str, boxes,
-                params: PrepareParameters) -> tuple[dict, float]:
+                params: PrepareParameters) -> tuple[dict, dict[str, float]]:
     """Write one image as given and amplified, full and cropped, under ``<prefix>original/<name>.png``
     and the like: candidates and gold images alike. Returns the manifest entry (without ``id``) and
-    the amplified image's interpolation error."""
+    the amplified image's ``interpolation_error`` and ``gmsd``."""
     from .amplify import amplify_with_alpha
-    from .metrics import interpolation_error
+    from .metrics import gmsd, interpolation_error
 
     amplified, alpha_map = amplify_with_alpha(reference, image, params.alpha)
     entry = {"original": f"{prefix}original/{name}.png", "amplified": f"{prefix}amplified/{name}.png",
@@ -296,7 +371,7 @@ def _write_item(folder: Path, reference: np.ndarray, image: np.ndarray, prefix: 
         _write_file(folder, paths["original"], _crop(image, box), params)
         _write_file(folder, paths["amplified"], _crop(amplified, box), params)
         entry["crops"].append({"rank": box.rank, **paths})
-    return entry, interpolation_error(reference, amplified)
+    return entry, {"interpolation_error": interpolation_error(reference, amplified), "gmsd": gmsd(reference, amplified)}
 
 
 def _write_gold(scene: SceneImages, folder: Path, boxes, params: PrepareParameters, gold, k: int,
@@ -313,8 +388,9 @@ def _write_gold(scene: SceneImages, folder: Path, boxes, params: PrepareParamete
     """
     from .gold import GoldError
 
-    better, better_error = _write_item(folder, scene.reference, gold.better, f"gold/{k}/", "better", boxes, params)
-    worse, worse_error = _write_item(folder, scene.reference, gold.worse, f"gold/{k}/", "worse", boxes, params)
+    better, better_measures = _write_item(folder, scene.reference, gold.better, f"gold/{k}/", "better", boxes, params)
+    worse, worse_measures = _write_item(folder, scene.reference, gold.worse, f"gold/{k}/", "worse", boxes, params)
+    better_error, worse_error = better_measures["interpolation_error"], worse_measures["interpolation_error"]
     amplified = {"candidates": amplified_errors, "better": better_error, "worse": worse_error}
     best = min((e for e in amplified_errors.values() if e > 0), default=0.0)
     if not (worse_error > max(amplified_errors.values()) and better_error < best):
@@ -394,9 +470,9 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
                   alpha: float = 1.5, sigma: float = 20.0, zoom: float = 1.5, top_k: int = 3,
                   degree: int = 6, seed: int = 0, levels: int = 2, pad: int = 16,
                   min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3, compression: int = 3,
-                  gold_margin: float = 2.0, gold_better_scale: float = 0.5, gold_pairs: int = 6,
-                  reference: str | os.PathLike | None = None, scene_id: str | None = None,
-                  overwrite: bool = False, progress: bool = True) -> dict:
+                  gold_margin: float = DEFAULT_PAIR_MARGIN, gold_better_scale: float = 0.5, gold_pairs: int = 6,
+                  gold_min_difference: float = DEFAULT_MIN_DIFFERENCE, reference: str | os.PathLike | None = None,
+                  scene_id: str | None = None, overwrite: bool = False, progress: bool = True) -> dict:
     """Amplify, crop and design one scene into ``out_dir`` (layout in the module docstring).
 
     Parameters
@@ -411,13 +487,18 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
         Random ``degree``-regular pair design over the candidates, drawn with ``seed``;
         scenes with at most ``degree`` candidates get the full design (recorded as ``"kind": "full"``).
         ``seed`` also seeds the gold images' stochastic rounding.
-    gold_margin, gold_better_scale : float
-        The gold pairs (:func:`stimuli.gold.make_gold_pairs`): each worse image's error is at least
-        ``gold_margin`` times the worst candidate's; the first better image is the best candidate's
-        error scaled by ``gold_better_scale`` (the others stay below it). All are amplified and
-        cropped like candidates.
+    gold_margin, gold_min_difference : float
+        The gold pairs are pairs of the scene's candidates (:func:`stimuli.gold.eligible_gold_pairs`):
+        the worse one's IE and GMSD are at least ``gold_margin`` times the better one's (as given
+        and amplified), its IE at least ``gold_min_difference`` 8-bit grey levels above; among
+        those, :func:`stimuli.gold.choose_gold_pairs` takes the ones least separable from the
+        design's pairs.
+    gold_better_scale : float
+        Only for a scene without such a pair, whose gold images are then made of its candidates'
+        errors (:func:`stimuli.gold.make_gold_pairs`): the best candidate's error scaled by this.
     gold_pairs : int
-        Distinct gold pairs of the scene (0: none, so the study can have no quiz or hidden gold).
+        Distinct gold pairs of the scene (0: none, so the study can have no quiz or hidden gold);
+        fewer when fewer candidate pairs qualify.
     reference : str or path, optional
         Reference file (name inside the scene folder, or a path) when it is not ``reference.*``.
     scene_id : str, optional
@@ -440,7 +521,7 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
         an existing output. Nothing is written then.
     """
     params = PrepareParameters(alpha, sigma, zoom, top_k, levels, pad, tuple(min_size), aspect, degree, seed,
-                               compression, gold_margin, gold_better_scale, gold_pairs)
+                               compression, gold_margin, gold_better_scale, gold_pairs, gold_min_difference)
     params.validate()
     out_dir = Path(out_dir)
     inputs = [Path(scene)] if isinstance(scene, (str, os.PathLike)) else []
@@ -486,8 +567,30 @@ def prepare_study(scene_dirs: Sequence[str | os.PathLike], out: str | os.PathLik
             manifest = _write_scene(scene, staging / scene.scene_id, scene_params, progress)
             entries.append({"scene_id": scene.scene_id, "manifest": f"{scene.scene_id}/{MANIFEST}",
                             "n_candidates": len(scene.candidates), "n_pairs": len(manifest["design"]["pairs"]),
-                            "n_gold_pairs": len(manifest["gold"]),
+                            "n_gold_pairs": len(manifest["gold"]), "gold_method": _gold_method(manifest),
                             "design_seed": scene_seed, "source": str(folder)})
         top = {"schema_version": SCHEMA_VERSION, "kind": "study", "scenes": entries, "parameters": params.to_dict()}
         _write_json(staging / MANIFEST, top)
+        if any(entry["n_gold_pairs"] for entry in entries):
+            top["gold_separability"] = _separability(staging / MANIFEST)
+            _write_json(staging / MANIFEST, top)
     return top
+
+
+def _gold_method(manifest: dict) -> str | None:
+    """"candidates" (pairs of the scene's candidates), "synthetic" (made of their errors) or None."""
+    if not manifest["gold"]:
+        return None
+    return "candidates" if "candidates" in manifest["gold"][0] else "synthetic"
+
+
+def _separability(top_manifest: Path) -> dict:
+    """``{kind: {"statistic", "auc"}}``: how well the best single statistic a script computes from a
+    trial's files tells the study's gold pairs from its real ones (:mod:`stimuli.separability`)."""
+    from .separability import separability, shown_pairs
+
+    out = {}
+    for kind in ("amplified", "original"):
+        name, value = separability(shown_pairs(top_manifest, kind)).best
+        out[kind] = {"statistic": name, "auc": round(value, 4)}
+    return out

@@ -186,7 +186,7 @@ class _Stimuli:
     def make(self, *, may_replace: bool) -> str:
         """Prepare (or reuse) the stimuli; a line saying which. ``may_replace`` is false once a study
         shows them: a running study's images are never replaced."""
-        from .cmd_stimuli_prepare import prepare_scenes, prepared_summary
+        from .cmd_stimuli_prepare import echo_gold_report, prepare_scenes, prepared_summary
 
         if self.given_prepared:
             return f"{self.scenes} was prepared already: used as it is"
@@ -201,6 +201,7 @@ class _Stimuli:
             raise UserError(f"{self.scenes}: no images in its scene folders")
         click.echo(f"1/4 stimuli: preparing {len(fingerprint['files'])} images of {self.scenes} ...")
         manifest = prepare_scenes([self.scenes], self.manifest.parent, overwrite=True, seed=self.seed)
+        echo_gold_report(manifest)
         (self.folder / SOURCE_FILE).write_text(json.dumps(fingerprint, indent=1) + "\n")
         return f"prepared {prepared_summary(manifest)} -> {self.manifest.parent}"
 

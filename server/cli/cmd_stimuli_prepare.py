@@ -28,10 +28,16 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="Comparisons per candidate in the random regular pair design (full design for small scenes).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the pair designs and of the gold images' rounding.")
-@click.option("--gold-margin", default=2.0, show_default=True, type=float,
-              help="The worse gold image's error is at least this times the worst candidate's (> 1).")
+# Their defaults live in stimuli.gold (imported only when a command runs: it needs numpy).
+@click.option("--gold-margin", default=None, type=float,
+              help="A gold pair's worse candidate has at least this times the better one's error, by pixel "
+                   "error (IE) and by structure (GMSD), as given and amplified (> 1)  [default: 1.5]")
+@click.option("--gold-min-difference", default=None, type=float,
+              help="And its IE is at least this many grey levels (8-bit scale) above the better one's  "
+                   "[default: 8]")
 @click.option("--gold-better-scale", default=0.5, show_default=True, type=float,
-              help="The better gold image is the best candidate's error scaled by this (0..0.85].")
+              help="Only for a scene with no such pair (synthetic gold): the better gold image is the best "
+                   "candidate's error scaled by this (0..0.85].")
 @click.option("--gold-pairs", default=6, show_default=True, type=int,
               help="Distinct gold pairs per scene, so a worker need not meet one twice (0 = none: "
                    "then the study needs quiz_size = 0 and gold_rate = 0).")
@@ -39,22 +45,42 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="File name of the reference inside each scene folder [default: reference.<ext>].")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output folder.")
 def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma: float, zoom: float,
-                    top_k: int, levels: int, degree: int, seed: int, gold_margin: float,
+                    top_k: int, levels: int, degree: int, seed: int, gold_margin: float | None,
+                    gold_min_difference: float | None,
                     gold_better_scale: float, gold_pairs: int, reference: str | None, overwrite: bool) -> None:
     """Amplify artefacts, cut zoom crops and draw pair designs for SCENE_DIRS.
 
     A scene folder holds reference.<ext> and two or more candidate images of the
     same size (candidate ID = file stem). A folder of scene folders works too.
 
-    Each scene also gets gold (check) pairs made of its own candidates' errors,
-    amplified and cropped like them: a bad candidate's error scaled up (worse
-    image) against a good one's scaled down (better image), several distinct pairs
-    per scene (--gold-pairs). The reference itself is never a gold image.
+    Each scene also gets gold (check) pairs: pairs of its own candidates where one is
+    plainly worse (--gold-margin, --gold-min-difference), chosen so that their files'
+    sizes and errors look like the real pairs' (several per scene: --gold-pairs). A gold
+    trial shows the very files real trials show. The separability printed is the AUC of
+    the best single statistic a script could compute from the downloads, gold against
+    real pairs (0.5 = chance, 1 = told apart).
     """
+    rules = {key: value for key, value in (("gold_margin", gold_margin), ("gold_min_difference", gold_min_difference))
+             if value is not None}
     manifest = prepare_scenes(list(scene_dirs), out, reference=reference, overwrite=overwrite, alpha=alpha,
                               sigma=sigma, zoom=zoom, top_k=top_k, levels=levels, degree=degree, seed=seed,
-                              gold_margin=gold_margin, gold_better_scale=gold_better_scale, gold_pairs=gold_pairs)
+                              gold_better_scale=gold_better_scale, gold_pairs=gold_pairs, **rules)
     click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
+    echo_gold_report(manifest)
+
+
+def echo_gold_report(manifest: dict) -> None:
+    """Print how well a script could tell the prepared gold from real trials, and warn (on stderr)
+    about scenes whose gold had to be made of candidate errors (the tell-tale kind)."""
+    separable = manifest.get("gold_separability")
+    if separable:
+        figures = ", ".join(f"{kind} {v['auc']:.2f} ({v['statistic']})" for kind, v in separable.items())
+        click.echo(f"gold separability (AUC of the best single statistic, 0.5 = chance): {figures}")
+    synthetic = [scene["scene_id"] for scene in manifest["scenes"] if scene.get("gold_method") == "synthetic"]
+    if synthetic:
+        click.echo(f"warning: no candidate pair of {', '.join(synthetic)} is plain enough for gold: their gold "
+                   "images are made of candidate errors and easier to tell from real pairs "
+                   "(lower --gold-margin or --gold-min-difference, or add candidates)", err=True)
 
 
 def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None = None, overwrite: bool = False,

@@ -3,12 +3,21 @@
 Only files in the study's :class:`~server.stimulus_index.StimulusIndex` are served, under their
 opaque names; anything else (flow files, manifests, unreferenced files, path-style URLs, unknown
 studies) is the same plain 404, so the route cannot be used to probe for studies or files.
+
+A response tells no more than its bytes: no ``Content-Disposition`` (Flask's ``send_from_directory``
+would name the file, e.g. ``worse.png`` or ``zero_flow.png``), no ``Last-Modified`` or ``Expires``
+(file or request times), and an ``ETag`` that is a hash of the content (Flask's holds the file's
+mtime and a checksum of its real path), so conditional GETs (304) and ranges still work.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
-from flask import Blueprint, abort, current_app, send_from_directory
+import hashlib
+
+from flask import Blueprint, Response, abort, current_app, request
+from werkzeug.security import safe_join
 
 from ..db import db_session
 from ..models import Study
@@ -27,8 +36,32 @@ def stimulus_file(slug: str, name: str):
     path = index.path(name) if index is not None else None
     if path is None:
         abort(404)
-    # send_from_directory still refuses paths that would leave the root.
-    return send_from_directory(index.root, path, max_age=MAX_AGE, mimetype=content_type(name))
+    full = safe_join(str(index.root), path)  # still refuse a stored path that would leave the root
+    if full is None:
+        abort(404)
+    try:
+        data = Path(full).read_bytes()  # stimuli are images of at most a few MB
+    except OSError:
+        abort(404)
+    return content_response(data, content_type(name), request)
+
+
+def content_response(data: bytes, mimetype: str, incoming) -> Response:
+    """``data`` as a cacheable response whose only validator is its content's hash.
+
+    Answers ``If-None-Match`` with 304 and ``Range`` with 206, like ``send_file``, but sends none of
+    the headers that describe the file rather than its bytes (name, modification time, path checksum).
+    """
+    response = Response(data, mimetype=mimetype)
+    response.set_etag(content_etag(data))
+    response.cache_control.public = True
+    response.cache_control.max_age = MAX_AGE
+    return response.make_conditional(incoming, accept_ranges=True, complete_length=len(data))
+
+
+def content_etag(data: bytes) -> str:
+    """A strong validator made of the bytes alone: 128 bits of their BLAKE2b hash, hex."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def study_index(slug: str) -> StimulusIndex | None:

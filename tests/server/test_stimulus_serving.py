@@ -7,6 +7,8 @@ and unknown studies are all the same 404. Names survive restarts.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -36,7 +38,29 @@ def assert_serves(client, url: str, slug: str, path: Path) -> None:
     assert response.status_code == 200, url
     assert response.data == path.read_bytes(), f"{url} does not serve {path}"
     assert response.mimetype == "image/png"
-    assert "max-age=86400" in response.headers["Cache-Control"]
+    assert_headers_tell_nothing(response, path)
+
+
+# Every header a stimulus response may carry: none names the file, its path or a time of it.
+STIMULUS_HEADERS = {"Content-Type", "Content-Length", "ETag", "Cache-Control", "Accept-Ranges", "Date",
+                    "X-Content-Type-Options", "Referrer-Policy", "Content-Security-Policy"}
+
+
+def assert_headers_tell_nothing(response, path: Path) -> None:
+    """Every header of a stimulus response: the fixed set above, the ETag a hash of the bytes alone
+    (not the mtime or the path), no file name, path word, modification time or expiry date."""
+    data = path.read_bytes()
+    names = set(response.headers.keys())
+    assert names == STIMULUS_HEADERS, sorted(names ^ STIMULUS_HEADERS)
+    assert response.headers["Content-Type"] == "image/png"
+    assert response.headers["Content-Length"] == str(len(data))
+    assert response.headers["ETag"] == f'"{hashlib.blake2b(data, digest_size=16).hexdigest()}"'
+    assert response.headers["Cache-Control"] == "public, max-age=86400"
+    assert response.headers["Accept-Ranges"] == "bytes"
+    text = " ".join(f"{k}: {v}" for k, v in response.headers.items() if k != "Content-Security-Policy").lower()
+    assert path.stem.lower() not in text and path.name.lower() not in text
+    assert not [word for word in PATH_WORDS if word in text], text
+    assert str(int(path.stat().st_mtime)) not in text
 
 
 def study_row(app, slug: str) -> Study:
@@ -123,6 +147,66 @@ def worker_url(app, slug: str, path: str) -> str:
     """The URL a worker page shows for ``path`` (the naming rule, applied from outside the app)."""
     study = study_row(app, slug)
     return f"/stimuli/{slug}/{name_maker(study, app.config['SECRET_KEY'])(path)}"
+
+
+def test_validators_come_from_the_bytes_and_conditional_gets_still_work(app, demo_stimuli, tmp_path):
+    """ETags are content hashes: a new mtime changes nothing, a 304 answers a repeated GET, ranges
+    work, and two files with the same bytes under different names share one ETag (so it cannot tell
+    a path); gold and real trials' files alike."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(demo_stimuli / "prepared", copy / "prepared")
+    slug = create_test_study(app, copy, tmp_path, **SMALL_STUDY)
+    client = app.test_client()
+    root = Path(study_row(app, slug).stimulus_root)
+    state = WorkerClient(client, slug, platform="link").start()
+    trial = state["page"]["trials"][0]
+    paths = trial_paths(app, trial["trial_id"])
+    url, path = trial["left"]["full"], root / paths["left"][0]
+    first = client.get(url)
+    assert_headers_tell_nothing(first, path)
+    etag = first.headers["ETag"]
+
+    os.utime(path, (1_000_000_000, 1_000_000_000))  # another mtime, as a copy or a restore would give
+    again = client.get(url)
+    assert again.headers["ETag"] == etag and "Last-Modified" not in again.headers
+    cached = client.get(url, headers={"If-None-Match": etag})
+    assert cached.status_code == 304 and cached.data == b""
+    assert set(cached.headers.keys()) <= STIMULUS_HEADERS and cached.headers["ETag"] == etag
+    assert client.get(url, headers={"If-None-Match": '"0123"'}).status_code == 200
+    part = client.get(url, headers={"Range": "bytes=0-7"})
+    assert part.status_code == 206 and part.data == path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert part.headers["Content-Range"] == f"bytes 0-7/{path.stat().st_size}"
+
+    # The right image's file gets the left one's bytes: its ETag becomes the left one's.
+    other_url, other = trial["right"]["full"], root / paths["right"][0]
+    assert client.get(other_url).headers["ETag"] != etag
+    other.write_bytes(path.read_bytes())
+    assert client.get(other_url).headers["ETag"] == etag
+
+
+def test_gold_trials_show_only_urls_that_real_trials_show(app, study):
+    """A gold trial's images are candidates' files: every URL of a quiz (gold) trial is also the URL of
+    a candidate some real pair of the study shows, so neither a URL, a byte count nor the number of
+    times a URL recurs marks a trial as gold."""
+    from server.models import Stimulus, StudySet
+
+    client = app.test_client()
+    row = study_row(app, study)
+    name_of = name_maker(row, app.config["SECRET_KEY"])
+    with app.extensions["perceptlab.sessions"]() as session:
+        real = session.scalars(select(Pair).join(StudySet).where(StudySet.study_id == row.id, ~Pair.is_gold)).all()
+        shown = {stimulus_id for pair in real for stimulus_id in (pair.stimulus_a_id, pair.stimulus_b_id)}
+        real_urls = set()
+        for stimulus in session.scalars(select(Stimulus).where(Stimulus.id.in_(shown))):
+            real_urls.update(f"/stimuli/{study}/{name_of(p)}" for p in (stimulus.full, *stimulus.crops["paths"]))
+    state = WorkerClient(client, study, platform="link").start()
+    assert state["page"]["kind"] == "quiz" and len(state["page"]["trials"]) == 3
+    for trial in state["page"]["trials"]:
+        for side in ("left", "right"):
+            urls = [trial[side]["full"], *(crop["url"] for crop in trial[side]["crops"])]
+            assert set(urls) <= real_urls, trial["trial_id"]
 
 
 def test_unreferenced_files_path_urls_traversal_and_probing_404(app, study, demo_stimuli, tmp_path):
@@ -250,3 +334,26 @@ def test_every_motion_url_serves_its_file_and_flow_files_404(app, motion_clips, 
     for relative in hidden:
         assert client.get(f"/stimuli/{slug}/{name_of(relative)}").status_code == 404, relative
         assert client.get(f"/stimuli/{slug}/{relative}").status_code == 404, relative
+
+
+def test_rdk_dot_movies_carry_no_name_time_or_size_that_differs(app, motion_clips, tmp_path):
+    """The other worker-facing media: an RDK trial's dot movie has no file name, time or validator,
+    and every trial's movie has the same length whatever its direction and speed."""
+    slug = create_motion_study(app, motion_clips, tmp_path, **SMALL)
+    worker = MotionWorker(app, slug)
+    worker.start()
+    assert worker.calibrate().status_code == 200
+    state = worker.state()
+    assert state["stage"] == "rdk"
+    lengths, directions = set(), set()
+    for trial in state["trials"]:
+        response = worker.dots(trial["trial_id"])
+        assert response.status_code == 200
+        names = set(response.headers.keys())
+        assert names == {"Content-Type", "Content-Length", "Cache-Control", "X-Content-Type-Options",
+                         "Referrer-Policy", "Content-Security-Policy"}, names
+        assert response.headers["Content-Type"] == "application/octet-stream"
+        assert response.headers["Cache-Control"] == "private, max-age=86400, immutable"
+        lengths.add(response.headers["Content-Length"])
+        directions.add(worker.gt(trial["trial_id"]))
+    assert len(lengths) == 1 and len(directions) > 1

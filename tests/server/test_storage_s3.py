@@ -4,6 +4,7 @@ caching headers, skipping unchanged files, multipart), presigned and public URLs
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import shutil
@@ -157,6 +158,51 @@ def test_presigned_urls_fetch_identical_bytes_and_are_cached(s3, folder):
     for i in range(10):
         storage.url("demo", f"x{i}.png")
     assert len(storage._urls) == 3                       # bounded
+
+
+# Every header a presigned GET of a stimulus may carry (SeaweedFS's own included): none of them
+# names the file or its path, and the only time is the upload's (S3 always sends Last-Modified).
+S3_STIMULUS_HEADERS = {"accept-ranges", "cache-control", "content-length", "content-type", "etag", "last-modified",
+                       "date", "server", "vary", "x-amz-request-id", f"x-amz-meta-{MD5_METADATA}",
+                       "seaweed-x-amz-etag", "seaweed-x-amz-owner"}
+NAME_WORDS = ("gold", "better", "worse", "reference", "amplified", "original", "crops", "overview", "flow",
+              "farneback", "dis_", "scene", "demo_", "stimuli")
+
+
+def test_presigned_responses_carry_no_name_path_or_file_time(s3, folder):
+    """Every file a scene shows (candidate images, which gold pairs show too, reference, crops), fetched as a worker
+    fetches it: no Content-Disposition, no metadata but the content's MD5, an ETag from the bytes,
+    a Last-Modified that is the upload's moment and not the file's time; If-None-Match gives 304."""
+    import hashlib
+
+    old = datetime.datetime(2001, 9, 9, tzinfo=datetime.timezone.utc).timestamp()
+    for path in folder.rglob("*.png"):
+        os.utime(path, (old, old))
+    storage = _storage(s3)
+    shown = _shown(folder)
+    scene = next(p for p in folder.iterdir() if p.is_dir())
+    gold = json.loads((scene / "manifest.json").read_text())["gold"]  # pairs of candidates: their files
+    assert gold and {f"{scene.name}/{g[side]['amplified']}" for g in gold for side in ("better", "worse")} <= set(
+        shown.values())
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(seconds=1)
+    storage.upload_files(folder, "demo", shown, progress=False)
+    after = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+    for name, relative in shown.items():
+        data = (folder / relative).read_bytes()
+        md5 = hashlib.md5(data).hexdigest()
+        response = requests.get(storage.url("demo", name), timeout=10)
+        assert response.status_code == 200 and response.content == data
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        assert set(headers) <= S3_STIMULUS_HEADERS, sorted(set(headers) - S3_STIMULUS_HEADERS)
+        assert "content-disposition" not in headers
+        assert headers["etag"] == f'"{md5}"' and headers[f"x-amz-meta-{MD5_METADATA}"] == md5
+        modified = datetime.datetime.strptime(headers["last-modified"], "%a, %d %b %Y %H:%M:%S GMT")
+        assert before <= modified.replace(tzinfo=datetime.timezone.utc) <= after  # the upload, not 2001
+        text = " ".join(f"{k}: {v}" for k, v in headers.items()).lower()
+        stem = Path(relative).stem.lower()
+        assert stem not in text and not [w for w in NAME_WORDS if w in text], (relative, text)
+        cached = requests.get(storage.url("demo", name), headers={"If-None-Match": headers["etag"]}, timeout=10)
+        assert cached.status_code == 304 and cached.content == b""
 
 
 def test_tampered_and_expired_urls_are_refused(s3, folder, monkeypatch):

@@ -273,7 +273,9 @@ def test_a_single_scene_manifest_and_duplicate_scenes(study_dir, demo_stimuli, d
 
 
 @pytest.mark.parametrize("shown", ["amplified", "original"])
-def test_gold_pairs_show_their_own_files_never_the_reference(study_dir, demo_stimuli, database, shown):
+def test_gold_pairs_show_candidates_files_never_the_reference(study_dir, demo_stimuli, database, shown):
+    """A gold pair's two stimuli are two of the set's candidates' files (a gold trial shows what real
+    trials show), never the reference's; the pairs differ."""
     import json
 
     from server.paradigms.paired_study import gold_item_ids
@@ -302,8 +304,14 @@ def test_gold_pairs_show_their_own_files_never_the_reference(study_dir, demo_sti
             assert stimulus.full != study_set.reference["full"]
             assert (root / stimulus.full).read_bytes() != (root / study_set.reference["full"]).read_bytes()
             assert not set(stimulus.crops["paths"]) & set(study_set.reference["crops"])
-    shown_files = [(root / b.full).read_bytes() for pair in sides for b in pair]
-    assert len(set(shown_files)) == 2 * N_GOLD  # no two gold images are the same file or the same bytes
+            candidate = session_candidate(sessions, entries["candidates"][side])
+            assert (stimulus.full, stimulus.crops) == (candidate.full, candidate.crops)
+    assert len({frozenset((better.full, worse.full)) for better, worse in sides}) == N_GOLD
+
+
+def session_candidate(sessions, item_id: str) -> Stimulus:
+    with sessions() as session:
+        return session.scalar(select(Stimulus).where(Stimulus.item_id == item_id, Stimulus.kind == "candidate"))
 
 
 def test_manifest_with_the_old_blurred_gold_is_refused(study_dir, demo_stimuli, tmp_path, database):
@@ -333,15 +341,18 @@ def _rewrite_gold(scene: Path, gold) -> str:
 
 
 def test_schema_2_single_gold_pair_is_read_as_one(study_dir, demo_stimuli, tmp_path, database):
+    import json
+
     _, sessions = database
-    path = _rewrite_gold(_scene_copy(demo_stimuli, tmp_path), lambda pairs: {k: v for k, v in pairs[2].items()
-                                                                                  if k != "id"})
+    scene = _scene_copy(demo_stimuli, tmp_path)
+    third = json.loads((scene / "manifest.json").read_text())["gold"][2]
+    path = _rewrite_gold(scene, lambda pairs: {k: v for k, v in pairs[2].items() if k != "id"})
     store(sessions, read_study_file(write(study_dir, f'[study]\nslug = "v2"\nmanifests = ["{path}"]\n')))
     with sessions() as session:
         pair = session.scalar(select(Pair).where(Pair.is_gold))
         better = session.get(Stimulus, pair.gold_winner_id)
     assert count(sessions, Pair, Pair.is_gold) == 1 and better.item_id == "__gold_better_1__"
-    assert better.full.endswith("gold/3/amplified/better.png")
+    assert better.full.endswith(third["better"]["amplified"])
 
 
 def test_stimuli_without_gold_need_a_study_without_quiz_and_hidden_gold(study_dir, demo_stimuli, tmp_path, database):

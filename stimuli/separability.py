@@ -1,0 +1,227 @@
+"""How well a script tells gold trials from real ones by what it downloads.
+
+A paired-comparison trial shows three images, each full and as zoom crops: the reference and two
+candidates (a random one on each side). A script sees their bytes (and so their sizes, the
+``Content-Length``), decodes them (dimensions, crop geometry) and can compare each side with the
+reference (errors). Headers tell nothing more (``server/views/stimuli.py``). This module computes,
+for every real pair of a prepared study and every gold pair, the statistics such a script can
+compute from those files, and the AUC of each as a gold-vs-real classifier:
+
+``AUC = P(statistic of a gold trial > that of a real trial)`` (ties count half), reported as
+``max(AUC, 1 - AUC)`` since a script may use either direction; 0.5 is chance, 1.0 a perfect
+separation. Every statistic is symmetric in the two sides (which side a candidate lands on is
+random), except that the "larger file is the worse image" indicator pairs them up.
+
+Real trials are spread evenly over a set's design pairs (each gets ``votes_per_pair``), gold trials
+evenly over the gold pairs, so the AUC over pairs is the AUC over trials when the scenes have equal
+numbers of pairs (as the demo and ``stimuli prepare`` output with equal candidate counts do).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+#: The statistics, by name: what a script computes from a trial's downloads.
+STATISTICS = (
+    "full_bytes_small", "full_bytes_large", "full_bytes_ratio", "full_bytes_sum",
+    "crop_bytes_small", "crop_bytes_large", "crop_bytes_ratio",
+    "width", "height", "crop_count", "crop_width", "crop_height",
+    "error_low", "error_high", "error_ratio", "error_difference",
+    "crop_error_low", "crop_error_high", "crop_error_ratio",
+    "larger_file_is_worse", "larger_crop_is_worse",
+)
+
+
+_CHUNK = 1 << 22  # comparisons per block in auc_matrix
+
+
+@dataclass(frozen=True)
+class ShownImage:
+    """One side of a trial as files: the full image and its crops (absolute paths)."""
+
+    full: Path
+    crops: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class ShownPair:
+    """A pair as a worker's browser gets it."""
+
+    scene: str
+    is_gold: bool
+    reference: ShownImage
+    a: ShownImage
+    b: ShownImage
+    a_id: str = ""
+    b_id: str = ""
+
+
+def shown_pairs(path: str | os.PathLike, stimulus: str = "amplified", manifest: Mapping | None = None
+                ) -> list[ShownPair]:
+    """Every design pair and gold pair of a prepared study (or scene), as the files a trial shows.
+
+    Parameters
+    ----------
+    path : path
+        A study's top-level ``manifest.json`` or one scene's (``stimuli prepare`` output).
+    stimulus : {"amplified", "original"}
+        Which images the study shows (its ``[design] stimulus``).
+    manifest : mapping, optional
+        The scene manifest's content, when it is not (yet) the file at ``path``.
+    """
+    path = Path(path)
+    data = manifest if manifest is not None else json.loads(path.read_text())
+    if data.get("kind") == "study":
+        return [pair for entry in data["scenes"] for pair in shown_pairs(path.parent / entry["manifest"], stimulus)]
+    folder = path.parent
+
+    def image(entry: Mapping) -> ShownImage:
+        crops = sorted(entry["crops"], key=lambda c: c["rank"])
+        return ShownImage(folder / entry[stimulus], tuple(folder / c[stimulus] for c in crops))
+
+    reference = ShownImage(folder / data["reference"]["path"], tuple(folder / p for p in data["reference"]["crops"]))
+    candidates = {c["id"]: image(c) for c in data["candidates"]}
+    scene = data["scene_id"]
+    pairs = [ShownPair(scene, False, reference, candidates[a], candidates[b], a, b) for a, b in data["design"]["pairs"]]
+    for gold in data.get("gold") or []:
+        ids = gold.get("candidates", {})
+        pairs.append(ShownPair(scene, True, reference, image(gold["better"]), image(gold["worse"]),
+                               ids.get("better", ""), ids.get("worse", "")))
+    return pairs
+
+
+def _version(path: Path) -> tuple[Path, int, int]:
+    """A cache key that changes when the file does (prepare may rewrite a path)."""
+    stat = path.stat()
+    return path, stat.st_mtime_ns, stat.st_size
+
+
+def _decoded(path: Path) -> np.ndarray:
+    return _decoded_version(_version(path))
+
+
+@lru_cache(maxsize=1024)
+def _decoded_version(version: tuple[Path, int, int]) -> np.ndarray:
+    from .io import read_image
+
+    return read_image(version[0])
+
+
+def _error(reference: Path, image: Path) -> float:
+    return _error_versions(_version(reference), _version(image))
+
+
+@lru_cache(maxsize=1 << 14)
+def _error_versions(reference: tuple[Path, int, int], image: tuple[Path, int, int]) -> float:
+    from .metrics import interpolation_error
+
+    return interpolation_error(_decoded_version(reference), _decoded_version(image))
+
+
+def _crop_error(reference: ShownImage, image: ShownImage) -> float:
+    """RMS error over all crops together (what a script comparing the zoomed views computes)."""
+    total = count = 0.0
+    for ref, crop in zip(reference.crops, image.crops):
+        total += _error(ref, crop) ** 2 * _decoded(ref).shape[0] * _decoded(ref).shape[1]
+        count += _decoded(ref).shape[0] * _decoded(ref).shape[1]
+    return float(np.sqrt(total / count)) if count else 0.0
+
+
+def _ratio(low: float, high: float) -> float:
+    return high / low if low > 0 else np.inf
+
+
+def pair_statistics(pair: ShownPair) -> dict[str, float]:
+    """The :data:`STATISTICS` of one pair, computed from its files alone."""
+    sizes = [pair.a.full.stat().st_size, pair.b.full.stat().st_size]
+    crop_sizes = [sum(p.stat().st_size for p in side.crops) for side in (pair.a, pair.b)]
+    errors = [_error(pair.reference.full, side.full) for side in (pair.a, pair.b)]
+    crop_errors = [_crop_error(pair.reference, side) for side in (pair.a, pair.b)]
+    height, width = _decoded(pair.a.full).shape[:2]
+    first_crop = _decoded(pair.a.crops[0]).shape[:2] if pair.a.crops else (0, 0)
+    larger, larger_crop = int(np.argmax(sizes)), int(np.argmax(crop_sizes))
+    return {
+        "full_bytes_small": min(sizes), "full_bytes_large": max(sizes),
+        "full_bytes_ratio": _ratio(min(sizes), max(sizes)), "full_bytes_sum": sum(sizes),
+        "crop_bytes_small": min(crop_sizes), "crop_bytes_large": max(crop_sizes),
+        "crop_bytes_ratio": _ratio(min(crop_sizes), max(crop_sizes)),
+        "width": width, "height": height, "crop_count": len(pair.a.crops),
+        "crop_width": first_crop[1], "crop_height": first_crop[0],
+        "error_low": min(errors), "error_high": max(errors), "error_ratio": _ratio(min(errors), max(errors)),
+        "error_difference": max(errors) - min(errors),
+        "crop_error_low": min(crop_errors), "crop_error_high": max(crop_errors),
+        "crop_error_ratio": _ratio(min(crop_errors), max(crop_errors)),
+        "larger_file_is_worse": float(errors[larger] >= errors[1 - larger]),
+        "larger_crop_is_worse": float(crop_errors[larger_crop] >= crop_errors[1 - larger_crop]),
+    }
+
+
+def auc_matrix(gold: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """``out[i, j]``: the share of real rows below gold row ``i`` in column ``j`` (ties count half).
+
+    The AUC of column ``j`` for a set of gold rows is the mean of their ``out[:, j]``.
+
+    Parameters
+    ----------
+    gold : ndarray, shape (G, S)
+    real : ndarray, shape (R, S), R >= 1
+    """
+    gold, real = np.asarray(gold, float), np.asarray(real, float)
+    if not len(real):
+        raise ValueError("need at least one real value")
+    out = np.empty(gold.shape)
+    step = max(1, _CHUNK // max(1, real.size))  # gold rows per block: bounded memory for big scenes
+    for start in range(0, len(gold), step):
+        block = gold[start:start + step, None, :]
+        out[start:start + step] = (real[None] < block).mean(axis=1) + 0.5 * (real[None] == block).mean(axis=1)
+    return out
+
+
+def auc(gold: Sequence[float], real: Sequence[float]) -> float:
+    """``P(gold > real) + P(gold == real) / 2`` over all gold-real combinations (Mann-Whitney)."""
+    gold, real = np.asarray(gold, float), np.asarray(real, float)
+    if not len(gold) or not len(real):
+        raise ValueError("need at least one gold and one real value")
+    return float(auc_matrix(gold[:, None], real[:, None]).mean())
+
+
+@dataclass(frozen=True)
+class Separability:
+    """The AUC of each statistic (folded to >= 0.5) and the best one."""
+
+    aucs: dict[str, float]
+    n_gold: int
+    n_real: int
+
+    @property
+    def best(self) -> tuple[str, float]:
+        """(statistic, AUC) of the statistic that separates gold from real pairs best."""
+        name = max(self.aucs, key=self.aucs.get)
+        return name, self.aucs[name]
+
+    def table(self) -> str:
+        """The statistics by AUC, best first, one line each."""
+        rows = sorted(self.aucs.items(), key=lambda kv: -kv[1])
+        return "\n".join(f"  {name:<22} {value:.3f}" for name, value in rows)
+
+
+def separability(pairs: Iterable[ShownPair]) -> Separability:
+    """The AUC of every statistic of :data:`STATISTICS`, gold pairs against real ones."""
+    rows = [(pair.is_gold, pair_statistics(pair)) for pair in pairs]
+    gold = [stats for is_gold, stats in rows if is_gold]
+    real = [stats for is_gold, stats in rows if not is_gold]
+    aucs = {}
+    for name in STATISTICS:
+        value = auc([s[name] for s in gold], [s[name] for s in real])
+        aucs[name] = max(value, 1.0 - value)
+    return Separability(aucs, len(gold), len(real))
+
+
+__all__ = ["STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix", "pair_statistics",
+           "separability", "shown_pairs"]

@@ -1,0 +1,101 @@
+"""Gold trials cannot be picked out by what a script computes from a trial's downloads
+(stimuli.separability): on the demo study and on a generated JPEG/blur/noise study, the best single
+statistic's AUC, gold against real pairs, stays at or below 0.75; gold made of scaled candidate
+errors (the old gold, now only a fallback) is told apart perfectly."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from stimuli.distortions import build_distortion_scenes
+from stimuli.io import read_image
+from stimuli.metrics import interpolation_error
+from stimuli.prepare import prepare_study
+from stimuli.separability import STATISTICS, auc, pair_statistics, separability, shown_pairs
+
+MAX_AUC = 0.75
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A generated image-quality study: 4 scikit-image pictures x 10 JPEG, blur and noise candidates,
+    prepared with the defaults (the benchmark's second study)."""
+    root = tmp_path_factory.mktemp("generated")
+    build_distortion_scenes(root / "scenes", n_scenes=4)
+    prepare_study([root / "scenes"], root / "prepared", progress=False)
+    return root / "prepared"
+
+
+def test_auc_counts_pairs_and_ties():
+    assert auc([3, 4], [1, 2]) == 1.0 and auc([1, 2], [3, 4]) == 0.0
+    assert auc([2], [1, 2, 3]) == pytest.approx((1 + 0.5) / 3)
+    assert auc([np.inf], [np.inf, 1.0]) == 0.75
+    with pytest.raises(ValueError):
+        auc([], [1.0])
+
+
+def test_statistics_are_those_of_the_files(demo_stimuli):
+    """Sizes are the files' byte counts, errors the IE of the decoded file against the reference's."""
+    pair = next(p for p in shown_pairs(demo_stimuli / "prepared" / "manifest.json") if p.is_gold)
+    stats = pair_statistics(pair)
+    assert set(stats) == set(STATISTICS)
+    sizes = sorted(len(side.full.read_bytes()) for side in (pair.a, pair.b))
+    assert (stats["full_bytes_small"], stats["full_bytes_large"]) == tuple(sizes)
+    assert stats["full_bytes_ratio"] == pytest.approx(sizes[1] / sizes[0])
+    reference = read_image(pair.reference.full)
+    errors = sorted(interpolation_error(reference, read_image(side.full)) for side in (pair.a, pair.b))
+    assert (stats["error_low"], stats["error_high"]) == pytest.approx(errors)
+    assert (stats["width"], stats["height"]) == (reference.shape[1], reference.shape[0])
+    assert stats["crop_count"] == len(pair.reference.crops) >= 1
+
+
+@pytest.mark.parametrize("kind", ["amplified", "original"])
+def test_demo_gold_is_not_separable_from_real_pairs(demo_stimuli, kind):
+    manifest = demo_stimuli / "prepared" / "manifest.json"
+    result = separability(shown_pairs(manifest, kind))
+    assert (result.n_gold, result.n_real) == (24, 132)
+    name, value = result.best
+    assert value <= MAX_AUC, (name, value, result.table())
+    # prepare records the same figure in the study's manifest (and the CLI prints it).
+    recorded = json.loads(manifest.read_text())["gold_separability"][kind]
+    assert recorded == {"statistic": name, "auc": round(value, 4)}
+
+
+@pytest.mark.parametrize("kind", ["amplified", "original"])
+def test_generated_study_gold_is_not_separable_from_real_pairs(generated, kind):
+    result = separability(shown_pairs(generated / "manifest.json", kind))
+    assert (result.n_gold, result.n_real) == (24, 120)
+    name, value = result.best
+    assert value <= MAX_AUC, (name, value, result.table())
+
+
+def test_gold_made_of_scaled_errors_is_told_apart(demo_stimuli, tmp_path):
+    """The measure is not blind: gold images made for the purpose (a margin no candidate pair
+    reaches forces them) are separated perfectly by their file sizes alone."""
+    prepare_study([demo_stimuli / "scenes"], tmp_path / "synthetic", gold_margin=1e9, progress=False)
+    result = separability(shown_pairs(tmp_path / "synthetic" / "manifest.json"))
+    assert result.aucs["full_bytes_large"] == 1.0 and result.aucs["error_ratio"] == 1.0
+
+
+def _png_chunks(data: bytes) -> list[str]:
+    import struct
+
+    chunks, offset = [], 8
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        chunks.append(data[offset + 4:offset + 8].decode("ascii"))
+        offset += 12 + length
+    return chunks
+
+
+def test_shown_files_carry_no_metadata_beyond_their_pixels(demo_stimuli):
+    """Every file a demo trial shows is encoded alike: header, image data, end; no text, time or
+    other chunk whose bytes could differ between kinds of images."""
+    files = {path for pair in shown_pairs(demo_stimuli / "prepared" / "manifest.json")
+             for side in (pair.reference, pair.a, pair.b) for path in (side.full, *side.crops)}
+    assert len(files) >= 4 * 2 * 12  # 4 scenes: reference and 11 candidates, full and cropped
+    for path in files:
+        chunks = _png_chunks(path.read_bytes())
+        assert chunks[0] == "IHDR" and chunks[-1] == "IEND" and set(chunks[1:-1]) == {"IDAT"}, (path, chunks)
