@@ -218,7 +218,7 @@ def votes_csv(slug: str):
     study = _study(slug)
     raw = _flag("raw_worker_ids")
     rows = exports.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not _flag("no_gold"),
-                                salt=_salt(study, raw))
+                                salt=_salt(study, raw), include_pilot=_flag("include_pilot"))
     return _csv(exports.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
 
 
@@ -227,7 +227,8 @@ def votes_csv(slug: str):
 def workers_csv(slug: str):
     study = _study(slug)
     raw = _flag("raw_worker_ids")
-    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings())
+    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings(),
+                                       include_pilot=_flag("include_pilot"))
     return _csv(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
 
 
@@ -260,7 +261,8 @@ def motion_csv(slug: str, name: str):
     if name not in paradigm.downloads:
         abort(404, description=f"There is no {name} for study {slug!r}.")
     raw = _flag("raw_worker_ids")
-    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw))
+    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw),
+                                include_pilot=_flag("include_pilot"))
     return _csv(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
 
 
@@ -328,14 +330,14 @@ def active_assignments(session, study: Study) -> int:
             .where(answers.study_id == study.id).group_by(answers.assignment_id).subquery())
     return int(session.scalar(
         select(func.count()).select_from(Assignment).outerjoin(last, last.c.assignment_id == Assignment.id)
-        .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES),
+        .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES), ~Assignment.pilot,
                func.coalesce(last.c.at, Assignment.created_at) > cutoff)))
 
 
 def pair_fill(session, study_id: int) -> list[dict]:
     """Per set: items, pairs, votes against the target, min/median/max votes per pair and a histogram."""
-    counts = (select(Vote.pair_id, func.count().label("n")).where(Vote.study_id == study_id)
-              .group_by(Vote.pair_id).subquery())
+    counts = (select(Vote.pair_id, func.count().label("n")).join(Assignment, Assignment.id == Vote.assignment_id)
+              .where(Vote.study_id == study_id, ~Assignment.pilot).group_by(Vote.pair_id).subquery())
     rows = session.execute(
         select(StudySet.name, Pair.target_votes, func.coalesce(counts.c.n, 0))
         .join(Pair, Pair.set_id == StudySet.id).outerjoin(counts, counts.c.pair_id == Pair.id)

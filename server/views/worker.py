@@ -16,6 +16,7 @@ from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info,
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
+from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
 from .entry_limit import admit_from_request
@@ -43,11 +44,16 @@ def entry(slug: str):
                                time_estimate=_time_estimate(session, study),
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
+    pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
     try:
         if "assignmentId" in args:
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
+                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request,
+                                           pilot=pilot)
+        elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
+            assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None,
+                                           admit_new=admit_from_request, pilot=pilot)
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
