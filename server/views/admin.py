@@ -75,7 +75,14 @@ def _error(exc: HTTPException):
 
 @bp.context_processor
 def _template_globals():
-    return {"csrf_token": auth.csrf_token}
+    return {"csrf_token": auth.csrf_token, "preview_url": _preview_url}
+
+
+def _preview_url(slug: str) -> str:
+    """The study's preview link (server/pilot.py): each visit is a new pilot participant."""
+    from ..pilot import preview_link
+
+    return preview_link(current_app.config["SECRET_KEY"], slug, request.script_root)
 
 
 # ---------------------------------------------------------------- login
