@@ -41,7 +41,7 @@ WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
-RECRUITER_COLUMNS = ("completion_status", "completion_code")
+RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
 
 
 # ---------------------------------------------------------------- pseudonyms
@@ -162,6 +162,8 @@ def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False
     for worker_id, stage, pages, environment in session.execute(
             select(Assignment.worker_id, Assignment.stage, Assignment.pages_completed, Assignment.environment)
             .where(Assignment.study_id == study_id).order_by(Assignment.id)):
+        if worker_id not in stats:  # a pilot's
+            continue
         s = stats[worker_id]
         s["stage"], s["assignments"], s["pages"] = stage, s["assignments"] + 1, s["pages"] + pages
         s["environment"] = environment or s["environment"]
@@ -169,11 +171,13 @@ def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False
     for worker_id, n in session.execute(
             select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
             .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
-        stats[worker_id]["n_votes"] = int(n)
+        if worker_id in stats:
+            stats[worker_id]["n_votes"] = int(n)
     for worker_id, is_quiz, correct, total in session.execute(
             select(GoldResult.worker_id, GoldResult.is_quiz, func.sum(case((GoldResult.correct, 1), else_=0)),
                    func.count()).join(Worker, GoldResult.worker_id == Worker.id)
-            .where(Worker.study_id == study_id).group_by(GoldResult.worker_id, GoldResult.is_quiz)):
+            .where(Worker.study_id == study_id, pilot_filter(include_pilot))
+            .group_by(GoldResult.worker_id, GoldResult.is_quiz)):
         prefix = "quiz" if is_quiz else "gold"
         stats[worker_id][f"{prefix}_correct"] = int(correct or 0)
         stats[worker_id][f"{prefix}_total"] = int(total)
@@ -231,8 +235,9 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
     recruited = {worker_label(p.external_id, salt): p for p in latest_per_worker(participants(session, study)).values()}
     pay = {worker_label(raw, salt): values
            for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}
-    records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])), **pay.get(record["worker_id"], {})}
-               for record in records]
+    unpaid = dict.fromkeys(wages.WORKER_COLUMNS, "")  # a pilot's: no wage counts them
+    records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
+                **pay.get(record["worker_id"], unpaid)} for record in records]
     return table_csv(tuple(columns) + RECRUITER_COLUMNS + wages.WORKER_COLUMNS, records), len(records)
 
 
@@ -240,8 +245,8 @@ def recruiter_columns(participant) -> dict[str, Any]:
     """workers.csv's recruiter columns of one worker's latest assignment (:class:`server.codes.Participant`):
     its platform (``prolific`` for a Prolific study's links), completion status and the code it was given."""
     if participant is None:
-        return {"completion_status": "", "completion_code": ""}
-    return {"platform": participant.platform, "completion_status": participant.status,
+        return {"completion_status": "", "completion_code": "", "pilot": ""}
+    return {"platform": participant.platform, "completion_status": participant.status, "pilot": int(participant.pilot),
             "completion_code": participant.code or ""}
 
 
