@@ -105,6 +105,26 @@ def participants(session: Session, study: Study) -> list[Participant]:
     return out
 
 
+_STEP_LABELS = {"consent": "reading the consent", "instructions": "reading the instructions", "quiz": "in the quiz",
+                "trials": "answering a page", "page_done": "between pages"}
+
+
+def worker_state(status: str, stage: str | None) -> str:
+    """One status of a worker for the dashboard, from the worker's status (turned away or not) and their
+    latest assignment's stage: "disqualified", "stopped", "completed", "study full", "not started" or
+    "in progress: <step>" (a worker is "active" until turned away, also after completing: shown as two
+    columns, "active" beside "completed" read as a contradiction). Motion steps keep their stage names."""
+    if status != "active":
+        return status
+    if stage is None:
+        return "not started"
+    if stage == "completed":
+        return "completed"
+    if stage == "full":
+        return "study full"
+    return f"in progress: {_STEP_LABELS.get(stage, stage)}"
+
+
 def latest_per_worker(rows: list[Participant]) -> dict[int, Participant]:
     """Worker row ID -> the worker's latest assignment (for one-row-per-worker tables such as workers.csv)."""
     return {p.worker_db_id: p for p in rows}

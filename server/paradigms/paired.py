@@ -723,14 +723,18 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     elif assignment.stage in TERMINAL_STAGES:
         ended = as_object(session, assignment)
         message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
+    progress = {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
+                "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
+                "bonus_per_page": spec.bonus_per_page}
+    if assignment.stage == Stage.PAGE_DONE:  # whether "continue" would find a page: never offer one that is not there
+        progress["next_page"] = PARADIGM.work_left(session, study_ref(session, assignment.study_id),
+                                                   assignment.worker_id)
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
         "message": message,
         "page": page_data,
-        "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
-                     "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
-                     "bonus_per_page": spec.bonus_per_page},
+        "progress": progress,
         "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
                    "min_image_scale": spec.min_image_scale},
         "completion": completion,

@@ -33,7 +33,7 @@ from flask import (Blueprint, Response, abort, current_app, jsonify, make_respon
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from .. import auth, exports, live_scales, wages
+from .. import auth, codes, exports, live_scales, wages
 from ..db import db_session
 from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
@@ -374,7 +374,9 @@ def _fill_record(name: str, pairs: list[tuple[int, int]]) -> dict:
 
 
 def _workers(session, study: Study, *, raw: bool) -> list[dict]:
-    """The workers table: pseudonym (raw ID only when asked), stage, pages, votes, gold, quiz, TPR, kept."""
+    """The workers table: pseudonym (raw ID only when asked), one status (``state``:
+    :func:`server.codes.worker_state`; ``status`` and ``stage`` stay for API readers), pages, votes, gold,
+    quiz, TPR, kept."""
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
     snapshot = session.get(ScaleSnapshot, study.id)
     screened = snapshot.payload.get("workers", {}) if snapshot else {}
@@ -382,7 +384,9 @@ def _workers(session, study: Study, *, raw: bool) -> list[dict]:
     for s in exports.worker_stats(session, study.id):
         scores = screened.get(str(s["db_id"]), {})
         record = {"worker_id": exports.pseudonym(salt, s["raw_id"]), "platform": s["platform"],
-                  "status": s["status"], "stage": s["stage"], "pages": s["pages"], "n_votes": s["n_votes"],
+                  "status": s["status"], "stage": s["stage"],
+                  "state": codes.worker_state(s["status"], s["stage"]),
+                  "pages": s["pages"], "n_votes": s["n_votes"],
                   "gold_correct": s["gold_correct"], "gold_total": s["gold_total"],
                   "gold_accuracy": s["gold_correct"] / s["gold_total"] if s["gold_total"] else None,
                   "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
