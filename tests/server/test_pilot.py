@@ -14,7 +14,7 @@ import uuid
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server import exports, live_scales, wages
+from server import auth, exports, live_scales, wages
 from server.cli import cli
 from server.models import Assignment, Page, Pair, Study, StudySet, Vote, Worker
 from server.paradigms.paired import study_progress
@@ -23,7 +23,6 @@ from server.pilot import mark_pilot, pilot_signature
 from server.worker_time import assignment_times, time_estimate
 
 from .conftest import WorkerClient, held_count_problems
-from .test_admin import admin, user  # noqa: F401 - fixtures
 
 SECRET = "test-secret"  # make_test_app's secret key
 
@@ -272,7 +271,21 @@ def test_reset_and_delete_of_a_pilot_only_study_need_no_force(app, study, demo_s
     assert study in listed.output and "doomed" not in listed.output
 
 
-def test_the_dashboard_marks_pilots_and_links_the_preview(app, study, admin):  # noqa: F811
+def _logged_in(app):
+    """A test client logged in as an experimenter."""
+    password = "correct horse battery staple"
+    with app.extensions["perceptlab.sessions"]() as session:
+        auth.create_user(session, "alice", password)
+        session.commit()
+    client = app.test_client()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/admin/login").get_data(as_text=True))[1]
+    assert client.post("/admin/login", data={"username": "alice", "password": password,
+                                             "csrf_token": token}).status_code == 303
+    return client
+
+
+def test_the_dashboard_marks_pilots_and_links_the_preview(app, study):
+    admin = _logged_in(app)
     _complete(WorkerClient(app.test_client(), study, worker_id="WDASH1"))
     salt = exports.study_salt(SECRET, study)
     page = admin.get(f"/admin/studies/{study}")
