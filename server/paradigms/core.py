@@ -604,6 +604,10 @@ class Paradigm:
             return assignment.worker.status_reason
         return None
 
+    def instructions(self, session: Session, study: Study, spec) -> str:
+        """The instructions page's text (default: the study file's ``[texts] instructions``)."""
+        return spec.instructions
+
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
         """What the HIT preview and the instructions show as an example (template variables)."""
         return {"example": None, "clip_example": None}

@@ -874,6 +874,14 @@ class PairedComparison(Paradigm):
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         return stimulus_paths(session, study)
 
+    def instructions(self, session: Session, study: Study, spec: StudySpec) -> str:
+        """The study's instructions; the default ones without their sentence about the zoom crops when no
+        set has any (prepared with ``--top-k 0``, or every crop would have covered most of its image)."""
+        if spec.instructions == paired_study.default_instructions(spec.stimulus) and not any(
+                study_set.crops.get("boxes") for study_set in study.sets):
+            return paired_study.default_instructions(spec.stimulus, crops=False)
+        return spec.instructions
+
     def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True,
                include_pilot: bool = False) -> StudyExport:
         """votes.csv, the input of ``perceptlab analyze`` (quiz and hidden gold votes unless ``include_gold``

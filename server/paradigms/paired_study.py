@@ -298,8 +298,6 @@ def create_study(session: Session, spec: StudySpec) -> Study:
                                    "set [quality] quiz_size = 0 and gold_rate = 0")
     root = stimulus_root(spec)
     config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
-    if spec.instructions == default_instructions(spec.stimulus) and not any(m.get("crops") for _, m in scenes):
-        config["instructions"] = default_instructions(spec.stimulus, crops=False)  # no crops to point at
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     rng = np.random.default_rng(spec.seed)

@@ -98,7 +98,8 @@ def stage_page(token: str):
         return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
-        return render_template("instructions.html", paragraphs=_paragraphs(spec.instructions),
+        text = paradigm.instructions(session, study, spec)  # e.g. no word of crops a study does not have
+        return render_template("instructions.html", paragraphs=_paragraphs(text),
                                example=paradigm.examples(session, study)["example"], **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (trials.html, motion.html)
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",

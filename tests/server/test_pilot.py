@@ -290,6 +290,10 @@ def test_the_dashboard_marks_pilots_and_links_the_preview(app, study):
     salt = exports.study_salt(SECRET, study)
     page = admin.get(f"/admin/studies/{study}")
     assert f'href="/s/{study}?pilot={pilot_signature(SECRET, study)}"' in page.get_data(as_text=True)
+    # One status per worker (a worker stays "active" until turned away: shown beside "completed", read as a
+    # contradiction).
+    (shown,) = admin.get(f"/admin/api/studies/{study}/summary").json["workers"]
+    assert (shown["status"], shown["stage"], shown["state"]) == ("active", "completed", "completed")
     listing = admin.get(f"/admin/studies/{study}/participants").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', listing)[1]
     answer = admin.post(f"/admin/studies/{study}/participants/pilot",
