@@ -290,7 +290,8 @@ def compute_snapshot(session: Session, study_id: int, *, bootstrap: int = DEFAUL
 def vote_count(session: Session, study_id: int) -> int:
     """All votes of a study (real and gold) by participants who are not pilots (the votes the scales are
     computed from, server/pilot.py): the marker that tells whether a snapshot is stale."""
-    return int(session.scalar(select(func.count()).select_from(Vote).join(Assignment, Assignment.id == Vote.assignment_id)
+    return int(session.scalar(select(func.count()).select_from(Vote)
+                              .join(Assignment, Assignment.id == Vote.assignment_id)
                               .where(Vote.study_id == study_id, ~Assignment.pilot)))
 
 

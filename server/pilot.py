@@ -171,13 +171,14 @@ def mark_pilot(session: Session, study: Study, workers: list[Worker], pilot: boo
     Their assignments follow, their held pages stop holding pairs, and the study's pairs are recounted
     from the votes that count (under the study's allocation lock on PostgreSQL).
     """
-    from .paradigms import paired, paradigm_for
+    from .allocation import PAIR_ALLOCATION_LOCKS
+    from .paradigms import DEFAULT_KIND, stored_kind
     from .paradigms.core import allocation_lock
 
     if not workers:
         return
-    if paradigm_for(study) is paired.PARADIGM:  # the pairs' counts change: not while a page starts
-        allocation_lock(session, study, paired.ALLOCATION_LOCKS)
+    if stored_kind(study.config) == DEFAULT_KIND:  # paired comparison: no page may start while pairs are recounted
+        allocation_lock(session, study, PAIR_ALLOCATION_LOCKS)
     ids = [w.id for w in workers]
     for worker in workers:
         worker.pilot = pilot

@@ -85,7 +85,7 @@ class PrepareParameters:
             (np.isfinite(self.alpha) and self.alpha > 1, f"alpha must be > 1 (the amplification factor), got {self.alpha}"),
             (self.sigma > 0, f"sigma must be > 0 pixels, got {self.sigma}"),
             (self.zoom > 0, f"zoom must be > 0, got {self.zoom}"),
-            (isinstance(self.top_k, int) and self.top_k >= 0, f"top_k must be >= 0 (0: no crops), got {self.top_k}"),
+            (self.top_k >= 0, f"top_k must be >= 0 (0: no crops), got {self.top_k}"),
             (self.levels >= 2, f"levels must be >= 2, got {self.levels}"),
             (self.pad >= 0, f"pad must be >= 0, got {self.pad}"),
             (len(self.min_size) == 2 and min(self.min_size) >= 1, f"min_size must be (width, height) >= 1, got {self.min_size}"),

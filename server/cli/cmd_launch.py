@@ -204,8 +204,9 @@ class _Stimuli:
 
         if self.given_prepared:
             if self.preparation:
-                raise UserError(f"{self.scenes} was prepared already: --{', --'.join(self.preparation).replace('_', '-')} "
-                                "cannot change it (launch the scene folders instead, or prepare them again)")
+                given = ", ".join("--" + name.replace("_", "-") for name in self.preparation)
+                raise UserError(f"{self.scenes} was prepared already: {given} cannot change it (launch the scene "
+                                "folders instead, or prepare them again)")
             return f"{self.scenes} was prepared already: used as it is"
         if self.up_to_date():
             return f"up to date in {self.manifest.parent} (reused; the scene files are unchanged)"
@@ -251,7 +252,8 @@ def _is_prepared(folder: Path) -> bool:
 def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None,
                   **options) -> dict[tuple[str, str], Any]:
     """(section, key) -> value of the study file, from the command's options (None = the template's)."""
-    sections = {"votes_per_pair": "design", "stimulus": "design", "pairs_per_page": "pages", "min_pages": "pages", "max_pages": "pages",
+    sections = {"votes_per_pair": "design", "stimulus": "design", "pairs_per_page": "pages", "min_pages": "pages",
+                "max_pages": "pages",
                 "reward_per_page": "pages", "bonus_per_page": "pages", "researcher": "texts", "contact": "texts"}
     values: dict[tuple[str, str], Any] = {("study", "slug"): slug, ("study", "manifests"): [str(manifest)]}
     if seed is not None:

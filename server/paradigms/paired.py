@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from .. import exports
 from .. import validation as check
-from ..allocation import (LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
+from ..allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
@@ -48,7 +48,7 @@ _trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
 
 VOTING_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED, Stage.DISQUALIFIED)
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials
-ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (core.allocation_lock)
+_ALLOCATION_LOCKS = PAIR_ALLOCATION_LOCKS  # advisory lock namespace of pair allocation (core.allocation_lock)
 
 
 # ---------------------------------------------------------------- stage actions
@@ -306,7 +306,7 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         return _no_work_left(session, assignment, spec)
     if spec.sampling == "active":  # selections are made before the lock, never under it
         paired_active.refresh_selections(session, study, spec, _active_sets(session, study.id))
-    allocation_lock(session, study, ALLOCATION_LOCKS)
+    allocation_lock(session, study, _ALLOCATION_LOCKS)
     retire_lapsed_pages(session, study.id)
     page_rng = seeded_rng(study, assignment, page_index)
     n_gold = spec.gold_per_page
@@ -595,7 +595,8 @@ def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = T
         The vote's client ID is stored already (for another trial).
     """
     if connection.dialect.name == "postgresql":
-        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until, "count_pair": count}).first()
+        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until,
+                                                            "count_pair": count}).first()
         return None if found is None else StoredVote._make(found)
     trial = connection.execute(_CLAIM_TRIAL, {"trial_id": row["trial_id"], "owner_id": row["assignment_id"]}).first()
     if trial is None:

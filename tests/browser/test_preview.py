@@ -60,7 +60,8 @@ def _answer_until_not_a_trial(app, page) -> str:
         side = gold_side(app, {"trial_id": state.split(":", 1)[1]}) or "left"
         page.click(f"#trial [data-side={side}]")
         page.wait_for_function("""(id) => document.querySelector('main#done')
-          || !document.querySelector('#page-done')?.hidden || document.querySelector('#trial')?.dataset.trialId !== id""",
+          || !document.querySelector('#page-done')?.hidden
+          || document.querySelector('#trial')?.dataset.trialId !== id""",
                                arg=state.split(":", 1)[1])
     raise AssertionError("the trials never ended")
 

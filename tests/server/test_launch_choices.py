@@ -31,7 +31,8 @@ def scenes(tmp_path_factory) -> Path:
     for s in range(2):
         folder = root / f"scene_{s}"
         folder.mkdir(parents=True)
-        reference = np.stack([x * 1.6, y * 2.1, ((x + y + 20 * s) % 64) * 4.0], axis=-1) + rng.normal(0, 10, (120, 160, 3))
+        reference = np.stack([x * 1.6, y * 2.1, ((x + y + 20 * s) % 64) * 4.0], axis=-1)
+        reference += rng.normal(0, 10, reference.shape)
         write_png(folder / "reference.png", np.clip(reference, 0, 255).astype(np.uint8))
         for c in range(4):
             noisy = reference + rng.normal(0, 5 + 10 * c, reference.shape) * (x[..., None] > 53)

@@ -67,7 +67,8 @@ def _pair_votes(session, study: Study) -> dict[int, int]:
 
 
 def _real_votes_per_pair(session, study: Study) -> dict[int, int]:
-    counted = dict(session.execute(select(Vote.pair_id, func.count()).join(Assignment, Assignment.id == Vote.assignment_id)
+    counted = dict(session.execute(select(Vote.pair_id, func.count())
+                                   .join(Assignment, Assignment.id == Vote.assignment_id)
                                    .where(Vote.study_id == study.id, ~Assignment.pilot).group_by(Vote.pair_id)).all())
     return {pair_id: counted.get(pair_id, 0) for pair_id in _pair_votes(session, study)}
 

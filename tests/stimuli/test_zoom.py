@@ -129,7 +129,8 @@ def test_no_contrast_gives_no_boxes():
 
 def test_bad_parameters_are_errors():
     error = np.zeros((H, W), np.float32)
-    for kwargs, word in [({"top_k": -1}, "top_k"), ({"max_area": 0}, "max_area"), ({"sigma": 0}, "sigma"), ({"levels": 1}, "levels"),
+    for kwargs, word in [({"top_k": -1}, "top_k"), ({"max_area": 0}, "max_area"), ({"sigma": 0}, "sigma"),
+                         ({"levels": 1}, "levels"),
                          ({"aspect": 0}, "aspect"), ({"min_size": (0, 5)}, "min_size"), ({"zoom": 0}, "zoom")]:
         with pytest.raises(StimulusInputError, match=word):
             find_crop_boxes(error, **kwargs)
