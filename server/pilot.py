@@ -227,16 +227,19 @@ class PaidWork:
     approved: int            # MTurk assignments approved (rewards paid)
     bonuses: int             # bonuses recorded (sent or on their way)
     completed_with_code: int  # completed assignments of real participants, holding a completion code
+    open_hits: int = 0       # HITs that may still be on MTurk (not expired, disposed or deleted): workers may come
 
     def __bool__(self) -> bool:
-        return bool(self.approved or self.bonuses or self.completed_with_code)
+        return bool(self.approved or self.bonuses or self.completed_with_code or self.open_hits)
 
     def describe(self) -> str:
         parts = [f"{n} {what}" for n, what in ((self.approved, "approved MTurk assignment(s)"),
                                                 (self.bonuses, "bonus(es)"),
                                                 (self.completed_with_code,
                                                  "completed assignment(s) of real participants with a completion "
-                                                 "code")) if n]
+                                                 "code"),
+                                                (self.open_hits, "HIT(s) not expired: perceptlab mturk expire "
+                                                                 "SLUG first")) if n]
         return ", ".join(parts)
 
 
@@ -248,7 +251,14 @@ def paid_work(session: Session, study: Study) -> PaidWork:
     completed = session.scalar(select(func.count()).select_from(Assignment).where(
         Assignment.study_id == study.id, ~Assignment.pilot, Assignment.stage == Stage.COMPLETED,
         Assignment.completion_code.is_not(None)))
-    return PaidWork(int(approved or 0), int(bonuses or 0), int(completed or 0))
+    open_hits = session.scalar(select(func.count()).select_from(MTurkHit).where(
+        MTurkHit.study_id == study.id, MTurkHit.status.not_in(_CLOSED_HIT_STATUSES)))
+    return PaidWork(int(approved or 0), int(bonuses or 0), int(completed or 0), int(open_hits or 0))
+
+
+# MTurkHit.status of HITs no new worker can take (Reviewable: every assignment submitted; their work shows as
+# completed assignments with codes).
+_CLOSED_HIT_STATUSES = ("Reviewable", "Reviewing", "Disposed", "expired", "deleted")
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,12 @@ def _clear(slug: str, yes: bool, force: bool, database_url: str | None, *, delet
         if not yes and not click.confirm(question, default=False):
             raise UserError(f"nothing was {'deleted' if delete else 'reset'}")
         (delete_study if delete else reset_study)(session, study)
+        sqlite = session.get_bind().dialect.name == "sqlite"
     click.echo(f"{slug}: deleted" + (f" with {what}" if delete else f" {what}; the study is as new"))
+    if delete and sqlite:
+        # A server process keeps each study's fixed facts (pairs, stimuli) by its number, and SQLite gives the
+        # number of the newest study, once deleted, to the next one created.
+        click.echo("note: restart a server running on this database before creating another study", err=True)
 
 
 def _set_status(slug: str, status: str, database_url: str | None) -> None:

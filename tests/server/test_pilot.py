@@ -285,6 +285,24 @@ def _logged_in(app):
     return client
 
 
+def test_reset_and_delete_refuse_a_study_whose_hits_may_still_bring_workers(app, study):
+    from server.models import MTurkHit
+
+    _complete(_simulated(app, study, "SIMWHIT"))
+    with app.extensions["perceptlab.sessions"]() as session:
+        session.add(MTurkHit(study_id=_study(session, study).id, hit_id="HITOPEN", unique_request_token="t-open",
+                             launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
+                             sandbox=True))
+        session.commit()
+    refused = _cli(app, "study", "reset", study, "--yes")
+    assert refused.exit_code == 2 and "1 HIT(s) not expired: perceptlab mturk expire SLUG first" in refused.output
+    with app.extensions["perceptlab.sessions"]() as session:
+        session.scalar(select(MTurkHit)).status = "expired"
+        session.commit()
+    assert _cli(app, "study", "reset", study, "--yes").exit_code == 0
+    assert _counts(app, study)[:2] == (0, 0)
+
+
 def test_the_dashboard_marks_pilots_and_links_the_preview(app, study):
     admin = _logged_in(app)
     _complete(WorkerClient(app.test_client(), study, worker_id="WDASH1"))
