@@ -549,6 +549,10 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     if stored is None:
         return _vote_for_unclaimed_trial(session, assignment, vote)
     stage = _after_vote(session, assignment, stored, spec)
+    if assignment.pilot and stored.open_left == 0:
+        # A participant marked as a pilot while on this page may have had votes counted by the one-statement
+        # path (server/pilot.py): their pairs are counted again from the votes that count.
+        recount_assignment_pairs(session, assignment.study_id, assignment.id)
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
