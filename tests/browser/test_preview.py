@@ -104,3 +104,42 @@ def test_the_preview_link_walks_through_what_a_worker_sees_and_records_nothing_t
         export = exports.export_study(session, s, salt=exports.study_salt(SECRET, study))
         assert export.files["votes.csv"].count("\n") == 1  # the header only
     assert _pair_counts(app, study) == before
+
+
+def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, study, live_server, page, screenshot):
+    from server import auth
+    from tests.server.conftest import WorkerClient
+
+    password = "correct horse battery staple"
+    with app.extensions["perceptlab.sessions"]() as session:
+        auth.create_user(session, "alice", password)
+        session.commit()
+    colleague = WorkerClient(app.test_client(), study, worker_id="WCOLLEAGUE")
+    colleague.start()
+    colleague.answer_page(colleague.correct_side)  # quiz
+    colleague.answer_page(colleague.correct_side)  # a page: 5 real votes
+    page.goto(f"{live_server}/admin/login?next=/admin/studies/{study}")
+    page.fill("#username", "alice")
+    page.fill("#password", password)
+    page.click("button[type=submit]")
+    expect(page.locator("#n-workers")).to_have_text("1")
+    expect(page.locator("#preview-link")).to_have_attribute("href", f"/s/{study}?pilot={pilot_signature(SECRET, study)}")
+    page.click("#participants-link")
+    row = page.locator("#participants-table tbody tr").first
+    expect(row).to_have_attribute("data-pilot", "0")
+    row.get_by_role("button", name="Mark as pilot").click()
+    row = page.locator("#participants-table tbody tr").first
+    expect(row).to_have_attribute("data-pilot", "1")
+    expect(row).to_contain_text("pilot")
+    screenshot(page, "participants")
+    with app.extensions["perceptlab.sessions"]() as session:
+        assert session.scalar(select(Worker.pilot).where(Worker.external_id == "WCOLLEAGUE"))
+        assert session.scalar(select(func.sum(Pair.n_votes))) == 0
+    page.goto(f"{live_server}/admin/studies/{study}")
+    expect(page.locator("#n-workers")).to_have_text("0")
+    expect(page.locator("#n-votes")).to_have_text("0")
+    page.goto(f"{live_server}/admin/studies/{study}/participants")
+    page.locator("#participants-table tbody tr").first.get_by_role("button", name="Count as real").click()
+    expect(page.locator("#participants-table tbody tr").first).to_have_attribute("data-pilot", "0")
+    with app.extensions["perceptlab.sessions"]() as session:
+        assert session.scalar(select(func.sum(Pair.n_votes))) == 5
