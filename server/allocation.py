@@ -36,6 +36,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from .models import Assignment, Page, Pair, Trial, utcnow
 
 Clock = Callable[[], dt.datetime]
+PAIR_ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (core.allocation_lock)
 
 
 def now(session: Session) -> dt.datetime:

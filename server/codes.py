@@ -14,7 +14,8 @@ A participant's status (per assignment):
 
 A recruiter's CSV (Prolific's submissions export, MTurk's batch results, or any file with a participant and
 a code column) is checked row by row: ``valid``, ``wrong code``, ``unknown participant``, ``not completed``,
-``duplicate`` (the participant's second row or later) or ``malformed`` (a row without the needed fields).
+``duplicate`` (the participant's second row or later), ``malformed`` (a row without the needed fields) or
+``pilot`` (a pilot participant: :mod:`server.pilot`; never to be paid as a participant of the study).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from .paradigms.recruiters import Recruiter
 from .paradigms.stages import Stage
 
 STATUSES = ("started", "completed", "stopped", "disqualified", "full", "abandoned")
-RESULTS = ("valid", "wrong code", "unknown participant", "not completed", "duplicate", "malformed")
+RESULTS = ("valid", "wrong code", "unknown participant", "not completed", "duplicate", "malformed", "pilot")
 MAX_CSV_BYTES = 20 << 20   # Prolific's export of 10 000 participants is a few MB
 MAX_CSV_ROWS = 200_000
 # Header names (compared lowercase, letters and digits only) of the participant and the code column,
@@ -68,6 +69,7 @@ class Participant:
     started_at: dt.datetime
     completed_at: dt.datetime | None
     last_activity: dt.datetime
+    pilot: bool = False              # a pilot or simulated participant (server/pilot.py): never paid from here
 
 
 def participation_status(stage: str, last_activity: dt.datetime, cutoff: dt.datetime) -> str:
@@ -99,8 +101,28 @@ def participants(session: Session, study: Study) -> list[Participant]:
             status=participation_status(assignment.stage, active, cutoff), code=recruiter.code(assignment),
             pages=assignment.pages_completed, started_at=as_utc(assignment.created_at),
             completed_at=as_utc(assignment.completed_at) if assignment.completed_at else None,
-            last_activity=as_utc(active)))
+            last_activity=as_utc(active), pilot=assignment.pilot))
     return out
+
+
+_STEP_LABELS = {"consent": "reading the consent", "instructions": "reading the instructions", "quiz": "in the quiz",
+                "trials": "answering a page", "page_done": "between pages"}
+
+
+def worker_state(status: str, stage: str | None) -> str:
+    """One status of a worker for the dashboard, from the worker's status (turned away or not) and their
+    latest assignment's stage: "disqualified", "stopped", "completed", "study full", "not started" or
+    "in progress: <step>" (a worker is "active" until turned away, also after completing: shown as two
+    columns, "active" beside "completed" read as a contradiction). Motion steps keep their stage names."""
+    if status != "active":
+        return status
+    if stage is None:
+        return "not started"
+    if stage == "completed":
+        return "completed"
+    if stage == "full":
+        return "study full"
+    return f"in progress: {_STEP_LABELS.get(stage, stage)}"
 
 
 def latest_per_worker(rows: list[Participant]) -> dict[int, Participant]:
@@ -265,6 +287,8 @@ def _judge(row: SubmittedRow, by_id: dict[str, list[Participant]], owner: dict[s
     mine = by_id.get(row.participant)
     if not mine:
         return "unknown participant", "no participant with this ID entered the study"
+    if all(p.pilot for p in mine):
+        return "pilot", "a pilot participant (perceptlab study pilot): not paid by the study"
     coded = [p for p in mine if p.code]
     if not coded:
         latest = mine[-1]

@@ -23,7 +23,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, true
 from sqlalchemy.orm import Session, aliased
 
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
@@ -41,7 +41,7 @@ WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
-RECRUITER_COLUMNS = ("completion_status", "completion_code")
+RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
 
 
 # ---------------------------------------------------------------- pseudonyms
@@ -69,7 +69,7 @@ def _iso(value: dt.datetime | None) -> str:
     return as_utc(value).astimezone(dt.timezone.utc).isoformat()
 
 
-def vote_rows_query(study_id: int, include_gold: bool = True):
+def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: bool = False):
     """The SELECT behind :func:`export_votes` (one row per vote, oldest first)."""
     a, b, won, gold = (aliased(Stimulus) for _ in range(4))
     query = (select(Worker.external_id, StudySet.name, a.item_id, b.item_id, won.item_id, Trial.left_is_a,
@@ -84,13 +84,19 @@ def vote_rows_query(study_id: int, include_gold: bool = True):
              .join(won, Vote.winner_id == won.id)
              .outerjoin(gold, Pair.gold_winner_id == gold.id)
              .join(Worker, Vote.worker_id == Worker.id)
-             .where(Vote.study_id == study_id)
+             .where(Vote.study_id == study_id, pilot_filter(include_pilot))
              .order_by(Vote.id))
     return query if include_gold else query.where(~Trial.is_gold)
 
 
+def pilot_filter(include_pilot: bool):
+    """A WHERE clause on :class:`~server.models.Worker`: every worker with ``include_pilot``, else only
+    those who are not pilot or simulated participants (:mod:`server.pilot`)."""
+    return true() if include_pilot else ~Worker.pilot
+
+
 def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
-                 salt: bytes | None = None) -> list[dict[str, Any]]:
+                 salt: bytes | None = None, include_pilot: bool = False) -> list[dict[str, Any]]:
     """Every vote of a study as votes.csv records (ARCHITECTURE.md columns plus a few extra).
 
     Parameters
@@ -103,6 +109,8 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
         Include quiz and hidden gold rows (``is_gold`` = 1, with ``gold_winner``).
     salt : bytes
         :func:`study_salt` of the server's secret key and the study slug.
+    include_pilot : bool
+        Also the votes of pilot and simulated participants (:mod:`server.pilot`).
 
     Returns
     -------
@@ -117,7 +125,8 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
     labels: dict[str, str] = {}
     rows = []
     for (raw, set_name, item_a, item_b, winner, left_is_a, trial_id, is_gold, is_quiz, gold_winner, created,
-         rt_ms, worker_db_id) in session.execute(vote_rows_query(study_id, include_gold)):
+         rt_ms, worker_db_id) in session.execute(vote_rows_query(study_id, include_gold,
+                                                                                 include_pilot)):
         if raw not in labels:
             labels[raw] = worker_label(raw, salt if pseudonymise else None)
         rows.append({"worker_id": labels[raw], "set_id": set_name, "item_a": item_a, "item_b": item_b,
@@ -135,22 +144,26 @@ def votes_csv_text(rows: list[dict[str, Any]]) -> str:
 
 # ---------------------------------------------------------------- workers
 
-def worker_stats(session: Session, study_id: int) -> list[dict[str, Any]]:
+def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False) -> list[dict[str, Any]]:
     """Per worker of a study: status, latest stage, pages, votes, gold and quiz scores, environment.
 
     Keys: ``db_id``, ``raw_id``, ``platform``, ``status``, ``stage``, ``assignments``, ``pages``,
     ``n_votes`` (real pairs), ``gold_correct``/``gold_total`` (hidden gold), ``quiz_correct``/
     ``quiz_total``, ``quiz`` ("passed", "failed", "in progress", "not taken" or "no quiz"), ``environment``
-    (of the latest assignment that reported one), ``first_seen``. Ordered by first appearance.
+    (of the latest assignment that reported one), ``first_seen``, ``pilot``. Ordered by first appearance.
+    Pilot and simulated participants only with ``include_pilot``.
     """
-    workers = session.scalars(select(Worker).where(Worker.study_id == study_id).order_by(Worker.id)).all()
+    workers = session.scalars(select(Worker).where(Worker.study_id == study_id, pilot_filter(include_pilot))
+                              .order_by(Worker.id)).all()
     stats = {w.id: {"db_id": w.id, "raw_id": w.external_id, "platform": w.platform, "status": w.status,
                     "stage": None, "assignments": 0, "pages": 0, "n_votes": 0, "gold_correct": 0, "gold_total": 0,
                     "quiz_correct": 0, "quiz_total": 0, "environment": None, "first_seen": _iso(w.created_at),
-                    "has_trials": False} for w in workers}
+                    "has_trials": False, "pilot": w.pilot} for w in workers}
     for worker_id, stage, pages, environment in session.execute(
             select(Assignment.worker_id, Assignment.stage, Assignment.pages_completed, Assignment.environment)
             .where(Assignment.study_id == study_id).order_by(Assignment.id)):
+        if worker_id not in stats:  # a pilot's
+            continue
         s = stats[worker_id]
         s["stage"], s["assignments"], s["pages"] = stage, s["assignments"] + 1, s["pages"] + pages
         s["environment"] = environment or s["environment"]
@@ -158,11 +171,13 @@ def worker_stats(session: Session, study_id: int) -> list[dict[str, Any]]:
     for worker_id, n in session.execute(
             select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
             .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
-        stats[worker_id]["n_votes"] = int(n)
+        if worker_id in stats:
+            stats[worker_id]["n_votes"] = int(n)
     for worker_id, is_quiz, correct, total in session.execute(
             select(GoldResult.worker_id, GoldResult.is_quiz, func.sum(case((GoldResult.correct, 1), else_=0)),
                    func.count()).join(Worker, GoldResult.worker_id == Worker.id)
-            .where(Worker.study_id == study_id).group_by(GoldResult.worker_id, GoldResult.is_quiz)):
+            .where(Worker.study_id == study_id, pilot_filter(include_pilot))
+            .group_by(GoldResult.worker_id, GoldResult.is_quiz)):
         prefix = "quiz" if is_quiz else "gold"
         stats[worker_id][f"{prefix}_correct"] = int(correct or 0)
         stats[worker_id][f"{prefix}_total"] = int(total)
@@ -185,10 +200,11 @@ def _ratio(correct: int, total: int) -> float:
     return correct / total if total else float("nan")
 
 
-def workers_meta(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
+def workers_meta(session: Session, study_id: int, *, salt: bytes | None,
+                 include_pilot: bool = False) -> list[dict[str, Any]]:
     """Records for workers_meta.csv (:data:`WORKERS_META_COLUMNS`); raw IDs only when ``salt`` is None."""
     records = []
-    for s in worker_stats(session, study_id):
+    for s in worker_stats(session, study_id, include_pilot=include_pilot):
         env = s["environment"] or {}
         window, screen = env.get("window") or {}, env.get("screen") or {}
         records.append({"worker_id": worker_label(s["raw_id"], salt), "platform": s["platform"],
@@ -207,18 +223,21 @@ def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
 
 
 def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
-                     pay_settings: PaySettings | None = None) -> tuple[str, int]:
+                     pay_settings: PaySettings | None = None, include_pilot: bool = False) -> tuple[str, int]:
     """workers.csv of a study (the dashboard's download, workers_meta.csv of an export) and its number of
     workers: the paradigm's own columns where it has them (motion: calibration, screening, trials), else
     :data:`WORKERS_META_COLUMNS`; then time on task, pay and effective wage (:data:`server.wages.WORKER_COLUMNS`,
-    measured with ``pay_settings``)."""
-    table = paradigm_for(study).workers_table(session, study.id, salt=salt)
-    columns, records = table or (WORKERS_META_COLUMNS, workers_meta(session, study.id, salt=salt))
+    measured with ``pay_settings``). Pilot and simulated participants only with ``include_pilot`` (with
+    blank pay columns: no wage counts them)."""
+    table = paradigm_for(study).workers_table(session, study.id, salt=salt, include_pilot=include_pilot)
+    columns, records = table or (WORKERS_META_COLUMNS, workers_meta(session, study.id, salt=salt,
+                                                                    include_pilot=include_pilot))
     recruited = {worker_label(p.external_id, salt): p for p in latest_per_worker(participants(session, study)).values()}
     pay = {worker_label(raw, salt): values
            for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}
-    records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])), **pay.get(record["worker_id"], {})}
-               for record in records]
+    unpaid = dict.fromkeys(wages.WORKER_COLUMNS, "")  # a pilot's: no wage counts them
+    records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
+                **pay.get(record["worker_id"], unpaid)} for record in records]
     return table_csv(tuple(columns) + RECRUITER_COLUMNS + wages.WORKER_COLUMNS, records), len(records)
 
 
@@ -226,8 +245,8 @@ def recruiter_columns(participant) -> dict[str, Any]:
     """workers.csv's recruiter columns of one worker's latest assignment (:class:`server.codes.Participant`):
     its platform (``prolific`` for a Prolific study's links), completion status and the code it was given."""
     if participant is None:
-        return {"completion_status": "", "completion_code": ""}
-    return {"platform": participant.platform, "completion_status": participant.status,
+        return {"completion_status": "", "completion_code": "", "pilot": ""}
+    return {"platform": participant.platform, "completion_status": participant.status, "pilot": int(participant.pilot),
             "completion_code": participant.code or ""}
 
 
@@ -243,7 +262,7 @@ def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def export_study(session: Session, study: Study, *, salt: bytes | None, include_gold: bool = True,
-                 pay_settings: PaySettings | None = None):
+                 pay_settings: PaySettings | None = None, include_pilot: bool = False):
     """Every export file of a study: its paradigm's (:meth:`~server.paradigms.core.Paradigm.export`) and
     workers_meta.csv.
 
@@ -257,13 +276,17 @@ def export_study(session: Session, study: Study, *, salt: bytes | None, include_
         Keep quality-check answers (paired comparison: quiz and hidden gold votes).
     pay_settings : PaySettings, optional
         How workers_meta.csv measures time on task (``[server]`` idle and lead-in caps).
+    include_pilot : bool
+        Also the pilot and simulated participants (:mod:`server.pilot`), left out by default.
 
     Returns
     -------
     StudyExport
         ``files`` (name -> CSV text), ``report`` (``(file name, description)`` lines) and ``warning``.
     """
-    export = paradigm_for(study).export(session, study.id, salt=salt, include_gold=include_gold)
-    export.files["workers_meta.csv"], n_workers = workers_csv_text(session, study, salt=salt, pay_settings=pay_settings)
+    export = paradigm_for(study).export(session, study.id, salt=salt, include_gold=include_gold,
+                                        include_pilot=include_pilot)
+    export.files["workers_meta.csv"], n_workers = workers_csv_text(session, study, salt=salt, pay_settings=pay_settings,
+                                                                   include_pilot=include_pilot)
     export.report.append(("workers_meta.csv", f"{n_workers} workers"))
     return export

@@ -64,7 +64,7 @@ from sqlalchemy.orm import Session
 from analysis.screening import DEFAULT_GOLD_ACCURACY
 
 from .exports import export_votes
-from .models import ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
+from .models import Assignment, ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
 
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id
@@ -292,8 +292,11 @@ def compute_snapshot(session: Session, study_id: int, *, bootstrap: int = DEFAUL
 # ---------------------------------------------------------------- staleness and locking
 
 def vote_count(session: Session, study_id: int) -> int:
-    """All votes of a study (real and gold): the marker that tells whether a snapshot is stale."""
-    return int(session.scalar(select(func.count()).select_from(Vote).where(Vote.study_id == study_id)))
+    """All votes of a study (real and gold) by participants who are not pilots (the votes the scales are
+    computed from, server/pilot.py): the marker that tells whether a snapshot is stale."""
+    return int(session.scalar(select(func.count()).select_from(Vote)
+                              .join(Assignment, Assignment.id == Vote.assignment_id)
+                              .where(Vote.study_id == study_id, ~Assignment.pilot)))
 
 
 def snapshot_age(snapshot: ScaleSnapshot) -> float:
@@ -633,7 +636,9 @@ def refresh_all(app) -> list[int]:
     """
     sessions = app.extensions["perceptlab.sessions"]
     with sessions() as session:
-        counts = dict(session.execute(select(Vote.study_id, func.count()).group_by(Vote.study_id)).all())
+        counts = dict(session.execute(select(Vote.study_id, func.count())
+                                      .join(Assignment, Assignment.id == Vote.assignment_id)
+                                      .where(~Assignment.pilot).group_by(Vote.study_id)).all())
         stored = dict(session.execute(select(ScaleSnapshot.study_id, ScaleSnapshot.n_votes)).all())
     computed = []
     for study_id, n in sorted(counts.items()):

@@ -135,6 +135,10 @@ class Worker(Base):
     # skips the RDK block in later assignments of the study.
     screening_r: Mapped[float | None] = mapped_column(Float)
     screening_passed: Mapped[bool | None] = mapped_column(Boolean)
+    # A pilot participant (a preview, a test run, marked by the experimenter) or a simulated one (perceptlab
+    # simulate; always a pilot too): takes part like anyone but counts for nothing (server/pilot.py).
+    pilot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Assignment(Base):
@@ -160,6 +164,9 @@ class Assignment(Base):
     entry_params: Mapped[dict[str, Any] | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[dt.datetime | None]
+    # A copy of the worker's pilot flag, kept by server/pilot.py: a vote reads only its locked assignment
+    # row, and a pilot's vote fills no pair's target.
+    pilot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     worker: Mapped[Worker] = relationship()
     study: Mapped[Study] = relationship()

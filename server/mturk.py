@@ -404,7 +404,7 @@ class MTurkService:
             # Workers who failed the quiz or were stopped usually return the HIT instead of submitting
             # it, so MTurk never lists them: block them from the study's database records.
             blocked = self.session.scalars(select(Worker.external_id).where(
-                Worker.study_id == study.id, Worker.platform == "mturk",
+                Worker.study_id == study.id, Worker.platform == "mturk", ~Worker.pilot,  # server/pilot.py
                 Worker.status.in_(TURNED_AWAY)))
             for worker_id in blocked:
                 self.qualify(worker_id, qualification)
@@ -571,8 +571,8 @@ class MTurkService:
                    WorkerId=worker_id, IntegerValue=1, SendNotification=False)
 
     def study_worker_ids(self, study: Study) -> list[str]:
-        """MTurk WorkerIds seen in the study (perceptlab workers and reconciled assignments)."""
+        """MTurk WorkerIds seen in the study (perceptlab workers who are not pilots, and reconciled assignments)."""
         ids = set(self.session.scalars(select(Worker.external_id).where(Worker.study_id == study.id,
-                                                                        Worker.platform == "mturk")))
+                                                                        Worker.platform == "mturk", ~Worker.pilot)))
         ids |= set(self.session.scalars(select(MTurkAssignment.worker_id).where(MTurkAssignment.study_id == study.id)))
         return sorted(ids)

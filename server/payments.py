@@ -164,7 +164,8 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
     Assignments stopped by a quality rule (hidden gold) after completing units are listed too (``stage``
     "stopped"): their workers may submit, and the experimenter decides at review.
 
-    Rejected assignments earn nothing. Rewards are paid by approving; bonuses with
+    Rejected assignments earn nothing; pilot and simulated participants (:mod:`server.pilot`) are not
+    listed, so no approval or bonus goes to them from here. Rewards are paid by approving; bonuses with
     ``MTurkService.grant_bonus`` (see ``perceptlab mturk bonus``). Each row carries the assignment's
     measured time on task and effective wage (``settings``: the caps of :mod:`server.worker_time`).
     """
@@ -177,7 +178,7 @@ def payment_plan(session: Session, study: Study, *, fee_bonus: Decimal = FEE_BON
     plan = PaymentPlan()
     times = assignment_times(session, study, settings)
     query = (select(Assignment, Worker.external_id).join(Worker, Worker.id == Assignment.worker_id)
-             .where(Assignment.study_id == study.id, Assignment.platform == "mturk", 
+             .where(Assignment.study_id == study.id, Assignment.platform == "mturk", ~Assignment.pilot,
                     ((Assignment.stage == Stage.COMPLETED)
                      | ((Assignment.stage == Stage.STOPPED) & (Assignment.pages_completed > 0))))
              .order_by(Assignment.id))

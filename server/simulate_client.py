@@ -3,7 +3,11 @@
 Each simulated worker does what the browser app does, over real HTTP (aiohttp):
 
 1. ``POST /api/v1/studies/{slug}/assignments`` (platform "mturk", a worker ID
-   ``SIMW<hex>``, an assignment ID and a HIT ID), giving a bearer token;
+   ``SIMW<hex>``, an assignment ID and a HIT ID), giving a bearer token; with
+   ``pilot`` (the study's pilot signature, :func:`server.pilot.pilot_signature`,
+   which ``perceptlab simulate`` always sends) the worker is stored as a simulated
+   pilot participant, who counts in no estimate, wage, payment, pair target or
+   default export;
 2. the ``consent`` and ``instructions_done`` actions, then ``POST .../environment``;
 3. a loop over the assignment's State: every unanswered trial of the current
    page (quiz or trials) gets a vote (a fresh uuid4 ``vote_id``, ``left`` or
@@ -286,7 +290,9 @@ class SimulationReport:
             f"entries deferred (server busy, 429 + Retry-After): {self.deferred}; wait for admission "
             f"p50 {waits['p50']:.1f} s, max {waits['max']:.1f} s",
             f"agreement with the reference: honest {pct(honest)}, random {pct(random_)}",
-        ]
+        ] + (["entries refused as bad_link: the server's secret key differs from this instance's (run simulate "
+              "with the server's instance folder: perceptlab --instance DIR simulate ...)"]
+             if self.errors.get("bad_link") else [])
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -358,9 +364,10 @@ class _Session:
     """Shared state of one run: the HTTP session, the report, the image cache."""
 
     def __init__(self, base_url: str, slug: str, http, report: SimulationReport, *, observer: str,
-                 noise_rmse: float, seed: int, max_retry_s: float, max_attempts: int):
+                 noise_rmse: float, seed: int, max_retry_s: float, max_attempts: int, pilot: str | None = None):
         self.base_url = base_url.rstrip("/") + "/"
         self.slug = slug
+        self.pilot = pilot  # the study's pilot signature: the workers are stored as simulated
         self.http = http
         self.report = report
         self.observer = observer
@@ -527,6 +534,8 @@ class _Worker:
                  "assignment_id": f"SIMA{hexid}{self.rng.integers(0, 1 << 30):08X}",
                  "hit_id": f"SIMH{self.rng.integers(0, 1 << 30):08X}",
                  "turk_submit_to": "https://workersandbox.mturk.com"}
+        if self.sim.pilot is not None:
+            entry.update(pilot=self.sim.pilot, simulated=True)
         asked = time.monotonic()
         status, body = await self.api("entry", "POST", f"/api/v1/studies/{self.sim.slug}/assignments", entry)
         self.sim.report.entry_waits_s.append(time.monotonic() - asked)
@@ -666,7 +675,7 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
                                pace: float | None = None, ramp_s: float = 0.0, progress: bool = True,
                                observer: str = "images", noise_rmse: float = DEFAULT_NOISE_RMSE,
                                request_timeout: float = 60.0, max_retry_s: float = 120.0,
-                               max_attempts: int = 1000) -> SimulationReport:
+                               max_attempts: int = 1000, pilot: str | None = None) -> SimulationReport:
     """Asynchronous :func:`run_simulation` (for callers that already run an event loop)."""
     import aiohttp
 
@@ -699,7 +708,7 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
         bar = tqdm(total=workers, unit="worker", desc=f"simulate {study_slug}", leave=False)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         sim = _Session(base_url, study_slug, http, report, observer=observer, noise_rmse=noise_rmse,
-                       seed=seed, max_retry_s=max_retry_s, max_attempts=max_attempts)
+                       seed=seed, max_retry_s=max_retry_s, max_attempts=max_attempts, pilot=pilot)
         await _preflight(sim)
         indices: Iterable[int] = iter(range(workers))
         started = sim.started = time.perf_counter()
@@ -761,7 +770,9 @@ def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float 
         Show a tqdm bar over workers.
     **options
         ``observer`` ("images" or "latent"), ``noise_rmse`` (default :data:`DEFAULT_NOISE_RMSE`),
-        ``request_timeout`` (s per HTTP attempt), ``max_retry_s`` and ``max_attempts`` (per request).
+        ``request_timeout`` (s per HTTP attempt), ``max_retry_s`` and ``max_attempts`` (per request),
+        ``pilot`` (the study's pilot signature: the workers are stored as simulated pilot participants;
+        without it they are ordinary MTurk workers, as load benchmarks need).
 
     Raises :class:`ServerUnreachable` or :class:`StudyNotFound` at the start; per-request
     errors are counted in the report, never raised.

@@ -58,9 +58,12 @@ def make_token(secret_key: str, assignment_id: int, nonce: str, study_id: int | 
 
 
 def assignment_token(secret_key: str, assignment) -> str:
-    """The token the server hands out for an assignment (anything with ``id``, ``token_nonce`` and
-    ``study_id``): it always names the study, so that the worker's votes can take the one-statement path."""
-    return make_token(secret_key, assignment.id, assignment.token_nonce, assignment.study_id)
+    """The token the server hands out for an assignment (anything with ``id``, ``token_nonce``,
+    ``study_id`` and ``pilot``): it names the study, so that the worker's votes can take the
+    one-statement path, except for a pilot's assignment, whose votes take the regular path (which
+    counts them in no pair's target: server/pilot.py)."""
+    return make_token(secret_key, assignment.id, assignment.token_nonce,
+                      None if getattr(assignment, "pilot", False) else assignment.study_id)
 
 
 def read_token(secret_key: str, token: str) -> TokenClaims:

@@ -170,14 +170,16 @@ def study_pay(session: Session, study: Study, settings: PaySettings | None = Non
     Returns
     -------
     StudyPay
-        Workers in order of first appearance.
+        Workers in order of first appearance; pilot and simulated participants are left out
+        (:mod:`server.pilot`): their time and pay say nothing of the study's wage.
     """
     settings = settings or PaySettings()
     times = assignment_times(session, study, settings)
     unit = pay_unit(study)
     earnings = earnings_by_assignment(session, study, times, unit)
     workers = {db_id: WorkerPay(db_id, raw, platform) for db_id, raw, platform in session.execute(
-        select(Worker.id, Worker.external_id, Worker.platform).where(Worker.study_id == study.id).order_by(Worker.id))}
+        select(Worker.id, Worker.external_id, Worker.platform).where(Worker.study_id == study.id, ~Worker.pilot)
+        .order_by(Worker.id))}
     for assignment_id, t in times.items():
         w = workers[t.worker_id]
         w.assignments += 1

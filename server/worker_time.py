@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Float, case, cast, extract, func, select
+from sqlalchemy import Float, case, cast, extract, func, select, true
 from sqlalchemy.orm import Session
 
 from .models import Assignment, Study
@@ -141,7 +141,8 @@ def _epoch(column, dialect: str):
     return (func.julianday(column) - 2440587.5) * 86400.0  # SQLite stores UTC text; julianday keeps the fraction
 
 
-def assignment_times(session: Session, study: Study, settings: PaySettings | None = None) -> dict[int, AssignmentTime]:
+def assignment_times(session: Session, study: Study, settings: PaySettings | None = None, *,
+                     include_pilot: bool = False) -> dict[int, AssignmentTime]:
     """Time on task of every assignment of a study, by assignment ID (one SQL query).
 
     Parameters
@@ -150,6 +151,9 @@ def assignment_times(session: Session, study: Study, settings: PaySettings | Non
     study : Study
     settings : PaySettings, optional
         The caps (default: :class:`PaySettings` defaults).
+    include_pilot : bool
+        Also the assignments of pilot and simulated participants (:mod:`server.pilot`), which no
+        estimate, wage or payment counts.
 
     Returns
     -------
@@ -170,7 +174,8 @@ def assignment_times(session: Session, study: Study, settings: PaySettings | Non
                     _epoch(Assignment.created_at, dialect), per_assignment.c.n, per_assignment.c.first,
                     per_assignment.c.last, per_assignment.c.gaps_s)
              .outerjoin(per_assignment, per_assignment.c.assignment_id == Assignment.id)
-             .where(Assignment.study_id == study.id).order_by(Assignment.id))
+             .where(Assignment.study_id == study.id, true() if include_pilot else ~Assignment.pilot)
+             .order_by(Assignment.id))
     out = {}
     for assignment_id, worker_id, stage, units, entered, n, first, last, gaps_s in session.execute(query):
         if not n:

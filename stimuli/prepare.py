@@ -76,7 +76,7 @@ class PrepareParameters:
     alpha: float = 1.5            # amplification factor (> 1)
     sigma: float = 20.0           # Gaussian smoothing of the average error, pixels
     zoom: float = 1.5             # display magnification of the crops
-    top_k: int = 3                # zoom regions per scene
+    top_k: int = 3                # zoom regions per scene (0: none; stimuli.zoom drops crops of most of the image)
     levels: int = 2               # Otsu classes (2: Otsu, >= 3: multi-Otsu, top class kept)
     pad: int = 16                 # pixels around each region before growing
     min_size: tuple[int, int] = (160, 120)  # smallest crop (width, height)
@@ -95,7 +95,7 @@ class PrepareParameters:
             (np.isfinite(self.alpha) and self.alpha > 1, f"alpha must be > 1 (the amplification factor), got {self.alpha}"),
             (self.sigma > 0, f"sigma must be > 0 pixels, got {self.sigma}"),
             (self.zoom > 0, f"zoom must be > 0, got {self.zoom}"),
-            (self.top_k >= 1, f"top_k must be >= 1, got {self.top_k}"),
+            (self.top_k >= 0, f"top_k must be >= 0 (0: no crops), got {self.top_k}"),
             (self.levels >= 2, f"levels must be >= 2, got {self.levels}"),
             (self.pad >= 0, f"pad must be >= 0, got {self.pad}"),
             (len(self.min_size) == 2 and min(self.min_size) >= 1, f"min_size must be (width, height) >= 1, got {self.min_size}"),

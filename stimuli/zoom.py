@@ -11,7 +11,11 @@ For a scene with reference ``I0`` and candidates ``I1..IN``:
 3. boxes are ranked by the summed (unsmoothed) average error of their
    region, padded, grown around their centre to a minimum size and a fixed
    aspect ratio, shifted inside the image, merged when they overlap heavily,
-   and the best ``top_k`` kept.
+   and the best ``top_k`` kept (``top_k = 0``: no crops);
+4. a box that covers more than ``max_area`` (default :data:`MAX_CROP_AREA`, half) of the
+   image is dropped: it would only repeat the full image beside it. Uniform distortions
+   (JPEG, blur, noise over the whole frame) segment into one region spanning the image,
+   whose box covers 75-100 % of it; a scene of such candidates gets no crops at all.
 
 The crop files keep the native pixels; ``zoom`` (1.5 in the paper) is the
 display magnification recorded with each box (``display_width`` /
@@ -26,6 +30,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .io import StimulusInputError, check_rgb
+
+#: A crop covering more than this fraction of the image's area is not offered (module docstring, step 4):
+#: at the paper's 1.5x zoom such a crop is as large as the full image shown beside it, and shows nothing
+#: the full image does not.
+MAX_CROP_AREA = 0.5
 
 #: Outline colours of the overview image (RGB), one per crop rank, repeating.
 PALETTE = ((230, 25, 75), (0, 130, 200), (255, 225, 25), (60, 180, 75),
@@ -113,7 +122,8 @@ def segment_error(smoothed: np.ndarray, levels: int = 2) -> np.ndarray:
 
 def find_crop_boxes(error: np.ndarray, sigma: float = 20.0, top_k: int = 3, levels: int = 2,
                     pad: int = 16, min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3,
-                    zoom: float = 1.5, max_overlap: float = 0.5, max_regions: int = 64) -> list[CropBox]:
+                    zoom: float = 1.5, max_overlap: float = 0.5, max_regions: int = 64,
+                    max_area: float = MAX_CROP_AREA) -> list[CropBox]:
     """Zoom regions of an average error image (see the module docstring).
 
     Parameters
@@ -123,7 +133,7 @@ def find_crop_boxes(error: np.ndarray, sigma: float = 20.0, top_k: int = 3, leve
     sigma : float
         Gaussian smoothing in pixels (StudyMB 2.0: 20).
     top_k : int
-        Number of boxes kept (fewer when the segmentation has fewer regions).
+        Number of boxes kept (fewer when the segmentation has fewer regions); 0: none.
     levels : int
         Otsu classes: 2 = Otsu's threshold, >= 3 = multi-Otsu keeping the top class.
     pad : int
@@ -139,17 +149,24 @@ def find_crop_boxes(error: np.ndarray, sigma: float = 20.0, top_k: int = 3, leve
         Boxes whose intersection exceeds this fraction of the smaller box are merged.
     max_regions : int
         Only the ``max_regions`` regions with most error are considered (bounds the merging cost).
+    max_area : float
+        Boxes covering more than this fraction of the image are dropped (:data:`MAX_CROP_AREA`).
 
     Returns
     -------
-    list of CropBox, rank 1 first; empty when the error image has no contrast.
+    list of CropBox, rank 1 first; empty when the error image has no contrast, when every box would
+    cover more than ``max_area`` of the image, or with ``top_k = 0``.
     """
     from scipy import ndimage
 
     _check_box_parameters(top_k, pad, min_size, aspect, zoom, max_overlap)
+    if not 0 < max_area <= 1:
+        raise StimulusInputError(f"max_area must be in (0, 1], got {max_area}")
     error = np.asarray(error, np.float32)
     if error.ndim != 2:
         raise StimulusInputError(f"error image must be 2-D (height, width), got shape {error.shape}")
+    if top_k == 0:
+        return []
     labels, n_regions = ndimage.label(segment_error(smooth_error(error, sigma), levels), structure=np.ones((3, 3)))
     if n_regions == 0:
         return []
@@ -160,6 +177,7 @@ def find_crop_boxes(error: np.ndarray, sigma: float = 20.0, top_k: int = 3, leve
     geometry = dict(image_size=(width, height), min_size=min_size, aspect=aspect)
     boxes = [(_fit_box(_pad(objects[i], pad, width, height), **geometry), float(sums[i])) for i in order]
     boxes = _merge_overlapping(boxes, max_overlap, geometry)
+    boxes = [(box, total) for box, total in boxes if box[2] * box[3] <= max_area * width * height]
     boxes.sort(key=lambda item: -item[1])
     return [CropBox(x, y, w, h, float(zoom), total, rank)
             for rank, ((x, y, w, h), total) in enumerate(boxes[:top_k], start=1)]
@@ -167,8 +185,8 @@ def find_crop_boxes(error: np.ndarray, sigma: float = 20.0, top_k: int = 3, leve
 
 def _check_box_parameters(top_k: int, pad: int, min_size: tuple[int, int], aspect: float,
                           zoom: float, max_overlap: float) -> None:
-    if top_k < 1:
-        raise StimulusInputError(f"top_k must be >= 1, got {top_k}")
+    if top_k < 0:
+        raise StimulusInputError(f"top_k must be >= 0 (0: no crops), got {top_k}")
     if pad < 0:
         raise StimulusInputError(f"pad must be >= 0 pixels, got {pad}")
     if len(min_size) != 2 or min(min_size) < 1:

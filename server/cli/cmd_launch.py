@@ -64,6 +64,16 @@ SOURCE_FILE = "source.json"
               help='Bonus per page after --min-pages, e.g. "0.40" [template].')
 @click.option("--seed", type=int, default=None,
               help="Seed of the pair designs (0 when not given) and of the study [template: 0].")
+@click.option("--stimulus", type=click.Choice(["amplified", "original"]), default=None,
+              help="Show the candidates with their artefacts amplified, or as given (the instructions follow) "
+                   "[template: amplified].")
+@click.option("--alpha", type=float, default=None,
+              help="Artefact amplification factor (> 1) of the prepared images [stimuli prepare: 1.5].")
+@click.option("--top-k", type=int, default=None,
+              help="Zoom crops per scene, 0 = none; a crop covering more than half of the image is never offered "
+                   "[stimuli prepare: 3].")
+@click.option("--zoom", type=float, default=None,
+              help="Display magnification of the zoom crops [stimuli prepare: 1.5].")
 @click.option("--launch-id", default=None,
               help="MTurk launch ID [default: derived from the study, URL, marketplace and assignments, so the "
                    "same command again finishes an interrupted launch]; a new ID posts another batch.")
@@ -74,8 +84,8 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
                    researcher: str | None, contact: str | None, votes_per_pair: int | None,
                    pairs_per_page: int | None, min_pages: int | None,
                    max_pages: int | None, reward_per_page: str | None, bonus_per_page: str | None,
-                   seed: int | None,
-                   launch_id: str | None, yes: bool, database_url: str | None) -> None:
+                   seed: int | None, stimulus: str | None, alpha: float | None, top_k: int | None,
+                   zoom: float | None, launch_id: str | None, yes: bool, database_url: str | None) -> None:
     """Prepare SCENES_DIR, create a paired-comparison study, upload its stimuli and post its HITs.
 
     SCENES_DIR is a folder of scene folders (each a reference.<ext> and two or more candidate images,
@@ -105,11 +115,13 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
     instance = cli_instance()
     if not no_hits:
         _check_hit_url(full_url)
-    stimuli = _Stimuli(scenes, instance / "stimuli" / slug, seed or 0)
+    preparation = {name: value for name, value in (("alpha", alpha), ("top_k", top_k), ("zoom", zoom))
+                   if value is not None}
+    stimuli = _Stimuli(scenes, instance / "stimuli" / slug, seed or 0, preparation)
     values = _study_values(slug, title, stimuli.manifest, seed, votes_per_pair=votes_per_pair,
                            pairs_per_page=pairs_per_page, min_pages=min_pages, max_pages=max_pages,
                            reward_per_page=reward_per_page, bonus_per_page=bonus_per_page, researcher=researcher,
-                           contact=contact)
+                           contact=contact, stimulus=stimulus)
     target = instance / "studies" / f"{slug}.toml"
     with mturk_errors(), cli_session(database_url, create=True) as session:
         spec, text = _study_spec(study_file, values, target)
@@ -133,7 +145,7 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
             click.echo(f"4/4 MTurk ({'LIVE' if live else 'sandbox'}):")
             _post(service, study, full_url, assignments=assignments, per_hit=per_hit, days=days,
                   launch_id=launch_id or _launch_id(slug, full_url, live, assignments, per_hit), live=live)
-    _next_steps(slug, full_url, instance, no_hits)
+    _next_steps(slug, full_url, instance, no_hits, url)
 
 
 # ---------------------------------------------------------------- 1. stimuli
@@ -142,8 +154,10 @@ class _Stimuli:
     """The study's prepared stimuli: SCENES_DIR itself when it was prepared already, else a folder in
     the instance prepared from it, reused while the scene files and parameters are unchanged."""
 
-    def __init__(self, scenes: Path, folder: Path, seed: int):
-        self.scenes, self.folder, self.seed = scenes, folder, seed
+    def __init__(self, scenes: Path, folder: Path, seed: int, preparation: dict[str, Any] | None = None):
+        # preparation: the prepare options given (alpha, top_k, zoom); only those given enter the
+        # fingerprint, so that stimuli prepared before these options existed stay up to date.
+        self.scenes, self.folder, self.seed, self.preparation = scenes, folder, seed, dict(preparation or {})
         self.given_prepared = _is_prepared(scenes)
         self.manifest = scenes / "manifest.json" if self.given_prepared else folder / "prepared" / "manifest.json"
 
@@ -166,7 +180,7 @@ class _Stimuli:
                     seen = before.get(name)
                     same = seen is not None and seen[:2] == [stat.st_size, stat.st_mtime_ns]
                     files[name] = [stat.st_size, stat.st_mtime_ns, seen[2] if same else _sha256(path)]
-        return {"scenes": str(self.scenes), "files": files, "parameters": {"seed": self.seed}}
+        return {"scenes": str(self.scenes), "files": files, "parameters": {"seed": self.seed, **self.preparation}}
 
     def up_to_date(self) -> bool:
         """Whether the prepared stimuli were made from these very files (by content: a copied or touched
@@ -189,6 +203,10 @@ class _Stimuli:
         from .cmd_stimuli_prepare import echo_gold_report, prepare_scenes, prepared_summary
 
         if self.given_prepared:
+            if self.preparation:
+                given = ", ".join("--" + name.replace("_", "-") for name in self.preparation)
+                raise UserError(f"{self.scenes} was prepared already: {given} cannot change it (launch the scene "
+                                "folders instead, or prepare them again)")
             return f"{self.scenes} was prepared already: used as it is"
         if self.up_to_date():
             return f"up to date in {self.manifest.parent} (reused; the scene files are unchanged)"
@@ -200,7 +218,8 @@ class _Stimuli:
         if not fingerprint["files"]:
             raise UserError(f"{self.scenes}: no images in its scene folders")
         click.echo(f"1/4 stimuli: preparing {len(fingerprint['files'])} images of {self.scenes} ...")
-        manifest = prepare_scenes([self.scenes], self.manifest.parent, overwrite=True, seed=self.seed)
+        manifest = prepare_scenes([self.scenes], self.manifest.parent, overwrite=True, seed=self.seed,
+                                  **self.preparation)
         echo_gold_report(manifest)
         (self.folder / SOURCE_FILE).write_text(json.dumps(fingerprint, indent=1) + "\n")
         return f"prepared {prepared_summary(manifest)} -> {self.manifest.parent}"
@@ -234,7 +253,8 @@ def _is_prepared(folder: Path) -> bool:
 def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None,
                   **options) -> dict[tuple[str, str], Any]:
     """(section, key) -> value of the study file, from the command's options (None = the template's)."""
-    sections = {"votes_per_pair": "design", "pairs_per_page": "pages", "min_pages": "pages", "max_pages": "pages",
+    sections = {"votes_per_pair": "design", "stimulus": "design", "pairs_per_page": "pages", "min_pages": "pages",
+                "max_pages": "pages",
                 "reward_per_page": "pages", "bonus_per_page": "pages", "researcher": "texts", "contact": "texts"}
     values: dict[tuple[str, str], Any] = {("study", "slug"): slug, ("study", "manifests"): [str(manifest)]}
     if seed is not None:
@@ -436,14 +456,43 @@ def _post(service, study, full_url: str, **options) -> None:
     post_hits(service, study, url=full_url, **options)
 
 
-def _next_steps(slug: str, full_url: str, instance: Path, no_hits: bool) -> None:
+def serve_options(url: str) -> str:
+    """The ``perceptlab serve`` options that make the server answer at ``url``: its port when the URL
+    names one (or the scheme's, for a server on this machine), and the host for a server on this machine
+    other than serve's default 127.0.0.1. A public URL on its scheme's port (behind a proxy) needs none."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    local = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    options = []
+    if local and host not in ("127.0.0.1", "localhost"):
+        options.append(f"--host {host}")
+    if port is None and local:
+        port = 443 if parts.scheme == "https" else 80
+    if port is not None:
+        options.append(f"--port {port}")
+    return " ".join(options)
+
+
+def _next_steps(slug: str, full_url: str, instance: Path, no_hits: bool, url: str) -> None:
     import shlex
 
+    from server.pilot import preview_link
+
+    from .base import cli_secret_key
     from .cmd_server import perceptlab_command
 
     on_instance = f"{perceptlab_command()} --instance {shlex.quote(str(instance))}"
     click.echo(f"worker link: {full_url}" + ("?participant=ID (or your recruiter's parameters)" if no_hits else ""))
-    click.echo(f"serve it:    {on_instance} serve   (or gunicorn 'server:create_app()' with "
-               f"PERCEPTLAB_INSTANCE={shlex.quote(str(instance))})")
+    base = full_url.rsplit("/s/", 1)[0]
+    click.echo(f"preview:     {preview_link(cli_secret_key(), slug, base)}   (you as a worker; counts in nothing)")
+    options = serve_options(url)
+    click.echo(f"serve it:    {on_instance} serve{' ' + options if options else ''}   (or gunicorn "
+               f"'server:create_app()' with PERCEPTLAB_INSTANCE={shlex.quote(str(instance))})")
     results = shlex.quote(str(Path(f"results-{slug}").absolute()))
     click.echo(f"results:     {on_instance} results {slug} --out {results}")

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from .base import UserError, cli
+from .cmd_export import INCLUDE_PILOT_HELP
 from .cmd_study import DATABASE_OPTION, _find
 
 
@@ -31,16 +32,19 @@ from .cmd_study import DATABASE_OPTION, _find
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
               help="Rows of the ranking to print.")
+@click.option("--include-pilot", is_flag=True, help=INCLUDE_PILOT_HELP.replace("export", "export and analyse", 1))
 @DATABASE_OPTION
 @click.pass_context
 def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n_boot: int | None,
-                    allow_disconnected: bool, no_plots: bool, top: int, database_url: str | None) -> None:
+                    allow_disconnected: bool, no_plots: bool, top: int, include_pilot: bool,
+                    database_url: str | None) -> None:
     """Reconcile MTurk, export and analyse study SLUG; print the top of the ranking and where files went.
 
     \b
     1. MTurk: when the study has HITs, fetch their submitted assignments (as `perceptlab mturk review`)
        and show what is owed; approving and paying stay separate commands.
-    2. Export: as `perceptlab export SLUG --out OUT` (worker IDs pseudonymised as on the dashboard).
+    2. Export: as `perceptlab export SLUG --out OUT` (worker IDs pseudonymised as on the dashboard; pilot
+       and simulated participants left out unless --include-pilot).
     3. Analysis: `perceptlab analyze` of votes.csv (or `analyze-motion` of motion.csv) into OUT/analysis.
 
     Read-only on a deployment: it never creates a database or a secret key (see --instance).
@@ -54,7 +58,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
     with cli_session(database_url) as session:
         study = _find(session, slug)
         click.echo(f"1/3 MTurk: {_reconcile(session, study) if reconcile else 'skipped (--no-mturk)'}")
-        export = export_files(session, slug, out)
+        export = export_files(session, slug, out, include_pilot=include_pilot)
         # What a script comparing each image with the reference answers: the analysis flags workers who agree with it.
         errors, problem = machine_error_rows(session, study) if "votes.csv" in export.files else ([], None)
     click.echo(f"2/3 export -> {out}")

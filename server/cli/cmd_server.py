@@ -58,6 +58,7 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
     password = _prepare_demo_database(out, database_url, stimuli_dir, seed)
 
     from server import create_app
+    from server.pilot import pilot_signature, preview_link
 
     # No entry rate limit: the demo is filled by simulated workers that all come from this machine.
     app = create_app(cli_config(), database_url=database_url, instance_path=str(instance), entry_limit=0)
@@ -71,12 +72,15 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
     click.echo(f"  HIT preview:           {base}/s/{DEMO_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=DEMOHIT")
     click.echo(f"  motion study (plain):  {base}/s/{MOTION_DEMO_SLUG}?participant=demo-observer-1")
     click.echo(f"  active sampling:       {base}/s/{ACTIVE_DEMO_SLUG}?participant=demo-worker-2")
+    click.echo(f"  preview (counts in nothing): {preview_link(app.config['SECRET_KEY'], DEMO_SLUG, base)}")
     click.echo(f"  dashboard:             {base}/admin/   login: admin / {password}")
     for line in demo_next_steps(base, out, instance):
         click.echo(line)
     click.echo("Ctrl-C stops the server.")
     if simulate_workers > 0:
-        threading.Thread(target=_simulate, args=(base, simulate_workers, seed), daemon=True).start()
+        threading.Thread(target=_simulate, args=(base, simulate_workers, seed,
+                                                 pilot_signature(app.config["SECRET_KEY"], DEMO_SLUG)),
+                         daemon=True).start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -102,8 +106,9 @@ def demo_next_steps(base: str, out: Path, instance: Path) -> list[str]:
     on_demo = f"{command} --instance {shlex.quote(str(instance))}"
     results = shlex.quote(str(out / "results"))
     return ["next, in a second terminal (each line works as printed, from any folder):",
-            f"  fill it with workers:  {command} simulate {DEMO_SLUG} --url {base} --workers 20",
-            f"  export and analyse:    {on_demo} results {DEMO_SLUG} --out {results}",
+            f"  fill it with workers:  {on_demo} simulate {DEMO_SLUG} --url {base} --workers 20",
+            # Simulated workers are pilots, left out of results unless asked (server/pilot.py).
+            f"  export and analyse:    {on_demo} results {DEMO_SLUG} --out {results} --include-pilot",
             f"  any other command:     {on_demo} study list   "
             f"(or: export PERCEPTLAB_INSTANCE={shlex.quote(str(instance))})"]
 
@@ -191,12 +196,12 @@ def _make_server(app, host: str, port: int):
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (try --port 0)") from None
 
 
-def _simulate(base: str, workers: int, seed: int) -> None:
+def _simulate(base: str, workers: int, seed: int, pilot: str) -> None:
     from server.simulate_client import run_simulation
 
     try:
         report = run_simulation(base, DEMO_SLUG, workers=workers, spam=0.25, concurrency=min(workers, 10),
-                                seed=seed, pace=0.5, progress=False)
+                                seed=seed, pace=0.5, progress=False, pilot=pilot)
         click.echo(f"simulated workers done: {report.votes_acknowledged} votes")
     except Exception as exc:  # noqa: BLE001 - the demo server keeps running whatever the simulation does
         click.echo(f"simulation stopped: {exc}", err=True)

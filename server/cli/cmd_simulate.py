@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .base import UserError, cli
+from .base import UserError, cli, cli_secret_key
 
 
 @cli.command("simulate")
@@ -48,13 +48,26 @@ def simulate_command(study: str, url: str, workers: int, spam: float, concurrenc
     errors, 5xx, 429) are retried with the same vote_id. Prints votes sent and
     acknowledged, duplicates, errors, votes/s, vote latency p50/p99 and how
     the workers ended.
+
+    The workers are stored as simulated pilot participants (signed with this
+    instance's secret key, which the server must share: name its instance
+    folder with --instance): no time estimate, wage, payment plan, MTurk
+    action, dashboard figure or pair target counts them, and export and
+    results leave them out unless --include-pilot.
     """
+    from server.pilot import pilot_signature
     from server.simulate_client import DEFAULT_NOISE_RMSE, SimulationError, run_simulation
 
     try:
+        key = cli_secret_key()
+    except UserError as error:
+        raise UserError("simulate signs its workers as simulated with the server's secret key: "
+                        + str(error.format_message())) from None
+    try:
         report = run_simulation(url, study, workers=workers, spam=spam, concurrency=concurrency, seed=seed,
                                 pages=pages, pace=pace, progress=not quiet, observer=observer,
-                                noise_rmse=noise_rmse if noise_rmse is not None else DEFAULT_NOISE_RMSE)
+                                noise_rmse=noise_rmse if noise_rmse is not None else DEFAULT_NOISE_RMSE,
+                                pilot=pilot_signature(key, study))
     except SimulationError as error:
         raise UserError(str(error)) from error
     for line in report.summary_lines():

@@ -21,7 +21,9 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
               help="Gaussian smoothing (pixels) of the average error image before Otsu segmentation.")
 @click.option("--zoom", default=1.5, show_default=True, type=float,
               help="Display magnification recorded for the crops.")
-@click.option("--top-k", default=3, show_default=True, type=int, help="Zoom regions (crops) per scene.")
+@click.option("--top-k", default=3, show_default=True, type=int,
+              help="Zoom regions (crops) per scene; 0 = none. A crop that would cover more than half of the image "
+                   "is never offered (uniform distortions such as JPEG, blur or noise give none).")
 @click.option("--levels", default=2, show_default=True, type=int,
               help="Otsu classes: 2 = Otsu's threshold, 3 or more = multi-Otsu keeping the most degraded class.")
 @click.option("--degree", default=6, show_default=True, type=int,

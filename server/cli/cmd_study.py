@@ -1,4 +1,4 @@
-"""``perceptlab study create | list | show | pause | resume | template | links``."""
+"""``perceptlab study create | list | show | pause | resume | template | links | pilot | reset | delete``."""
 from __future__ import annotations
 
 import click
@@ -121,21 +121,36 @@ def resume(slug: str, database_url: str | None) -> None:
 @click.option("--from-file", "from_file", type=click.File("r"), default=None,
               help="Read participant IDs from this file, one per line ('-' = standard input).")
 @click.option("--base-url", default="", help="Prefix of the links, e.g. https://lab.example.org (default: none).")
+@click.option("--preview", is_flag=True,
+              help="Print the experimenter's preview link instead: each visit is a new pilot participant who sees "
+                   "exactly what a worker sees and counts in nothing (estimates, pay, targets, exports).")
 @DATABASE_OPTION
-def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, database_url: str | None) -> None:
+def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, preview: bool,
+          database_url: str | None) -> None:
     """Print one plain study link per participant ID (signed when the study has [entry] signed_links,
-    with its access key when it has one), tab-separated after the ID."""
+    with its access key when it has one), tab-separated after the ID; or, with --preview, the preview link."""
     import re
 
-    from server.cli.base import cli_session
+    from server.cli.base import cli_secret_key, cli_session
     from server.paradigms import spec_from_config
     from server.paradigms.entry import participant_link
 
+    if preview:
+        from server.pilot import preview_link
+
+        if participants or from_file is not None:
+            raise UserError("--preview prints the study's preview link: name no participant IDs with it")
+        with cli_session(database_url) as session:
+            study = _find(session, slug)
+            link = preview_link(cli_secret_key(), study.slug, base_url)
+        click.echo(f"preview\t{link}")
+        return
     ids = list(participants)
     if from_file is not None:
         ids += [line.strip() for line in from_file if line.strip() and not line.lstrip().startswith("#")]
     if not ids:
-        raise UserError("name participant IDs (perceptlab study links SLUG ID...) or --from-file ids.txt")
+        raise UserError("name participant IDs (perceptlab study links SLUG ID...) or --from-file ids.txt, "
+                        "or --preview for the experimenter's preview link")
     bad = [i for i in ids if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,200}", i)]
     if bad:
         raise UserError(f"participant IDs may hold letters, digits and _.:@- only (at most 200): {bad[0]!r}")
@@ -146,6 +161,83 @@ def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, da
             raise UserError(f"study {slug!r} has no link key (run `perceptlab db upgrade`)")
         for participant in ids:
             click.echo(f"{participant}\t{participant_link(study, spec, participant, base_url)}")
+
+
+@study_group.command("pilot")
+@click.argument("slug")
+@click.argument("workers", nargs=-1, required=True)
+@click.option("--undo", is_flag=True, help="Count these participants as real ones again.")
+@DATABASE_OPTION
+def pilot(slug: str, workers: tuple[str, ...], undo: bool, database_url: str | None) -> None:
+    """Mark participants of study SLUG as pilots: WORKERS are their platform IDs (MTurk WorkerId,
+    participant ID) or the pseudonyms of the exports and the dashboard (w_...).
+
+    A pilot counts in no time estimate, wage, payment plan, MTurk action, dashboard figure or pair target,
+    and exports and results leave them out unless --include-pilot."""
+    from server.cli.base import cli_secret_key, cli_session
+    from server.exports import study_salt
+    from server.pilot import find_workers, mark_pilot
+
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        try:
+            found = find_workers(session, study, list(workers), study_salt(cli_secret_key(), study.slug))
+        except LookupError as exc:
+            raise UserError(str(exc)) from None
+        mark_pilot(session, study, found, pilot=not undo)
+    what = "real participant(s) again" if undo else "pilot participant(s)"
+    click.echo(f"{slug}: {len(found)} {what}: {', '.join(w.external_id for w in found)}")
+
+
+@study_group.command("reset")
+@click.argument("slug")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Reset even when paid work exists (approved MTurk assignments, bonuses, "
+                                             "completed assignments of real participants with a completion code).")
+@DATABASE_OPTION
+def reset(slug: str, yes: bool, force: bool, database_url: str | None) -> None:
+    """Delete every participant of study SLUG and all they did (assignments, votes or responses, calibrations,
+    running scales); keep the study, its settings, stimuli and HITs."""
+    _clear(slug, yes, force, database_url, delete=False)
+
+
+@study_group.command("delete")
+@click.argument("slug")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Delete even when paid work exists (approved MTurk assignments, bonuses, "
+                                             "completed assignments of real participants with a completion code).")
+@DATABASE_OPTION
+def delete(slug: str, yes: bool, force: bool, database_url: str | None) -> None:
+    """Delete study SLUG with its participants, responses and HIT records (its prepared image files stay
+    on disk)."""
+    _clear(slug, yes, force, database_url, delete=True)
+
+
+def _clear(slug: str, yes: bool, force: bool, database_url: str | None, *, delete: bool) -> None:
+    from server.cli.base import cli_session
+    from server.pilot import delete_study, paid_work, participants, reset_study
+
+    verb = "delete" if delete else "reset"
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        paid = paid_work(session, study)
+        if paid and not force:
+            raise UserError(f"study {slug!r} holds paid work ({paid.describe()}): {verb} it only with --force "
+                            f"(export it first: perceptlab export {slug} --out DIR)")
+        held = participants(session, study)
+        what = (f"{held.workers} participant(s) ({held.pilots} pilot), {held.assignments} assignment(s) and "
+                f"{held.responses} response(s)")
+        question = (f"Delete study {slug!r} with {what}?" if delete
+                    else f"Delete {what} of study {slug!r} (the study, its settings and stimuli stay)?")
+        if not yes and not click.confirm(question, default=False):
+            raise UserError(f"nothing was {'deleted' if delete else 'reset'}")
+        (delete_study if delete else reset_study)(session, study)
+        sqlite = session.get_bind().dialect.name == "sqlite"
+    click.echo(f"{slug}: deleted" + (f" with {what}" if delete else f" {what}; the study is as new"))
+    if delete and sqlite:
+        # A server process keeps each study's fixed facts (pairs, stimuli) by its number, and SQLite gives the
+        # number of the newest study, once deleted, to the next one created.
+        click.echo("note: restart a server running on this database before creating another study", err=True)
 
 
 def _set_status(slug: str, status: str, database_url: str | None) -> None:

@@ -35,7 +35,7 @@ from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
-from .entry import check_hit, check_link_entry
+from .entry import PILOT_PLATFORM, check_hit, check_link_entry
 from .recruiters import code_completion
 from .stages import TURNED_AWAY, Stage
 
@@ -201,6 +201,7 @@ class AssignmentRow(NamedTuple):
     stage: str
     pages_completed: int
     token_nonce: str
+    pilot: bool  # a pilot's (server/pilot.py): its votes fill no pair's target
 
     def load(self, session: Session) -> Assignment:
         """The assignment as an ORM object, whose changes the session writes at commit."""
@@ -209,7 +210,7 @@ class AssignmentRow(NamedTuple):
 
 _assignment = Assignment.__table__
 _ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.c.worker_id, _assignment.c.stage,
-                          _assignment.c.pages_completed, _assignment.c.token_nonce)
+                          _assignment.c.pages_completed, _assignment.c.token_nonce, _assignment.c.pilot)
                    .where(_assignment.c.id == bindparam("assignment_id")))
 _LOCK_ASSIGNMENT_ROW = _ASSIGNMENT_ROW.with_for_update()
 
@@ -603,6 +604,10 @@ class Paradigm:
             return assignment.worker.status_reason
         return None
 
+    def instructions(self, session: Session, study: Study, spec) -> str:
+        """The instructions page's text (default: the study file's ``[texts] instructions``)."""
+        return spec.instructions
+
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
         """What the HIT preview and the instructions show as an example (template variables)."""
         return {"example": None, "clip_example": None}
@@ -617,18 +622,21 @@ class Paradigm:
         """Every stimulus path the study's trials and worker pages show (the files it may serve)."""
         raise NotImplementedError
 
-    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True,
+               include_pilot: bool = False) -> StudyExport:
         """The paradigm's data files of a study (worker IDs pseudonymised with ``salt``; raw when None).
-        ``include_gold=False`` leaves out quality-check answers where the paradigm has them. The
+        ``include_gold=False`` leaves out quality-check answers where the paradigm has them; pilot and
+        simulated participants (server/pilot.py) only with ``include_pilot``. The
         per-worker workers_meta.csv is added by :func:`server.exports.export_study`."""
         raise NotImplementedError
 
-    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None) -> str:
+    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None,
+                    include_pilot: bool = False) -> str:
         """One of :attr:`downloads` as CSV text."""
-        return self.export(session, study_id, salt=salt).files[name]
+        return self.export(session, study_id, salt=salt, include_pilot=include_pilot).files[name]
 
-    def workers_table(self, session: Session, study_id: int, *,
-                      salt: bytes | None) -> tuple[tuple[str, ...], list[dict[str, Any]]] | None:
+    def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
+                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]] | None:
         """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)`` when the
         paradigm has its own per-worker columns; None: :func:`server.exports.workers_meta`'s."""
         return None
@@ -680,7 +688,7 @@ class Paradigm:
     def enter(self, session: Session, study: Study, *, platform: str, worker_id: str | None,
               assignment_id: str | None = None, hit_id: str | None = None, turk_submit_to: str | None = None,
               signature: str | None = None, access_key: str | None = None,
-              admit_new: Callable[[], None] | None = None) -> tuple[Assignment, bool]:
+              admit_new: Callable[[], None] | None = None, pilot: str | None = None) -> tuple[Assignment, bool]:
         """Find or create the assignment a worker arrives with; return it and whether it is new
         (a reload returns the same one).
 
@@ -690,8 +698,18 @@ class Paradigm:
         per-address rate limit raises there); re-entering an existing assignment never calls it. A new
         assignment for which no work is left starts at stage ``full``; an assignment at ``full``
         re-entered when work is free again is reopened (:meth:`reopen_if_room`).
+
+        ``pilot`` ("pilot" or "simulated"), which the caller passes only for an entry carrying the study's
+        pilot signature (:func:`server.pilot.check_pilot_signature`), makes a new worker a pilot participant
+        (:mod:`server.pilot`); platform "pilot" is the experimenter's preview, a new participant each time,
+        whatever the study's entry rules, paused or not.
         """
-        if platform == "mturk":
+        if platform == PILOT_PLATFORM:
+            if pilot is None:
+                raise invalid(f"unknown platform {platform!r}")
+            worker_id = assignment_id = f"pilot-{secrets.token_hex(6)}"
+            hit_id = turk_submit_to = None
+        elif platform == "mturk":
             for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
                 if not value or not _ID_PATTERN.fullmatch(value):
                     raise invalid(f"{name} is missing or malformed")
@@ -710,7 +728,7 @@ class Paradigm:
             hit_id = turk_submit_to = None
         else:
             raise invalid(f"unknown platform {platform!r}")
-        args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new)
+        args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new, pilot)
         try:
             with session.begin_nested():
                 assignment, created = self._find_or_create(*args)
@@ -723,7 +741,7 @@ class Paradigm:
 
     def _find_or_create(self, session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
                         hit_id: str | None, turk_submit_to: str | None,
-                        admit_new: Callable[[], None] | None) -> tuple[Assignment, bool]:
+                        admit_new: Callable[[], None] | None, pilot: str | None = None) -> tuple[Assignment, bool]:
         known = {"study_id": study.id, "platform": platform}
         worker = session.scalar(_FIND_WORKER, {**known, "external_id": worker_id})
         assignment = session.scalar(_FIND_ASSIGNMENT, {**known, "external_id": assignment_id})
@@ -731,12 +749,13 @@ class Paradigm:
             if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
             return assignment, False
-        if study.status != "active":
+        if study.status != "active" and platform != PILOT_PLATFORM:  # the experimenter may preview a paused study
             raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
         if admit_new is not None:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:
-            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id)
+            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id, pilot=pilot is not None,
+                            simulated=pilot == "simulated")
             session.add(worker)
             session.flush()
         stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
@@ -744,7 +763,7 @@ class Paradigm:
             stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz
         assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform,
                                 external_id=assignment_id, hit_id=hit_id, turk_submit_to=turk_submit_to,
-                                stage=stage, token_nonce=new_nonce())
+                                stage=stage, token_nonce=new_nonce(), pilot=worker.pilot)
         session.add(assignment)
         session.flush()
         return assignment, True

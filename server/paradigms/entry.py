@@ -52,6 +52,7 @@ DEFAULT_ENTRY_LIMIT = 20
 DEFAULT_ENTRY_WINDOW = 600.0  # seconds
 DEFAULT_ADMISSION_RATE = 5.0  # new assignments per second, per server process
 DEFAULT_ADMISSION_BURST = 3.0
+PILOT_PLATFORM = "pilot"  # the experimenter's preview participants (server/pilot.py)
 BUSY = "busy"  # the error code of a new worker deferred by the admission rate (429 + Retry-After)
 
 

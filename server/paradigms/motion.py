@@ -342,7 +342,7 @@ def choose_clips(session: Session, study: Study, worker_id: int, n: int, spec: M
                 .join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
                 .join(Page, MotionTrial.page_id == Page.id)
                 .join(Assignment, MotionTrial.assignment_id == Assignment.id)
-                .where(MotionTrial.study_id == study.id, ~MotionTrial.practice,
+                .where(MotionTrial.study_id == study.id, ~MotionTrial.practice, ~Assignment.pilot,  # server/pilot.py
                        or_(Assignment.stage == Stage.COMPLETED,
                            and_(Assignment.stage == Stage.MAIN, Page.reserved_until > moment)))
                 .distinct().subquery())
@@ -742,10 +742,12 @@ def motion_progress(session: Session, study_id: int) -> dict[str, Any]:
     per_clip = clip_observers(session, study_id)
     clip_done = sum(min(n, spec.observers_per_clip) for n, _ in per_clip.values())
     clip_target = n_clips * spec.observers_per_clip
-    stages = dict(session.execute(select(Assignment.stage, func.count()).where(Assignment.study_id == study_id)
+    stages = dict(session.execute(select(Assignment.stage, func.count())
+                                  .where(Assignment.study_id == study_id, ~Assignment.pilot)
                                   .group_by(Assignment.stage)).all())
     per_session = min(spec.clips_per_session, n_clips)
-    n_workers = int(session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id)))
+    n_workers = int(session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id,
+                                                                                  ~Worker.pilot)))
     return {"n_clips": n_clips, "n_probes": n_probes,
             "sessions_done": int(stages.get(Stage.COMPLETED, 0)), "sessions_open": int(stages.get(Stage.MAIN, 0)),
             "sessions_target": math.ceil(clip_target / per_session) if per_session else 0,
@@ -800,7 +802,7 @@ def clip_observers(session: Session, study_id: int) -> dict[str, tuple[int, int]
         .join(MotionProbe, MotionProbe.clip_id == MotionClip.id)
         .join(MotionTrial, and_(MotionTrial.probe_id == MotionProbe.id, ~MotionTrial.practice))
         .join(Assignment, MotionTrial.assignment_id == Assignment.id)
-        .where(MotionClip.study_id == study_id, Assignment.stage.in_((Stage.COMPLETED, Stage.MAIN)))
+        .where(MotionClip.study_id == study_id, Assignment.stage.in_((Stage.COMPLETED, Stage.MAIN)), ~Assignment.pilot)
         .group_by(MotionClip.clip_id, Assignment.stage)).all()
     out = {c: (0, 0) for c in session.scalars(select(MotionClip.clip_id).where(MotionClip.study_id == study_id)
                                               .order_by(MotionClip.position))}
@@ -889,10 +891,12 @@ class MotionMatching(Paradigm):
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         return stimulus_paths(session, study)
 
-    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
-        """motion.csv (main test trials), rdk.csv, frames.csv and calibration.csv; there is no gold to leave out."""
-        tables = motion_export.export_motion(session, study_id, salt=salt)
-        tables["frames.csv"] = motion_export.export_frames(session, study_id, salt=salt)
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True,
+               include_pilot: bool = False) -> StudyExport:
+        """motion.csv (main test trials), rdk.csv, frames.csv and calibration.csv; there is no gold to leave
+        out; pilots' sessions only with ``include_pilot``."""
+        tables = motion_export.export_motion(session, study_id, salt=salt, include_pilot=include_pilot)
+        tables["frames.csv"] = motion_export.export_frames(session, study_id, salt=salt, include_pilot=include_pilot)
         motion = tables["motion.csv"]
         report = [("motion.csv", f"{len(motion)} main trials by {len({r['worker_id'] for r in motion})} workers "
                                  f"({sum(r['timing_flagged'] == '1' for r in motion)} with frame drops)"),
@@ -902,18 +906,21 @@ class MotionMatching(Paradigm):
         warning = None if motion else "no main trials yet: perceptlab analyze-motion needs at least one"
         return StudyExport(files=motion_export.motion_csv_texts(tables), report=report, warning=warning)
 
-    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None) -> str:
+    def export_file(self, session: Session, study_id: int, name: str, *, salt: bytes | None,
+                    include_pilot: bool = False) -> str:
         """One motion file, computing only that table (frames.csv is the costly one)."""
         if name == "frames.csv":
-            tables = {name: motion_export.export_frames(session, study_id, salt=salt)}
+            tables = {name: motion_export.export_frames(session, study_id, salt=salt, include_pilot=include_pilot)}
         else:
-            tables = {name: motion_export.export_motion(session, study_id, salt=salt)[name]}
+            tables = {name: motion_export.export_motion(session, study_id, salt=salt,
+                                                        include_pilot=include_pilot)[name]}
         return motion_export.motion_csv_texts(tables)[name]
 
-    def workers_table(self, session: Session, study_id: int, *,
-                      salt: bytes | None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
+                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
         """Calibration, screening, trials and frame drops per worker instead of pages, votes and gold."""
-        return motion_export.MOTION_WORKERS_COLUMNS, motion_export.motion_workers_table(session, study_id, salt=salt)
+        return motion_export.MOTION_WORKERS_COLUMNS, motion_export.motion_workers_table(
+            session, study_id, salt=salt, include_pilot=include_pilot)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """The study list's columns read sets / pairs / answers: for motion studies clips / probes / sessions."""
@@ -954,7 +961,7 @@ class MotionMatching(Paradigm):
     def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]]:
         """Every screened MTurk worker's RDK screening r, as round(100·r) clipped to 0..100."""
         rows = session.execute(select(Worker.external_id, Worker.screening_r).where(
-            Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None))
+            Worker.study_id == study.id, Worker.platform == "mturk", Worker.screening_r.is_not(None), ~Worker.pilot)
             .order_by(Worker.id)).all()
         return [(worker_id, int(round(100 * min(max(r, 0.0), 1.0)))) for worker_id, r in rows]
 

@@ -17,7 +17,7 @@ from analysis.formats import table_csv
 from analysis.frame_timing import phase_timing
 from stimuli.rdk import rdk_vector
 
-from ..exports import pseudonym, worker_label
+from ..exports import pilot_filter, pseudonym, worker_label
 from ..models import (Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Worker,
                       as_utc)
 from .core import spec_for
@@ -58,7 +58,7 @@ def _blank(value: Any) -> Any:
     return "" if value is None else value
 
 
-def _motion_response_rows(session: Session, study_id: int):
+def _motion_response_rows(session: Session, study_id: int, include_pilot: bool = False):
     return session.execute(
         select(Worker.external_id, MotionTrial.id, MotionTrial.kind, MotionTrial.practice, MotionTrial.position,
                MotionTrial.repetition, MotionTrial.params, MotionProbe.probe_id, MotionProbe.x, MotionProbe.y,
@@ -69,11 +69,12 @@ def _motion_response_rows(session: Session, study_id: int):
         .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
         .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id)
         .join(Worker, MotionResponse.worker_id == Worker.id)
-        .where(MotionResponse.study_id == study_id)
+        .where(MotionResponse.study_id == study_id, pilot_filter(include_pilot))
         .order_by(MotionResponse.id)).all()
 
 
-def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dict[str, list[dict[str, Any]]]:
+def export_motion(session: Session, study_id: int, *, salt: bytes | None,
+                  include_pilot: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Every motion response of a study as records of motion.csv (main test trials), rdk.csv (RDK
     trials, practice flagged) and calibration.csv (one row per calibrated assignment).
 
@@ -81,10 +82,11 @@ def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dic
     server's summary of each trial's frame log (``frame_drops`` > 0 sets ``timing_flagged``).
     RDK rows use ``clip_id`` "rdk", ``probe_id`` "rdk-<trial id>" (each RDK trial is its own stimulus,
     so the ID is unique across workers and analysis.motion reads rdk.csv like motion.csv) and ``dataset`` "rdk".
+    Pilot and simulated participants (server/pilot.py) only with ``include_pilot``.
     """
     labels: dict[str, str] = {}
     motion, rdk = [], []
-    for row in _motion_response_rows(session, study_id):
+    for row in _motion_response_rows(session, study_id, include_pilot):
         raw, response = row[0], row[-1]
         if raw not in labels:
             labels[raw] = worker_label(raw, salt)
@@ -103,15 +105,17 @@ def export_motion(session: Session, study_id: int, *, salt: bytes | None) -> dic
             record.update(clip_id=row.clip_id, probe_id=row.probe_id, dataset=row.dataset, gt_u=row.gt_u,
                           gt_v=row.gt_v, probe_x=row.x, probe_y=row.y, probe_frame=row.frame)
             motion.append(record)
-    return {"motion.csv": motion, "rdk.csv": rdk, "calibration.csv": _calibration_rows(session, study_id, salt)}
+    return {"motion.csv": motion, "rdk.csv": rdk,
+            "calibration.csv": _calibration_rows(session, study_id, salt, include_pilot)}
 
 
-def _calibration_rows(session: Session, study_id: int, salt: bytes | None) -> list[dict[str, Any]]:
+def _calibration_rows(session: Session, study_id: int, salt: bytes | None,
+                      include_pilot: bool = False) -> list[dict[str, Any]]:
     rows = []
     for raw, r, passed, cal in session.execute(
             select(Worker.external_id, Worker.screening_r, Worker.screening_passed, Calibration)
             .join(Worker, Calibration.worker_id == Worker.id)
-            .where(Calibration.study_id == study_id).order_by(Calibration.id)):
+            .where(Calibration.study_id == study_id, pilot_filter(include_pilot)).order_by(Calibration.id)):
         rows.append({"worker_id": worker_label(raw, salt), "px_per_mm": cal.px_per_mm,
                      "viewing_distance_cm": cal.viewing_distance_cm, "refresh_hz": cal.refresh_hz,
                      "refresh_irregular_fraction": cal.refresh_irregular_fraction,
@@ -121,7 +125,8 @@ def _calibration_rows(session: Session, study_id: int, salt: bytes | None) -> li
     return rows
 
 
-def export_frames(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
+def export_frames(session: Session, study_id: int, *, salt: bytes | None,
+                  include_pilot: bool = False) -> list[dict[str, Any]]:
     """frames.csv records: one per requestAnimationFrame callback of every logged phase.
 
     ``t_ms`` is relative to the phase onset; ``stim_frame``, ``interval_ms`` (to the previous
@@ -135,7 +140,7 @@ def export_frames(session: Session, study_id: int, *, salt: bytes | None) -> lis
         MotionResponse, FrameLog.response_id == MotionResponse.id).where(MotionResponse.study_id == study_id)).all())
     labels: dict[str, str] = {}
     records = []
-    for row in _motion_response_rows(session, study_id):
+    for row in _motion_response_rows(session, study_id, include_pilot):
         raw, response = row[0], row[-1]
         if raw not in labels:
             labels[raw] = worker_label(raw, salt)
@@ -194,7 +199,7 @@ def motion_workers(session: Session, study_id: int, salt: bytes) -> list[dict[st
     calibrations = {c.worker_id: c for c in session.scalars(
         select(Calibration).where(Calibration.study_id == study_id).order_by(Calibration.id))}
     out = []
-    for worker in session.scalars(select(Worker).where(Worker.study_id == study_id).order_by(Worker.id)):
+    for worker in session.scalars(select(Worker).where(Worker.study_id == study_id, ~Worker.pilot).order_by(Worker.id)):
         cal = calibrations.get(worker.id)
         done = counts.get(worker.id, {"trials_done": 0, "flagged": 0})
         out.append({"worker_id": pseudonym(salt, worker.external_id), "status": worker.status,
@@ -208,7 +213,8 @@ def motion_workers(session: Session, study_id: int, salt: bytes) -> list[dict[st
     return out
 
 
-def motion_workers_table(session: Session, study_id: int, *, salt: bytes | None) -> list[dict[str, Any]]:
+def motion_workers_table(session: Session, study_id: int, *, salt: bytes | None,
+                         include_pilot: bool = False) -> list[dict[str, Any]]:
     """workers.csv records of a motion study (:data:`MOTION_WORKERS_COLUMNS`), one per worker.
 
     Calibration and environment columns are the worker's latest calibration (each session calibrates);
@@ -224,7 +230,8 @@ def motion_workers_table(session: Session, study_id: int, *, salt: bytes | None)
     for cal in session.scalars(select(Calibration).where(Calibration.study_id == study_id).order_by(Calibration.id)):
         calibrations.setdefault(cal.worker_id, []).append(cal)
     records = []
-    for worker in session.scalars(select(Worker).where(Worker.study_id == study_id).order_by(Worker.id)):
+    for worker in session.scalars(select(Worker).where(Worker.study_id == study_id, pilot_filter(include_pilot))
+                                  .order_by(Worker.id)):
         stages, cals = sessions.get(worker.id, []), calibrations.get(worker.id, [])
         done = counts.get(worker.id, {"trials_done": 0, "flagged": 0})
         records.append({"worker_id": worker_label(worker.external_id, salt), "platform": worker.platform,

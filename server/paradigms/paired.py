@@ -29,10 +29,11 @@ from sqlalchemy.orm import Session
 
 from .. import exports
 from .. import validation as check
-from ..allocation import (LAPSED_PER_PAIR, RESERVED, hold_pairs, now, release_other_pages,
+from ..allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from ..pilot import recount_assignment_pairs
 from ..tokens import TokenClaims
 from . import paired_active, paired_study
 from .core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
@@ -47,7 +48,7 @@ _trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
 
 VOTING_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED, Stage.DISQUALIFIED)
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials
-_ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (core.allocation_lock)
+_ALLOCATION_LOCKS = PAIR_ALLOCATION_LOCKS  # advisory lock namespace of pair allocation (core.allocation_lock)
 
 
 # ---------------------------------------------------------------- stage actions
@@ -314,10 +315,16 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         return _no_work_left(session, assignment, spec)
     if other_assignments:  # one reserved page per worker
         release_other_pages(session, assignment.worker_id, assignment.id)
-    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec), held=True)
+    # A pilot's page reserves nothing and its votes fill no target (server/pilot.py); its earlier pages'
+    # pairs are recounted, in case a vote was counted before the worker was marked.
+    real = not assignment.pilot
+    if not real:
+        recount_assignment_pairs(session, study.id, assignment.id)
+    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec) if real else None,
+                    held=real)
     _add_pair_trials(session, page, assignment, pair_ids,
                      _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False,
-                     hold=True)
+                     hold=real)
     return move_to(session, assignment, Stage.TRIALS)
 
 
@@ -488,7 +495,7 @@ WITH claimed AS (
 ), counted AS (
     UPDATE pair SET n_votes = pair.n_votes + 1, n_held = pair.n_held - CASE WHEN page.held THEN 1 ELSE 0 END
     FROM voted JOIN page ON page.id = voted.page_id
-    WHERE pair.id = voted.pair_id AND NOT voted.pair_is_gold
+    WHERE pair.id = voted.pair_id AND NOT voted.pair_is_gold AND CAST(:count_pair AS BOOLEAN)
 ), stored AS (
     INSERT INTO vote (client_vote_id, trial_id, assignment_id, worker_id, study_id, pair_id, winner_id, chose_left,
                       rt_ms, input, client_time, window_width, window_height, device_pixel_ratio, created_at)
@@ -534,7 +541,7 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
            "window_width": vote["window_width"], "window_height": vote["window_height"],
            "device_pixel_ratio": vote["device_pixel_ratio"], "created_at": utcnow()}
     try:
-        stored = _store_vote(session.connection(), row, reservation_end(session, spec))
+        stored = _store_vote(session.connection(), row, reservation_end(session, spec), count=not assignment.pilot)
     except IntegrityError:
         # Only the unique client_vote_id can clash here (the trial is ours and locked): the browser
         # reused a vote ID for another trial. The caller rolls the whole request back.
@@ -542,6 +549,10 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     if stored is None:
         return _vote_for_unclaimed_trial(session, assignment, vote)
     stage = _after_vote(session, assignment, stored, spec)
+    if assignment.pilot and stored.open_left == 0:
+        # A participant marked as a pilot while on this page may have had votes counted by the one-statement
+        # path (server/pilot.py): their pairs are counted again from the votes that count.
+        recount_assignment_pairs(session, assignment.study_id, assignment.id)
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
@@ -574,9 +585,10 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
     return 201, _answer(stage, vote["vote_id"], "stored", open_left, quiz_correct)
 
 
-def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote | None:
+def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = True) -> StoredVote | None:
     """Claim the vote's trial (``row["trial_id"]``, of ``row["assignment_id"]``, open), count the pair's
-    vote (real pairs only: gold pairs are shared by every worker, a counter would be a hot row), insert
+    vote (real pairs only: gold pairs are shared by every worker, a counter would be a hot row; and only
+    with ``count``: a pilot's vote fills no target, server/pilot.py), insert
     the vote (and the gold result of a gold trial), renew the page's reservation (the worker is
     active) and count the page's open trials. None, with nothing changed, when the trial could not be
     claimed (answered already, or not the assignment's).
@@ -587,13 +599,14 @@ def _store_vote(connection, row: dict[str, Any], reserved_until) -> StoredVote |
         The vote's client ID is stored already (for another trial).
     """
     if connection.dialect.name == "postgresql":
-        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until}).first()
+        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until,
+                                                            "count_pair": count}).first()
         return None if found is None else StoredVote._make(found)
     trial = connection.execute(_CLAIM_TRIAL, {"trial_id": row["trial_id"], "owner_id": row["assignment_id"]}).first()
     if trial is None:
         return None
     winner = trial.stimulus_a_id if row["chose_left"] == trial.left_is_a else trial.stimulus_b_id
-    if not trial.pair_is_gold:
+    if not trial.pair_is_gold and count:
         connection.execute(_COUNT_PAIR_VOTE, {"pair_id": trial.pair_id, "unheld": 1 if trial.page_held else 0})
     values = {name: row[name] for name in _VOTE_COLUMNS}
     values["pair_id"], values["winner_id"] = trial.pair_id, winner
@@ -715,14 +728,18 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     elif assignment.stage in TERMINAL_STAGES:
         ended = as_object(session, assignment)
         message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
+    progress = {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
+                "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
+                "bonus_per_page": spec.bonus_per_page}
+    if assignment.stage == Stage.PAGE_DONE:  # whether "continue" would find a page: never offer one that is not there
+        progress["next_page"] = PARADIGM.work_left(session, study_ref(session, assignment.study_id),
+                                                   assignment.worker_id)
     return {
         "assignment_id": str(assignment.id),
         "stage": assignment.stage,
         "message": message,
         "page": page_data,
-        "progress": {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
-                     "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
-                     "bonus_per_page": spec.bonus_per_page},
+        "progress": progress,
         "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
                    "min_image_scale": spec.min_image_scale},
         "completion": completion,
@@ -775,14 +792,17 @@ def _image(full: str, crops: tuple[str, ...], study_set: SetLayout, url_for: Url
 # ---------------------------------------------------------------- dashboard, exports, pay
 
 def study_progress(session: Session, study_id: int) -> dict[str, Any]:
-    """Counts of sets, pairs, votes (real pairs only), the votes targeted, and workers."""
+    """Counts of sets, pairs, votes (real pairs only), the votes targeted, and workers (pilot and simulated
+    participants left out: server/pilot.py)."""
     n_sets = session.scalar(select(func.count()).select_from(StudySet).where(StudySet.study_id == study_id))
     n_pairs, target = session.execute(
         select(func.count(), func.coalesce(func.sum(Pair.target_votes), 0)).join(StudySet)
         .where(StudySet.study_id == study_id, ~Pair.is_gold)).one()
     n_votes = session.scalar(select(func.count()).select_from(Vote).join(Pair, Vote.pair_id == Pair.id)
-                             .where(Vote.study_id == study_id, ~Pair.is_gold))
-    n_workers = session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id))
+                             .join(Assignment, Assignment.id == Vote.assignment_id)
+                             .where(Vote.study_id == study_id, ~Pair.is_gold, ~Assignment.pilot))
+    n_workers = session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id,
+                                                                              ~Worker.pilot))
     return {"n_sets": int(n_sets), "n_pairs": int(n_pairs), "target_votes": int(target), "n_votes": int(n_votes),
             "fill": n_votes / target if target else 0.0, "n_workers": int(n_workers)}
 
@@ -859,11 +879,20 @@ class PairedComparison(Paradigm):
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         return stimulus_paths(session, study)
 
-    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True) -> StudyExport:
+    def instructions(self, session: Session, study: Study, spec: StudySpec) -> str:
+        """The study's instructions; the default ones without their sentence about the zoom crops when no
+        set has any (prepared with ``--top-k 0``, or every crop would have covered most of its image)."""
+        if spec.instructions == paired_study.default_instructions(spec.stimulus) and not any(
+                study_set.crops.get("boxes") for study_set in study.sets):
+            return paired_study.default_instructions(spec.stimulus, crops=False)
+        return spec.instructions
+
+    def export(self, session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True,
+               include_pilot: bool = False) -> StudyExport:
         """votes.csv, the input of ``perceptlab analyze`` (quiz and hidden gold votes unless ``include_gold``
-        is false)."""
+        is false; pilots' votes only with ``include_pilot``)."""
         rows = exports.export_votes(session, study_id, pseudonymise=salt is not None, include_gold=include_gold,
-                                    salt=salt)
+                                    salt=salt, include_pilot=include_pilot)
         counts = exports.vote_counts(rows)
         return StudyExport(
             files={"votes.csv": exports.votes_csv_text(rows)},

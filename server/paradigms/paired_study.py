@@ -44,15 +44,27 @@ Some comparisons have a known answer; workers who answer too many of them wrongl
 
 Questions about the study: {contact}."""
 
-DEFAULT_INSTRUCTIONS = """\
+_INSTRUCTIONS_TRIAL = """\
 In every trial you see three images. The middle one is the reference (the ground truth). \
 Click the image on the LEFT or on the RIGHT that looks more like the reference, or press the \
-left or right arrow key. There is no time limit, but please decide at your natural pace.
-
+left or right arrow key. There is no time limit, but please decide at your natural pace."""
+_INSTRUCTIONS_CROPS = """\
 Under each image, enlarged crops show the regions where the images differ most (outlined in \
-the example image). Look there first. The differences have been amplified so they are easier to see.
+the example image). Look there first."""
+_INSTRUCTIONS_AMPLIFIED = "The differences have been amplified so they are easier to see."
+_INSTRUCTIONS_QUIZ = "First comes a short quiz with obvious differences: you must pass it to continue."
 
-First comes a short quiz with obvious differences: you must pass it to continue."""
+
+def default_instructions(stimulus: str = "amplified", crops: bool = True) -> str:
+    """The instructions a study shows unless its file gives its own: they say that the differences were
+    amplified only when the study shows amplified images (``[design] stimulus``), and mention the zoom
+    crops only when its stimuli have any (prepared with ``--top-k 0``, or no crop worth showing: none)."""
+    middle = " ".join(part for part, wanted in ((_INSTRUCTIONS_CROPS, crops),
+                                                 (_INSTRUCTIONS_AMPLIFIED, stimulus == "amplified")) if wanted)
+    return "\n\n".join(part for part in (_INSTRUCTIONS_TRIAL, middle, _INSTRUCTIONS_QUIZ) if part)
+
+
+DEFAULT_INSTRUCTIONS = default_instructions()
 
 
 STUDY_TEMPLATE = '''\
@@ -78,8 +90,9 @@ warmup_votes_per_pair = 1  # active only: each pair of the design gets this many
 pairs_per_page = 20   # StudyMB 1.0: 20 pairs per page, paid per page
 min_pages = 1         # pages a worker must complete before submitting
 max_pages = 10        # cap on pages (and so on trials) per worker
-reward_per_page = "0.50"
-bonus_per_page = "0.40"   # paid for every page after min_pages
+reward_per_page = "1.50"  # the HIT: 1 page of 20 comparisons (~5 min) + consent, instructions, quiz (~2 min)
+bonus_per_page = "1.00"   # paid for every page after min_pages (~5 min each); both are ~$12/h at the
+                          # documented pace, the default [server] wage_floor_usd_per_hour
 
 [quality]
 quiz_size = 5             # gold pairs in the quiz; failing it disqualifies for good
@@ -102,7 +115,7 @@ min_window_height = 600  # 1366x768 and 1280x720 laptop screens give about 1366x
 researcher = ""             # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
 contact = ""                # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
 # consent = """..."""       # plain text shown before the task; blank lines separate paragraphs; {researcher}
-                            # and {contact} become the values above, {pay} the pay rules of [pages] ("$0.50
+                            # and {contact} become the values above, {pay} the pay rules of [pages] ("$1.50
                             # for 1 page, and a bonus of ..."), {time} the time estimate ("about 5 minutes
                             # per page of 20 comparisons, ..."); `study create` refuses empty ones
 # instructions = """..."""  # shown before the quiz, beside the overview image
@@ -131,8 +144,8 @@ class StudySpec(StoredSpec):
     pairs_per_page: int = 20
     min_pages: int = 1
     max_pages: int = 10
-    reward_per_page: str = "0.50"
-    bonus_per_page: str = "0.40"
+    reward_per_page: str = "1.50"
+    bonus_per_page: str = "1.00"
     quiz_size: int = 5
     gold_rate: float = 0.1
     accuracy_threshold: float = 0.7
@@ -190,6 +203,7 @@ def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
         raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
     values.setdefault("slug", slugify(path.stem))
     values.setdefault("name", values["slug"])
+    values.setdefault("instructions", default_instructions(values.get("stimulus", "amplified")))
     spec = StudySpec(**{**values, "manifests": tuple(values["manifests"])}, base_dir=str(path.parent.resolve()))
     validate_spec(spec, str(path))
     return spec

@@ -33,7 +33,7 @@ from flask import (Blueprint, Response, abort, current_app, jsonify, make_respon
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from .. import auth, exports, live_scales, wages
+from .. import auth, codes, exports, live_scales, wages
 from ..db import db_session
 from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
@@ -75,7 +75,14 @@ def _error(exc: HTTPException):
 
 @bp.context_processor
 def _template_globals():
-    return {"csrf_token": auth.csrf_token}
+    return {"csrf_token": auth.csrf_token, "preview_url": _preview_url}
+
+
+def _preview_url(slug: str) -> str:
+    """The study's preview link (server/pilot.py): each visit is a new pilot participant."""
+    from ..pilot import preview_link
+
+    return preview_link(current_app.config["SECRET_KEY"], slug, request.script_root)
 
 
 # ---------------------------------------------------------------- login
@@ -218,7 +225,7 @@ def votes_csv(slug: str):
     study = _study(slug)
     raw = _flag("raw_worker_ids")
     rows = exports.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not _flag("no_gold"),
-                                salt=_salt(study, raw))
+                                salt=_salt(study, raw), include_pilot=_flag("include_pilot"))
     return _csv(exports.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
 
 
@@ -227,7 +234,8 @@ def votes_csv(slug: str):
 def workers_csv(slug: str):
     study = _study(slug)
     raw = _flag("raw_worker_ids")
-    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings())
+    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings(),
+                                       include_pilot=_flag("include_pilot"))
     return _csv(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
 
 
@@ -260,7 +268,8 @@ def motion_csv(slug: str, name: str):
     if name not in paradigm.downloads:
         abort(404, description=f"There is no {name} for study {slug!r}.")
     raw = _flag("raw_worker_ids")
-    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw))
+    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw),
+                                include_pilot=_flag("include_pilot"))
     return _csv(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
 
 
@@ -328,14 +337,14 @@ def active_assignments(session, study: Study) -> int:
             .where(answers.study_id == study.id).group_by(answers.assignment_id).subquery())
     return int(session.scalar(
         select(func.count()).select_from(Assignment).outerjoin(last, last.c.assignment_id == Assignment.id)
-        .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES),
+        .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES), ~Assignment.pilot,
                func.coalesce(last.c.at, Assignment.created_at) > cutoff)))
 
 
 def pair_fill(session, study_id: int) -> list[dict]:
     """Per set: items, pairs, votes against the target, min/median/max votes per pair and a histogram."""
-    counts = (select(Vote.pair_id, func.count().label("n")).where(Vote.study_id == study_id)
-              .group_by(Vote.pair_id).subquery())
+    counts = (select(Vote.pair_id, func.count().label("n")).join(Assignment, Assignment.id == Vote.assignment_id)
+              .where(Vote.study_id == study_id, ~Assignment.pilot).group_by(Vote.pair_id).subquery())
     rows = session.execute(
         select(StudySet.name, Pair.target_votes, func.coalesce(counts.c.n, 0))
         .join(Pair, Pair.set_id == StudySet.id).outerjoin(counts, counts.c.pair_id == Pair.id)
@@ -365,7 +374,9 @@ def _fill_record(name: str, pairs: list[tuple[int, int]]) -> dict:
 
 
 def _workers(session, study: Study, *, raw: bool) -> list[dict]:
-    """The workers table: pseudonym (raw ID only when asked), stage, pages, votes, gold, quiz, TPR, kept."""
+    """The workers table: pseudonym (raw ID only when asked), one status (``state``:
+    :func:`server.codes.worker_state`; ``status`` and ``stage`` stay for API readers), pages, votes, gold,
+    quiz, TPR, kept."""
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
     snapshot = session.get(ScaleSnapshot, study.id)
     screened = snapshot.payload.get("workers", {}) if snapshot else {}
@@ -373,7 +384,9 @@ def _workers(session, study: Study, *, raw: bool) -> list[dict]:
     for s in exports.worker_stats(session, study.id):
         scores = screened.get(str(s["db_id"]), {})
         record = {"worker_id": exports.pseudonym(salt, s["raw_id"]), "platform": s["platform"],
-                  "status": s["status"], "stage": s["stage"], "pages": s["pages"], "n_votes": s["n_votes"],
+                  "status": s["status"], "stage": s["stage"],
+                  "state": codes.worker_state(s["status"], s["stage"]),
+                  "pages": s["pages"], "n_votes": s["n_votes"],
                   "gold_correct": s["gold_correct"], "gold_total": s["gold_total"],
                   "gold_accuracy": s["gold_correct"] / s["gold_total"] if s["gold_total"] else None,
                   "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],

@@ -6,16 +6,19 @@
     POST /admin/studies/<slug>/participants/check    form field ``codes``: a recruiter's CSV of submitted codes
                                                      (at most UPLOAD_LIMIT bytes), checked as
                                                      ``perceptlab codes check`` does (server/codes.py)
+    POST /admin/studies/<slug>/participants/pilot    form fields ``worker`` (a pseudonym) and ``pilot`` (1 or 0):
+                                                     mark a participant as a pilot or as a real one again, as
+                                                     ``perceptlab study pilot`` does (server/pilot.py)
 
-Both need a logged-in experimenter; the POST needs the session's CSRF token. Nothing is stored.
+All need a logged-in experimenter; the POSTs need the session's CSRF token. Only the pilot mark is stored.
 """
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template, request
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy import select
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from .. import auth, codes, exports
+from .. import auth, codes, exports, pilot
 from ..db import db_session
 from ..models import Study
 from ..paradigms import spec_from_config
@@ -57,7 +60,9 @@ def _page(study: Study, *, check=None, error: str | None = None, status: int = 2
     rows = [{"p": p, "worker_id": exports.pseudonym(salt, p.external_id)} for p in codes.participants(session, study)]
     spec = spec_from_config(study.config)
     html = render_template("admin_participants.html", study=study, spec=spec, rows=rows, raw=raw, check=check,
-                           error=error, upload_limit_mb=UPLOAD_LIMIT >> 20, user=auth.current_user(session).username)
+                           error=error, upload_limit_mb=UPLOAD_LIMIT >> 20, user=auth.current_user(session).username,
+                           preview_url=pilot.preview_link(current_app.config["SECRET_KEY"], study.slug,
+                                                          request.script_root))
     return html, status
 
 
@@ -84,6 +89,25 @@ def check(slug: str):
         name = upload.filename or "the file"
         return _page(study, error=f"{name}: {exc}", status=400)
     return _page(study, check=codes.check_codes(db_session(), study, submitted))
+
+
+@bp.post("/<slug>/participants/pilot")
+@auth.login_required
+def mark_pilot(slug: str):
+    """Mark one participant (by pseudonym) as a pilot (``pilot=1``) or as a real participant again (``pilot=0``)."""
+    study = _study(slug)
+    session = db_session()
+    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
+    try:
+        found = pilot.find_workers(session, study, [request.form.get("worker", "")], salt)
+    except LookupError as exc:
+        return _page(study, error=str(exc), status=404)
+    pilot.mark_pilot(session, study, found, pilot=request.form.get("pilot") == "1")
+    session.commit()
+    current_app.logger.info("%s marked %s of study %s as %s", auth.current_user(session).username,
+                            request.form.get("worker"), study.slug,
+                            "a pilot" if request.form.get("pilot") == "1" else "a real participant")
+    return redirect(url_for("admin_codes.participants", slug=study.slug), code=303)
 
 
 @bp.errorhandler(RequestEntityTooLarge)

@@ -18,6 +18,7 @@ from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
                               record_environment, record_in_one_statement, study_paradigm)
+from ..pilot import pilot_entry
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admit_from_request
@@ -115,15 +116,20 @@ def create_assignment(slug: str):
     study = db_session().scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise ApiError(404, "not_found", f"no study {slug!r}")
-    fields = ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to", "signature", "access_key")
-    reject_unknown(body, fields)
+    fields = ("platform", "worker_id", "assignment_id", "hit_id", "turk_submit_to", "signature", "access_key", "pilot")
+    reject_unknown(body, (*fields, "simulated"))
     for key in fields:
         text(body.get(key), key, max_length=400)  # a string without control characters (patterns: Paradigm.enter)
+    if body.get("simulated") not in (None, True, False):
+        raise invalid("simulated must be true or false")
+    # A pilot or simulated participant only with the study's pilot signature (server/pilot.py).
+    pilot = pilot_entry(current_app.config["SECRET_KEY"], slug, body.get("pilot"), body.get("simulated"))
     # The same entry rules as the HTML entry /s/<slug> (server/paradigms/entry.py), and the same rate limit.
     assignment, created = paradigm_for(study).enter(
         db_session(), study, platform=body.get("platform", "link"), worker_id=body.get("worker_id"),
         assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
-        signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request)
+        signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request,
+        pilot=pilot)
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200

@@ -16,6 +16,7 @@ from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info,
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
+from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
 from .entry_limit import admit_from_request
@@ -43,11 +44,16 @@ def entry(slug: str):
                                time_estimate=_time_estimate(session, study),
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
+    pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
     try:
         if "assignmentId" in args:
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
+                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request,
+                                           pilot=pilot)
+        elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
+            assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None,
+                                           admit_new=admit_from_request, pilot=pilot)
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
@@ -92,7 +98,8 @@ def stage_page(token: str):
         return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
-        return render_template("instructions.html", paragraphs=_paragraphs(spec.instructions),
+        text = paradigm.instructions(session, study, spec)  # e.g. no word of crops a study does not have
+        return render_template("instructions.html", paragraphs=_paragraphs(text),
                                example=paradigm.examples(session, study)["example"], **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (trials.html, motion.html)
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",

@@ -18,7 +18,8 @@ def test_consent_names_researcher_contact_pay_and_time(kind, browser, live_serve
                                                        tmp_path, screenshot):
     if kind == "pc":
         slug = create_test_study(app, demo_stimuli, tmp_path, "consent-pc", texts=TEXTS,
-                                 pages={"min_pages": 1, "max_pages": 5})
+                                 pages={"min_pages": 1, "max_pages": 5, "reward_per_page": "0.50",
+                                        "bonus_per_page": "0.40"})
         pay = "$0.50 for 1 page, and a bonus of $0.40 for each further page up to 5 pages in all"
     else:
         slug = create_motion_study(app, motion_clips, tmp_path, "consent-motion", texts=TEXTS)

@@ -171,7 +171,10 @@ def create_test_study(app, demo_stimuli: Path, folder: Path, slug: str = "demo",
 
 
 # Small pages so a test can walk through several quickly.
-SMALL_STUDY = {"pages": {"pairs_per_page": 6, "min_pages": 1, "max_pages": 3},
+# Its pay is set here (the template's defaults meet the wage floor for 20 comparisons a page): the tests
+# of pay and time count in these round figures.
+SMALL_STUDY = {"pages": {"pairs_per_page": 6, "min_pages": 1, "max_pages": 3, "reward_per_page": "0.50",
+                         "bonus_per_page": "0.40"},
                "quality": {"quiz_size": 3, "gold_rate": 0.2, "gold_min_answered": 2}}
 
 

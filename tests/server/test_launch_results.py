@@ -26,7 +26,9 @@ from .test_live_scales import add_votes
 from .test_mturk import _assignment, _expect_hit_type, _hit
 
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
-SMALL = ("--pairs-per-page", "6", "--votes-per-pair", "3", "--max-pages", "3", *CONSENT)
+# The pay in round figures (the template's defaults meet the wage floor for pages of 20 comparisons).
+SMALL = ("--pairs-per-page", "6", "--votes-per-pair", "3", "--max-pages", "3", "--reward-per-page", "0.50",
+         "--bonus-per-page", "0.40", *CONSENT)
 
 
 @pytest.fixture(scope="module")

@@ -132,9 +132,14 @@ def test_unknown_study_and_unreachable_server_raise(app, study, live_server):
     assert _stored_votes(app)[0] == Counter()  # the start-up check writes nothing
 
 
-def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path):
-    from server.cli import cli
+def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path, monkeypatch):
+    from sqlalchemy import select
 
+    from server.cli import cli
+    from server.models import Worker
+
+    # simulate signs its workers as simulated with the instance's secret key, the server's (make_test_app's).
+    monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", "test-secret")
     out = tmp_path / "report.json"
     result = CliRunner().invoke(cli, ["simulate", no_gold_study, "--url", live_server, "--workers", "2", "--spam", "0",
                                       "--concurrency", "2", "--seed", "7", "--observer", "latent", "--quiet",
@@ -144,6 +149,16 @@ def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path):
     data = json.loads(out.read_text())
     assert data["workers"] == 2 and data["votes_acknowledged"] == data["votes_sent"] > 0
     assert data["outcomes"] == {"completed": 2}
+    with app.extensions["perceptlab.sessions"]() as session:
+        stored = session.execute(select(Worker.external_id, Worker.pilot, Worker.simulated)).all()
+    assert len(stored) == 2 and all(pilot and simulated and raw.startswith("SIMW") for raw, pilot, simulated in stored)
+
+    # Another deployment's key: every entry is refused, and the summary says why.
+    monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", "another-key")
+    refused = CliRunner().invoke(cli, ["simulate", no_gold_study, "--url", live_server, "--workers", "1", "--quiet",
+                                       "--seed", "8", "--observer", "latent"])
+    assert "bad_link 1" in refused.output and "secret key differs" in refused.output, refused.output
+    monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", "test-secret")
 
     missing = CliRunner().invoke(cli, ["simulate", "nope", "--url", live_server, "--quiet"])
     assert missing.exit_code == 2 and "error:" in missing.output and "nope" in missing.output

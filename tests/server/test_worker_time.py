@@ -276,10 +276,11 @@ def test_study_create_and_show_print_the_estimate_and_its_wage(demo_stimuli, tmp
                             texts={"researcher": "A. Researcher", "contact": "a@example.org"})
     result = CliRunner().invoke(cli, ["study", "create", str(path), "--database-url", url], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    # The defaults: 20 comparisons x 15 s a page, a minute + 5 quiz comparisons at the start: $0.50 for 435 s.
+    # The defaults: 20 comparisons x 15 s a page, a minute + 5 quiz comparisons at the start: $1.50 for 435 s,
+    # at or above the default wage floor ($12.00/h), as the template promises.
     line = ("time: about 5 minutes per page of 20 comparisons, plus about 3 minutes at the start (an estimate before "
-            "any measurement); the reward of $0.50 for 1 page(s) pays about $4.14/h")
+            "any measurement); the reward of $1.50 for 1 page(s) pays about $12.41/h")
     assert line in result.output
-    assert "warning: $4.14/h is below the wage floor of $12.00/h" in result.output
+    assert "wage floor" not in result.output
     shown = CliRunner().invoke(cli, ["study", "show", "cli-pay", "--database-url", url], catch_exceptions=False)
     assert line in shown.output

@@ -13,7 +13,9 @@ from stimuli.amplify import amplify
 from stimuli.io import ImageReadError, read_image, write_png
 from stimuli.prepare import PrepareError, SceneImages, prepare_scene
 
-H, W = 48, 64
+# Large enough for a zoom crop (at least 160 x 120) to cover under half of the image: one covering more is
+# never offered (stimuli.zoom.MAX_CROP_AREA).
+H, W = 180, 240
 
 
 def _images(seed: int, n_candidates: int, shape=(H, W, 3)):
@@ -287,7 +289,7 @@ def _identical_candidates(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("spoil, extra, message", [
-    (_bad_size, [], "method1.png: size 64x50 differs"),
+    (_bad_size, [], f"method1.png: size {W}x{H + 2} differs"),
     (_truncated, [], "method2.png: image file is truncated"),
     (_garbage, [], "method3.png: not a readable image"),
     (_one_candidate, [], "at least two candidate images"),

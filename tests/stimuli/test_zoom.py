@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from stimuli.io import StimulusInputError
-from stimuli.zoom import PALETTE, CropBox, average_error, crop, draw_overview, find_crop_boxes, find_scene_crops
+from stimuli.zoom import (MAX_CROP_AREA, PALETTE, CropBox, average_error, crop, draw_overview, find_crop_boxes,
+                          find_scene_crops)
 
 H, W = 180, 240
 
@@ -84,8 +85,29 @@ def test_box_at_border_is_shifted_inside_and_keeps_its_size():
 def test_box_larger_than_image_becomes_largest_fitting_box():
     error = np.zeros((H, W), np.float32)
     error[80:100, 100:140] = 50
-    (box,) = find_crop_boxes(error, sigma=3, min_size=(1000, 750))
+    (box,) = find_crop_boxes(error, sigma=3, min_size=(1000, 750), max_area=1.0)
     assert (box.x, box.y, box.width, box.height) == (0, 0, W, H)  # 240 x 180 is 4:3 already
+    # ... which by default is not offered: it would only repeat the full image.
+    assert find_crop_boxes(error, sigma=3, min_size=(1000, 750)) == []
+
+
+def test_a_crop_over_half_of_the_image_is_not_offered():
+    """Uniform distortions (noise, blur, JPEG over the whole frame) segment into one region spanning the image:
+    its box covers most of it and the scene gets no crop; a local artefact keeps its crop."""
+    rng = np.random.default_rng(5)
+    reference, uniform = _scene(rng, [(0, 0, W, H, 40)])
+    assert find_scene_crops(reference, uniform, sigma=4) == []
+    reference, local = _scene(rng, [(20, 20, 30, 24, 80)])
+    (box, *_) = find_scene_crops(reference, local, sigma=4)
+    assert box.width * box.height <= MAX_CROP_AREA * W * H and _contains(box, 20, 20, 30, 24)
+    # The threshold is the box's share of the image: 160 x 120 of 240 x 180 is 44 %, kept; at 40 % it goes.
+    assert find_scene_crops(reference, local, sigma=4, max_area=0.4) == []
+
+
+def test_top_k_zero_gives_no_crops():
+    rng = np.random.default_rng(6)
+    reference, candidates = _scene(rng, [(20, 20, 30, 24, 80)])
+    assert find_scene_crops(reference, candidates, sigma=4, top_k=0) == []
 
 
 def test_overlapping_boxes_are_merged():
@@ -107,7 +129,8 @@ def test_no_contrast_gives_no_boxes():
 
 def test_bad_parameters_are_errors():
     error = np.zeros((H, W), np.float32)
-    for kwargs, word in [({"top_k": 0}, "top_k"), ({"sigma": 0}, "sigma"), ({"levels": 1}, "levels"),
+    for kwargs, word in [({"top_k": -1}, "top_k"), ({"max_area": 0}, "max_area"), ({"sigma": 0}, "sigma"),
+                         ({"levels": 1}, "levels"),
                          ({"aspect": 0}, "aspect"), ({"min_size": (0, 5)}, "min_size"), ({"zoom": 0}, "zoom")]:
         with pytest.raises(StimulusInputError, match=word):
             find_crop_boxes(error, **kwargs)

@@ -327,7 +327,7 @@ function renderWorkers(workers, showRaw) {
   document.querySelectorAll("#workers-table .raw-col").forEach((th) => { th.hidden = !showRaw; });
   const body = document.querySelector("#workers-table tbody");
   if (!workers.length) {
-    body.replaceChildren(el("tr", {}, el("td", { colspan: 10, className: "muted", text: "No workers yet." })));
+    body.replaceChildren(el("tr", {}, el("td", { colspan: 9, className: "muted", text: "No workers yet." })));
     return;
   }
   body.replaceChildren(...workers.map((w) => {
@@ -337,8 +337,8 @@ function renderWorkers(workers, showRaw) {
     return el("tr", { "data-worker": w.worker_id },
       el("td", {}, el("code", { text: w.worker_id })),
       showRaw ? el("td", { className: "raw-col" }, el("code", { text: w.raw_id ?? "" })) : null,
-      el("td", { text: w.status, className: w.status === "active" ? "" : "warn" }),
-      el("td", { text: w.stage ?? "–" }),
+      // One status (server/views/admin.py worker_state): "active" beside "completed" read as a contradiction.
+      el("td", { text: w.state ?? w.status, className: w.status === "active" ? "" : "warn" }),
       el("td", { className: "num", text: w.pages }),
       el("td", { className: "num", text: w.n_votes }),
       el("td", { className: "num", text: gold }),

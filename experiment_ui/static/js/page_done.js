@@ -57,14 +57,18 @@ export class PageDone {
     this.mount(container);
     const p = progress || {};
     const done = p.pages_completed ?? 0;
-    const canContinue = p.max_pages == null || done < p.max_pages;
     const canFinish = p.min_pages == null || done >= p.min_pages;
+    // next_page (the server's word at page_done): false when no page is left for this worker in the
+    // study; then only finishing is offered. A worker who still owes pages may try (the server says "full").
+    const noPageLeft = p.next_page === false;
+    const canContinue = (p.max_pages == null || done < p.max_pages) && !(noPageLeft && canFinish);
     // The bonus is paid for pages beyond min_pages; a page still needed to reach it is not a bonus page.
     const bonus = canFinish ? money(p.bonus_per_page) : '';
     this.driver.setProgress(`${pages(done)} completed`);
     let next;
     if (!canFinish) next = `Please continue: at least ${pages(p.min_pages)} are needed before you can submit.`;
     else if (canContinue) next = `You can continue with another page${bonus ? ` for a bonus of ${bonus}` : ''}, or finish now and submit.`;
+    else if (noPageLeft && done < (p.max_pages ?? Infinity)) next = 'No further page is left for you in this study: please finish and submit.';
     else next = 'Please finish and submit.';
     this.text.textContent = `Thank you! You have completed ${pages(done)}`
       + (p.max_pages ? ` (up to ${p.max_pages} possible)` : '') + `. ${next}`;
