@@ -64,7 +64,13 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
                    "to keep (0.6 as in StudyMB 2.0), or 'none'.")
 @click.option("--min-tpr", type=click.FloatRange(0, 1), default=None,
               help="Screen by a minimum TPR instead of --keep.")
-@click.option("--no-anchors", is_flag=True, help="Report raw z-unit scales instead of [0, 1] anchored ones.")
+@click.option("--no-anchors", is_flag=True,
+              help="Fit without the virtual worst/best anchors (reported in z units unless --units says otherwise).")
+@click.option("--units", type=click.Choice(["anchored", "jod", "z"]), default=None,
+              help="Unit of scales.csv, overall.csv and the plots: 'anchored' (each set's virtual worst anchor 0, "
+                   "best 1; the default with anchors), 'jod' (1 JOD = 75 % preference, as pwcmp) or 'z' "
+                   "(Thurstone Case V, P = Phi(s_i - s_j); the default with --no-anchors). jod and z are "
+                   "centred on each set's mean; intervals are converted with the values.")
 @click.option("--anchor-votes", type=click.FloatRange(min=0, min_open=True),
               default=lambda: _defaults()["anchor_votes"], show_default="1",
               help="Virtual comparisons of each item against each anchor.")
@@ -93,8 +99,8 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--objective-column", help="Column of --objective to use (default: rank, score, value).")
 @click.option("--higher-is-better", is_flag=True, help="The objective's higher values are better (default: lower).")
 @click.option("--seed", type=int, default=lambda: _defaults()["seed"], show_default="0")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_votes, prior_strength, n_boot,
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
+def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
                     objective_column, higher_is_better, seed, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
@@ -104,12 +110,15 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
     from analysis.thurstone import DisconnectedDesignError
 
     keep = _keep(str(keep))
+    if units == "anchored" and no_anchors:
+        raise UserError("--units anchored needs the virtual anchors: drop --no-anchors, or use --units jod or z")
     objective_values = read_objective(objective, objective_column) if objective else None
     try:
         votes = read_votes(votes_csv)
         options = AnalysisOptions(
             scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
-                                   prior_strength=prior_strength, allow_disconnected=allow_disconnected),
+                                   prior_strength=prior_strength, allow_disconnected=allow_disconnected,
+                                   units=units),
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
             bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed)
         result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better)
@@ -123,6 +132,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
                f"screening ({s['rule']}): kept {s['kept_workers']} workers, "
                f"{100 * s['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
                f"{s['iterations']} iteration(s){'' if s['converged'] else ' (did not converge)'}")
+    click.echo(f"scales in {result.summary['units']}")
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
 
 
