@@ -92,3 +92,14 @@ def test_pareto_groups_follow_dominance(rng):
         if groups[q] > 1:  # eq. (18): dominated by some member of the previous group
             assert any(dominates(p, q) for p in np.flatnonzero(groups == groups[q] - 1))
     assert (pareto_groups(-scores, higher_is_better=False) == groups).all()
+
+
+def test_ranks_descending_matches_scipy_min_ranks_with_ties():
+    from scipy.stats import rankdata
+
+    from analysis.bootstrap import ranks_descending
+
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 6, size=(50, 17)).astype(float)   # many ties
+    assert (ranks_descending(values) == rankdata(-values, method="min", axis=-1)).all()
+    assert list(ranks_descending(np.array([0.3, 0.9, 0.3, 0.1]))) == [2, 1, 2, 4]
