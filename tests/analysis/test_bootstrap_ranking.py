@@ -97,8 +97,6 @@ def test_pareto_groups_follow_dominance(rng):
 def test_ranks_descending_matches_scipy_min_ranks_with_ties():
     from scipy.stats import rankdata
 
-    from analysis.bootstrap import ranks_descending
-
     rng = np.random.default_rng(5)
     values = rng.integers(0, 6, size=(50, 17)).astype(float)   # many ties
     assert (ranks_descending(values) == rankdata(-values, method="min", axis=-1)).all()
