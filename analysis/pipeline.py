@@ -200,7 +200,8 @@ def _write_plots(result: AnalysisResult, folder: Path) -> None:
     unit = {"anchored": "scale (anchored: worst anchor 0, best 1)", "jod": "scale (JOD; 1 JOD = 75 % preference)",
             "z": "scale (Thurstone z units)"}[result.summary["unit"]]
     plot_scales(result.plot_data["sets"], folder / "scales.png", unit,
-                parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"])
+                parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"],
+                include=(0.0, 1.0) if result.summary["unit"] == "anchored" else ())
     s = result.screening
     plot_tpr_histogram(s.tpr, s.kept, s.threshold_tpr, folder / "worker_tpr.png")
     plot_win_proportions(result.plot_data["proportions"], folder / "win_proportions.png")

@@ -216,17 +216,26 @@ def _model_spec(value: str) -> tuple[str | None, Path]:
               help="frames.csv: frame-drop rate and onset errors over every logged frame.")
 @click.option("--bins", type=click.IntRange(min=1), default=6, show_default=True,
               help="Bins for EPE against GT speed and image gradient.")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_motion_command(motion_csv, out, clips, models, machine_observers, keep_dropped, frames_csv, bins,
                            no_plots):
     """Analyse motion-matching responses of MOTION_CSV (HuPerFlow statistics: EPE, r, partial r, RCI)."""
+    run_motion_analysis(motion_csv, out, clips=clips, models=[_model_spec(m) for m in models],
+                        machine_observers=machine_observers, keep_dropped=keep_dropped, frames_csv=frames_csv,
+                        bins=bins, plots=not no_plots)
+
+
+def run_motion_analysis(motion_csv: Path, out: Path, *, clips=None, models=(), machine_observers: bool = False,
+                        keep_dropped: bool = False, frames_csv: Path | None = None, bins: int = 6,
+                        plots: bool = True) -> None:
+    """``analyze-motion``'s work and its printed lines; ``clips`` a manifest path or a built ClipManifest
+    (``perceptlab results`` passes the study's stored clips)."""
     from analysis.motion_report import MotionAnalysisError, MotionOptions, run_analyze_motion, summary_lines
 
-    specs = [_model_spec(m) for m in models]
     options = MotionOptions(keep_dropped=keep_dropped, bins=bins, machine_observers=machine_observers)
     try:
-        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=specs, frames_csv=frames_csv,
-                                             options=options, plots=not no_plots, progress=False)
+        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=list(models),
+                                             frames_csv=frames_csv, options=options, plots=plots, progress=False)
     except MotionAnalysisError as exc:
         raise UserError(str(exc)) from None
     for line in summary_lines(result):

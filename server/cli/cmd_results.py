@@ -20,7 +20,7 @@ from .cmd_study import DATABASE_OPTION, _find
 @click.argument("slug")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the export (votes.csv or motion.csv, workers_meta.csv...) and, in OUT/analysis, "
-                   "the analysis (scales.csv, overall.csv, workers.csv, summary.json, PNG plots); made if missing.")
+                   "the analysis (scales.csv, overall.csv, workers.csv, summary.json, plots); made if missing.")
 @click.option("--mturk/--no-mturk", "reconcile", default=True, show_default=True,
               help="First fetch the study's submitted MTurk assignments (only when it has HITs; needs AWS "
                    "credentials). --no-mturk works offline from the database alone.")
@@ -28,7 +28,7 @@ from .cmd_study import DATABASE_OPTION, _find
               help="Bootstrap resamples of the confidence intervals [default: [analysis] bootstrap, 1000].")
 @click.option("--allow-disconnected", is_flag=True,
               help="Scale sets whose comparisons do not connect every item yet (early in a study).")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
               help="Rows of the ranking to print.")
 @DATABASE_OPTION
@@ -53,9 +53,12 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
         study = _find(session, slug)
         click.echo(f"1/3 MTurk: {_reconcile(session, study) if reconcile else 'skipped (--no-mturk)'}")
         export = export_files(session, slug, out)
+        clips, clips_note = _study_clips(session, study) if "motion.csv" in export.files else (None, None)
     click.echo(f"2/3 export -> {out}")
     for name, description in export.report:
         click.echo(f"    {name}: {description}")
+    if clips_note:
+        click.echo(f"    clips for the plots and image gradients: {clips_note}")
     analysed = next((name for name in ANALYSES if name in export.files), None)
     if analysed is None or export.warning:
         click.echo(f"3/3 analysis: skipped ({export.warning or 'the export holds nothing to analyse'})")
@@ -63,7 +66,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
     analysis = out / "analysis"
     click.echo(f"3/3 analysis of {analysed} -> {analysis}")
     ANALYSES[analysed](ctx, out / analysed, analysis, n_boot=n_boot, allow_disconnected=allow_disconnected,
-                       plots=not no_plots, top=top)
+                       plots=not no_plots, top=top, clips=clips)
     plots = sorted(p for p in analysis.rglob("*.png"))
     if plots:
         click.echo(f"plots ({len(plots)}): " + ", ".join(str(p.relative_to(out)) for p in plots[:8])
@@ -102,8 +105,16 @@ def _reconcile(session, study) -> str:
             f"(approve and pay: perceptlab mturk approve {study.slug} --all-submitted, then mturk bonus)")
 
 
+def _study_clips(session, study):
+    """The motion study's stored clips for the analysis (frames under its stimulus root) and a note saying
+    where they are, or why there are none: :func:`server.paradigms.motion_export.study_clip_manifest`."""
+    from server.paradigms.motion_export import study_clip_manifest
+
+    return study_clip_manifest(session, study.id)
+
+
 def _analyse_votes(ctx: click.Context, votes_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                   plots: bool, top: int) -> None:
+                   plots: bool, top: int, clips=None) -> None:
     from .cmd_analysis import analyze_command
 
     options = {"n_boot": n_boot} if n_boot is not None else {}
@@ -143,12 +154,11 @@ def _float(text: str) -> float:
 
 
 def _analyse_motion(ctx: click.Context, motion_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                    plots: bool, top: int) -> None:
-    from .cmd_analysis import analyze_motion_command
+                    plots: bool, top: int, clips=None) -> None:
+    from .cmd_analysis import run_motion_analysis
 
     frames = motion_csv.with_name("frames.csv")
-    ctx.invoke(analyze_motion_command, motion_csv=motion_csv, out=out,
-               frames_csv=frames if frames.is_file() else None, no_plots=not plots)
+    run_motion_analysis(motion_csv, out, clips=clips, frames_csv=frames if frames.is_file() else None, plots=plots)
 
 
 #: Export file -> how to analyse it (the first one an export holds is used).
