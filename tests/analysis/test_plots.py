@@ -8,7 +8,8 @@ from PIL import Image
 
 from analysis.motion_plots import NAME_ALL_PROBES, NAME_WORST_PROBES, _name_probes, plot_vector_field
 from analysis.pipeline import AnalysisOptions, analyze, write_results
-from analysis.plots import DPI, LABEL_ENDS, _pyplot, _scale_panel, item_rows, plot_scales, short_label
+from analysis.plots import (DPI, LABEL_ENDS, N_LABEL, _pyplot, _scale_panel, item_rows, plot_scales, row_labels,
+                            short_label)
 
 
 def _set(n: int, seed: int = 0) -> dict:
@@ -22,7 +23,7 @@ def _labels(s: dict) -> list[str]:
     plt = _pyplot()
     fig, ax = plt.subplots()
     _scale_panel(ax, s, "scale", item_rows(len(s["scale"]))[0].max() + 1)
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = row_labels(ax)
     plt.close(fig)
     return labels
 
@@ -127,8 +128,8 @@ def test_scales_panels_share_one_x_axis_with_n_per_item(tmp_path):
     assert high > max(wide["ci_high"].max(), narrow["ci_high"].max())
     narrow_axis = fig.axes[0]
     best = int(np.argmax(narrow["scale"]))
-    assert f"n {narrow['n_votes'][best]}" == narrow_axis.texts[0].get_text()   # n of the best item at the top
-    assert len(narrow_axis.texts) == 8
+    counts = row_labels(narrow_axis, N_LABEL)
+    assert counts[0] == f"n {narrow['n_votes'][best]}" and len(counts) == 8   # n of the best item at the top
     # the interval bars are the sets' intervals: one errorbar per panel, a segment per named item
     bars = [c for c in narrow_axis.collections if len(c.get_segments()) == 8]
     assert bars and sorted(round(s[0][0], 9) for s in bars[0].get_segments()) == \
