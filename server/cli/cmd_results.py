@@ -26,6 +26,8 @@ from .cmd_study import DATABASE_OPTION, _find
                    "credentials). --no-mturk works offline from the database alone.")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=None,
               help="Bootstrap resamples of the confidence intervals [default: [analysis] bootstrap, 1000].")
+@click.option("--units", type=click.Choice(["anchored", "jod", "z"]), default=None,
+              help="Unit of the scales (as `perceptlab analyze --units`; default anchored).")
 @click.option("--allow-disconnected", is_flag=True,
               help="Scale sets whose comparisons do not connect every item yet (early in a study).")
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
@@ -34,7 +36,8 @@ from .cmd_study import DATABASE_OPTION, _find
 @DATABASE_OPTION
 @click.pass_context
 def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n_boot: int | None,
-                    allow_disconnected: bool, no_plots: bool, top: int, database_url: str | None) -> None:
+                    units: str | None, allow_disconnected: bool, no_plots: bool, top: int,
+                    database_url: str | None) -> None:
     """Reconcile MTurk, export and analyse study SLUG; print the top of the ranking and where files went.
 
     \b
@@ -66,7 +69,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
     analysis = out / "analysis"
     click.echo(f"3/3 analysis of {analysed} -> {analysis}")
     ANALYSES[analysed](ctx, out / analysed, analysis, n_boot=n_boot, allow_disconnected=allow_disconnected,
-                       plots=not no_plots, top=top, clips=clips)
+                       plots=not no_plots, top=top, clips=clips, units=units)
     plots = sorted(p for p in analysis.rglob("*.png"))
     if plots:
         click.echo(f"plots ({len(plots)}): " + ", ".join(str(p.relative_to(out)) for p in plots[:8])
@@ -114,10 +117,10 @@ def _study_clips(session, study):
 
 
 def _analyse_votes(ctx: click.Context, votes_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                   plots: bool, top: int, clips=None) -> None:
+                   plots: bool, top: int, clips=None, units: str | None = None) -> None:
     from .cmd_analysis import analyze_command
 
-    options = {"n_boot": n_boot} if n_boot is not None else {}
+    options = ({"n_boot": n_boot} if n_boot is not None else {}) | ({"units": units} if units else {})
     ctx.invoke(analyze_command, votes_csv=votes_csv, out=out, allow_disconnected=allow_disconnected,
                no_plots=not plots, **options)
     if top:
@@ -154,7 +157,7 @@ def _float(text: str) -> float:
 
 
 def _analyse_motion(ctx: click.Context, motion_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                    plots: bool, top: int, clips=None) -> None:
+                    plots: bool, top: int, clips=None, units: str | None = None) -> None:
     from .cmd_analysis import run_motion_analysis
 
     frames = motion_csv.with_name("frames.csv")
