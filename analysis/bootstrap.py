@@ -62,12 +62,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import rankdata
-from scipy.stats import t as student_t
+from scipy.special import ndtri, stdtrit
 from tqdm.auto import tqdm
 
-from .scaling import ScalingOptions, SetDesign, anchored, fit_set_batch
+from .scaling import ScalingOptions, SetDesign, fit_set_batch, reported
 from .threads import limits_blas_threads
 
 CHUNK = 250  # resamples solved together; bounds memory at (CHUNK x votes in a set)
@@ -87,8 +85,23 @@ class SetIntervals:
 
 
 def ranks_descending(values: np.ndarray) -> np.ndarray:
-    """Rank 1 = highest value, along the last axis; ties share the lowest rank ('min')."""
-    return rankdata(-values, method="min", axis=-1)
+    """Rank 1 = highest value, along the last axis; ties share the lowest rank ('min').
+
+    The same as ``scipy.stats.rankdata(-values, method="min", axis=-1)`` for finite
+    values (NaN ranks last), in numpy alone: scipy.stats costs 0.4 s to import, more than
+    the ranking itself in ``perceptlab analyze``.
+    """
+    x = -np.asarray(values, dtype=float)
+    order = np.argsort(x, axis=-1, kind="stable")
+    ordered = np.take_along_axis(x, order, axis=-1)
+    position = np.broadcast_to(np.arange(x.shape[-1]), x.shape)
+    starts = np.ones(x.shape, dtype=bool)
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    # every element of a run of ties takes the position of the run's first element
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    ranks = np.empty(x.shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, first + 1, axis=-1)
+    return ranks
 
 
 def check_interval_method(method: str) -> str:
@@ -104,7 +117,7 @@ def t_widening(n_units: int, confidence: float = 0.95) -> float:
     One unit (or none) gives no spread to correct; it is treated as two.
     """
     n = max(int(n_units), 2)
-    return float(student_t.ppf(0.5 + confidence / 2, n - 1) * np.sqrt(n / (n - 1)))
+    return float(stdtrit(n - 1, 0.5 + confidence / 2) * np.sqrt(n / (n - 1)))
 
 
 def interval_bounds(samples: np.ndarray, estimate: np.ndarray, n_units: int, method: str = DEFAULT_INTERVAL_METHOD,
@@ -217,11 +230,11 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
             stop = min(start + CHUNK, n_boot)
             for design, raw, wins, out in zip(designs, raws, wins_of(start, stop), samples):
                 fitted = fit_set_batch(design, options, wins, init=raw)
-                out[start:stop] = anchored(fitted, design, options)
+                out[start:stop] = reported(fitted, design, options)
                 bar.update(stop - start)
     intervals = []
     for design, raw, sample, n_units in zip(designs, raws, samples,
                                             set_units(unit, designs, vote_worker, kept_workers)):
-        bounds = interval_bounds(sample, anchored(raw, design, options), n_units, method, confidence)
+        bounds = interval_bounds(sample, reported(raw, design, options), n_units, method, confidence)
         intervals.append(SetIntervals(*bounds, sample, method, n_units))
     return intervals

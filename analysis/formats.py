@@ -20,7 +20,7 @@ from stimuli.io import write_bytes_atomic
 REQUIRED_VOTE_COLUMNS = ("worker_id", "set_id", "item_a", "item_b", "winner")
 OPTIONAL_VOTE_COLUMNS = ("position_a", "trial_id", "is_gold", "gold_winner", "created_at")
 SCALES_COLUMNS = ("set_id", "item_id", "scale", "ci_low", "ci_high", "rank", "n_votes",
-                  "rank_ci_low", "rank_ci_high")
+                  "rank_ci_low", "rank_ci_high", "unit")
 OVERALL_COLUMNS = ("item_id", "mean_scale", "rank", "n_sets")
 WORKERS_COLUMNS = ("worker_id", "n_votes", "tpr", "kept")
 _TRUE = {"1", "true", "yes", "y", "t"}

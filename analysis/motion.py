@@ -215,6 +215,37 @@ def speed_r(a_u, a_v, b_u, b_v) -> float:
 CORRELATIONS = {"uv": pooled_uv_r, "dir": direction_r, "spd": speed_r}
 
 
+def undefined_reason(a, b, kind: str = "uv", names: tuple[str, str] = ("a", "b")) -> str | None:
+    """Why :func:`vector_r` of the (n, 2) vector sets ``a`` and ``b`` is NaN; None when it is defined.
+
+    The reasons follow the rules of :func:`pearson_r` and :func:`circular_r`: too few
+    usable probes (both vectors finite; for directions, both also non-zero; 2 for
+    speeds and directions, 1 for pooled u and v),
+    or no spread in one of the samples (every u and v, speed or direction equal).
+    ``names`` name the two sets in the message.
+    """
+    a, b = _as_vectors(a, "a"), _as_vectors(b, "b")
+    usable = np.isfinite(a).all(1) & np.isfinite(b).all(1)
+    if kind == "dir":
+        usable &= (np.hypot(*a.T) > 0) & (np.hypot(*b.T) > 0)
+    n = int(usable.sum())
+    needed = 1 if kind == "uv" else 2          # pooled u and v: one probe gives a sample of two
+    if n < needed:
+        what = "probes with motion in both" if kind == "dir" else "probes"
+        return f"{n} {what} (at least {needed} needed)"
+    for name, x in zip(names, (a[usable], b[usable])):
+        if kind == "uv" and np.ptp(x) == 0:
+            return f"every {name} u and v equal (no variance)"
+        if kind == "spd" and np.ptp(np.hypot(*x.T)) == 0:
+            return f"every {name} speed equal (no variance)"
+        if kind == "dir":
+            deg = direction_deg(*x.T)
+            spread = np.sin(np.radians(deg - circular_mean_deg(deg)))
+            if np.dot(spread, spread) < 1e-12:
+                return f"every {name} direction equal or opposite (no spread around the circular mean)"
+    return None if np.isfinite(vector_r(a, b, kind)) else "undefined"
+
+
 def vector_r(a, b, kind: str = "uv") -> float:
     """Correlation of two (n, 2) vector sets: ``kind`` "uv" (pooled), "dir" (circular) or "spd"."""
     a, b = _as_vectors(a, "a"), _as_vectors(b, "b")

@@ -1,4 +1,5 @@
-"""PNG plots of a motion-matching analysis (matplotlib's Agg backend: no display needed).
+"""Plots of a motion-matching analysis: PNG at 200 dpi with a vector PDF beside each (matplotlib's Agg
+backend: no display needed).
 
 * :func:`plot_vector_field`: human mean vs ground-truth vectors over the probe
   frame, EPE as circle diameter (HuPerFlow Fig. 1 and 3);
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .motion import EpeBins, agreement_stats
-from .plots import _pyplot
+from .plots import _pyplot, save_figure
 
 HUMAN_COLOUR = "#22c55e"   # green, like the paper's perceived vectors
 GT_COLOUR = "#ef4444"
@@ -41,7 +42,7 @@ def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | 
     Parameters
     ----------
     path : path-like
-        PNG to write.
+        PNG to write (a PDF of the same stem is written beside it).
     x, y : array_like, shape (n,)
         Probe positions in image pixels.
     gt, human : array_like, shape (n, 2)
@@ -77,17 +78,24 @@ def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | 
     scale = _arrow_scale(np.vstack([gt, human]), width)
     fig, ax = plt.subplots(figsize=(8, 8 * height / max(width, 1) + 0.6))
     if image is not None:
-        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, extent=(0, width, height, 0))
+        # the frame dimmed towards white, so that the green and red arrows stand out on any scene
+        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, extent=(0, width, height, 0),
+                  interpolation="antialiased", alpha=0.75)
     else:
         ax.add_patch(plt.Rectangle((0, 0), width, height, color="0.85"))
     common = {"angles": "xy", "scale_units": "xy", "scale": 1 / scale, "width": 0.004, "headwidth": 3.5}
     ax.quiver(x, y, gt[:, 0], gt[:, 1], color=GT_COLOUR, label="ground truth", **common)
     ax.quiver(x, y, human[:, 0], human[:, 1], color=HUMAN_COLOUR, label="human mean", **common)
     if epe_circles:
+        from matplotlib.collections import EllipseCollection
+
         err = np.hypot(*(human - gt).T) * scale
-        for xi, yi, d in zip(x, y, err):
-            if np.isfinite(d) and d > 0:
-                ax.add_patch(plt.Circle((xi, yi), d / 2, fill=False, color=HUMAN_COLOUR, lw=0.8, alpha=0.8))
+        show = np.isfinite(err) & (err > 0)
+        # one collection for every circle (diameters in data units), not a patch per probe
+        ax.add_collection(EllipseCollection(err[show], err[show], np.zeros(show.sum()), units="xy",
+                                            offsets=np.column_stack([x[show], y[show]]),
+                                            offset_transform=ax.transData, facecolors="none",
+                                            edgecolors=HUMAN_COLOUR, linewidths=0.8, alpha=0.8))
     named = _name_probes(ax, x, y, gt, human, names) if names is not None else ""
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
@@ -97,7 +105,7 @@ def plot_vector_field(path: str | Path, x, y, gt, human, *, image: np.ndarray | 
     # below the frame: inside it the legend hid probes in the top-right corner
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return scale
 
@@ -165,7 +173,7 @@ def plot_uv_scatter(path: str | Path, panels: list[dict]) -> None:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -182,5 +190,5 @@ def plot_epe_by_property(path: str | Path, series: dict[str, EpeBins], xlabel: s
     ax.set_ylabel("EPE vs ground truth (px/frame)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)

@@ -27,7 +27,7 @@ from .formats import atomic_write_text, json_text, table_csv
 from .motion import (ALL_DATASETS, GROUND_TRUTH, TABLE_METRICS, EpeBins, MotionFormatError, MotionTrials, Predictions,
                      ProbeMeans, agreement_stats, direction_deg, direction_r, epe, epe_by_property,
                      inter_observer_correlation, model_table, pooled_uv_r, rci, read_frames_csv, read_motion_csv,
-                     read_predictions, speed, speed_r, timing_summary)
+                     read_predictions, speed, speed_r, timing_summary, undefined_reason)
 
 UNSPECIFIED_DATASET = "unspecified"
 PROBES_COLUMNS = ("clip_id", "probe_id", "dataset", "x", "y", "frame", "gt_u", "gt_v", "gt_speed", "gt_dir_deg",
@@ -87,6 +87,10 @@ def load_inputs(motion_csv, *, clips=None, models: list[tuple[str | None, str]] 
                 machine_observers: bool = False, gradient_radius: int = 40, progress: bool = False) -> dict:
     """Read every input file; :class:`MotionAnalysisError` with one line on any problem.
 
+    ``clips`` is a clip manifest's path (or folder), or an already built
+    :class:`~stimuli.motion_clips.ClipManifest` (``perceptlab results`` makes one from
+    the study's stored clips).
+
     Returns a dict with ``trials``, ``manifest`` (or None), ``predictions``
     (or None), ``gradients`` (or None) and ``frames`` (or None).
     """
@@ -101,12 +105,12 @@ def load_inputs(motion_csv, *, clips=None, models: list[tuple[str | None, str]] 
     manifest = gradients = None
     if clips is not None:
         from stimuli.machine_flow import machine_predictions, probe_image_gradient
-        from stimuli.motion_clips import ClipManifestError, load_clip_manifest
+        from stimuli.motion_clips import ClipManifest, ClipManifestError, load_clip_manifest
         try:
-            manifest = load_clip_manifest(clips)
+            manifest = clips if isinstance(clips, ClipManifest) else load_clip_manifest(clips)
+            gradients = probe_image_gradient(manifest, radius=gradient_radius)
         except ClipManifestError as exc:
             raise MotionAnalysisError(str(exc)) from None
-        gradients = probe_image_gradient(manifest, radius=gradient_radius)
         if machine_observers:
             parts.append(Predictions.from_rows(machine_predictions(manifest, progress=progress)))
     predictions = Predictions.concat(parts) if parts else None
@@ -203,9 +207,14 @@ def _human_vs_gt(means: ProbeMeans) -> dict:
     """r (uv, dir, spd), mean EPE and the Fig. S2 numbers of the probe means, overall and per dataset."""
     def block(sel):
         h, g = means.mean[sel], means.gt[sel]
-        return {"n_probes": int(sel.sum()), "r_uv": pooled_uv_r(*h.T, *g.T), "r_dir_circ": direction_r(*h.T, *g.T),
-                "r_spd": speed_r(*h.T, *g.T), "mean_epe": float(epe(*h.T, *g.T).mean()),
-                "fig_s2": agreement_stats(g, h)}
+        out = {"n_probes": int(sel.sum()), "r_uv": pooled_uv_r(*h.T, *g.T), "r_dir_circ": direction_r(*h.T, *g.T),
+               "r_spd": speed_r(*h.T, *g.T), "mean_epe": float(epe(*h.T, *g.T).mean()),
+               "fig_s2": agreement_stats(g, h)}
+        # why a correlation is NaN (null in summary.json), so that no reader guesses
+        out["undefined"] = {stat: undefined_reason(h, g, kind, ("human", "ground-truth"))
+                            for stat, kind in (("r_uv", "uv"), ("r_dir_circ", "dir"), ("r_spd", "spd"))
+                            if not np.isfinite(out[stat])}
+        return out
     out = {ALL_DATASETS: block(np.ones(len(means), bool))}
     for d in dict.fromkeys(means.dataset.tolist()):
         out[d] = block(means.dataset == d)
@@ -314,8 +323,17 @@ def _model_probe_rows(means: ProbeMeans, models: dict) -> list[dict]:
 
 # --------------------------------------------------------------------------- writing
 
+def table_name(metric: str) -> str:
+    """File name in tables/ of one metric's model x dataset table, e.g. ``rho_uv_by_dataset.csv``.
+
+    Named after what they hold (until 0.1 after HuPerFlow's supplement: ``table_S1_rho_uv.csv``;
+    :data:`analysis.motion.TABLE_METRICS` keeps that table number for each metric).
+    """
+    return f"{metric}_by_dataset.csv"
+
+
 def table_records(tables: dict, metric: str) -> tuple[tuple[str, ...], list[dict]]:
-    """One S-table: a row per model, a column per dataset plus "All datasets"."""
+    """One metric's table: a row per model, a column per dataset plus "All datasets"."""
     datasets = list(next(iter(tables.values())))
     rows = [{"model": name} | {d: tables[name][d][metric] for d in datasets} for name in tables]
     return ("model", *datasets), rows
@@ -335,9 +353,9 @@ def _nan_to_none(obj):
 def _write_tables(result: MotionResult, folder: Path) -> list[Path]:
     folder.mkdir()
     written = []
-    for metric, (label, _) in TABLE_METRICS.items():
+    for metric in TABLE_METRICS:
         columns, rows = table_records(result.tables, metric)
-        path = folder / f"table_{label}_{metric}.csv"
+        path = folder / table_name(metric)
         atomic_write_text(path, table_csv(columns, rows))
         written.append(path)
     overall = [{"model": name, "n_probes": by_dataset[ALL_DATASETS]["n_probes"]}
@@ -394,10 +412,11 @@ def _probe_frame(manifest, clip_id: str, frames: np.ndarray):
         return None, None
     valid = frames[np.isfinite(frames)].astype(int)
     frame = int(np.bincount(valid).argmax()) if valid.size else 0
+    from stimuli.io import ImageReadError, read_image
     try:
-        import matplotlib.pyplot as plt
-        return plt.imread(manifest.root / clip.frames[frame]), None
-    except (OSError, ValueError, IndexError):
+        image = read_image(manifest.root / clip.frames[frame])
+        return (image / 65535.0 if image.dtype == np.uint16 else image), None
+    except (ImageReadError, OSError, ValueError, IndexError):
         return None, (clip.width, clip.height)
 
 
@@ -448,6 +467,14 @@ def run_analyze_motion(motion_csv, out, *, clips=None, models: list[tuple[str | 
     return result, write_motion_results(result, out, plots=plots)
 
 
+def _stat(block: dict, name: str) -> str:
+    """A correlation of a human_vs_gt block to 3 decimals, or "undefined (why)"."""
+    value = block[name]
+    if value is not None and np.isfinite(value):
+        return f"{value:.3f}"
+    return f"undefined ({block.get('undefined', {}).get(name, 'no reason recorded')})"
+
+
 def summary_lines(result: MotionResult) -> list[str]:
     """A short readable summary for the terminal."""
     s = result.summary
@@ -455,8 +482,8 @@ def summary_lines(result: MotionResult) -> list[str]:
     lines = [(f"{c['trials_used']} trials ({c['practice_excluded']} practice and {c['dropped_excluded']} with frame "
               f"drops excluded), {c['observers']} observers, {c['probes']} probes in {c['clips']} clips, "
               f"datasets: {', '.join(c['datasets'])}"),
-             (f"human vs GT (probe means): r_uv {h['r_uv']:.3f}, r_dir(circ) {h['r_dir_circ']:.3f}, "
-              f"r_spd {h['r_spd']:.3f}, mean EPE {h['mean_epe']:.2f} px/frame"),
+             (f"human vs GT (probe means): r_uv {_stat(h, 'r_uv')}, r_dir(circ) {_stat(h, 'r_dir_circ')}, "
+              f"r_spd {_stat(h, 'r_spd')}, mean EPE {h['mean_epe']:.2f} px/frame"),
              (f"inter-observer r_uv: mean {io['mean']:.3f} (SD {io['sd']:.3f}, {io['min']:.3f}..{io['max']:.3f}, "
               f"{io['n_pairs']} pairs)"),
              f"timing: {t['trials_with_drops']}/{t['trials']} trials with frame drops"

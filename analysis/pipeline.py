@@ -24,7 +24,7 @@ from .collusion import (DEFAULT_BIAS_FDR, MachineAgreement, TargetedBias, item_e
 from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, atomic_write_text,
                       json_text, table_csv)
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
-from .scaling import ScalingOptions, anchored, fit_set, set_designs
+from .scaling import ScalingOptions, fit_set, reported, set_designs, unit_description
 from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, screen_workers
 from .threads import limits_blas_threads
 
@@ -59,6 +59,7 @@ class AnalysisOptions:
         check_interval_method(self.interval_method)
         if not 0 < self.bias_fdr < 1:
             raise ValueError(f"bias_fdr must be in (0, 1), got {self.bias_fdr}")
+        self.scaling.check_units()
 
 
 @dataclass
@@ -109,7 +110,7 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                                    seed=options.seed, progress=options.progress, method=options.interval_method)
     scales, set_scales, plot_sets, proportions = [], {}, [], []
     for k, (design, raw) in enumerate(zip(designs, raws)):
-        value = anchored(raw, design, so)
+        value = reported(raw, design, so)
         rank = ranks_descending(value)
         wins = design.wins(kept_vote[design.votes].astype(float))
         total = wins.sum(axis=1)
@@ -124,10 +125,11 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                            "ci_high": float(iv.scale_high[j]) if iv else nan[j],
                            "rank": int(rank[j]), "n_votes": int(n_votes[j]),
                            "rank_ci_low": int(iv.rank_low[j]) if iv else "",
-                           "rank_ci_high": int(iv.rank_high[j]) if iv else ""})
+                           "rank_ci_high": int(iv.rank_high[j]) if iv else "", "unit": so.unit})
         set_scales[design.set_id] = dict(zip(map(str, ids), value.tolist()))
         plot_sets.append({"set_id": design.set_id, "items": [str(i) for i in ids], "scale": value,
-                          "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value})
+                          "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value,
+                          "n_votes": n_votes})
         proportions.append(wins[total > 0, 0] / total[total > 0])
     overall = overall_scores(set_scales)
     pareto = _pareto_records(set_scales) if len(set_scales) > 1 else None
@@ -220,10 +222,11 @@ def _summary(votes, options, screening, kept, bias, machine, flags, designs, sca
                        "bias_test": options.bias_test, "exclude_biased": options.exclude_biased,
                        "bias_fdr": options.bias_fdr, "machine_errors": machine is not None},
         "intervals": interval_description(options),
-        "units": ("anchored: worst virtual anchor = 0, best = 1" if so.anchors else
-                  "z units: P(i beats j) = Phi(s_i - s_j); multiply by 1.4826 for JOD"),
+        "unit": so.unit,
+        "units": unit_description(so.unit),
         "anchors": ({"votes_per_item_per_anchor": so.anchor_votes,
-                     "items_outside_0_1": int(((values < 0) | (values > 1)).sum())} if so.anchors else None),
+                     "items_outside_0_1": (int(((values < 0) | (values > 1)).sum()) if so.unit == "anchored"
+                                           else None)} if so.anchors else None),
         "counts": {"votes": len(votes), "gold_votes": int(votes.is_gold.sum()), "sets": len(designs),
                    "items": int(sum(d.n_items for d in designs)), "workers": len(votes.worker_ids),
                    "pairs": int(sum(len(d.pairs) for d in designs))},
@@ -270,9 +273,11 @@ def write_results(result: AnalysisResult, out: str | os.PathLike, plots: bool = 
 def _write_plots(result: AnalysisResult, folder: Path) -> None:
     from .plots import plot_scales, plot_tpr_histogram, plot_win_proportions
     parameters = result.summary["parameters"]
-    unit = "scale (anchored, 0-1)" if parameters["anchors"] else "scale (z units)"
+    unit = {"anchored": "scale (anchored: worst anchor 0, best 1)", "jod": "scale (JOD; 1 JOD = 75 % preference)",
+            "z": "scale (Thurstone z units)"}[result.summary["unit"]]
     plot_scales(result.plot_data["sets"], folder / "scales.png", unit,
-                parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"])
+                parameters["confidence"] if parameters["bootstrap"] else None, parameters["interval_method"],
+                include=(0.0, 1.0) if result.summary["unit"] == "anchored" else ())
     s = result.screening
     plot_tpr_histogram(s.tpr, result.kept, s.threshold_tpr, folder / "worker_tpr.png",
                        reasons=[r["flags"] for r in result.workers])

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
+from .bootstrap import ranks_descending
 from .correlation import bootstrap_srocc, correlate
 
 
@@ -28,7 +28,7 @@ def overall_scores(set_scales: dict[str, dict[str, float]]) -> list[dict]:
             counts[item] = counts.get(item, 0) + 1
     items = np.array(sorted(sums))
     means = np.array([sums[i] / counts[i] for i in items])
-    ranks = rankdata(-means, method="min").astype(int)
+    ranks = ranks_descending(means)
     order = np.lexsort((items, ranks))
     return [{"item_id": str(items[k]), "mean_scale": float(means[k]), "rank": int(ranks[k]),
              "n_sets": counts[items[k]]} for k in order]
@@ -60,8 +60,8 @@ def rerank(overall: list[dict], objective: dict[str, float], lower_is_better: bo
         raise ValueError(f"the objective ranking shares {len(common)} item IDs with the votes; need at least 2")
     subjective = np.array([r["mean_scale"] for r in common])
     values = np.array([objective[r["item_id"]] for r in common], dtype=float)
-    s_rank = rankdata(-subjective, method="min").astype(int)
-    o_rank = rankdata(values if lower_is_better else -values, method="min").astype(int)
+    s_rank = ranks_descending(subjective)
+    o_rank = ranks_descending(-values if lower_is_better else values)
     rows = [{"item_id": r["item_id"], "subjective_rank": int(sr), "objective_rank": int(orank),
              "rank_difference": int(orank - sr), "mean_scale": r["mean_scale"], "objective": float(v)}
             for r, sr, orank, v in sorted(zip(common, s_rank, o_rank, values), key=lambda t: t[1])]

@@ -13,8 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .formats import Votes
-from .thurstone import (DEFAULT_PRIOR_STRENGTH, add_anchors, check_connected, index_pairs,
+from .thurstone import (DEFAULT_PRIOR_STRENGTH, JOD_PER_Z, add_anchors, check_connected, index_pairs,
                         rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch)
+
+UNITS = ("anchored", "jod", "z")
+"""Units of reported scales: see :func:`reported` and :func:`unit_description`."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class ScalingOptions:
         Scale disconnected designs anyway: the ridge (MLE) or a ridge of the
         same strength (LS) ties each component to the common mean of zero.
         Otherwise a disconnected set raises :class:`~analysis.thurstone.DisconnectedDesignError`.
+    units : "anchored", "jod", "z" or None
+        Unit of the reported scales (:func:`reported`); None: "anchored" with
+        anchors, "z" without. Only reporting depends on it, never the fit.
     """
 
     method: str = "mle"
@@ -46,6 +52,7 @@ class ScalingOptions:
     prior_strength: float = DEFAULT_PRIOR_STRENGTH
     correction: float = 0.5
     allow_disconnected: bool = False
+    units: str | None = None
 
     def __post_init__(self):
         if self.method not in ("mle", "ls"):
@@ -54,6 +61,18 @@ class ScalingOptions:
             raise ValueError(f"anchor_votes must be positive, got {self.anchor_votes}")
         if self.prior_strength <= 0:
             raise ValueError(f"prior_strength must be positive, got {self.prior_strength}")
+        if self.units is not None and self.units not in UNITS:
+            raise ValueError(f"units must be one of {', '.join(UNITS)}, got {self.units!r}")
+
+    @property
+    def unit(self) -> str:
+        """The reported unit: :attr:`units`, or by default "anchored" with anchors and "z" without."""
+        return self.units or ("anchored" if self.anchors else "z")
+
+    def check_units(self) -> None:
+        """Raise ValueError when the reported unit cannot be made from the fit (anchored without anchors)."""
+        if self.unit == "anchored" and not self.anchors:
+            raise ValueError("anchored units need the virtual anchors: drop --no-anchors or choose --units jod or z")
 
     def without_anchors(self) -> "ScalingOptions":
         return replace(self, anchors=False)
@@ -159,9 +178,34 @@ def fit_set_batch(design: SetDesign, options: ScalingOptions, wins: np.ndarray,
                                   options.allow_disconnected else 0.0) for b in range(len(wins))])
 
 
-def anchored(raw: np.ndarray, design: SetDesign, options: ScalingOptions) -> np.ndarray:
-    """Reported scale values: anchored to [0, 1] when anchors are on, else raw z units."""
-    return rescale_to_anchors(raw, design.n_items) if options.anchors else raw
+def reported(raw: np.ndarray, design: SetDesign, options: ScalingOptions) -> np.ndarray:
+    """Reported scale values of a raw fit (``(n [+ 2],)`` or a ``(B, n [+ 2])`` batch) in ``options.unit``.
+
+    * ``"anchored"``: linearly mapped so the worst virtual anchor is 0 and the best is 1;
+    * ``"z"``: Thurstone Case V z units, ``P(i preferred to j) = Phi(s_i - s_j)``;
+    * ``"jod"``: z times :data:`~analysis.thurstone.JOD_PER_Z`, so that a difference of
+      1 JOD means 75 % preference (pwcmp's unit).
+
+    z and JOD values are centred on the mean of the set's items (the anchors, when
+    fitted, are dropped and not counted). Every unit is a linear map of the raw
+    fit, applied to each bootstrap resample alike, so intervals convert with the values.
+    """
+    unit = options.unit
+    n = design.n_items
+    if unit == "anchored":
+        options.check_units()
+        return rescale_to_anchors(raw, n)
+    values = raw[..., :n]
+    values = values - values.mean(axis=-1, keepdims=True)
+    return values * JOD_PER_Z if unit == "jod" else values
+
+
+def unit_description(unit: str) -> str:
+    """One line saying what a scale value in ``unit`` means (summary.json, plots)."""
+    return {"anchored": "anchored: each set's virtual worst anchor = 0, best anchor = 1 (no unit)",
+            "jod": "JOD: a difference of 1 means 75 % of observers prefer the higher item "
+                   "(pwcmp's unit, z x 1.4826); each set's items have mean 0",
+            "z": "z: Thurstone Case V, P(i preferred to j) = Phi(s_i - s_j); each set's items have mean 0"}[unit]
 
 
 def global_scale(designs: list[SetDesign], raws: list[np.ndarray], n_items: int) -> np.ndarray:

@@ -5,8 +5,11 @@ Model and units
 Item ``i`` has scale value ``s_i``; an observer prefers ``i`` over ``j`` with
 probability ``Phi(s_i - s_j)``, ``Phi`` the standard normal CDF. Raw scales are
 therefore in *z units*: the discriminal difference ``A - B`` has unit variance
-(sureal's convention). pwcmp's JOD units are ``z * 1.4826`` (1 JOD = 75 %
-preference); :data:`JOD_PER_Z` converts. Anchored scales are unit free.
+(sureal's convention; not ``Phi((s_i - s_j) / sqrt(2))``, where each item's
+discriminal process would have unit variance). pwcmp's JOD units put a
+difference of 1 JOD at 75 % preference: ``Phi(d_z) = 0.75`` gives
+``d_z = Phi^-1(0.75) = 0.6745`` z units per JOD, so JOD = ``z / 0.6745 = z * 1.4826``
+(:data:`JOD_PER_Z`). Anchored scales are unit free.
 
 Estimators
 ----------
@@ -36,8 +39,9 @@ from scipy.special import log_ndtr, ndtri
 
 from .threads import limits_blas_threads
 
-JOD_PER_Z = 1.4826
-"""Multiply z-unit scales by this to get pwcmp's JOD units (1 JOD = 75 % preference)."""
+JOD_PER_Z = float(1.0 / ndtri(0.75))  # 1.482602...
+"""Multiply z-unit scales by this to get pwcmp's JOD units: ``Phi(1 / JOD_PER_Z) = 0.75``, so a
+difference of 1 JOD means 75 % preference under this module's ``P = Phi(s_i - s_j)``."""
 
 DEFAULT_PRIOR_STRENGTH = 0.01
 DENSE_LIMIT = 1000  # above this many items, Newton steps use sparse conjugate gradients

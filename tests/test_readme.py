@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 TOP_LEVEL = ("analysis", "benchmarks", "experiment_ui", "server", "stimuli", "tests", ".ci")
@@ -64,6 +66,76 @@ def test_every_repository_path_in_the_readme_exists():
 def test_the_checker_sees_a_dead_pointer():
     assert missing_paths("See `server/nowhere.py` and `DESIGN.md`; `server/paradigms/` holds `core.py`.") == [
         "server/nowhere.py", "DESIGN.md"]
+
+
+DICTIONARY = "Output files: a data dictionary"
+
+
+def _spans(text: str) -> set[str]:
+    return {span.strip() for span in _CODE.findall(text)}
+
+
+def _documented(name: str, spans: set[str]) -> bool:
+    """``name`` is a code span of the dictionary, or matches one with a placeholder (``field_<clip>.png``)."""
+    if name in spans:
+        return True
+    patterns = [re.escape(s).replace(r"\<", "<").replace(r"\>", ">") for s in spans if "<" in s]
+    return any(re.fullmatch(re.sub(r"<[^>]+>", r"[^/]+", p), name) for p in patterns)
+
+
+def test_data_dictionary_names_every_column_of_every_output_file():
+    from analysis.formats import OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS
+    from analysis.motion import TABLE_METRICS
+    from analysis.motion_report import (EPE_BINS_COLUMNS, MODEL_PROBES_COLUMNS, OBSERVER_PROBES_COLUMNS,
+                                        OBSERVERS_COLUMNS, PROBES_COLUMNS)
+    from analysis.pipeline import WORKERS_EXTRA_COLUMNS
+    from server.exports import RECRUITER_COLUMNS, VOTES_COLUMNS, WORKERS_META_COLUMNS
+    from server.paradigms.motion_export import MOTION_FILES, MOTION_WORKERS_COLUMNS
+    from server.wages import WORKER_COLUMNS
+
+    text = section(README.read_text(encoding="utf-8"), DICTIONARY)
+    spans = _spans(text)
+    columns = {
+        "votes.csv": VOTES_COLUMNS, "workers_meta.csv": WORKERS_META_COLUMNS + RECRUITER_COLUMNS + WORKER_COLUMNS
+        + MOTION_WORKERS_COLUMNS, "scales.csv": SCALES_COLUMNS, "overall.csv": OVERALL_COLUMNS,
+        "pareto.csv": ("item_id", "group"), "workers.csv": WORKERS_COLUMNS + WORKERS_EXTRA_COLUMNS,
+        "rerank.csv": ("subjective_rank", "objective_rank", "rank_difference", "objective"),
+        **MOTION_FILES, "probes.csv": PROBES_COLUMNS, "observer_probes.csv": OBSERVER_PROBES_COLUMNS,
+        "model_probes.csv": MODEL_PROBES_COLUMNS, "observers.csv": OBSERVERS_COLUMNS,
+        "epe_by_property.csv": EPE_BINS_COLUMNS, "tables/<metric>_by_dataset.csv": tuple(TABLE_METRICS),
+    }
+    missing = {name: [c for c in cols if c not in spans] for name, cols in columns.items()}
+    assert {name: cols for name, cols in missing.items() if cols} == {}
+    assert not [name for name in columns if name not in spans]
+    assert {"summary.json", "scales.png", "scales.csv"} <= spans
+
+
+def test_data_dictionary_names_every_file_an_analysis_writes(tmp_path):
+    from analysis.motion_report import run_analyze_motion
+    from analysis.pipeline import AnalysisOptions, analyze, write_results
+    from analysis.simulate import simulate_study
+
+    spans = _spans(section(README.read_text(encoding="utf-8"), DICTIONARY))
+    study = simulate_study(n_sets=2, n_items=8, degree=4, votes_per_pair=5, n_workers=12, seed=3)
+    objective = {f"m{k:03d}": float(k) for k in range(8)}
+    written = write_results(analyze(study.votes, AnalysisOptions(n_boot=10), objective), tmp_path / "votes")
+    names = [p.name for p in written]
+    assert {"scales.csv", "scales.pdf", "rerank.csv", "pareto.csv"} <= set(names)
+
+    rows = ["worker_id,clip_id,probe_id,repetition,gt_u,gt_v,resp_u,resp_v,cycles,rt_ms,frame_drops,"
+            "onset_err_mean_ms,onset_err_sd_ms,dataset,probe_x,probe_y,probe_frame"]
+    rng = np.random.default_rng(0)
+    for w in range(3):
+        for k in range(6):
+            gt = (k - 2.5, 1.0 + k % 3)
+            rows.append(f"w{w},c1,p{k},1,{gt[0]},{gt[1]},{gt[0] + rng.normal()},{gt[1] + rng.normal()},3,9000,0,0,1,"
+                        f"d,{40 + 30 * k},{50 + 20 * k},3")
+    (tmp_path / "motion.csv").write_text("\n".join(rows) + "\n")
+    run_analyze_motion(tmp_path / "motion.csv", tmp_path / "motion")
+    names += [p.relative_to(tmp_path / "motion").as_posix() for p in (tmp_path / "motion").rglob("*") if p.is_file()]
+    assert "tables/rho_uv_by_dataset.csv" in names and "plots/field_c1.pdf" in names
+    undocumented = [n for n in names if not (_documented(n, spans) or _documented(n.split("/", 1)[-1], spans))]
+    assert undocumented == []
 
 
 _CITED_DOC = re.compile(r"\b([A-Z][A-Z_]+\.md)\b")

@@ -84,7 +84,13 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
                    "to keep (0.6 as in StudyMB 2.0), or 'none'.")
 @click.option("--min-tpr", type=click.FloatRange(0, 1), default=None,
               help="Screen by a minimum TPR instead of --keep.")
-@click.option("--no-anchors", is_flag=True, help="Report raw z-unit scales instead of [0, 1] anchored ones.")
+@click.option("--no-anchors", is_flag=True,
+              help="Fit without the virtual worst/best anchors (reported in z units unless --units says otherwise).")
+@click.option("--units", type=click.Choice(["anchored", "jod", "z"]), default=None,
+              help="Unit of scales.csv, overall.csv and the plots: 'anchored' (each set's virtual worst anchor 0, "
+                   "best 1; the default with anchors), 'jod' (1 JOD = 75 % preference, as pwcmp) or 'z' "
+                   "(Thurstone Case V, P = Phi(s_i - s_j); the default with --no-anchors). jod and z are "
+                   "centred on each set's mean; intervals are converted with the values.")
 @click.option("--anchor-votes", type=click.FloatRange(min=0, min_open=True),
               default=lambda: _defaults()["anchor_votes"], show_default="1",
               help="Virtual comparisons of each item against each anchor.")
@@ -122,8 +128,8 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--machine-errors", type=click.Path(dir_okay=False, path_type=Path),
               help="CSV of set_id,item_id,error (each image's error against its reference; `perceptlab results` "
                    "writes machine_errors.csv): flags workers who agree with the closer image beyond a person.")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_votes, prior_strength, n_boot,
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
+def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
                     objective_column, higher_is_better, seed, keep_biased, no_bias_test, bias_fdr, machine_errors,
                     no_plots):
@@ -134,6 +140,8 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
     from analysis.thurstone import DisconnectedDesignError
 
     keep = _keep(str(keep))
+    if units == "anchored" and no_anchors:
+        raise UserError("--units anchored needs the virtual anchors: drop --no-anchors, or use --units jod or z")
     objective_values = read_objective(objective, objective_column) if objective else None
     errors = read_machine_errors(machine_errors) if machine_errors else None
     try:
@@ -142,7 +150,8 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
             raise UserError(f"{machine_errors}: no set_id,item_id of it is in {votes_csv} (errors of another study?)")
         options = AnalysisOptions(
             scaling=ScalingOptions(method=method, anchors=not no_anchors, anchor_votes=anchor_votes,
-                                   prior_strength=prior_strength, allow_disconnected=allow_disconnected),
+                                   prior_strength=prior_strength, allow_disconnected=allow_disconnected,
+                                   units=units),
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
             bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed,
             bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr)
@@ -158,6 +167,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, anchor_vo
                f"screening ({s['rule']}): kept {w['kept']} workers, "
                f"{100 * w['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
                f"{s['iterations']} iteration(s){'' if s['converged'] else ' (did not converge)'}")
+    click.echo(f"scales in {result.summary['units']}")
     flagged = w["flagged"]
     notes = [f"{flagged[k]} {label}" for k, label in (("no_scaling_votes", "without scaling votes"),
                                                        ("gold_failed", "failed gold"),
@@ -251,17 +261,26 @@ def _model_spec(value: str) -> tuple[str | None, Path]:
               help="frames.csv: frame-drop rate and onset errors over every logged frame.")
 @click.option("--bins", type=click.IntRange(min=1), default=6, show_default=True,
               help="Bins for EPE against GT speed and image gradient.")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_motion_command(motion_csv, out, clips, models, machine_observers, keep_dropped, frames_csv, bins,
                            no_plots):
     """Analyse motion-matching responses of MOTION_CSV (HuPerFlow statistics: EPE, r, partial r, RCI)."""
+    run_motion_analysis(motion_csv, out, clips=clips, models=[_model_spec(m) for m in models],
+                        machine_observers=machine_observers, keep_dropped=keep_dropped, frames_csv=frames_csv,
+                        bins=bins, plots=not no_plots)
+
+
+def run_motion_analysis(motion_csv: Path, out: Path, *, clips=None, models=(), machine_observers: bool = False,
+                        keep_dropped: bool = False, frames_csv: Path | None = None, bins: int = 6,
+                        plots: bool = True) -> None:
+    """``analyze-motion``'s work and its printed lines; ``clips`` a manifest path or a built ClipManifest
+    (``perceptlab results`` passes the study's stored clips)."""
     from analysis.motion_report import MotionAnalysisError, MotionOptions, run_analyze_motion, summary_lines
 
-    specs = [_model_spec(m) for m in models]
     options = MotionOptions(keep_dropped=keep_dropped, bins=bins, machine_observers=machine_observers)
     try:
-        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=specs, frames_csv=frames_csv,
-                                             options=options, plots=not no_plots, progress=False)
+        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=list(models),
+                                             frames_csv=frames_csv, options=options, plots=plots, progress=False)
     except MotionAnalysisError as exc:
         raise UserError(str(exc)) from None
     for line in summary_lines(result):

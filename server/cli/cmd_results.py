@@ -21,22 +21,24 @@ from .cmd_study import DATABASE_OPTION, _find
 @click.argument("slug")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the export (votes.csv or motion.csv, workers_meta.csv...) and, in OUT/analysis, "
-                   "the analysis (scales.csv, overall.csv, workers.csv, summary.json, PNG plots); made if missing.")
+                   "the analysis (scales.csv, overall.csv, workers.csv, summary.json, plots); made if missing.")
 @click.option("--mturk/--no-mturk", "reconcile", default=True, show_default=True,
               help="First fetch the study's submitted MTurk assignments (only when it has HITs; needs AWS "
                    "credentials). --no-mturk works offline from the database alone.")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=None,
               help="Bootstrap resamples of the confidence intervals [default: [analysis] bootstrap, 1000].")
+@click.option("--units", type=click.Choice(["anchored", "jod", "z"]), default=None,
+              help="Unit of the scales (as `perceptlab analyze --units`; default anchored).")
 @click.option("--allow-disconnected", is_flag=True,
               help="Scale sets whose comparisons do not connect every item yet (early in a study).")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
               help="Rows of the ranking to print.")
 @click.option("--include-pilot", is_flag=True, help=INCLUDE_PILOT_HELP.replace("export", "export and analyse", 1))
 @DATABASE_OPTION
 @click.pass_context
 def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n_boot: int | None,
-                    allow_disconnected: bool, no_plots: bool, top: int, include_pilot: bool,
+                    units: str | None, allow_disconnected: bool, no_plots: bool, top: int, include_pilot: bool,
                     database_url: str | None) -> None:
     """Reconcile MTurk, export and analyse study SLUG; print the top of the ranking and where files went.
 
@@ -61,6 +63,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
         export = export_files(session, slug, out, include_pilot=include_pilot)
         # What a script comparing each image with the reference answers: the analysis flags workers who agree with it.
         errors, problem = machine_error_rows(session, study) if "votes.csv" in export.files else ([], None)
+        clips, clips_note = _study_clips(session, study) if "motion.csv" in export.files else (None, None)
     click.echo(f"2/3 export -> {out}")
     for name, description in export.report:
         click.echo(f"    {name}: {description}")
@@ -71,6 +74,8 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
         click.echo(f"    machine_errors.csv: {len(errors)} images' errors against their reference")
     elif problem:
         click.echo(f"    machine_errors.csv: not written, {problem}; the machine-agreement test is skipped")
+    if clips_note:
+        click.echo(f"    clips for the plots and image gradients: {clips_note}")
     analysed = next((name for name in ANALYSES if name in export.files), None)
     if analysed is None or export.warning:
         click.echo(f"3/3 analysis: skipped ({export.warning or 'the export holds nothing to analyse'})")
@@ -78,7 +83,7 @@ def results_command(ctx: click.Context, slug: str, out: Path, reconcile: bool, n
     analysis = out / "analysis"
     click.echo(f"3/3 analysis of {analysed} -> {analysis}")
     ANALYSES[analysed](ctx, out / analysed, analysis, n_boot=n_boot, allow_disconnected=allow_disconnected,
-                       plots=not no_plots, top=top, machine_errors=machine_errors)
+                       plots=not no_plots, top=top, machine_errors=machine_errors, clips=clips, units=units)
     plots = sorted(p for p in analysis.rglob("*.png"))
     if plots:
         click.echo(f"plots ({len(plots)}): " + ", ".join(str(p.relative_to(out)) for p in plots[:8])
@@ -117,11 +122,20 @@ def _reconcile(session, study) -> str:
             f"(approve and pay: perceptlab mturk approve {study.slug} --all-submitted, then mturk bonus)")
 
 
+def _study_clips(session, study):
+    """The motion study's stored clips for the analysis (frames under its stimulus root) and a note saying
+    where they are, or why there are none: :func:`server.paradigms.motion_export.study_clip_manifest`."""
+    from server.paradigms.motion_export import study_clip_manifest
+
+    return study_clip_manifest(session, study.id)
+
+
 def _analyse_votes(ctx: click.Context, votes_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                   plots: bool, top: int, machine_errors: Path | None = None) -> None:
+                   plots: bool, top: int, machine_errors: Path | None = None, clips=None,
+                   units: str | None = None) -> None:
     from .cmd_analysis import analyze_command
 
-    options = {"n_boot": n_boot} if n_boot is not None else {}
+    options = ({"n_boot": n_boot} if n_boot is not None else {}) | ({"units": units} if units else {})
     ctx.invoke(analyze_command, votes_csv=votes_csv, out=out, allow_disconnected=allow_disconnected,
                no_plots=not plots, machine_errors=machine_errors, **options)
     if top:
@@ -158,12 +172,12 @@ def _float(text: str) -> float:
 
 
 def _analyse_motion(ctx: click.Context, motion_csv: Path, out: Path, *, n_boot: int | None, allow_disconnected: bool,
-                    plots: bool, top: int, machine_errors: Path | None = None) -> None:
-    from .cmd_analysis import analyze_motion_command
+                    plots: bool, top: int, machine_errors: Path | None = None, clips=None,
+                    units: str | None = None) -> None:
+    from .cmd_analysis import run_motion_analysis
 
     frames = motion_csv.with_name("frames.csv")
-    ctx.invoke(analyze_motion_command, motion_csv=motion_csv, out=out,
-               frames_csv=frames if frames.is_file() else None, no_plots=not plots)
+    run_motion_analysis(motion_csv, out, clips=clips, frames_csv=frames if frames.is_file() else None, plots=plots)
 
 
 #: Export file -> how to analyse it (the first one an export holds is used).

@@ -18,8 +18,8 @@ from analysis.frame_timing import phase_timing
 from stimuli.rdk import rdk_vector
 
 from ..exports import pilot_filter, pseudonym, worker_label
-from ..models import (Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Worker,
-                      as_utc)
+from ..models import (Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Study,
+                      Worker, as_utc)
 from .core import spec_for
 from .stages import Stage
 
@@ -172,6 +172,42 @@ def _phase_records(common: dict[str, Any], phase: dict[str, Any], timing) -> lis
                     "interval_ms": float(timing.intervals_ms[i - 1]) if i else "",
                     "dropped": ("1" if timing.dropped[i - 1] else "0") if i else "", "onset_err_ms": onset})
     return out
+
+
+def study_clip_manifest(session: Session, study_id: int):
+    """The study's stored clips and probes as a :class:`~stimuli.motion_clips.ClipManifest`, for the analysis.
+
+    Frames are the files the study shows (relative to its stimulus root); the ground truth is the stored
+    one (no flow files are read). Returns ``(manifest, note)``: ``(None, why)`` when the study has no clips
+    or a frame is missing on this machine (the analysis then draws on a blank canvas and has no image
+    gradients), else ``(manifest, a line saying where the frames are)``.
+    """
+    from pathlib import Path
+
+    from stimuli.motion_clips import Clip, ClipManifest, Probe
+
+    study = session.get(Study, study_id)
+    rows = session.scalars(select(MotionClip).where(MotionClip.study_id == study_id)
+                           .order_by(MotionClip.position)).all()
+    if not rows:
+        return None, "the study has no clips"
+    root = Path(study.stimulus_root)
+    probes: dict[int, list[Probe]] = {}
+    for p in session.scalars(select(MotionProbe).join(MotionClip, MotionProbe.clip_id == MotionClip.id)
+                             .where(MotionClip.study_id == study_id).order_by(MotionProbe.position)):
+        probes.setdefault(p.clip_id, []).append(Probe(p.probe_id, p.x, p.y, p.frame, p.gt_u, p.gt_v))
+    clips = []
+    for row in rows:
+        frames = tuple(row.frames["paths"])
+        missing = next((f for f in frames if not (root / f).is_file()), None)
+        if missing is not None:
+            return None, (f"clip frames not found ({root / missing}): fields drawn on a blank canvas, "
+                          "no image gradients")
+        clips.append(Clip(clip_id=row.clip_id, dataset=row.dataset, frame_rate=row.frame_rate, frames=frames,
+                          flow=(None,) * len(frames), width=row.width, height=row.height,
+                          probes=tuple(probes.get(row.id, ())), movie_frames=row.movie_frames))
+    manifest = ClipManifest(path=root, root=root, noise=None, clips=tuple(clips))
+    return manifest, f"{len(clips)} clips of the study, frames under {root}"
 
 
 def motion_csv_texts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:

@@ -3,7 +3,7 @@ import pytest
 
 from analysis.bootstrap import bootstrap_sets, ranks_descending
 from analysis.ranking import overall_scores, pareto_groups, rerank
-from analysis.scaling import ScalingOptions, anchored, fit_set, set_designs
+from analysis.scaling import ScalingOptions, fit_set, reported, set_designs
 from analysis.simulate import simulate_study
 
 
@@ -22,7 +22,7 @@ def test_bootstrap_intervals_cover_the_estimate_and_are_seeded(honest, unit):
     a = bootstrap_sets(designs, raws, options, v.worker, kept, n_boot=200, unit=unit, seed=1, progress=False)
     b = bootstrap_sets(designs, raws, options, v.worker, kept, n_boot=200, unit=unit, seed=1, progress=False)
     for d, raw, iv, iv2 in zip(designs, raws, a, b):
-        value = anchored(raw, d, options)
+        value = reported(raw, d, options)
         assert np.array_equal(iv.samples, iv2.samples)
         assert (iv.scale_low <= value + 1e-9).mean() > 0.9 and (iv.scale_high >= value - 1e-9).mean() > 0.9
         assert (iv.scale_high - iv.scale_low > 0).all()
@@ -92,3 +92,12 @@ def test_pareto_groups_follow_dominance(rng):
         if groups[q] > 1:  # eq. (18): dominated by some member of the previous group
             assert any(dominates(p, q) for p in np.flatnonzero(groups == groups[q] - 1))
     assert (pareto_groups(-scores, higher_is_better=False) == groups).all()
+
+
+def test_ranks_descending_matches_scipy_min_ranks_with_ties():
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 6, size=(50, 17)).astype(float)   # many ties
+    assert (ranks_descending(values) == rankdata(-values, method="min", axis=-1)).all()
+    assert list(ranks_descending(np.array([0.3, 0.9, 0.3, 0.1]))) == [2, 1, 2, 4]

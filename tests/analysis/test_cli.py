@@ -58,7 +58,7 @@ def test_analyze_options_keep_fraction_ls_and_objective(simulated, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["screening"]["rule"] == "fraction" and summary["parameters"]["method"] == "ls"
     assert summary["screening"]["kept_vote_fraction"] >= 0.6
-    assert "z units" in summary["units"] and summary["reranking"]["n"] == 30
+    assert summary["unit"] == "z" and "Thurstone" in summary["units"] and summary["reranking"]["n"] == 30
     rerank = read_table(out / "rerank.csv", ("item_id", "rank_difference"))
     assert len(rerank) == 30
     assert not any(p.suffix == ".png" for p in out.iterdir())

@@ -40,7 +40,7 @@ def test_votes_round_trip(tmp_path):
 
 def test_output_tables_round_trip(tmp_path):
     rows = [{"set_id": "s", "item_id": "m,1", "scale": 0.1 + 0.2, "ci_low": float("nan"), "ci_high": 1.0,
-             "rank": 1, "n_votes": 3, "rank_ci_low": 1, "rank_ci_high": 2}]
+             "rank": 1, "n_votes": 3, "rank_ci_low": 1, "rank_ci_high": 2, "unit": "anchored"}]
     (tmp_path / "scales.csv").write_text(table_csv(SCALES_COLUMNS, rows))
     back = read_table(tmp_path / "scales.csv", SCALES_COLUMNS, numeric=("scale", "ci_low", "ci_high", "rank"))
     assert back[0]["item_id"] == "m,1" and back[0]["scale"] == 0.1 + 0.2  # exact float round trip

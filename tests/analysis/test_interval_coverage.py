@@ -8,7 +8,7 @@ from scipy.stats import t as student_t
 
 from analysis.bootstrap import INTERVAL_METHODS, bootstrap_sets, interval_bounds, t_widening
 from analysis.pipeline import AnalysisOptions
-from analysis.scaling import ScalingOptions, anchored, fit_set, set_designs
+from analysis.scaling import ScalingOptions, fit_set, reported, set_designs
 from analysis.simulate import simulate_study
 from benchmarks.interval_coverage import measure_coverage
 from server.cli import cli
@@ -73,7 +73,7 @@ def test_percentile_remains_selectable_and_methods_differ_as_defined(small_study
     _, options, designs, raws = small_study
     by_method = {m: _bootstrap(small_study, m) for m in INTERVAL_METHODS}
     for k, design in enumerate(designs):
-        estimate = anchored(raws[k], design, options)
+        estimate = reported(raws[k], design, options)
         samples = by_method["percentile"][k].samples
         assert np.array_equal(samples, by_method["t"][k].samples)  # same resamples, only the interval differs
         low, high = np.quantile(samples, [0.025, 0.975], axis=0)

@@ -79,9 +79,11 @@ def test_cli_writes_every_output_and_ranks_the_human_like_model_higher(study, tm
     assert {"probes.csv", "observer_probes.csv", "model_probes.csv", "observers.csv", "tables", "epe_by_property.csv",
             "summary.json", "plots"} <= names
     tables = {p.name for p in (out / "tables").iterdir()}
-    assert "table_overall.csv" in tables and "table_S1_rho_uv.csv" in tables and len(tables) == 13
+    assert "table_overall.csv" in tables and "rho_uv_by_dataset.csv" in tables and len(tables) == 13
+    assert not any(name.startswith("table_S") for name in tables)   # named after content, not a supplement
     plots = {p.name for p in (out / "plots").iterdir()}
     assert {"field_c1.png", "field_c2.png", "scatter_uv.png", "epe_vs_gt_speed.png"} <= plots
+    assert {p.replace(".png", ".pdf") for p in plots if p.endswith(".png")} <= plots   # a vector PDF beside each
 
     overall = {r["model"]: r for r in read_table(out / "tables" / "table_overall.csv",
                                                  ("model", "n_probes") + tuple(TABLE_METRICS),
@@ -94,7 +96,7 @@ def test_cli_writes_every_output_and_ranks_the_human_like_model_higher(study, tm
     assert ill["epe_human"] < acc["epe_human"]
     assert math.isnan(overall["Ground truth"]["rho_uv"]) and overall["Ground truth"]["r_gt_uv"] == 1.0
 
-    s1 = read_table(out / "tables" / "table_S1_rho_uv.csv", ("model", "alpha", "beta", "All datasets"),
+    s1 = read_table(out / "tables" / "rho_uv_by_dataset.csv", ("model", "alpha", "beta", "All datasets"),
                     numeric=("alpha", "beta", "All datasets"))
     assert [r["model"] for r in s1] == ["Ground truth", "illusion", "accurate"]
     assert s1[1]["All datasets"] == pytest.approx(ill["rho_uv"])
@@ -223,6 +225,37 @@ def test_clips_and_machine_observers_on_the_demo(tmp_path, motion_clips):
     assert {"image_gradient", "gt_speed"} == {b["property"] for b in bins}
     assert {"human", "farneback", "dis"} == {b["source"] for b in bins}
     assert sum(b["n"] for b in bins if b["property"] == "image_gradient" and b["source"] == "human") == 20
+
+
+def _one_dataset_csv(path, gts, responses):
+    """motion.csv with one observer answering probe k of clip c1 with ``responses[k]`` (GT ``gts[k]``)."""
+    lines = [",".join(HEADER[:14])]
+    for k, (gt, resp) in enumerate(zip(gts, responses)):
+        lines.append(f"w0,c1,p{k},1,{gt[0]},{gt[1]},{resp[0]},{resp[1]},3,9000,0,0,1,d")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("gts, responses, stat, reason", [
+    ([(2, 1)], [(2.5, 1)], "r_spd", "1 probes (at least 2 needed)"),
+    ([(1, 1), (1, 1)], [(2.5, 1), (0, 1)], "r_uv", "every ground-truth u and v equal (no variance)"),
+    ([(2, 1), (4, 2), (6, 3)], [(2, 1), (3, 1.5), (6, 3)], "r_dir_circ",
+     "every human direction equal or opposite (no spread around the circular mean)"),
+    ([(3, 4), (4, 3), (0, 5)], [(3, 4), (4, 2), (0, 6)], "r_spd", "every ground-truth speed equal (no variance)"),
+    ([(1, 0), (0, 0), (0, 0)], [(1, 0), (2, 1), (0, 3)], "r_dir_circ",
+     "1 probes with motion in both (at least 2 needed)"),
+])
+def test_undefined_correlations_say_why(tmp_path, gts, responses, stat, reason):
+    motion = _one_dataset_csv(tmp_path / "motion.csv", gts, responses)
+    out = tmp_path / "out"
+    result = run("analyze-motion", motion, "--out", out, "--no-plots")
+    assert result.exit_code == 0, result.output
+    label = {"r_uv": "r_uv", "r_dir_circ": "r_dir(circ)", "r_spd": "r_spd"}[stat]
+    assert f"{label} undefined ({reason})" in result.output
+    human = json.loads((out / "summary.json").read_text())["human_vs_gt"]["All datasets"]
+    assert human[stat] is None and human["undefined"][stat] == reason
+    defined = [s for s in ("r_uv", "r_dir_circ", "r_spd") if human[s] is not None]
+    assert not set(defined) & set(human["undefined"])      # a reason only where the value is missing
 
 
 def test_a_script_matching_the_true_motion_is_flagged_in_observers_csv(study, tmp_path):

@@ -154,9 +154,12 @@ def test_launch_prepares_creates_uploads_and_posts_then_results_reconciles_expor
 
     # Offline: no MTurk call at all (nothing is queued on the Stubber).
     offline = _run(monkeypatch, client, "results", slug, "--out", str(tmp_path / "offline"), "--no-mturk",
-                   "--bootstrap", "0", "--no-plots", "--top", "3")
+                   "--bootstrap", "0", "--no-plots", "--top", "3", "--units", "jod")
     assert offline.exit_code == 0 and "1/3 MTurk: skipped (--no-mturk)" in offline.output, offline.output
     assert len(re.findall(r"^\s+\d\s+method_", offline.output, re.M)) == 3
+    assert "scales in JOD: a difference of 1 means 75 %" in offline.output
+    assert "unit\n" in (tmp_path / "offline" / "analysis" / "scales.csv").read_text().splitlines(True)[0]
+    assert (tmp_path / "offline" / "analysis" / "scales.csv").read_text().splitlines()[1].endswith(",jod")
 
 
 def test_live_launch_shows_the_cost_with_fees_and_asks_first(monkeypatch, client, environment, scenes):

@@ -187,3 +187,30 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: 
                                   .where(Study.slug == motion_study))
     assert row["n_sets"] == 2 and row["n_pairs"] == n_probes > 0
     assert row["n_votes"] == 1 and row["target_votes"] == 4 and row["fill"] == pytest.approx(2 / 8)
+
+
+def test_results_draws_the_vector_fields_on_the_studys_clips(app, motion_study, tmp_path, monkeypatch):  # noqa: F811
+    from PIL import Image
+
+    from analysis.formats import read_table
+    from analysis.motion_report import PROBES_COLUMNS
+
+    _finished_worker(app, motion_study, "WRESULTS1")
+    monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", SECRET)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(cli, ["results", motion_study, "--out", str(out), "--no-mturk", "--database-url",
+                                      app.config["DATABASE_URL"]])
+    assert result.exit_code == 0, result.output
+    assert "clips for the plots and image gradients: 2 clips of the study, frames under" in result.output
+    analysis = out / "analysis"
+    # image gradients need the frames: finite for every probe only when the study's clips reached the analysis
+    probes = read_table(analysis / "probes.csv", PROBES_COLUMNS, numeric=("image_gradient",))
+    assert probes and all(math.isfinite(p["image_gradient"]) and p["image_gradient"] > 0 for p in probes)
+    summary = (analysis / "summary.json").read_text()
+    assert '"probes_missing_from_manifest": 0' in summary
+    for clip in ("demo_objects", "demo_camera"):
+        field = np.asarray(Image.open(analysis / "plots" / f"field_{clip}.png").convert("RGB")).reshape(-1, 3)
+        assert (analysis / "plots" / f"field_{clip}.pdf").is_file()
+        # a frame behind the arrows, not the flat grey canvas (0.85 grey, half the picture without clips)
+        assert (field == 217).all(axis=1).mean() < 0.05
+    assert "human vs GT (probe means): r_uv" in result.output
