@@ -55,6 +55,11 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
                               sigma=sigma, zoom=zoom, top_k=top_k, levels=levels, degree=degree, seed=seed,
                               gold_margin=gold_margin, gold_better_scale=gold_better_scale, gold_pairs=gold_pairs)
     click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
+    from .window import prepared_window_lines
+
+    click.echo("the trial page needs (with the study template's other [display] values):")
+    for line in prepared_window_lines(out / "manifest.json"):
+        click.echo(line)
 
 
 def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None = None, overwrite: bool = False,
