@@ -50,8 +50,8 @@ In every trial you see three images. The middle one is the reference (the ground
 Click the image on the LEFT or on the RIGHT that looks more like the reference, or press the \
 left or right arrow key. There is no time limit, but please decide at your natural pace.
 
-Press 2, 3, ... (or the buttons above the images) to see enlarged regions where the images \
-differ most (outlined in the example image), and 1 for the whole images again. Look there first. The differences have been amplified so they are easier to see.
+Keys 2, 3, ... show enlarged regions where the images differ most (outlined in the example \
+image); 1 the whole images. Look there first. The differences have been amplified so they are easier to see.
 
 First comes a short quiz with obvious differences: you must pass it to continue."""
 

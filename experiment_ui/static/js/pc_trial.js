@@ -290,7 +290,7 @@ export class PairedComparison {
     for (let i = 0; i < n; i += 1) {
       buttons.push(el('button', { type: 'button', class: 'pc-view', tabindex: '-1', 'data-view': String(i),
                                   'aria-keyshortcuts': VIEW_KEYS[i] },
-        i === 0 ? 'Whole images' : `Region ${i}`, ' ', el('kbd', { text: VIEW_KEYS[i] })));
+        i === 0 ? 'Whole images' : `Region ${i}`, ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
     }
     this.viewsEl.replaceChildren(...buttons);
   }
