@@ -270,6 +270,12 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
         f"Your browser window is 1366 × 657 pixels inside; this study needs at least {exact[0]} × {exact[1]}.")
     expect(page.locator("form[data-needs-device]")).to_be_hidden()
     screenshot(page, "pixel-exact-consent-1366x657")
+    page.goto(f"{lab['url']}/s/{PIXEL_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    expect(page.locator("#device-needs")).to_contain_text(f"at least {exact[0]} × {exact[1]} pixels")
+    expect(page.locator(".device-problem")).to_contain_text("If your screen cannot show a window this large: "
+                                                            "Please do not accept this HIT on this device.")
+    screenshot(page, "pixel-exact-preview-1366x657")
+    page.goto(f"{lab['url']}/s/{PIXEL_SLUG}?participant=S1")
     page.set_viewport_size({"width": exact[0], "height": exact[1]})
     expect(check).to_have_attribute("data-device", "ok")
     expect(page.locator("#btn-consent")).to_be_visible()
