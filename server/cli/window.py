@@ -33,9 +33,11 @@ def check_window(spec, allow_large_window: bool, where: str) -> str:
     requirement = requirement_of(spec)
     if not requirement.fits() and not allow_large_window:
         w, h = requirement.min_window
+        scenes = "; ".join(f"{name} {need[0]} x {need[1]}" for name, need in requirement.too_large)
         raise UserError(
             f"{where}: the study's pages need a browser window of at least {w} x {h} CSS px ({requirement.describe()}), "
-            f"more than the 1366 x 657 of a 1366x768 laptop, so many workers would be turned away; show smaller "
+            f"more than the 1366 x 657 of a 1366x768 laptop{f' (scenes: {scenes})' if scenes else ''}, so many "
+            f"workers would be turned away; show smaller "
             f"images (fewer or smaller zoom regions: stimuli prepare --top-k/--zoom), choose [display] policy = "
             f'"fit" or a lower min_image_scale, or pass --allow-large-window to create it anyway')
     return window_line(requirement)

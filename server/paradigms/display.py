@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 POLICIES = ("fit", "pixel_exact")
@@ -109,7 +109,7 @@ class WindowRequirement:
     """What a study's worker pages need of the window and the device, before consent.
 
     ``min_window`` is in CSS px at devicePixelRatio 1. Under ``pixel_exact`` a device with a higher
-    ratio needs less: ``views`` (the largest of each set, see :func:`study_views`) let the entry page
+    ratio needs less: ``views`` (each set's, once per geometry: :func:`pc_views`) let the entry page
     compute its own need with the twin of :func:`window_needed`.
     """
 
@@ -119,7 +119,8 @@ class WindowRequirement:
     views: tuple[tuple[tuple[int, int], ...], ...] = ()  # per set, for the browser's own ratio
     min_image_scale: float = 1.0
     floor: tuple[int, int] = (0, 0)
-    notes: tuple[str, ...] = field(default=(), compare=False)
+    # The sets (scenes) that alone need more than a laptop's window, with their need: what to change.
+    too_large: tuple[tuple[str, tuple[int, int]], ...] = ()
 
     def fits(self, window: Sequence[int] = LAPTOP_WINDOW) -> bool:
         """Whether a window of this size (CSS px, ratio 1) is enough."""
@@ -141,25 +142,28 @@ class WindowRequirement:
                 "min_image_scale": self.min_image_scale, "floor": list(self.floor), "chrome": PC_CHROME}
 
 
-def study_views(policy: str, sets: Iterable[tuple[int, int, Iterable[dict[str, Any]]]]) -> list[list[tuple[int, int]]]:
-    """:func:`pc_views` of every set ``(width, height, boxes)``, without repeats."""
-    seen: list[list[tuple[int, int]]] = []
-    for width, height, boxes in sets:
-        views = pc_views(policy, width, height, boxes)
-        if views not in seen:
-            seen.append(views)
-    return seen
-
-
 def pc_requirement(policy: str, min_image_scale: float, floor: Sequence[int],
-                   sets: Iterable[tuple[int, int, Iterable[dict[str, Any]]]]) -> WindowRequirement:
-    """The :class:`WindowRequirement` of a paired-comparison study with these sets ``(width, height, boxes)``."""
-    views = study_views(policy, sets)
+                   sets: Iterable[tuple[int, int, Iterable[dict[str, Any]]]],
+                   names: Sequence[str] | None = None) -> WindowRequirement:
+    """The :class:`WindowRequirement` of a paired-comparison study with these sets ``(width, height, boxes)``
+    (``names``: the sets' names, for :attr:`WindowRequirement.too_large`)."""
     factor = policy_factor(policy, min_image_scale)
-    needs = [window_needed(v, factor, floor) for v in views] or [tuple(floor)]
+    views: list[list[tuple[int, int]]] = []
+    needs: list[tuple[int, int]] = []
+    too_large = []
+    for i, (width, height, boxes) in enumerate(sets):
+        set_views = pc_views(policy, width, height, boxes)
+        need = window_needed(set_views, factor, floor)
+        if set_views not in views:  # sets of one geometry: once
+            views.append(set_views)
+            needs.append(need)
+        if names is not None and (need[0] > LAPTOP_WINDOW[0] or need[1] > LAPTOP_WINDOW[1]):
+            too_large.append((names[i], need))
+    needs = needs or [(int(floor[0]), int(floor[1]))]
     min_window = (max(n[0] for n in needs), max(n[1] for n in needs))
     return WindowRequirement(min_window=min_window, policy=policy, views=tuple(tuple(v) for v in views),
-                             min_image_scale=min_image_scale, floor=(int(floor[0]), int(floor[1])))
+                             min_image_scale=min_image_scale, floor=(int(floor[0]), int(floor[1])),
+                             too_large=tuple(too_large))
 
 
 def manifest_sets(manifests: Iterable[dict[str, Any]]) -> list[tuple[int, int, list[dict[str, Any]]]]:

@@ -246,9 +246,12 @@ def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:
     ``sets``: ``(width, height, crop boxes)`` of each set; by default read from the spec's manifests
     (before the study exists: ``study create``, ``launch``).
     """
+    names = None
     if sets is None:
-        sets = manifest_sets(manifest for _, manifest in _scene_manifests(spec))
-    return pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height), sets)
+        manifests = [manifest for _, manifest in _scene_manifests(spec)]
+        sets, names = manifest_sets(manifests), [manifest["scene_id"] for manifest in manifests]
+    return pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height), sets,
+                          names)
 
 
 # ---------------------------------------------------------------- manifests -> rows

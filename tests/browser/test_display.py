@@ -161,6 +161,9 @@ def test_launch_and_create_state_the_window_and_refuse_a_large_one(lab):
     assert refused.exit_code == 2, refused.output
     assert f"at least {exact.min_window[0]} x {exact.min_window[1]} CSS px" in refused.output
     assert "--allow-large-window" in refused.output and len(refused.output.strip().splitlines()) == 1
+    # ... naming the scenes that need more than the laptop's window (every one: 3 x 451 + 66 > 1366).
+    assert "(scenes: " in refused.output and "coffee 1866 x 600" in refused.output
+    assert "astronaut 1602 x 647" in refused.output and "chelsea 1419 x 600" in refused.output
     assert _stated(outputs["create"]) == exact.min_window
     assert outputs[f"show {PIXEL_SLUG}"]["display"]["min_window"] == list(exact.min_window)
 

@@ -51,10 +51,12 @@ def test_window_needed_is_the_panels_three_abreast_at_the_factor_plus_the_chrome
 
 def test_ordinary_scenes_fit_a_laptop_under_fit_but_not_pixel_exact():
     sets = [(512, 512, [CROP, BIG_CROP]), (600, 400, [CROP]), (451, 300, [])]
-    fit = pc_requirement("fit", 0.5, (1000, 600), sets)
+    fit = pc_requirement("fit", 0.5, (1000, 600), sets, names=["a", "b", "c"])
+    assert fit.too_large == ()
     assert fit.fits(LAPTOP_WINDOW) and fit.fits((1280, 600)) and fit.policy == "fit"
     assert fit.min_window == (max(1000, 3 * 384 + 66), 600)
-    exact = pc_requirement("pixel_exact", 0.5, (1000, 600), sets)
+    exact = pc_requirement("pixel_exact", 0.5, (1000, 600), sets, names=["a", "b", "c"])
+    assert exact.too_large == (("a", (1602, 647)), ("b", (1866, 600)), ("c", (1419, 600)))
     assert exact.min_window == (3 * 600 + 66, 512 + 45 + 36 + 8 + 36 + 8 + 2) and not exact.fits(LAPTOP_WINDOW)
     page = exact.to_page()
     assert page["min_window"] == [1866, 647] and page["chrome"] == PC_CHROME and len(page["views"]) == 3
