@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from playwright.sync_api import expect
+from sqlalchemy import func, select
 
 from server.cli import cli
+from server.models import Assignment, Vote
 from server.paradigms.display import LAPTOP_WINDOW, PC_CHROME, pc_requirement, window_needed
 from tests.server.conftest import gold_side, make_test_app
 
@@ -225,6 +227,12 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
             _check_view(page, min_scale=0.5)
         page.keyboard.press("1")
         expect(page.locator("#trial")).to_have_attribute("data-view", "0")
+        if n_trials == 0 and first["nViews"] > 1:  # the buttons switch views too, and never take the focus
+            page.click('.pc-view[data-view="1"]')
+            expect(page.locator("#trial")).to_have_attribute("data-view", "1")
+            assert page.evaluate("document.activeElement === document.body")
+            page.click('.pc-view[data-view="0"]')
+            expect(page.locator("#trial")).to_have_attribute("data-view", "0")
         if first["referenceWidth"] == 512 and shot is None and state["page"]["kind"] == "trials":
             shot = screenshot(page, f"fit-512-{width}x{height}")
             if size == (1366, 657):
@@ -237,6 +245,11 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
     assert kinds == {"quiz", "trials"}
     assert shot is not None, "no trial of the 512x512 scene on the page"
     assert n_trials >= 5 + 10
+    # Every arrow press was one vote; the view keys and buttons none.
+    with lab["app"].extensions["perceptlab.sessions"]() as session:
+        votes = session.scalar(select(func.count()).select_from(Vote).join(Assignment, Vote.assignment_id == Assignment.id)
+                               .where(Assignment.external_id == f"W{width}"))
+    assert votes == n_trials
 
 
 def test_the_browser_computes_the_servers_window(page, lab):
