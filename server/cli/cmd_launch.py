@@ -25,6 +25,7 @@ import click
 
 from .base import UserError, cli, cli_config, cli_instance
 from .cmd_study import DATABASE_OPTION
+from .window import ALLOW_OPTION_HELP, check_window
 
 SOURCE_FILE = "source.json"
 
@@ -78,6 +79,7 @@ SOURCE_FILE = "source.json"
               help="MTurk launch ID [default: derived from the study, URL, marketplace and assignments, so the "
                    "same command again finishes an interrupted launch]; a new ID posts another batch.")
 @click.option("--yes", is_flag=True, help="Do not ask before posting on the live marketplace.")
+@click.option("--allow-large-window", is_flag=True, help=ALLOW_OPTION_HELP)
 @DATABASE_OPTION
 def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, per_hit: int, days: float,
                    no_hits: bool, slug: str | None, title: str | None, study_file: Path | None,
@@ -85,7 +87,8 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
                    pairs_per_page: int | None, min_pages: int | None,
                    max_pages: int | None, reward_per_page: str | None, bonus_per_page: str | None,
                    seed: int | None, stimulus: str | None, alpha: float | None, top_k: int | None,
-                   zoom: float | None, launch_id: str | None, yes: bool, database_url: str | None) -> None:
+                   zoom: float | None, launch_id: str | None, yes: bool, allow_large_window: bool,
+                   database_url: str | None) -> None:
     """Prepare SCENES_DIR, create a paired-comparison study, upload its stimuli and post its HITs.
 
     SCENES_DIR is a folder of scene folders (each a reference.<ext> and two or more candidate images,
@@ -130,6 +133,8 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
         if service is not None:
             _show_cost(spec, assignments, per_hit, live, full_url, yes)
         click.echo(f"1/4 stimuli: {stimuli.make(may_replace=study is None)}")
+        # The window the trial pages need, now that the stimuli are known; a laptop-sized one unless allowed.
+        click.echo(f"    {check_window(spec, allow_large_window or study is not None, str(study_file or target))}")
         if study is None:
             study = _create_study(session, spec, text, target)
             click.echo(f"2/4 study: created {slug!r} from {target}: {_summary(session, study)}")

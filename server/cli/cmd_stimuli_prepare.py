@@ -70,6 +70,12 @@ def prepare_command(scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma
     click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
     echo_gold_report(manifest)
 
+    from .window import prepared_window_lines
+
+    click.echo("the trial page needs (with the study template's other [display] values):")
+    for line in prepared_window_lines(out / "manifest.json"):
+        click.echo(line)
+
 
 def echo_gold_report(manifest: dict) -> None:
     """Print how well a script could tell the prepared gold from real trials, and warn (on stderr)

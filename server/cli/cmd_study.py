@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from .base import UserError, cli
+from .window import ALLOW_OPTION_HELP
 
 DATABASE_OPTION = click.option("--database-url", default=None,
                                help="Database URL (default: $PERCEPTLAB_DATABASE_URL, else [server] database_url, "
@@ -17,19 +18,24 @@ def study_group() -> None:
 
 @study_group.command("create")
 @click.argument("study_file", type=click.Path(dir_okay=False))
+@click.option("--allow-large-window", is_flag=True, help=ALLOW_OPTION_HELP)
 @DATABASE_OPTION
-def create(study_file: str, database_url: str | None) -> None:
+def create(study_file: str, allow_large_window: bool, database_url: str | None) -> None:
     """Create a study from STUDY_FILE (TOML; `perceptlab study template` prints a documented one).
 
-    The consent text's {researcher} and {contact} must be filled in ([texts] researcher, contact)."""
+    The consent text's {researcher} and {contact} must be filled in ([texts] researcher, contact).
+    Prints the smallest browser window the study's pages need; refuses a study that needs more than a
+    1366x768 laptop's window (1366 x 657 inside) unless --allow-large-window."""
     from server.cli.base import cli_session
     from server.cli.pay import time_and_wage
+    from server.cli.window import check_window
     from server.paradigms import StudyDefinitionError, create_study, read_study_file
     from server.paradigms.consent import check_consent_filled
 
     try:
         spec = read_study_file(study_file)
         check_consent_filled(spec, study_file)  # workers must see who runs the study and whom to ask
+        window = check_window(spec, allow_large_window, study_file)  # before anything is stored
         with cli_session(database_url, create=True) as session:
             study = create_study(session, spec)
             summary = _summary(session, study)
@@ -37,6 +43,7 @@ def create(study_file: str, database_url: str | None) -> None:
     except StudyDefinitionError as exc:
         raise UserError(str(exc)) from None
     click.echo(f"created study {spec.slug!r}: {summary}")
+    click.echo(window)
     click.echo(time_line)
     if wage_warning:
         click.echo(wage_warning, err=True)
@@ -82,18 +89,25 @@ def list_studies(database_url: str | None) -> None:
 
 @study_group.command("show")
 @click.argument("slug")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: slug, name, kind, status, progress, settings and display (policy, min_window).")
 @DATABASE_OPTION
-def show(slug: str, database_url: str | None) -> None:
+def show(slug: str, as_json: bool, database_url: str | None) -> None:
     """Show a study's parameters and progress."""
     from server.cli.base import cli_session
     from server.cli.pay import time_and_wage
+    from server.cli.window import window_line
 
     with cli_session(database_url) as session:
         study = _find(session, slug)
+        if as_json:
+            click.echo(_show_json(session, study))
+            return
         click.echo(f"{study.slug}: {study.name} ({study.status}), created {study.created_at:%Y-%m-%d %H:%M}")
         click.echo(f"stimuli: {study.stimulus_root}")
         click.echo(_summary(session, study))
         click.echo(time_and_wage(session, study)[0])
+        click.echo(window_line(_requirement(session, study)))
         for key, value in study.config.items():
             if key not in ("consent", "instructions", "base_dir", "stimulus_salt"):
                 click.echo(f"  {key} = {value!r}")
@@ -238,6 +252,33 @@ def _clear(slug: str, yes: bool, force: bool, database_url: str | None, *, delet
         # A server process keeps each study's fixed facts (pairs, stimuli) by its number, and SQLite gives the
         # number of the newest study, once deleted, to the next one created.
         click.echo("note: restart a server running on this database before creating another study", err=True)
+
+
+_SHOW_HIDDEN = ("consent", "instructions", "base_dir", "stimulus_salt")
+
+
+def _requirement(session, study):
+    from server.paradigms import paradigm_for
+
+    return paradigm_for(study).window_requirement(session, study)
+
+
+def _show_json(session, study) -> str:
+    """``study show --json``: ``display.min_window`` is ``[width, height]`` in CSS px (at devicePixelRatio 1)."""
+    import json
+
+    from server.paradigms import paradigm_for
+    from server.paradigms.display import LAPTOP_WINDOW
+
+    requirement = _requirement(session, study)
+    data = {"slug": study.slug, "name": study.name, "kind": paradigm_for(study).kind, "status": study.status,
+            "created_at": study.created_at.isoformat(), "stimulus_root": study.stimulus_root,
+            "progress": paradigm_for(study).progress(session, study.id),
+            "settings": {k: v for k, v in study.config.items() if k not in _SHOW_HIDDEN},
+            "display": {"policy": requirement.policy, "min_window": list(requirement.min_window),
+                        "needs_mouse": requirement.needs_mouse, "laptop_window": list(LAPTOP_WINDOW),
+                        "fits_laptop": requirement.fits()}}
+    return json.dumps(data, indent=1, default=str)
 
 
 def _set_status(slug: str, status: str, database_url: str | None) -> None:

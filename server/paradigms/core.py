@@ -35,6 +35,7 @@ from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
+from .display import WindowRequirement
 from .entry import PILOT_PLATFORM, check_hit, check_link_entry
 from .recruiters import code_completion
 from .stages import TURNED_AWAY, Stage
@@ -554,6 +555,8 @@ class Paradigm:
     # Whether one worker may take several assignments (motion: several sessions, each with other
     # clips); else MTurk's "took part" qualification blocks a worker after their first one.
     repeat_workers: ClassVar[bool] = False
+    # Whether the worker must have a mouse (or touchpad): the entry pages turn away touch-only devices.
+    needs_mouse: ClassVar[bool] = False
     # Response endpoints of the worker API (``POST /api/v1/assignments/<id>/<name>``) -> handler. A
     # handler gets the locked assignment as an AssignmentRow (with_assignment_object adapts one
     # written for the ORM object).
@@ -571,6 +574,19 @@ class Paradigm:
     def create_study(self, session: Session, spec) -> Study:
         """Store the study with everything it shows; the caller commits."""
         raise NotImplementedError
+
+    def requirement_of_spec(self, spec) -> WindowRequirement:
+        """What the study's worker pages need of the window and the device, from its spec (before the
+        study exists: ``study create``, ``launch``). Default: the spec's ``min_window_width`` x
+        ``min_window_height`` at any devicePixelRatio, and :attr:`needs_mouse`; a paradigm whose pages
+        need more (the images' sizes, a stimulus of fixed size) computes it here."""
+        floor = (int(spec.min_window_width), int(spec.min_window_height))
+        return WindowRequirement(min_window=floor, floor=floor, needs_mouse=self.needs_mouse)
+
+    def window_requirement(self, session: Session, study: Study) -> WindowRequirement:
+        """:meth:`requirement_of_spec` of a stored study: what the HIT preview, the consent and the
+        instructions state and check in the browser before consent (``device_check.js``)."""
+        return self.requirement_of_spec(spec_for(session, study.id))
 
     # ------------------------------------------------------------ hooks: the worker's path
 

@@ -854,6 +854,7 @@ class MotionMatching(Paradigm):
         "keywords": "motion, video, perception, psychophysics, mouse",
     }
     repeat_workers = True  # several sessions per worker, each with other clips
+    needs_mouse = True     # answers are mouse movements: touch-only devices are told so at entry
     responses = {"calibration": with_assignment_object(record_calibration),
                  "motion-responses": with_assignment_object(record_motion_response)}
 

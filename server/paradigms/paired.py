@@ -40,6 +40,7 @@ from .core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, P
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, seeded_rng, spec_for, stop,
                    study_ref)
+from .display import PC_CHROME, WindowRequirement, pc_views
 from .paired_study import StudySpec
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
@@ -724,7 +725,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     if assignment.stage in PAGE_STAGES:
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
-            page_data = _page_data(session, assignment.study_id, rows, url_for)
+            page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy)
     elif assignment.stage in TERMINAL_STAGES:
         ended = as_object(session, assignment)
         message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
@@ -742,6 +743,10 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         "progress": progress,
         "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
                    "min_image_scale": spec.min_image_scale},
+        # How the trial page lays out and scales the views of each trial (server/paradigms/display.py):
+        # pc_trial.js computes the window a trial needs from these numbers and its trials' "views".
+        "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
+                    "floor": [spec.min_window_width, spec.min_window_height], "chrome": PC_CHROME},
         "completion": completion,
     }
 
@@ -756,11 +761,14 @@ _LATEST_PAGE_TRIALS = (select(_page.c.index, _page.c.kind, _trial.c.id, _trial.c
                        .where(_page.c.id == _LATEST_PAGE_ID).order_by(_trial.c.position))
 
 
-def _page_data(session: Session, study_id: int, rows, url_for: UrlFor) -> dict[str, Any]:
-    """A page (``rows`` of :data:`_LATEST_PAGE_TRIALS`) with its trials' image URLs, from the study's layout."""
+def _page_data(session: Session, study_id: int, rows, url_for: UrlFor, policy: str) -> dict[str, Any]:
+    """A page (``rows`` of :data:`_LATEST_PAGE_TRIALS`) with its trials' image URLs, from the study's layout,
+    and each trial's ``views``: the panel size of the whole images and of each zoom region under the
+    display ``policy`` (:func:`server.paradigms.display.pc_views`)."""
     trials = [row for row in rows if row.id is not None]
     layout = study_layout(session, study_id, {t.pair_id for t in trials})
     images: dict[str, dict[str, Any]] = {}
+    views: dict[int, list[list[int]]] = {}
 
     def image(full: str, crops: tuple[str, ...], study_set: SetLayout) -> dict[str, Any]:
         found = images.get(full)  # a page shows each set's reference (and its crops) many times
@@ -773,7 +781,10 @@ def _page_data(session: Session, study_id: int, rows, url_for: UrlFor) -> dict[s
         set_id, a, b = layout.pairs[trial.pair_id]
         study_set = layout.sets[set_id]
         left, right = (a, b) if trial.left_is_a else (b, a)
+        if set_id not in views:
+            views[set_id] = [list(v) for v in pc_views(policy, study_set.width, study_set.height, study_set.boxes)]
         out.append({"trial_id": str(trial.id), "position": trial.position, "answered": trial.answered,
+                    "views": views[set_id],
                     "reference": image(study_set.reference, study_set.reference_crops, study_set),
                     "left": image(*layout.stimuli[left], study_set),
                     "right": image(*layout.stimuli[right], study_set)})
@@ -871,6 +882,20 @@ class PairedComparison(Paradigm):
 
     def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
         return assignment_state(session, assignment, url_for)
+
+    def requirement_of_spec(self, spec: StudySpec) -> WindowRequirement:
+        """The window the largest set's views need under the study's display policy (its manifests)."""
+        return paired_study.window_requirement(spec)
+
+    def window_requirement(self, session: Session, study: Study) -> WindowRequirement:
+        """:meth:`requirement_of_spec` from the stored sets (read once per process: they never change)."""
+        cache = fixed_study_facts(session, "paired.window_requirement")
+        found = cache.get(study.id)
+        if found is None:
+            layout = study_layout(session, study.id)
+            sets = [(s.width, s.height, s.boxes) for s in layout.sets.values()]
+            found = cache[study.id] = paired_study.window_requirement(spec_for(session, study.id), sets)
+        return found
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
         """The first set: its overview (or reference) illustrates the instructions and the HIT preview."""

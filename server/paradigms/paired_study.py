@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..models import Pair, Stimulus, Study, StudySet
 from ..stimulus_index import SALT_KEY, new_salt
+from .display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
 from .studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
                         is_dollar_amount, read_sections, slugify, validate_entry, validate_slug)
 
@@ -49,8 +50,8 @@ In every trial you see three images. The middle one is the reference (the ground
 Click the image on the LEFT or on the RIGHT that looks more like the reference, or press the \
 left or right arrow key. There is no time limit, but please decide at your natural pace."""
 _INSTRUCTIONS_CROPS = """\
-Under each image, enlarged crops show the regions where the images differ most (outlined in \
-the example image). Look there first."""
+Keys 2, 3, ... show enlarged regions where the images differ most (outlined in the example \
+image); 1 the whole images. Look there first."""
 _INSTRUCTIONS_AMPLIFIED = "The differences have been amplified so they are easier to see."
 _INSTRUCTIONS_QUIZ = "First comes a short quiz with obvious differences: you must pass it to continue."
 
@@ -104,9 +105,14 @@ reservation_minutes = 5   # an open page holds its pairs this long after the wor
                           # page load; then its unanswered pairs are offered to other workers too
 
 [display]
-# The trial page scales the three images and their zoom crops to fit the worker's browser window
-# (its inside, without scrolling), never above their prepared display size (scale 1).
-min_image_scale = 0.5    # smaller than this, the trial is hidden and the worker asked for a larger window
+# The trial page shows one view at a time, LEFT | REFERENCE | RIGHT: the whole images, or one zoom
+# region (keys 1, 2, ... switch at once). `study create` prints the smallest inner window (CSS pixels)
+# the study needs and refuses one above 1366 x 657 (a 1366x768 laptop) unless --allow-large-window;
+# the HIT preview, consent and entry pages state it and turn away phones and smaller windows before consent.
+policy = "fit"           # "fit": scaled to the window, never above the prepared display size (scale 1)
+                         # nor below min_image_scale; "pixel_exact": one image pixel on one device pixel
+                         # (devicePixelRatio applied), zoom regions too (1:1), nothing ever rescaled
+min_image_scale = 0.5    # fit: smaller than this, the trial is hidden and the worker asked for a larger window
 min_window_width = 1000  # smallest window inside (CSS pixels) whatever the images need: keeps phones out;
 min_window_height = 600  # 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600
 
@@ -155,6 +161,7 @@ class StudySpec(StoredSpec):
     min_window_width: int = 1000
     min_window_height: int = 600
     min_image_scale: float = 0.5  # smallest scale the trial page may show images and crops at (1 = display size)
+    policy: str = "fit"             # [display] policy: fit | pixel_exact (server/paradigms/display.py)
     consent: str = DEFAULT_CONSENT
     instructions: str = DEFAULT_INSTRUCTIONS
     researcher: str = ""            # the consent's {researcher} and {contact} (server/paradigms/consent.py)
@@ -184,7 +191,7 @@ SECTIONS: dict[str, dict[str, type]] = {
               "bonus_per_page": str},
     "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
                 "assignment_timeout_minutes": int, "reservation_minutes": int},
-    "display": {"min_window_width": int, "min_window_height": int, "min_image_scale": float},
+    "display": {"policy": str, "min_window_width": int, "min_window_height": int, "min_image_scale": float},
     "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
     "entry": ENTRY_SECTION,  # the same [entry] table in every kind of study
 }
@@ -234,6 +241,8 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
     validate_entry(spec, fail)
     if not 0 <= spec.gold_rate < 1:
         fail(f"gold_rate must be in [0, 1), got {spec.gold_rate}")
+    if spec.policy not in POLICIES:
+        fail(f"display.policy must be 'fit' or 'pixel_exact', got {spec.policy!r}")
     if not 0 < spec.min_image_scale <= 1:
         fail(f"display.min_image_scale must be in (0, 1], got {spec.min_image_scale}")
     if not 0 < spec.accuracy_threshold <= 1:
@@ -243,6 +252,20 @@ def validate_spec(spec: StudySpec, where: str = "study") -> None:
     for key in ("reward_per_page", "bonus_per_page"):
         if not is_dollar_amount(getattr(spec, key)):
             fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
+
+
+def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:
+    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.display`).
+
+    ``sets``: ``(width, height, crop boxes)`` of each set; by default read from the spec's manifests
+    (before the study exists: ``study create``, ``launch``).
+    """
+    names = None
+    if sets is None:
+        manifests = [manifest for _, manifest in _scene_manifests(spec)]
+        sets, names = manifest_sets(manifests), [manifest["scene_id"] for manifest in manifests]
+    return pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height), sets,
+                          names)
 
 
 # ---------------------------------------------------------------- manifests -> rows

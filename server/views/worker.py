@@ -42,6 +42,7 @@ def entry(slug: str):
     if args.get("assignmentId") == PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
         return render_template("preview.html", study=study, spec=spec_for(session, study.id),
                                time_estimate=_time_estimate(session, study),
+                               requirement=paradigm.window_requirement(session, study),
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
     pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
@@ -92,6 +93,8 @@ def stage_page(token: str):
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
               "stimulus_url": stimulus_urls(study), "paradigm_pages": paradigm.worker_pages}
     stage = assignment.stage
+    if stage in (Stage.CONSENT, Stage.INSTRUCTIONS):  # told before consent if this device cannot take part
+        common["requirement"] = paradigm.window_requirement(session, study)
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
         consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec))  # {researcher}, {contact}, {pay}

@@ -25,19 +25,24 @@ pytestmark = pytest.mark.timeout(180)
 
 LAPTOP_WINDOWS = [(1366, 657), (1280, 600)]
 
-# Where every image of the pair is, against the window; and whether the page scrolls.
+# Where every image of the view on screen is, against the window; and whether the page scrolls.
+# A view's three panels are one size (the trial's `views` from the server, at scale 1).
 GEOMETRY_JS = """() => {
   const inside = (b) => b.width > 0 && b.height > 0 && b.left >= 0 && b.top >= 0
     && b.right <= innerWidth && b.bottom <= innerHeight;
-  const images = [...document.querySelectorAll('#trial img')];
+  const trial = document.querySelector('#trial');
+  const images = [...trial.querySelectorAll('img')].filter((img) => !img.hidden);
+  const [panelWidth, panelHeight] = window.assignmentDriver.plugin.trial.views[Number(trial.dataset.view)];
   const bar = document.querySelector('.pc-bar').getBoundingClientRect();
   return {
     images: images.map((img) => {
       const b = img.getBoundingClientRect();
       return {alt: img.alt, inside: inside(b), loaded: img.complete && img.naturalWidth > 0,
-              aspect: b.width / b.height, displayAspect: img.getAttribute('width') / img.getAttribute('height'),
-              width: b.width, displayWidth: Number(img.getAttribute('width'))};
+              aspect: b.width / b.height, displayAspect: panelWidth / panelHeight,
+              width: b.width, displayWidth: panelWidth, top: b.top};
     }),
+    nViews: window.assignmentDriver.plugin.trial.views.length,
+    view: Number(trial.dataset.view),
     barInside: inside(bar),
     scrollHeight: document.documentElement.scrollHeight,
     scrollWidth: document.documentElement.scrollWidth,
@@ -125,6 +130,7 @@ def _with_three_crops(route) -> None:
             first = crops[0]
             crops[1:] = [{**first, "rank": 2, "display_width": 240, "display_height": 180},
                          {**first, "rank": 3, "display_width": 320, "display_height": 240}]
+        trial["views"][2:] = [[240, 180], [320, 240]]
     route.fulfill(response=response, body=json.dumps(state))
 
 
@@ -287,13 +293,20 @@ def test_whole_trial_fits_laptop_windows(page, app, live_server, study, screensh
     worker = _worker_at_trials(app, study, f"F{width}{crops}")
     trial_id = _open(page, live_server, worker)
     expect(page.locator("#window-too-small")).to_be_hidden()
-    n_images = 3 * (1 + (3 if crops == "three" else 1))
-    # Every pair of the page (the demo's sets differ in size), and a screenshot of the first.
+    n_views = 1 + (3 if crops == "three" else 1)
+    # Every pair of the page (the demo's sets differ in size) in every view (keys 1, 2, ...; no
+    # vote), and a screenshot of the first.
     for n in range(6):
-        geometry = _assert_fits(page)
-        assert len(geometry["images"]) == n_images
-        if n == 0:
-            screenshot(page, f"{width}x{height}-{crops}")
+        for view in range(n_views):
+            page.keyboard.press(str(view + 1))
+            expect(page.locator("#trial")).to_have_attribute("data-view", str(view))
+            geometry = _assert_fits(page)
+            assert geometry["nViews"] == n_views
+            assert len(geometry["images"]) == 3
+            assert len({round(image["top"]) for image in geometry["images"]}) == 1  # side by side
+            if n == 0:
+                screenshot(page, f"{width}x{height}-{crops}-view{view + 1}")
+        page.keyboard.press("1")
         page.keyboard.press("ArrowLeft" if n % 2 else "ArrowRight")
         if n < 5:
             trial_id = _wait_pair(page, after=trial_id)

@@ -519,7 +519,14 @@ def test_window_too_small_hides_the_trial(page, app, live_server, study, screens
     page.clock.install()  # the page's clock: the response-time check below advances it, not the wall clock
     page.set_viewport_size({"width": 900, "height": 500})
     page.goto(f"{live_server}/s/{study}?participant=S1")
-    _mouse_start(page)
+    # The entry pages say so before consent and hide their forms (tests/browser/test_display.py) ...
+    # (window or screen: Playwright's screen follows its viewport)
+    expect(page.locator("#device-check")).to_have_attribute("data-device", re.compile(r"^(window|screen)_too_small$"))
+    expect(page.locator("#btn-consent")).to_be_hidden()
+    # ... a worker whose window shrinks later (here: the forms sent by script) meets the trial page's own check.
+    page.evaluate("document.querySelector('#agree').checked = true; document.querySelector('#consent form').submit()")
+    expect(page.locator("main#instructions")).to_be_visible()
+    page.evaluate("document.querySelector('#instructions form').submit()")
     too_small = page.locator("#window-too-small")
     trial = page.locator("#trial")
     expect(too_small).to_be_visible()

@@ -124,6 +124,7 @@ gold_min_answered = 5
 assignment_timeout_minutes = 15
 reservation_minutes = 3
 [display]
+policy = "pixel_exact"
 min_window_width = 800
 min_window_height = 500
 min_image_scale = 0.75
@@ -153,7 +154,8 @@ title = "Compare frames"
         "reservation_minutes": 3, "allow_anonymous": False, "signed_links": True, "access_key": "k3y-for-all",
         "recruiter": "redirect", "completion_code": "END-2026",
         "redirect_url": "https://example.org/end?c={code}&p={participant}",
-        "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "consent": "Agree?", "instructions": "Click.\n\nTwice.",
+        "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "policy": "pixel_exact",
+        "consent": "Agree?", "instructions": "Click.\n\nTwice.",
         "researcher": "Dr A. Lee", "contact": "a.lee@x.example",
         "mturk": {"title": "Compare frames"}, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
@@ -191,6 +193,7 @@ BAD_FILES = [
     ("threshold 0", minimal(extra="[quality]\naccuracy_threshold = 0\n"), ["accuracy_threshold"]),
     ("image scale above 1", minimal(extra="[display]\nmin_image_scale = 1.5\n"), ["min_image_scale"]),
     ("image scale nan", minimal(extra="[display]\nmin_image_scale = nan\n"), ["min_image_scale"]),
+    ("unknown display policy", minimal(extra='[display]\npolicy = "stretch"\n'), ["display.policy", "pixel_exact"]),
     ("reward with mills", minimal(extra='[pages]\nreward_per_page = "0.505"\n'), ["reward_per_page"]),
     ("negative bonus", minimal(extra='[pages]\nbonus_per_page = "-1"\n'), ["bonus_per_page"]),
     ("reward not a number", minimal(extra='[pages]\nreward_per_page = "fifty cents"\n'), ["reward_per_page"]),

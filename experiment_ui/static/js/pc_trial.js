@@ -3,28 +3,33 @@
 // (assignment_driver.js) decides which pair comes next, queues the vote this plugin hands to
 // `finish`, and follows the server from page to page.
 //
-// Layout (StudyMB 2.0, Fig. 4): LEFT candidate | REFERENCE | RIGHT candidate,
-// each column a full image over its zoomed crops.  The worker picks the
-// candidate closer to the reference by clicking its column or pressing
-// ArrowLeft / ArrowRight.  Forced choice: no default, no submit button.
+// Layout (StudyMB 2.0, Fig. 4): LEFT candidate | REFERENCE | RIGHT candidate, one *view* at a
+// time: the whole images, or one zoom region of all three (keys 1, 2, ... or the buttons above
+// switch at once; every image is decoded before the pair appears).  The worker picks the
+// candidate closer to the reference by clicking its column or pressing ArrowLeft / ArrowRight,
+// in any view.  Forced choice: no default, no submit button.
 //
 // Nothing else votes.  The candidates are not focusable (a focused button would
 // turn a later Space or Enter into a vote for whatever pair is on screen then);
 // a vote key must be pressed afresh for each pair (held keys and auto-repeat do
-// not vote twice).  The pair is scaled to the inside of the browser window --
-// header, the three full images and all zoomed crops, without scrolling -- and
-// hidden with a message when that would make the images smaller than the
-// study's min_image_scale (or the window is below min_window_width/height).
+// not vote twice).  The view switches are keys 1-9 and buttons that never take the focus.
+//
+// Display policy (the State's `display`, server/paradigms/display.py): "fit" scales each view to
+// the inside of the browser window (never above the display size); "pixel_exact" shows one image
+// pixel per device pixel (CSS size = pixels / devicePixelRatio).  The window a trial needs is
+// computed from the server's numbers (display.js, the twin of display.py); below it the pair is
+// hidden with a message.
 //
 // The plugin keeps its DOM between trials: the pair just answered stays on screen (not
 // clickable) until the next one is decoded, so no half-drawn pair is ever visible.
 
 import { sleep, el, unlessAborted, StimulusLoadError } from './dom.js';
+import { chromeSize, policyFactor, windowNeeded } from './display.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
-  version: 2,
-  description: 'Forced choice between two candidates shown either side of a reference, with zoomed crops.',
+  version: 3,
+  description: 'Forced choice between two candidates shown either side of a reference; whole images and zoom regions one view at a time.',
   // Where its votes go (the response queue's route): POST .../votes, idempotent by vote_id.
   response: Object.freeze({
     path: 'votes',
@@ -50,46 +55,21 @@ export const info = Object.freeze({
 
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
-// Space (CSS px at scale 1) between a full image and its crops and between crops; it scales with the images.
-const CROP_GAP = 8;
-// Room kept free below and beside the pair, so that rounding never brings a scrollbar back.
-const FIT_MARGIN = 2;
-const DEFAULT_MIN_IMAGE_SCALE = 0.5;
+const DEFAULT_DISPLAY = Object.freeze({
+  policy: 'fit', min_image_scale: 0.5, floor: [0, 0],
+  chrome: { bar: 45, views: 36, label: 36, pad: 8, gap: 24, margin: 2 },
+});
+const VIEW_KEYS = ['1', '2', '3', '4', '5', '6', '7', '8', '9'];
+
+/** The trial's views ([width, height] of a panel at scale 1), as many as its images have. */
+function trialViews(trial) {
+  const n = 1 + Math.min(...[trial.left, trial.reference, trial.right].map((image) => (image.crops || []).length));
+  const views = trial.views || [[trial.reference.width, trial.reference.height]];
+  return views.slice(0, n);
+}
 
 function sortedCrops(image) {
   return [...(image.crops || [])].sort((a, b) => a.rank - b.rank);
-}
-
-/** Size (CSS px at scale 1) of one column's images when its crops are laid out `perRow` to a row. */
-function columnGeometry(image, perRow) {
-  const crops = sortedCrops(image);
-  let width = image.width;
-  let height = image.height;
-  for (let i = 0; i < crops.length; i += perRow) {
-    const row = crops.slice(i, i + perRow);
-    width = Math.max(width, row.reduce((sum, c) => sum + c.display_width, 0) + (row.length - 1) * CROP_GAP);
-    height += CROP_GAP + Math.max(...row.map((c) => c.display_height));
-  }
-  return { width, height };
-}
-
-/**
- * The largest scale (at most 1: images never grow) at which the three columns of `trial` fit
- * `room` (CSS px), trying every number of crops per row.
- * @returns {{perRow: number, scale: number, width: number, height: number}} width/height at scale 1
- */
-export function bestFit(trial, room) {
-  const images = [trial.left, trial.reference, trial.right];
-  const nCrops = Math.max(1, ...images.map((image) => (image.crops || []).length));
-  let best = null;
-  for (let perRow = nCrops; perRow >= 1; perRow -= 1) {
-    const columns = images.map((image) => columnGeometry(image, perRow));
-    const width = columns.reduce((sum, c) => sum + c.width, 0);
-    const height = Math.max(...columns.map((c) => c.height));
-    const scale = Math.min(1, room.width / width, room.height / height);
-    if (!best || scale > best.scale + 1e-9) best = { perRow, scale, width, height };
-  }
-  return best;
 }
 
 /** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
@@ -125,7 +105,8 @@ export class PairedComparison {
     this.mode = 'idle';         // idle | loading | trial | saving_quiz
     this.preloaded = new Map(); // url -> Image of the next trial (keeps them in the memory cache)
     this.keysDown = new Set();  // vote keys pressed and not yet released: they must be pressed afresh
-    this.fit = null;            // bestFit() of the pair on screen, for the current window
+    this.view = 0;              // the view on screen: 0 = whole images, r = zoom region r
+    this.scale = null;          // CSS px per panel px of the view on screen
     this.chosen = null;         // resolves the wait for the worker's choice
     // Keys are tracked from the start, so that a key already held when the first pair appears does not vote.
     document.addEventListener('keydown', (event) => this.onKeyDown(event));
@@ -170,8 +151,16 @@ export class PairedComparison {
                                  'aria-label': 'Reference (ground truth)' },
       el('span', { class: 'pc-label pc-label-ref', text: 'Reference (ground truth)' }),
       el('span', { class: 'pc-images' }));
+    // View buttons: not focusable (a focused button would turn Space or Enter into a view switch,
+    // and focus must never rest anywhere in the pair); the mouse or the keys 1-9 switch views.
+    this.viewsEl = el('nav', { class: 'pc-views', 'aria-label': 'Views' });
+    this.viewsEl.addEventListener('mousedown', (event) => event.preventDefault());
+    this.viewsEl.addEventListener('click', (event) => {
+      const button = event.target.closest('[data-view]');
+      if (button) this.showView(Number(button.dataset.view));
+    });
     this.trialEl = el('section', { id: 'trial', class: 'pc-trial', 'aria-label': 'Pair to compare', hidden: true },
-      this.left, this.reference, this.right);
+      this.viewsEl, this.left, this.reference, this.right);
 
     this.instructionEl = el('p', { id: 'instruction', class: 'pc-instruction', hidden: true },
       'Which image is closer to the ', el('strong', { text: 'reference' }), '? Click it or press ',
@@ -230,74 +219,80 @@ export class PairedComparison {
     }
   }
 
+  /** The State's display settings (policy, min_image_scale, floor, chrome). */
+  display() {
+    const state = this.driver.state;
+    return { ...DEFAULT_DISPLAY, ...((state && state.display) || {}) };
+  }
+
   /**
-   * Scale the pair on screen to the window (see bestFit) and say which window it needs: the
-   * study's min_window_width/height, or more if the images would fall below min_image_scale.
+   * Scale the view on screen to the window and say which window the trial needs: display.js's
+   * windowNeeded of the server's numbers (the same as `study create` printed, for this trial's set).
    * @returns {{width: number, height: number}} the smallest inner window (CSS px) for this pair
    */
   layout() {
-    const state = this.driver.state;
-    const limits = (state && state.limits) || {};
-    const minScale = limits.min_image_scale || DEFAULT_MIN_IMAGE_SCALE;
-    const chrome = this.measureChrome();
-    const room = { width: window.innerWidth - chrome.width - FIT_MARGIN,
-                   height: window.innerHeight - chrome.height - FIT_MARGIN };
-    this.fit = bestFit(this.trial, room);
-    this.applyScale(this.fit);
-    return {
-      width: Math.max(limits.min_window_width || 0,
-                      Math.ceil(this.fit.width * minScale + chrome.width + FIT_MARGIN)),
-      height: Math.max(limits.min_window_height || 0,
-                       Math.ceil(this.fit.height * minScale + chrome.height + FIT_MARGIN)),
-    };
+    const display = this.display();
+    const dpr = window.devicePixelRatio || 1;
+    const views = trialViews(this.trial);
+    const need = windowNeeded(views, policyFactor(display.policy, display.min_image_scale, dpr),
+                              display.floor, display.chrome);
+    const [width, height] = views[Math.min(this.view, views.length - 1)];
+    if (display.policy === 'pixel_exact') {
+      this.scale = 1 / dpr;
+    } else {
+      const chrome = chromeSize(views.length, display.chrome);
+      // A notice above the pair (e.g. "Cannot reach the server") takes room of its own while it shows.
+      const notice = this.driver.chrome.notice && !this.driver.chrome.notice.hidden
+        ? this.driver.chrome.notice.getBoundingClientRect().height : 0;
+      this.scale = Math.min(1, (window.innerWidth - chrome.width) / (3 * width),
+                            (window.innerHeight - chrome.height - notice) / height);
+    }
+    this.applyScale(width, height, views.length);
+    return need;
   }
 
-  /** What does not scale with the images (CSS px): the bar and notice above the pair, the column
-   *  labels, the trial's padding and the gaps between the columns. */
-  measureChrome() {
-    const trial = this.trialEl;
-    const wasHidden = trial.hidden;
-    if (wasHidden) {
-      // Laid out but not painted: all of this runs before the browser draws again.
-      trial.style.visibility = 'hidden';
-      trial.hidden = false;
+  /** Size the three panels of the view on screen to `this.scale`; show only that view's images. */
+  applyScale(width, height, nViews) {
+    const px = (value) => `${(value * this.scale).toFixed(3)}px`;
+    this.trialEl.dataset.scale = this.scale.toFixed(3);
+    this.trialEl.dataset.view = String(this.view);
+    this.trialEl.dataset.policy = this.display().policy;
+    this.viewsEl.hidden = nViews < 2;
+    for (const button of this.viewsEl.querySelectorAll('[data-view]')) {
+      button.setAttribute('aria-pressed', String(Number(button.dataset.view) === this.view));
     }
-    const box = trial.getBoundingClientRect();
-    const style = getComputedStyle(trial);
-    const labels = Math.max(...[this.left, this.reference, this.right].map(
-      (column) => column.querySelector('.pc-images').getBoundingClientRect().top - box.top));
-    if (wasHidden) {
-      trial.hidden = true;
-      trial.style.visibility = '';
-    }
-    return {
-      width: parseFloat(style.paddingLeft) + parseFloat(style.paddingRight) + 2 * parseFloat(style.columnGap),
-      height: this.driver.contentTop() + labels + parseFloat(style.paddingBottom),
-    };
-  }
-
-  /** Size every image of the pair to `fit.scale` and put the crops `fit.perRow` to a row. */
-  applyScale(fit) {
-    const px = (value) => `${(value * fit.scale).toFixed(2)}px`;
-    this.trialEl.style.setProperty('--pc-gap', px(CROP_GAP));
-    this.trialEl.dataset.scale = fit.scale.toFixed(3);
-    const columns = [[this.left, this.trial.left], [this.reference, this.trial.reference], [this.right, this.trial.right]];
-    for (const [column, image] of columns) {
-      column.style.width = px(columnGeometry(image, fit.perRow).width);
+    for (const column of [this.left, this.reference, this.right]) {
+      column.style.width = px(width);
       for (const img of column.querySelectorAll('img')) {
-        img.style.width = px(Number(img.dataset.displayWidth));
-        img.style.height = px(Number(img.dataset.displayHeight));
+        const shown = Number(img.dataset.view) === this.view;
+        img.hidden = !shown;
+        if (shown) {
+          img.style.width = px(width);
+          img.style.height = px(height);
+        }
       }
-      const box = column.querySelector('.pc-crops');
-      if (!box || box.dataset.perRow === String(fit.perRow)) continue;
-      const crops = [...box.querySelectorAll('.pc-crop')]; // built in rank order
-      const rows = [];
-      for (let i = 0; i < crops.length; i += fit.perRow) {
-        rows.push(el('span', { class: 'pc-crop-row' }, ...crops.slice(i, i + fit.perRow)));
-      }
-      box.replaceChildren(...rows); // moving an <img> keeps it loaded
-      box.dataset.perRow = String(fit.perRow);
     }
+  }
+
+  /** Switch to view `index` (0: whole images, r: zoom region r) at once; votes are not touched. */
+  showView(index) {
+    if (!this.trial || !this.imagesShown) return;
+    const n = trialViews(this.trial).length;
+    if (!(index >= 0 && index < n) || index === this.view) return;
+    this.view = index;
+    this.updateTrialVisibility();
+  }
+
+  /** The view buttons of `trial`: "Whole images 1", "Region 1 2", ... */
+  renderViewButtons(trial) {
+    const n = trialViews(trial).length;
+    const buttons = [];
+    for (let i = 0; i < n; i += 1) {
+      buttons.push(el('button', { type: 'button', class: 'pc-view', tabindex: '-1', 'data-view': String(i),
+                                  'aria-keyshortcuts': VIEW_KEYS[i] },
+        i === 0 ? 'Whole images' : `Region ${i}`, ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
+    }
+    this.viewsEl.replaceChildren(...buttons);
   }
 
   windowInfo() {
@@ -381,6 +376,8 @@ export class PairedComparison {
     for (const node of [this.left, this.right, this.reference]) {
       delete node.dataset.state;
     }
+    this.view = 0; // every pair starts with the whole images
+    this.renderViewButtons(trial);
     this.left.querySelector('.pc-images').replaceChildren(...columns.left);
     this.reference.querySelector('.pc-images').replaceChildren(...columns.reference);
     this.right.querySelector('.pc-images').replaceChildren(...columns.right);
@@ -409,31 +406,22 @@ export class PairedComparison {
   /** Decoded <img> elements for the three columns of `trial`. */
   async buildImages(trial) {
     const all = [];
-    const make = (url, width, height, cls, alt) => {
+    const make = (url, view, cls, alt) => {
       const img = new Image();
       img.className = cls;
-      img.width = width;
-      img.height = height;
-      img.dataset.displayWidth = String(width);
-      img.dataset.displayHeight = String(height);
+      img.dataset.view = String(view);
       img.alt = alt;
       img.decoding = 'async';
       img.draggable = false;
+      img.hidden = view !== 0;
       img.src = url;
       all.push(img);
       return img;
     };
-    const column = (image, name) => {
-      const nodes = [make(image.full, image.width, image.height, 'pc-full', `${name}, full image`)];
-      const crops = sortedCrops(image);
-      if (crops.length) {
-        const box = el('span', { class: 'pc-crops' });
-        crops.forEach((crop, i) => box.append(
-          make(crop.url, crop.display_width, crop.display_height, 'pc-crop', `${name}, zoomed region ${i + 1}`)));
-        nodes.push(box);
-      }
-      return nodes;
-    };
+    const column = (image, name) => [
+      make(image.full, 0, 'pc-full', `${name}, whole image`),
+      ...sortedCrops(image).map((crop, i) => make(crop.url, i + 1, 'pc-crop', `${name}, zoomed region ${i + 1}`)),
+    ];
     const columns = {
       left: column(trial.left, 'Left'),
       reference: column(trial.reference, 'Reference'),
@@ -462,7 +450,13 @@ export class PairedComparison {
    *  press that began before this pair appeared) never answers a pair. */
   onKeyDown(event) {
     const side = event.key === this.params.key_left ? 'left' : event.key === this.params.key_right ? 'right' : null;
-    if (!side) return;
+    if (!side) {
+      // 1-9 switch views (never a vote); only while a pair is on screen.
+      const view = VIEW_KEYS.indexOf(event.key);
+      if (view >= 0 && !event.repeat && !(event.altKey || event.ctrlKey || event.metaKey)
+          && this.mounted && !this.trialEl.hidden) this.showView(view);
+      return;
+    }
     const held = event.repeat || this.keysDown.has(event.key);
     this.keysDown.add(event.key);
     if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
