@@ -30,6 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from analysis.formats import table_csv
+from stimuli.csv_safety import csv_rows
 
 from .allocation import now
 from .models import Assignment, Study, Worker, as_utc
@@ -173,9 +174,10 @@ def read_submitted(data: bytes, *, max_bytes: int = MAX_CSV_BYTES, max_rows: int
     first_line = text.lstrip().splitlines()[0]
     delimiter = max(",;\t", key=first_line.count)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    cells = csv_rows(reader)  # a code file checked and saved (--out) reads back unchanged: stimuli/csv_safety.py
     rows: list[SubmittedRow] = []
     try:
-        header = next(reader)
+        header = next(cells)
         keys = [_header_key(h) for h in header]
         who, code, status = (_pick(keys, PARTICIPANT_HEADERS), _pick(keys, CODE_HEADERS),
                              _pick(keys, RECRUITER_STATUS_HEADERS))
@@ -185,7 +187,7 @@ def read_submitted(data: bytes, *, max_bytes: int = MAX_CSV_BYTES, max_rows: int
             raise CodeFileError(f"line 1: no {missing} column in the header ({', '.join(header[:12]) or 'empty'}); "
                                 "expected e.g. 'Participant id' and 'Completion code'")
         needed = max(who, code)
-        for fields in reader:
+        for fields in cells:
             if not any(f.strip() for f in fields):
                 continue
             if len(rows) >= max_rows:

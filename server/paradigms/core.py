@@ -733,8 +733,8 @@ class Paradigm:
         Every entry follows the study's ``[entry]`` rules: plain links (participant ID, signature, access
         key, a Prolific study's ID format: :func:`server.paradigms.entry.check_link_entry`) and MTurk entries
         (MTurk's ID formats and submit addresses, the access key and the study's MTurk signature, a HIT of
-        the study: :func:`server.paradigms.entry.check_mturk_entry`). ``admit_new`` is called just before a new assignment is created (the
-        per-address rate limit raises there); re-entering an existing assignment never calls it. A new
+        the study: :func:`server.paradigms.entry.check_mturk_entry`). ``admit_new`` is called just before a
+        new assignment is created (the per-address rate limit raises there); re-entering an existing assignment never calls it. A new
         assignment for which no work is left starts at stage ``full``; an assignment at ``full``
         re-entered when work is free again is reopened (:meth:`reopen_if_room`).
         """

@@ -16,8 +16,9 @@ MTurk HITs work whatever the recruiter (their own submit form). A study-wide ``c
 random code of each participant on the end page (the random one stays stored as a receipt). The code is shown
 only once the assignment is completed (or stopped after paid units, :func:`server.paradigms.stages.earns_code`),
 so it never reaches a browser before, and never reaches a participant who was disqualified (the quiz, the
-motion screening), found the study full or left unfinished: :meth:`Recruiter.code` is None for them. Whether a participant really completed is what
-``perceptlab codes check`` and the dashboard's codes page verify (:mod:`server.codes`).
+motion screening), found the study full or left unfinished: :meth:`Recruiter.code` is None for them.
+Whether a participant really completed is what ``perceptlab codes check`` and the dashboard's codes page
+verify (:mod:`server.codes`).
 """
 from __future__ import annotations
 

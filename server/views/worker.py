@@ -45,9 +45,12 @@ def entry(slug: str):
                                **paradigm.examples(session, study))
     try:
         if "assignmentId" in args:
+            # The same [entry] rules as plain links: access key, signature, a HIT of the study
+            # (server/paradigms/entry.py, check_mturk_entry).
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
+                                           turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
+                                           access_key=args.get("key"), admit_new=admit_from_request)
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
