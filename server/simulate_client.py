@@ -3,7 +3,8 @@
 Each simulated worker does what the browser app does, over real HTTP (aiohttp):
 
 1. ``POST /api/v1/studies/{slug}/assignments`` (platform "mturk", a worker ID
-   ``SIMW<hex>``, an assignment ID and a HIT ID), giving a bearer token;
+   ``SIMW<hex>``, an assignment ID and a HIT ID), giving a bearer token (the study must admit MTurk
+   entries of HITs it did not post, ``[entry] external_hits = true``, as the demo's studies do);
 2. the ``consent`` and ``instructions_done`` actions, then ``POST .../environment``;
 3. a loop over the assignment's State: every unanswered trial of the current
    page (quiz or trials) gets a vote (a fresh uuid4 ``vote_id``, ``left`` or
