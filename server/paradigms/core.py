@@ -734,9 +734,9 @@ class Paradigm:
         key, a Prolific study's ID format: :func:`server.paradigms.entry.check_link_entry`) and MTurk entries
         (MTurk's ID formats and submit addresses, the access key and the study's MTurk signature, a HIT of
         the study: :func:`server.paradigms.entry.check_mturk_entry`). ``admit_new`` is called just before a
-        new assignment is created (the per-address rate limit raises there); re-entering an existing assignment never calls it. A new
-        assignment for which no work is left starts at stage ``full``; an assignment at ``full``
-        re-entered when work is free again is reopened (:meth:`reopen_if_room`).
+        new assignment is created (the per-address rate limit raises there); re-entering an existing
+        assignment never calls it. A new assignment for which no work is left starts at stage ``full``; an
+        assignment at ``full`` re-entered when work is free again is reopened (:meth:`reopen_if_room`).
         """
         if platform == "mturk":
             turk_submit_to = check_mturk_entry(
