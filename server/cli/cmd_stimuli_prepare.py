@@ -61,7 +61,6 @@ def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None =
                    progress: bool = True, **parameters) -> dict:
     """:func:`stimuli.prepare.prepare_study` with bad input as a one-line :class:`UserError`; returns
     the top-level manifest."""
-    from stimuli.csv_safety import dict_rows
     from stimuli.io import StimulusInputError
     from stimuli.prepare import prepare_study
 
@@ -146,6 +145,7 @@ def _csv_text(rows: list[dict]) -> str:
 def _read_scales(path: Path) -> dict[tuple[str, str], float]:
     import csv
 
+    from stimuli.csv_safety import dict_rows
     from stimuli.io import StimulusInputError
 
     try:

@@ -35,7 +35,7 @@ from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
-from .entry import MTURK_SUBMIT_URLS, PREVIEW_ASSIGNMENT, check_link_entry, check_mturk_entry  # noqa: F401 - shared
+from .entry import check_link_entry, check_mturk_entry
 from .recruiters import code_completion
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 

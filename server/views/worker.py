@@ -11,8 +11,9 @@ from ..db import db_session
 from ..errors import ApiError
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info, lock_assignment, spec_for,
+from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for,
                               study_paradigm)
+from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
