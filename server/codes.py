@@ -6,11 +6,16 @@ A participant's status (per assignment):
 
 ``completed``      finished; given a completion code
 ``stopped``        turned away by a quality rule (given a code when paid units were done before)
-``disqualified``   failed the quiz (no code)
+``disqualified``   failed the quiz or the motion screening (no code)
 ``full``           no work was left for them (no code)
 ``abandoned``      unfinished, and nothing came from them for longer than the study's
                    ``assignment_timeout_minutes`` (returned or timed out on the recruiter's side)
 ``started``        unfinished and still within that time
+
+Who has a code is one rule (:func:`server.paradigms.stages.earns_code`, applied by
+:meth:`~server.paradigms.recruiters.Recruiter.code`): an assignment that did not earn a code has none here,
+neither one stored by an older version nor the study-wide ``completion_code``, so its participant is ``not
+completed`` whatever code they submit.
 
 A recruiter's CSV (Prolific's submissions export, MTurk's batch results, or any file with a participant and
 a code column) is checked row by row: ``valid``, ``wrong code``, ``unknown participant``, ``not completed``,
