@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stimuli.csv_safety import csv_text, dict_rows, unescape_cell
 from stimuli.io import write_bytes_atomic
 
 REQUIRED_VOTE_COLUMNS = ("worker_id", "set_id", "item_a", "item_b", "winner")
@@ -188,7 +189,7 @@ def read_csv_table(path: str | os.PathLike, required: tuple[str, ...], optional:
     if not text.strip():
         raise error(name, None, "file is empty (expected a header: " + ",".join(required) + ")")
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader)]
+    header = [unescape_cell(h.strip()) for h in next(reader)]
     missing = [c for c in required if c not in header]
     if missing:
         raise error(name, 1, f"missing column{'s' if len(missing) > 1 else ''} "
@@ -202,7 +203,9 @@ def read_csv_table(path: str | os.PathLike, required: tuple[str, ...], optional:
                 continue  # blank line
             if len(row) < len(header):
                 raise error(name, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
-            rows.append([row[i].strip() for i in index] if strip else [row[i] for i in index])
+            # Cells a spreadsheet would run were written with a quote in front (stimuli/csv_safety.py).
+            rows.append([unescape_cell(row[i].strip()) for i in index] if strip
+                        else [unescape_cell(row[i]) for i in index])
             lines.append(reader.line_num)
     except csv.Error as exc:
         raise error(name, reader.line_num, f"malformed CSV: {exc}") from None
@@ -227,11 +230,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def _csv_text(columns: tuple[str, ...], rows) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(rows)
-    return buffer.getvalue()
+    """CSV text whose cells no spreadsheet runs as a formula (:mod:`stimuli.csv_safety`; readers undo it)."""
+    return csv_text(columns, rows)
 
 
 def _fmt(x) -> str:
@@ -274,7 +274,7 @@ def read_table(path, columns: tuple[str, ...], numeric: tuple[str, ...] = ()) ->
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
         return [{c: (float(r[c]) if r[c] != "" else float("nan")) if c in numeric else r[c] for c in columns}
-                for r in reader]
+                for r in dict_rows(reader)]
 
 
 def json_text(obj) -> str:

@@ -211,7 +211,8 @@ class StudyShape:
                 f"[design]\ndegree = {self.degree}\nvotes_per_pair = {self.votes_per_pair}\n\n"
                 f"[pages]\npairs_per_page = {self.pairs_per_page}\nmin_pages = 1\nmax_pages = {self.max_pages}\n\n"
                 "[quality]\nquiz_size = 0\ngold_rate = 0.0\n\n"
-                '[texts]\nresearcher = "the scale-out benchmark"\ncontact = "bench@perceptlab.invalid"\n')
+                '[texts]\nresearcher = "the scale-out benchmark"\ncontact = "bench@perceptlab.invalid"\n\n'
+                "[entry]\nexternal_hits = true\n")  # its clients enter as MTurk workers of an unposted HIT
 
 
 def run_cli(args: list[str], env: dict[str, str], stdin: str | None = None) -> str:

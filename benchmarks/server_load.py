@@ -331,7 +331,8 @@ def create_study(env: dict[str, str], folder: Path, manifest: Path, slug: str, v
         f'[design]\ndegree = 12\nvotes_per_pair = {votes_per_pair}\n\n'
         '[pages]\npairs_per_page = 20\nmin_pages = 1\nmax_pages = 100\n'
         '[quality]\nquiz_size = 0\ngold_rate = 0.0\n\n'  # latent observers cannot tell gold pairs
-        '[texts]\nresearcher = "the load benchmark"\ncontact = "bench@perceptlab.invalid"\n')
+        '[texts]\nresearcher = "the load benchmark"\ncontact = "bench@perceptlab.invalid"\n\n'
+        "[entry]\nexternal_hits = true\n")  # perceptlab simulate enters as MTurk workers of an unposted HIT
     subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml)], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL)
 

@@ -76,7 +76,8 @@ def create_study(url: str, folder: Path, manifest: Path, slug: str, *, pairs_per
         f'[design]\ndegree = 12\nvotes_per_pair = {votes_per_pair}\n\n'
         f'[pages]\npairs_per_page = {pairs_per_page}\nmin_pages = 1\nmax_pages = 1000\n\n'
         f'[quality]\nquiz_size = 0\ngold_rate = {gold_rate}\n\n'
-        '[texts]\nresearcher = "the vote CPU benchmark"\ncontact = "bench@perceptlab.invalid"\n')
+        '[texts]\nresearcher = "the vote CPU benchmark"\ncontact = "bench@perceptlab.invalid"\n\n'
+        "[entry]\nexternal_hits = true\n")  # its workers enter as MTurk workers of an unposted HIT
     subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml), "--database-url", url], check=True,
                    cwd=ROOT, stdout=subprocess.DEVNULL)
 

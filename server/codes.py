@@ -6,11 +6,16 @@ A participant's status (per assignment):
 
 ``completed``      finished; given a completion code
 ``stopped``        turned away by a quality rule (given a code when paid units were done before)
-``disqualified``   failed the quiz (no code)
+``disqualified``   failed the quiz or the motion screening (no code)
 ``full``           no work was left for them (no code)
 ``abandoned``      unfinished, and nothing came from them for longer than the study's
                    ``assignment_timeout_minutes`` (returned or timed out on the recruiter's side)
 ``started``        unfinished and still within that time
+
+Who has a code is one rule (:func:`server.paradigms.stages.earns_code`, applied by
+:meth:`~server.paradigms.recruiters.Recruiter.code`): an assignment that did not earn a code has none here,
+neither one stored by an older version nor the study-wide ``completion_code``, so its participant is ``not
+completed`` whatever code they submit.
 
 A recruiter's CSV (Prolific's submissions export, MTurk's batch results, or any file with a participant and
 a code column) is checked row by row: ``valid``, ``wrong code``, ``unknown participant``, ``not completed``,
@@ -31,6 +36,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from analysis.formats import table_csv
+from stimuli.csv_safety import csv_rows
 
 from .allocation import now
 from .models import Assignment, Study, Worker, as_utc
@@ -195,9 +201,10 @@ def read_submitted(data: bytes, *, max_bytes: int = MAX_CSV_BYTES, max_rows: int
     first_line = text.lstrip().splitlines()[0]
     delimiter = max(",;\t", key=first_line.count)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    cells = csv_rows(reader)  # a code file checked and saved (--out) reads back unchanged: stimuli/csv_safety.py
     rows: list[SubmittedRow] = []
     try:
-        header = next(reader)
+        header = next(cells)
         keys = [_header_key(h) for h in header]
         who, code, status = (_pick(keys, PARTICIPANT_HEADERS), _pick(keys, CODE_HEADERS),
                              _pick(keys, RECRUITER_STATUS_HEADERS))
@@ -207,7 +214,7 @@ def read_submitted(data: bytes, *, max_bytes: int = MAX_CSV_BYTES, max_rows: int
             raise CodeFileError(f"line 1: no {missing} column in the header ({', '.join(header[:12]) or 'empty'}); "
                                 "expected e.g. 'Participant id' and 'Completion code'")
         needed = max(who, code)
-        for fields in reader:
+        for fields in cells:
             if not any(f.strip() for f in fields):
                 continue
             if len(rows) >= max_rows:

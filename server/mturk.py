@@ -43,7 +43,8 @@ from .models import (
     Worker,
     utcnow,
 )
-from .paradigms import paradigm_for
+from .paradigms import paradigm_for, spec_from_config
+from .paradigms.entry import mturk_question_url
 from .paradigms.stages import TURNED_AWAY
 from .paradigms.studyfile import MTURK_DEFAULTS
 from .payments import pay_unit
@@ -287,14 +288,18 @@ class MTurkService:
     def launch(self, study: Study, *, assignments_total: int, url: str, per_hit: int = DEFAULT_PER_HIT,
                lifetime: dt.timedelta = dt.timedelta(days=7), launch_id: str | None = None,
                progress: Callable[[Iterable], Iterable] = lambda it: it) -> list[MTurkHit]:
-        """Post ``ceil(assignments_total / per_hit)`` HITs; commits before and after each create call.
+        """Post ``ceil(assignments_total / per_hit)`` HITs to ``url`` (the server or the study's ``/s/`` URL,
+        to which the study's access key and MTurk signature are added); commits before and after each
+        create call.
 
         Calling again with the same ``launch_id`` finishes an interrupted launch: HITs already
         created are kept, the others are created (or found, when MTurk already made them).
         """
         if assignments_total < 1 or per_hit < 1:
             raise MTurkError("the number of assignments and assignments per HIT must be positive")
-        question = self.external_question_xml(url)
+        # The study's [entry] rules hold for MTurk entries too: the HIT's URL carries its access key and
+        # MTurk signature (server/paradigms/entry.py).
+        question = self.external_question_xml(mturk_question_url(study, spec_from_config(study.config), url))
         launch_id = launch_id or uuid.uuid4().hex[:12]
         hit_type_id = self.ensure_hit_type(study)
         reward = str(hit_reward(study))

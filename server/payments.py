@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from .models import Assignment, Bonus, MTurkAssignment, Study, Worker
 from .paradigms import paradigm_for, spec_from_config
 from .paradigms.core import PayUnit
-from .paradigms.stages import Stage
+from .paradigms.stages import Stage, earns_code
 from .worker_time import PaySettings, assignment_times
 
 CENT = Decimal("0.01")
@@ -67,8 +67,9 @@ def money(value) -> Decimal:
 
 def earns_pay(stage: str, units: int) -> bool:
     """Whether an assignment earns pay: completed, or stopped by a quality rule after some units
-    (the experimenter decides at review), as :func:`payment_plan` lists them."""
-    return stage == Stage.COMPLETED or (stage == Stage.STOPPED and units > 0)
+    (the experimenter decides at review), as :func:`payment_plan` lists them. The same rule as who has a
+    completion code (:func:`~server.paradigms.stages.earns_code`): pay and codes always agree."""
+    return earns_code(stage, units)
 
 
 def earned(pay: PayUnit, stage: str, units: int) -> Decimal:

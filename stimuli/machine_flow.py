@@ -18,7 +18,6 @@ gradient magnitude within ±40 px).
 """
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -121,16 +120,12 @@ def machine_predictions(manifest: ClipManifest, models: Iterable[str] = MODELS, 
 
 def write_predictions_csv(path: str | os.PathLike[str], rows: list[dict]) -> Path:
     """Write prediction rows as CSV (``clip_id,probe_id,model,pred_u,pred_v``) atomically."""
-    import io
-
+    from .csv_safety import dict_csv_text
     from .io import write_bytes_atomic
 
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=PREDICTION_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({**row, "pred_u": f"{row['pred_u']:.6g}", "pred_v": f"{row['pred_v']:.6g}"})
-    return write_bytes_atomic(Path(path), buffer.getvalue().encode())
+    text = dict_csv_text(PREDICTION_COLUMNS, [{**row, "pred_u": f"{row['pred_u']:.6g}",
+                                               "pred_v": f"{row['pred_v']:.6g}"} for row in rows])
+    return write_bytes_atomic(Path(path), text.encode())
 
 
 def gradient_magnitude(grey: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from stimuli.csv_safety import dict_rows
+
 from .base import UserError, cli, cli_config
 
 
@@ -60,7 +62,7 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
             if value_column not in fields:
                 raise UserError(f"{path}, line 1: no column {value_column!r} (has: {', '.join(fields)})")
             values = {}
-            for row in reader:
+            for row in dict_rows(reader):  # as the project writes CSV (stimuli/csv_safety.py)
                 try:
                     values[row["item_id"]] = float(row[value_column])
                 except (TypeError, ValueError):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from stimuli.csv_safety import dict_rows
+
 from .base import UserError, cli
 from .cmd_export import INCLUDE_PILOT_HELP
 from .cmd_study import DATABASE_OPTION, _find
@@ -145,10 +147,10 @@ def _analyse_votes(ctx: click.Context, votes_csv: Path, out: Path, *, n_boot: in
 def _print_ranking(out: Path, top: int) -> None:
     """The best ``top`` items of overall.csv, with the spread of their per-set scales (scales.csv)."""
     with (out / "overall.csv").open(newline="", encoding="utf-8") as f:
-        overall = sorted(csv.DictReader(f), key=lambda row: float(row["rank"]))
+        overall = sorted(dict_rows(csv.DictReader(f)), key=lambda row: float(row["rank"]))
     by_item: dict[str, list[tuple[float, float]]] = {}
     with (out / "scales.csv").open(newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
+        for row in dict_rows(csv.DictReader(f)):
             scale, low, high = (_float(row[k]) for k in ("scale", "ci_low", "ci_high"))
             by_item.setdefault(row["item_id"], []).append((scale, (high - low) / 2))
     click.echo(f"top {min(top, len(overall))} of {len(overall)} items by mean scale over the sets "

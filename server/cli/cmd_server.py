@@ -116,7 +116,10 @@ def demo_next_steps(base: str, out: Path, instance: Path) -> list[str]:
 # The consent's {researcher} and {contact} (server/paradigms/consent.py): demo values, which `study create`
 # would refuse to leave empty in a real study.
 DEMO_TEXTS = ('[texts]\nresearcher = "the perceptlab demo (not a real study)"\n'
-              'contact = "demo@perceptlab.invalid"\n')
+              'contact = "demo@perceptlab.invalid"\n\n'
+              # The demo's MTurk link and `perceptlab simulate` enter as MTurk workers of a HIT that was never
+              # posted: the demo studies admit that ([entry] external_hits; a real study's HITs are posted).
+              '[entry]\nexternal_hits = true\n')
 
 
 def active_demo_study(seed: int) -> str:

@@ -170,20 +170,16 @@ def _scene_metrics(scene_dir: Path, reference: str | None) -> list[dict]:
 
 
 def _csv_text(rows: list[dict]) -> str:
-    import csv
-    import io
+    from stimuli.csv_safety import dict_csv_text
 
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["set_id", "item_id", *METRIC_COLUMNS], lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    return buffer.getvalue()
+    return dict_csv_text(["set_id", "item_id", *METRIC_COLUMNS],
+                         [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()} for row in rows])
 
 
 def _read_scales(path: Path) -> dict[tuple[str, str], float]:
     import csv
 
+    from stimuli.csv_safety import dict_rows
     from stimuli.io import StimulusInputError
 
     try:
@@ -193,7 +189,7 @@ def _read_scales(path: Path) -> dict[tuple[str, str], float]:
             if missing:
                 raise StimulusInputError(f"{path}: missing columns {sorted(missing)} (need set_id,item_id,scale)")
             scales = {}
-            for line, row in enumerate(reader, start=2):
+            for line, row in enumerate(dict_rows(reader), start=2):
                 try:
                     scales[(row["set_id"], row["item_id"])] = float(row["scale"])
                 except (TypeError, ValueError):

@@ -31,6 +31,7 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
     from server.cli.window import check_window
     from server.paradigms import StudyDefinitionError, create_study, read_study_file
     from server.paradigms.consent import check_consent_filled
+    from server.paradigms.entry import mturk_question_url
 
     try:
         spec = read_study_file(study_file)
@@ -40,6 +41,8 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
             study = create_study(session, spec)
             summary = _summary(session, study)
             time_line, wage_warning = time_and_wage(session, study)
+            # HITs posted outside perceptlab need the URL with the study's access key and MTurk signature.
+            hit_url = mturk_question_url(study, spec, "https://HOST")
     except StudyDefinitionError as exc:
         raise UserError(str(exc)) from None
     click.echo(f"created study {spec.slug!r}: {summary}")
@@ -47,7 +50,12 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
     click.echo(time_line)
     if wage_warning:
         click.echo(wage_warning, err=True)
-    click.echo(f"worker link: /s/{spec.slug}  (MTurk appends assignmentId, hitId, workerId, turkSubmitTo)")
+    if spec.external_hits:
+        click.echo(f"HIT URL (ExternalQuestion): {hit_url}  (MTurk appends assignmentId, hitId, workerId, "
+                   "turkSubmitTo)")
+    else:
+        click.echo(f"worker link: /s/{spec.slug}  (MTurk entries need a HIT posted with perceptlab mturk launch; "
+                   "[entry] external_hits = true admits HITs posted elsewhere)")
     if spec.recruiter == "prolific":  # Prolific fills in its {{%...%}} placeholders itself
         key = f"&key={spec.access_key}" if spec.access_key else ""
         click.echo(f"Prolific study URL: https://HOST/s/{spec.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"

@@ -36,11 +36,10 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
-from .entry import PILOT_PLATFORM, check_hit, check_link_entry
+from .entry import PILOT_PLATFORM, check_link_entry, check_mturk_entry
 from .recruiters import code_completion
-from .stages import TURNED_AWAY, Stage
+from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 
-PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
                 "participants. Nothing was recorded for payment.")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
@@ -57,10 +56,6 @@ RecordResponse = Callable[[Session, "AssignmentRow", Any], tuple[int, dict[str, 
 # JSON body), or None to hand the response to the paradigm's RecordResponse: the common case of a
 # kind of response as one statement on PostgreSQL (see record_in_one_statement).
 OneStatementResponse = Callable[[Any, TokenClaims, Any, Any, dt.datetime], "tuple[int, dict[str, Any]] | None"]
-# The only places a completed MTurk assignment may be posted to, compared as whole strings: a crafted
-# turkSubmitTo would otherwise send the worker's submission to a third party (and URL parsers disagree
-# with browsers about hosts like "https://evil.example\\@www.mturk.com").
-MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 
 
 # ---------------------------------------------------------------- study parameters, once per process
@@ -292,16 +287,28 @@ def give_code(assignment: Assignment) -> None:
 
 
 def complete(assignment: Assignment) -> None:
-    """The worker finished: stage ``completed`` with a completion code."""
+    """The worker finished: stage ``completed`` with a completion code.
+
+    Unless the worker was turned away meanwhile in another assignment of the study (two HITs open
+    at once): then this assignment is turned away too, with the same stage and reason, and earns a
+    code only as :func:`stop` gives one (stopped after paid units)."""
+    worker = assignment.worker
+    if worker.status in TURNED_AWAY:
+        stop(assignment, Stage(worker.status), worker.status_reason or "")
+        return
     assignment.stage = Stage.COMPLETED
     assignment.completed_at = utcnow()
     give_code(assignment)
 
 
 def stop(assignment: Assignment, stage: Stage, message: str) -> None:
-    """Turn the worker away (``stopped`` or ``disqualified``) in this assignment and in the study."""
+    """Turn the worker away (``stopped`` or ``disqualified``) in this assignment and in the study.
+
+    The assignment gets a completion code only when it earned one (:func:`~server.paradigms.stages.earns_code`:
+    stopped after paid units); a disqualified worker has none."""
     assignment.stage = stage
-    give_code(assignment)
+    if earns_code(stage, assignment.pages_completed):
+        give_code(assignment)
     worker = assignment.worker
     worker.status = stage
     worker.status_reason = message
@@ -311,13 +318,52 @@ def completion_info(assignment: Assignment) -> dict[str, Any] | None:
     """How the worker submits: MTurk's form or a completion code (with the study recruiter's redirect:
     :func:`server.paradigms.recruiters.code_completion`). A worker stopped by a quality rule after
     completing paid units may still submit them; the experimenter decides at review."""
-    if assignment.stage != Stage.COMPLETED and not (assignment.stage == Stage.STOPPED
-                                                    and assignment.pages_completed > 0):
+    if not earns_code(assignment.stage, assignment.pages_completed) or assignment.completion_code is None:
         return None
     if assignment.platform == "mturk":
         return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",
                 "assignment_id": assignment.external_id, "code": assignment.completion_code}
     return code_completion(assignment)
+
+
+# ---------------------------------------------------------------- responses after the end
+
+ENDED = "assignment_ended"  # the error code of a response sent to an assignment that has ended
+
+
+def ended_error(stage: str) -> ApiError:
+    """The 409 answer to a new response at a terminal stage (a replay of a stored one is still
+    answered ``duplicate``): nothing sent after a stop, a disqualification, the completion or a full
+    study is stored or counted toward a pair's or a clip's target."""
+    return ApiError(409, ENDED, f"This assignment has ended (stage {stage}): no more answers are accepted.")
+
+
+_worker = Worker.__table__
+_WORKER_STATUS = select(_worker.c.status).where(_worker.c.id == bindparam("worker_id"))
+
+
+def refused_after_the_end(record: RecordResponse) -> RecordResponse:
+    """Wrap a paradigm's response handler so that a worker turned away in another assignment of the
+    study (stopped or disqualified there) is turned away in this one at its next response.
+
+    The assignment is stopped with the worker's stage and reason (written at commit), then the
+    handler meets it at that terminal stage: a replay of a stored response is still answered, a new
+    one refused (:func:`ended_error`); the refusal is returned, not raised, so that the stop is kept.
+    Costs one query per response on the regular path (the one-statement path defers such votes)."""
+    @wraps(record)
+    def guarded(session: Session, assignment: AssignmentRow, payload: Any) -> tuple[int, dict[str, Any]]:
+        if assignment.stage in TERMINAL_STAGES:
+            return record(session, assignment, payload)
+        status = session.connection().execute(_WORKER_STATUS, {"worker_id": assignment.worker_id}).scalar()
+        if status not in TURNED_AWAY:
+            return record(session, assignment, payload)
+        ended = assignment.load(session)
+        stop(ended, Stage(status), ended.worker.status_reason or "")
+        try:
+            return record(session, assignment._replace(stage=ended.stage), payload)
+        except ApiError as exc:
+            return exc.status, exc.to_dict()
+    return guarded
 
 
 # ---------------------------------------------------------------- idempotent responses
@@ -708,17 +754,20 @@ class Paradigm:
         """Find or create the assignment a worker arrives with; return it and whether it is new
         (a reload returns the same one).
 
-        Plain links follow the study's ``[entry]`` rules (participant ID, signature, access key:
-        :func:`server.paradigms.entry.check_link_entry`); MTurk entries must name one of the study's
-        HITs once it has any. ``admit_new`` is called just before a new assignment is created (the
-        per-address rate limit raises there); re-entering an existing assignment never calls it. A new
-        assignment for which no work is left starts at stage ``full``; an assignment at ``full``
-        re-entered when work is free again is reopened (:meth:`reopen_if_room`).
+        Every entry follows the study's ``[entry]`` rules: plain links (participant ID, signature, access
+        key, a Prolific study's ID format: :func:`server.paradigms.entry.check_link_entry`) and MTurk entries
+        (MTurk's ID formats and submit addresses, the access key and the study's MTurk signature, a HIT of
+        the study: :func:`server.paradigms.entry.check_mturk_entry`). ``admit_new`` is called just before a
+        new assignment is created (the per-address rate limit raises there); re-entering an existing
+        assignment never calls it. A new assignment for which no work is left starts at stage ``full``; an
+        assignment at ``full`` re-entered when work is free again is reopened (:meth:`reopen_if_room`).
 
         ``pilot`` ("pilot" or "simulated"), which the caller passes only for an entry carrying the study's
         pilot signature (:func:`server.pilot.check_pilot_signature`), makes a new worker a pilot participant
         (:mod:`server.pilot`); platform "pilot" is the experimenter's preview, a new participant each time,
-        whatever the study's entry rules, paused or not.
+        whatever the study's entry rules, paused or not. A pilot-signed MTurk entry (``perceptlab simulate``)
+        is held to MTurk's formats but not to the study's HITs, key or signature: only the experimenter's
+        secret key makes that signature.
         """
         if platform == PILOT_PLATFORM:
             if pilot is None:
@@ -726,15 +775,10 @@ class Paradigm:
             worker_id = assignment_id = f"pilot-{secrets.token_hex(6)}"
             hit_id = turk_submit_to = None
         elif platform == "mturk":
-            for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
-                if not value or not _ID_PATTERN.fullmatch(value):
-                    raise invalid(f"{name} is missing or malformed")
-            if assignment_id == PREVIEW_ASSIGNMENT:
-                raise invalid("a preview cannot start the task: accept the HIT first")
-            if (turk_submit_to or "").rstrip("/") not in MTURK_SUBMIT_URLS:
-                raise invalid("turkSubmitTo must be MTurk's own https address")
-            turk_submit_to = turk_submit_to.rstrip("/")
-            check_hit(session, study, hit_id)
+            turk_submit_to = check_mturk_entry(
+                session, study, self.spec_for(session, study.id), worker_id=worker_id, assignment_id=assignment_id,
+                hit_id=hit_id, turk_submit_to=turk_submit_to, signature=signature, access_key=access_key,
+                pilot=pilot is not None)
         elif platform == "link":
             check_link_entry(study, self.spec_for(session, study.id), worker_id, signature, access_key)
             worker_id = worker_id or f"anon-{secrets.token_hex(6)}"

@@ -1,6 +1,7 @@
 """Who may enter a study, and how fast one client may create assignments.
 
-Plain links (``/s/<slug>?participant=ID``) follow the study file's ``[entry]`` table:
+Every entry path (the HTML entry ``/s/<slug>`` and its JSON twin, plain links and MTurk HITs alike)
+follows the study file's ``[entry]`` table:
 
 * ``allow_anonymous = false`` (default): a link without a participant ID is refused, so that
   nobody can create workers just by fetching the bare study URL. With ``true`` such a visit
@@ -11,8 +12,14 @@ Plain links (``/s/<slug>?participant=ID``) follow the study file's ``[entry]`` t
 * ``access_key = "..."``: the link must carry ``key=<access_key>``, one secret shared by every
   participant of the study (for platforms that can only append the participant ID).
 
-MTurk entries must name a HIT of the study when the study has HITs (posted with
-``perceptlab mturk launch``).
+MTurk entries (``?assignmentId=...&hitId=...&workerId=...&turkSubmitTo=...``, appended by MTurk to the
+HIT's URL) obey the same table: the access key, and in a ``signed_links`` study the study's MTurk
+signature (:func:`mturk_signature`: MTurk appends the worker's ID itself, so no link can be signed
+per worker); ``perceptlab mturk launch`` puts both into the HIT's URL (:func:`mturk_question_url`). An
+MTurk entry must name one of the study's HITs posted with ``perceptlab mturk launch``, so a study
+without such HITs refuses MTurk entries, unless ``external_hits = true`` (HITs posted outside
+perceptlab, the demo). MTurk's parameters must have MTurk's formats (:func:`check_mturk_entry`), and a
+Prolific study's IDs Prolific's (:data:`~server.paradigms.recruiters.PROLIFIC_ID`).
 
 Every request that would create a new assignment (a plain-link or MTurk entry, or the JSON
 twin ``POST /api/v1/studies/<slug>/assignments``) passes :class:`EntryLimiter`, a sliding
@@ -35,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -44,8 +52,9 @@ from urllib.parse import urlencode
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..models import MTurkHit, Study
+from .recruiters import PROLIFIC_ID
 
 SIGNATURE_HEX_DIGITS = 32  # 128 bits: far beyond guessing, short enough for a URL
 DEFAULT_ENTRY_LIMIT = 20
@@ -54,6 +63,14 @@ DEFAULT_ADMISSION_RATE = 5.0  # new assignments per second, per server process
 DEFAULT_ADMISSION_BURST = 3.0
 PILOT_PLATFORM = "pilot"  # the experimenter's preview participants (server/pilot.py)
 BUSY = "busy"  # the error code of a new worker deferred by the admission rate (429 + Retry-After)
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"  # MTurk's assignmentId while a worker previews a HIT
+# MTurk's own format (its API's EntityId and CustomerId): worker, assignment and HIT IDs are capital
+# letters and digits, at most 64. (Worker IDs also begin with "A"; that is not checked: it proves nothing.)
+MTURK_ID = re.compile(r"[A-Z0-9]{1,64}")
+# The only places a completed MTurk assignment may be posted to, compared as whole strings: a crafted
+# turkSubmitTo would otherwise send the worker's submission to a third party (and URL parsers disagree
+# with browsers about hosts like "https://evil.example\\@www.mturk.com").
+MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 
 
 # ---------------------------------------------------------------- signed participant links
@@ -99,20 +116,101 @@ def check_link_entry(study: Study, spec, participant: str | None, signature: str
         (missing or wrong access key or signature). The messages are written for the worker.
         (403, not 400: the request is well-formed, the study's rules refuse it.)
     """
-    if spec.access_key and not hmac.compare_digest((access_key or "").encode(), spec.access_key.encode()):
-        raise ApiError(403, "bad_link", "This study link is incomplete or wrong (its access key does not match). "
-                                        "Please open the exact link you were given.")
+    _check_access_key(spec, access_key)
     if not participant:
         if spec.allow_anonymous and not spec.signed_links:
             return
         raise ApiError(403, "participant_required",
                        "This study link needs your participant ID. Please open the exact link you were given "
                        "(it ends with ?participant=...).")
+    if spec.recruiter == "prolific" and not PROLIFIC_ID.fullmatch(participant):
+        raise invalid("the Prolific ID is malformed (letters and digits, at most 64). Please open the study "
+                      "from Prolific.")
     if spec.signed_links:
         expected = link_signature(study.entry_secret or "", study.slug, participant)
         if not study.entry_secret or not hmac.compare_digest((signature or "").lower().encode(), expected.encode()):
             raise ApiError(403, "bad_link", "This study link is not valid for this participant ID. "
                                             "Please open the exact link you were given.")
+
+
+def _check_access_key(spec, access_key: str | None) -> None:
+    if spec.access_key and not hmac.compare_digest((access_key or "").encode(), spec.access_key.encode()):
+        raise ApiError(403, "bad_link", "This study link is incomplete or wrong (its access key does not match). "
+                                        "Please open the exact link you were given.")
+
+
+# ---------------------------------------------------------------- MTurk entries
+
+def mturk_signature(secret: str, slug: str) -> str:
+    """The ``sig`` of a ``signed_links`` study's MTurk entries: HMAC-SHA256 of the study slug (one for the
+    study: MTurk appends the worker's ID to the HIT's URL, so no URL can be signed per worker).
+
+    Parameters
+    ----------
+    secret : str
+        The study's ``entry_secret``.
+    slug : str
+        The study.
+
+    Returns
+    -------
+    str
+        32 lowercase hexadecimal digits (never a plain link's signature: the message differs).
+    """
+    message = f"perceptlab-mturk\0{slug}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+
+
+def mturk_question_url(study: Study, spec, url: str) -> str:
+    """The URL a HIT of the study shows (its ExternalQuestion): ``<url>/s/<slug>`` (``url`` may be the server,
+    ``https://HOST``, or already the study's ``/s/`` URL), with ``key`` when the study has an access key and
+    ``sig`` (:func:`mturk_signature`) when it signs its links. MTurk appends its own parameters after them."""
+    base = url.rstrip("/") if "/s/" in url else f"{url.rstrip('/')}/s/{study.slug}"
+    query = {}
+    if spec.access_key:
+        query["key"] = spec.access_key
+    if spec.signed_links:
+        query["sig"] = mturk_signature(study.entry_secret or "", study.slug)
+    if not query:
+        return base
+    return f"{base}{'&' if '?' in base else '?'}{urlencode(query)}"
+
+
+def check_mturk_entry(session: Session, study: Study, spec, *, worker_id: str | None, assignment_id: str | None,
+                      hit_id: str | None, turk_submit_to: str | None, signature: str | None,
+                      access_key: str | None, pilot: bool = False) -> str:
+    """Refuse an MTurk entry that MTurk cannot have made or that the study's ``[entry]`` rules do not admit;
+    return ``turk_submit_to`` without its trailing slash.
+
+    Raises
+    ------
+    ApiError
+        400 ``invalid_request``: a preview (``ASSIGNMENT_ID_NOT_AVAILABLE``), a worker, assignment or HIT ID
+        that is not in MTurk's format, a ``turkSubmitTo`` other than MTurk's own https addresses. 403
+        ``bad_link``: a wrong or missing access key or MTurk signature. 403 ``unknown_hit``: a HIT that is not
+        the study's, or any HIT while the study has none and does not admit ``external_hits``.
+
+    ``pilot``: the entry carries the study's pilot signature (``perceptlab simulate``, made with the
+    instance's secret key, :mod:`server.pilot`): MTurk's formats still apply, the study's HITs, access key
+    and signature do not (the experimenter's own simulated workers need no HIT).
+    """
+    if assignment_id == PREVIEW_ASSIGNMENT:
+        raise invalid("a preview cannot start the task: accept the HIT first")
+    for name, value in (("workerId", worker_id), ("assignmentId", assignment_id), ("hitId", hit_id)):
+        if not value or not MTURK_ID.fullmatch(value):
+            raise invalid(f"{name} is missing or malformed (MTurk's IDs are capital letters and digits, at most 64)")
+    if (turk_submit_to or "").rstrip("/") not in MTURK_SUBMIT_URLS:
+        raise invalid("turkSubmitTo must be MTurk's own https address")
+    if pilot:
+        return turk_submit_to.rstrip("/")
+    _check_access_key(spec, access_key)
+    if spec.signed_links:
+        expected = mturk_signature(study.entry_secret or "", study.slug)
+        if not study.entry_secret or not hmac.compare_digest((signature or "").lower().encode(), expected.encode()):
+            raise ApiError(403, "bad_link", "This task's link is not valid. Please open the task from its HIT on "
+                                            "Mechanical Turk.")
+    check_hit(session, study, hit_id, external_hits=spec.external_hits)
+    return turk_submit_to.rstrip("/")
 
 
 # Built once: every MTurk entry asks both (a statement built per request costs more CPU than running it).
@@ -121,10 +219,15 @@ _ANY_HIT = _STUDY_HITS.limit(1)
 _THIS_HIT = _STUDY_HITS.where(MTurkHit.hit_id == bindparam("hit_id"))
 
 
-def check_hit(session: Session, study: Study, hit_id: str) -> None:
-    """An MTurk entry must name one of the study's HITs, once the study has any (403 ``unknown_hit``)."""
+def check_hit(session: Session, study: Study, hit_id: str, *, external_hits: bool = False) -> None:
+    """An MTurk entry must name one of the study's HITs (403 ``unknown_hit``); while the study has none, any
+    HIT is admitted only when it takes ``external_hits`` (posted outside perceptlab: nothing to check
+    against)."""
     if session.scalar(_ANY_HIT, {"study_id": study.id}) is None:
-        return  # HITs posted outside perceptlab: nothing to check against
+        if external_hits:
+            return
+        raise ApiError(403, "unknown_hit", "This study takes no Mechanical Turk HITs (none was posted for it). "
+                                           "Please open the study from the link you were given.")
     if session.scalar(_THIS_HIT, {"study_id": study.id, "hit_id": hit_id}) is None:
         raise ApiError(403, "unknown_hit", "This HIT does not belong to this study. Please open the task from "
                                            "its HIT on Mechanical Turk.")

@@ -61,10 +61,11 @@ from ..models import (
 from . import motion_export, motion_study
 from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
-                   give_code, new_page, open_trials, page_count, seeded_rng, spec_for, stop, with_assignment_object)
+                   ended_error, new_page, open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop,
+                   with_assignment_object)
 from .motion_export import RDK_MOVIE_FRAMES, frame_timing
 from .motion_study import MotionSpec
-from .stages import TURNED_AWAY, Stage
+from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
 STAGE_ORDER = (Stage.CONSENT, Stage.INSTRUCTIONS, Stage.CALIBRATION, Stage.RDK, Stage.MAIN, Stage.COMPLETED)
 BLOCK_STAGES = (Stage.RDK, Stage.MAIN)  # a block's Page.kind and MotionTrial.kind are its stage
@@ -185,6 +186,8 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         if existing.body_sha256 != digest:
             raise ApiError(409, "wrong_stage", "this assignment is calibrated already")
         return 200, _calibration_body(existing, assignment)
+    if assignment.stage in TERMINAL_STAGES:
+        raise ended_error(assignment.stage)
     if assignment.stage != Stage.CALIBRATION:
         raise ApiError(409, "wrong_stage", f"no calibration is accepted at stage {assignment.stage}")
     try:
@@ -225,8 +228,8 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
     session.flush()
     if reason is not None:
         # The display, not the worker, failed: a later assignment on another display may start again.
+        # No completion code: nothing was done that earns one.
         assignment.stage = Stage.DISQUALIFIED
-        give_code(assignment)
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
     elif not PARADIGM.work_left(session, assignment.study, assignment.worker_id):
@@ -453,6 +456,8 @@ def record_motion_response(session: Session, assignment: Assignment, payload: An
         raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
     if trial.answered:
         return _replay_response(session, assignment, trial, values["response_id"], digest)
+    if assignment.stage in TERMINAL_STAGES:
+        raise ended_error(assignment.stage)
     if assignment.stage != trial.kind:
         raise ApiError(409, "wrong_stage", f"no {trial.kind} responses are accepted at stage {assignment.stage}")
     refresh_ms = session.scalar(select(Calibration.refresh_median_ms).where(
@@ -855,8 +860,8 @@ class MotionMatching(Paradigm):
     }
     repeat_workers = True  # several sessions per worker, each with other clips
     needs_mouse = True     # answers are mouse movements: touch-only devices are told so at entry
-    responses = {"calibration": with_assignment_object(record_calibration),
-                 "motion-responses": with_assignment_object(record_motion_response)}
+    responses = {"calibration": refused_after_the_end(with_assignment_object(record_calibration)),
+                 "motion-responses": refused_after_the_end(with_assignment_object(record_motion_response))}
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> MotionSpec:
         return motion_study.motion_spec_from_toml(data, path)

@@ -199,6 +199,7 @@ class MotionSpec(StoredSpec):
     allow_anonymous: bool = False   # the [entry] table (server/paradigms/entry.py)
     signed_links: bool = False
     access_key: str = ""
+    external_hits: bool = False    # admit MTurk entries while the study has no HIT posted by perceptlab
     recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
     completion_code: str = ""       # "" = one random code per participant
     redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}

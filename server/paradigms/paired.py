@@ -38,8 +38,8 @@ from ..tokens import TokenClaims
 from . import paired_active, paired_study
 from .core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
-                   fixed_study_facts, move_to, new_page, open_trials, page_count, seeded_rng, spec_for, stop,
-                   study_ref)
+                   ended_error, fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end,
+                   seeded_rng, spec_for, stop, study_ref)
 from .display import PC_CHROME, WindowRequirement, pc_views
 from .paired_study import StudySpec
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
@@ -47,8 +47,10 @@ from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 _trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
     model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment, Worker, StudySet, Stimulus))
 
-VOTING_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED, Stage.DISQUALIFIED)
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials
+# Stages that take votes: those of a page. A vote sent after the end (stopped, disqualified, completed,
+# full) is refused (core.ended_error), a replay of a stored one still answered "duplicate".
+VOTING_STAGES = PAGE_STAGES
 _ALLOCATION_LOCKS = PAIR_ALLOCATION_LOCKS  # advisory lock namespace of pair allocation (core.allocation_lock)
 
 
@@ -557,9 +559,11 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
-# PostgreSQL's one-statement vote: the function of migration 0009 (perceptlab_paired_vote) locks the
-# assignment, checks the token's nonce and stores the common votes with the rules of record_vote and
-# _after_vote; it answers "defer", having changed nothing, for every case those decide otherwise.
+# PostgreSQL's one-statement vote: the function of migration 0009 (perceptlab_paired_vote, as migration
+# 0012 replaced it) locks the assignment, checks the token's nonce and stores the common votes with the
+# rules of record_vote and _after_vote; it answers "ended" for an open trial of an assignment that has
+# ended (refused, nothing changed), and "defer", having changed nothing, for every case those decide
+# otherwise (a replay, a worker turned away in another assignment, ...).
 _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("
                        "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
@@ -581,6 +585,9 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
         vote["rt_ms"], vote["input"], vote["client_time"], vote["window_width"], vote["window_height"],
         vote["device_pixel_ratio"], utcnow(), reservation_end_at(moment, spec), spec.max_pages,
         spec.accuracy_threshold, spec.gold_min_answered)).fetchone()
+    if outcome == "ended":  # an open trial of an assignment that has ended: refused, as record_vote does
+        error = ended_error(stage)
+        return error.status, error.to_dict()
     if outcome != "stored":
         return None
     return 201, _answer(stage, vote["vote_id"], "stored", open_left, quiz_correct)
@@ -627,13 +634,16 @@ def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = T
 def _vote_for_unclaimed_trial(session: Session, assignment: AssignmentRow,
                               vote: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """A vote whose trial was not claimed: not the assignment's (404), answered already (a replay,
-    or a refusal: :func:`_replay`), or sent at a stage that takes no votes (409)."""
+    or a refusal: :func:`_replay`), sent after the end of the assignment (409 ``assignment_ended``) or
+    at another stage that takes no votes (409 ``wrong_stage``)."""
     trial = session.connection().execute(_VOTE_TRIAL, {"trial_id": vote["trial_id"],
                                                        "assignment_id": assignment.id}).first()
     if trial is None:
         raise ApiError(404, "unknown_trial", "this trial is not part of your assignment")
     if trial.answered:
         return _replay(session, assignment, trial, vote)
+    if assignment.stage in TERMINAL_STAGES:
+        raise ended_error(assignment.stage)
     if assignment.stage not in VOTING_STAGES:
         raise ApiError(409, "wrong_stage", f"no votes are accepted at stage {assignment.stage}")
     # Open, ours, at a voting stage, and still not claimed: only a concurrent claim could do that,
@@ -848,7 +858,7 @@ class PairedComparison(Paradigm):
     worker_pages = "paradigms/pc.html"
     dashboard_template = "admin_study.html"  # figures filled in by dashboard.js from the summary JSON
     response_model = Vote
-    responses = {"votes": record_vote}
+    responses = {"votes": refused_after_the_end(record_vote)}
     one_statement_responses = {"votes": record_vote_in_one_statement}
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> StudySpec:

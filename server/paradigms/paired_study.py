@@ -170,6 +170,7 @@ class StudySpec(StoredSpec):
     allow_anonymous: bool = False
     signed_links: bool = False
     access_key: str = ""
+    external_hits: bool = False    # admit MTurk entries while the study has no HIT posted by perceptlab
     recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
     completion_code: str = ""       # "" = one random code per participant
     redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}

@@ -14,9 +14,11 @@
 
 MTurk HITs work whatever the recruiter (their own submit form). A study-wide ``completion_code`` replaces the
 random code of each participant on the end page (the random one stays stored as a receipt). The code is shown
-only once the assignment is completed (or stopped after paid units, :func:`server.paradigms.core.completion_info`),
-so it never reaches a browser before. Whether a participant really completed is what
-``perceptlab codes check`` and the dashboard's codes page verify (:mod:`server.codes`).
+only once the assignment is completed (or stopped after paid units, :func:`server.paradigms.stages.earns_code`),
+so it never reaches a browser before, and never reaches a participant who was disqualified (the quiz, the
+motion screening), found the study full or left unfinished: :meth:`Recruiter.code` is None for them.
+Whether a participant really completed is what ``perceptlab codes check`` and the dashboard's codes page
+verify (:mod:`server.codes`).
 """
 from __future__ import annotations
 
@@ -28,10 +30,13 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import ApiError
 from ..models import Assignment
+from .stages import earns_code
 from .studyfile import PROLIFIC_COMPLETE_URL
 
 PROLIFIC_PARAMS = ("STUDY_ID", "SESSION_ID")
-_PARAM_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
+# Prolific's participant, study and session IDs: 24 hexadecimal digits today; letters and digits, at most 64,
+# are admitted (a placeholder Prolific did not fill in, {{%PROLIFIC_PID%}}, is not).
+PROLIFIC_ID = re.compile(r"[A-Za-z0-9]{1,64}")
 REDIRECT_DELAY_SECONDS = 5  # the end page's countdown before it sends the participant back
 
 
@@ -74,9 +79,9 @@ class Recruiter:
         for name in PROLIFIC_PARAMS:
             value = args.get(name)
             if value:
-                if not _PARAM_PATTERN.fullmatch(value):
-                    raise ApiError(400, "invalid_request", f"{name} is malformed (letters, digits and _.:@- only, "
-                                                           "at most 200). Please open the study from Prolific.")
+                if not PROLIFIC_ID.fullmatch(value):
+                    raise ApiError(400, "invalid_request", f"{name} is malformed (letters and digits only, at most "
+                                                           "64). Please open the study from Prolific.")
                 params[name] = value
         return params or None
 
@@ -87,8 +92,10 @@ class Recruiter:
 
     def code(self, assignment: Assignment) -> str | None:
         """The completion code the participant is shown: the study's ``completion_code`` (plain links), else the
-        assignment's own random code; None before the assignment got a code."""
-        if assignment.completion_code is None:
+        assignment's own random code; None unless the assignment earned one (:func:`~.stages.earns_code`:
+        completed, or stopped after paid units), whatever is stored: a disqualified, full or unfinished
+        participant never has the study-wide code."""
+        if assignment.completion_code is None or not earns_code(assignment.stage, assignment.pages_completed):
             return None
         if assignment.platform != "mturk" and self.completion_code:
             return self.completion_code

@@ -43,5 +43,19 @@ class Stage(StrEnum):
 # (``full`` may be reopened when work is free again, see Paradigm.reopen_if_room).
 TERMINAL_STAGES = (Stage.COMPLETED, Stage.DISQUALIFIED, Stage.STOPPED, Stage.FULL)
 # The worker was turned away: by a quality rule (stopped) or for good (disqualified). Worker.status
-# takes these values too.
+# takes these values too. A worker turned away in one assignment is turned away in every other
+# assignment of the study at its next response or completion (server/paradigms/core.py).
 TURNED_AWAY = (Stage.DISQUALIFIED, Stage.STOPPED)
+
+
+def earns_code(stage: str, units: int) -> bool:
+    """Whether an assignment at ``stage`` with ``units`` completed units of pay earned its completion code:
+    completed, or stopped by a quality rule after paid units (the experimenter decides at review).
+
+    The one rule for who has a code: the end page shows one only then
+    (:func:`server.paradigms.core.completion_info`), ``perceptlab codes check`` and the participants page
+    know one only then (:mod:`server.codes`), and the payment plan pays exactly these
+    (:func:`server.payments.earns_pay`). Quiz failures (disqualified), full and unfinished or abandoned
+    assignments never have one, whatever is stored.
+    """
+    return stage == Stage.COMPLETED or (stage == Stage.STOPPED and units > 0)

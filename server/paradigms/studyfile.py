@@ -34,17 +34,24 @@ MTURK_DEFAULTS: dict[str, Any] = {
 # The optional [entry] table (server/paradigms/entry.py, server/paradigms/recruiters.py), read for every
 # kind of study.
 ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str,
-                                  "recruiter": str, "completion_code": str, "redirect_url": str}
+                                  "external_hits": bool, "recruiter": str, "completion_code": str,
+                                  "redirect_url": str}
 # The [entry] section of both paradigms' study templates (``perceptlab study template``): one text for
 # the keys of ENTRY_SECTION.
 ENTRY_TEMPLATE = '''\
 [entry]
-# Plain links (/s/<slug>?participant=ID). MTurk entries must name a HIT of the study once it has HITs.
+# Who may enter, by plain links (/s/<slug>?participant=ID) and MTurk HITs alike (and the JSON entry).
 allow_anonymous = false   # true: a link without ?participant= starts under a generated anon-... ID
 signed_links = false      # true: links also carry sig=... (print them: perceptlab study links SLUG ID...),
-                          # so invented participant IDs are refused
-access_key = ""           # non-empty: links must carry key=<this> (one secret shared by all participants,
-                          # e.g. appended to a Prolific study URL); 8+ letters, digits, _ or -
+                          # so invented participant IDs are refused; MTurk entries carry the study's
+                          # MTurk signature (perceptlab mturk launch puts it in the HIT's URL)
+access_key = ""           # non-empty: links and HITs must carry key=<this> (one secret shared by all
+                          # participants, e.g. appended to a Prolific study URL; launch adds it to the
+                          # HIT's URL); 8+ letters, digits, _ or -
+external_hits = false     # MTurk entries (?assignmentId=...&hitId=...&workerId=...) must name a HIT posted
+                          # with perceptlab mturk launch, so a study without one refuses them; true: admit
+                          # them while the study has none (HITs you post yourself with the URL that
+                          # perceptlab study create prints)
 recruiter = "link"        # "link": the end page shows a completion code; "prolific": Prolific's link
                           # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
                           # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.

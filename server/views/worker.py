@@ -11,8 +11,9 @@ from ..db import db_session
 from ..errors import ApiError
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (FULL_MESSAGE, PREVIEW_ASSIGNMENT, completion_info, lock_assignment, spec_for,
+from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for,
                               study_paradigm)
+from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
@@ -48,10 +49,12 @@ def entry(slug: str):
     pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
     try:
         if "assignmentId" in args:
+            # The same [entry] rules as plain links: access key, signature, a HIT of the study
+            # (server/paradigms/entry.py, check_mturk_entry).
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request,
-                                           pilot=pilot)
+                                           turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
+                                           access_key=args.get("key"), admit_new=admit_from_request, pilot=pilot)
         elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
             assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None,
                                            admit_new=admit_from_request, pilot=pilot)

@@ -41,7 +41,7 @@ def test_a_prolific_participant_from_the_link_to_the_redirect(page, app, live_se
 
     page.route("https://app.prolific.com/**", prolific)
     page.set_viewport_size({"width": 1280, "height": 600})
-    page.goto(f"{live_server}/s/{slug}?PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=sess-77")
+    page.goto(f"{live_server}/s/{slug}?PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=5e5f6a7b8c9d0e1f2a3b4c5d")
     expect(page.locator("body")).not_to_contain_text(CODE)
     _mouse_start(page)
 
@@ -79,13 +79,13 @@ def test_a_prolific_participant_from_the_link_to_the_redirect(page, app, live_se
     with app.extensions["perceptlab.sessions"]() as session:
         assignment = session.scalar(select(Assignment))
         assert assignment.stage == "completed" and assignment.worker.external_id == PID
-        assert assignment.entry_params == {"STUDY_ID": "64aa00bb11cc", "SESSION_ID": "sess-77"}
+        assert assignment.entry_params == {"STUDY_ID": "64aa00bb11cc", "SESSION_ID": "5e5f6a7b8c9d0e1f2a3b4c5d"}
 
 
 def test_the_dashboard_checks_submitted_codes(page, app, live_server, demo_stimuli, tmp_path, screenshot):
     slug = _prolific_study(app, demo_stimuli, tmp_path)
     done = WorkerClient(app.test_client(), slug, worker_id=PID, platform="link")
-    app.test_client().get(f"/s/{slug}?PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=sess-77")
+    app.test_client().get(f"/s/{slug}?PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=5e5f6a7b8c9d0e1f2a3b4c5d")
     done.start()
     done.answer_page(done.correct_side)
     done.answer_page(done.correct_side)
@@ -112,7 +112,7 @@ def test_the_dashboard_checks_submitted_codes(page, app, live_server, demo_stimu
     expect(page.locator("#participants-table")).not_to_contain_text(PID)  # pseudonyms until asked
     page.click("#show-raw")
     expect(page.locator("#participants-table tr[data-status=completed]")).to_contain_text(PID)
-    expect(page.locator("#participants-table tr[data-status=completed]")).to_contain_text("sess-77")
+    expect(page.locator("#participants-table tr[data-status=completed]")).to_contain_text("5e5f6a7b8c9d0e1f2a3b4c5d")
     expect(page.locator("#participants-table tr[data-status=started]")).to_contain_text("started")
     _fits(page)
 

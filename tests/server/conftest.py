@@ -145,7 +145,11 @@ def app(database_url, tmp_path, clock):
 
 
 def write_study_file(folder: Path, demo_stimuli: Path, slug: str = "demo", **sections) -> Path:
-    """A study.toml over the demo stimuli; ``sections`` like ``pages={"pairs_per_page": 6}``."""
+    """A study.toml over the demo stimuli; ``sections`` like ``pages={"pairs_per_page": 6}``.
+
+    Test studies take MTurk entries without posted HITs (``[entry] external_hits = true``: the HIT1 of
+    :class:`WorkerClient`) unless ``entry`` says otherwise."""
+    sections["entry"] = {"external_hits": True, **sections.get("entry", {})}
     lines = ["[study]", f'slug = "{slug}"', 'name = "Test study"',
              f'manifests = ["{(demo_stimuli / "prepared" / "manifest.json").as_posix()}"]']
     for section, values in sections.items():

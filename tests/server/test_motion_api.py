@@ -37,6 +37,7 @@ REFRESH_MS = 1000 / 60
 
 def write_motion_study(folder: Path, manifest: Path, slug: str = "motion", **sections) -> Path:
     """A motion study.toml over ``manifest``; ``sections`` like ``screening={"rdk_trials": 10}``."""
+    sections["entry"] = {"external_hits": True, **sections.get("entry", {})}  # MTurk entries without posted HITs
     lines = ["[study]", 'kind = "motion"', f'slug = "{slug}"', 'name = "Motion test"',
              f'clips = ["{manifest.as_posix()}"]']
     for section, values in sections.items():

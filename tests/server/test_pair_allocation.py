@@ -175,7 +175,8 @@ def test_pages_mix_sets_and_randomise_logged_sides(app, demo_stimuli, tmp_path):
             assert len(sets) >= 2, f"page {page} shows pairs of one set only"
         choices = {}
         for n, trial in enumerate(state["page"]["trials"]):
-            choices[trial["trial_id"]] = "left" if n % 3 else "right"
+            # Gold answered right: a worker the hidden-gold rule stopped could vote no more on the page.
+            choices[trial["trial_id"]] = worker.gold_side(trial) or ("left" if n % 3 else "right")
             assert worker.vote(trial["trial_id"], choices[trial["trial_id"]]).status_code == 201
         with _session(app) as session:
             for trial_id, choice in choices.items():

@@ -23,7 +23,7 @@ from .test_admin import admin, csrf_of, user  # noqa: F401 - fixtures
 
 PID = "5f3a9c0e1d2b3a4c5d6e7f80"
 PROLIFIC = {"recruiter": "prolific", "completion_code": "C1PL4ABC"}
-PROLIFIC_QUERY = f"PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=sess-77"
+PROLIFIC_QUERY = f"PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=5e5f6a7b8c9d0e1f2a3b4c5d"
 
 
 def _session(app):
@@ -127,7 +127,7 @@ def test_prolific_entry_needs_the_pid_and_stores_its_parameters(app, demo_stimul
     with _session(app) as session:
         assignment = session.scalar(select(Assignment))
         assert assignment.platform == "link" and assignment.worker.external_id == PID
-        assert assignment.entry_params == {"STUDY_ID": "64aa00bb11cc", "SESSION_ID": "sess-77"}
+        assert assignment.entry_params == {"STUDY_ID": "64aa00bb11cc", "SESSION_ID": "5e5f6a7b8c9d0e1f2a3b4c5d"}
 
 
 def test_a_plain_link_study_ignores_prolific_parameters(app, study):
@@ -209,9 +209,9 @@ def test_workers_csv_and_the_participants_page_list_platform_status_and_code(app
     assert f'href="/admin/studies/{slug}/participants"' in html and "Recruiter Prolific" in html
     page = admin.get(f"/admin/studies/{slug}/participants").get_data(as_text=True)
     assert 'data-status="completed"' in page and 'data-status="started"' in page and "C1PL4ABC" in page
-    assert PID not in page and "sess-77" not in page
+    assert PID not in page and "5e5f6a7b8c9d0e1f2a3b4c5d" not in page
     raw = admin.get(f"/admin/studies/{slug}/participants?raw_ids=1").get_data(as_text=True)
-    assert PID in raw and "sess-77" in raw and "64aa00bb11cc" in raw
+    assert PID in raw and "5e5f6a7b8c9d0e1f2a3b4c5d" in raw and "64aa00bb11cc" in raw
 
 
 def test_an_abandoned_participant(app, study, clock):

@@ -34,8 +34,10 @@ export const info = Object.freeze({
   response: Object.freeze({
     path: 'votes',
     idField: 'vote_id',
-    // Answering the same pair twice (e.g. two open tabs) is harmless; any other refusal deserves a word.
-    quietRejection: (error) => error.error === 'trial_already_answered',
+    // Answering the same pair twice (e.g. two open tabs) is harmless, and so are the votes still queued
+    // when a check question ended the assignment (the page that follows says why); any other refusal
+    // deserves a word.
+    quietRejection: (error) => ['trial_already_answered', 'assignment_ended'].includes(error.error),
   }),
   parameters: Object.freeze({
     highlight_ms: { type: 'int', default: 150,

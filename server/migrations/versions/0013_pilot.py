@@ -10,7 +10,7 @@ locked assignment row, knows whether to count in its pair's target.
 Existing participants are not pilots.
 
 Revision ID: 0013_pilot
-Revises: 0011_open_held_pages
+Revises: 0012_terminal_stages
 Create Date: 2026-11-28 08:00:00
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 
 revision = '0013_pilot'
-down_revision = '0011_open_held_pages'
+down_revision = '0012_terminal_stages'
 branch_labels = None
 depends_on = None
 
