@@ -16,6 +16,9 @@ from stimuli.prepare import PrepareError, SceneImages, prepare_scene
 # Large enough for a zoom crop (at least 160 x 120) to cover under half of the image: one covering more is
 # never offered (stimuli.zoom.MAX_CROP_AREA).
 H, W = 180, 240
+# The planted artefact of every candidate: 1/16 of the image, so that the candidates' errors keep their
+# steps at any image size.
+ARTEFACT_ROWS, ARTEFACT_COLS = slice(H * 5 // 12, H * 2 // 3), slice(W * 9 // 16, W * 13 // 16)
 
 
 def _images(seed: int, n_candidates: int, shape=(H, W, 3)):
@@ -24,7 +27,8 @@ def _images(seed: int, n_candidates: int, shape=(H, W, 3)):
     candidates = {}
     for k in range(n_candidates):
         candidate = reference.copy()
-        candidate[20:32, 36:52] += rng.integers(-8 * (k + 1), 8 * (k + 1) + 1, (12, 16, 3))  # planted artefact
+        patch = (ARTEFACT_ROWS.stop - ARTEFACT_ROWS.start, ARTEFACT_COLS.stop - ARTEFACT_COLS.start, 3)
+        candidate[ARTEFACT_ROWS, ARTEFACT_COLS] += rng.integers(-8 * (k + 1), 8 * (k + 1) + 1, patch)
         candidates[f"method{k}"] = np.clip(candidate, 0, 255).astype(np.uint8)
     return reference.astype(np.uint8), candidates
 
@@ -94,7 +98,7 @@ def test_prepare_cli_end_to_end(tmp_path):
     # The planted artefacts are small: their errors differ by a few grey levels only.
     result = _run([*PREPARE, str(scene), "--out", str(out), "--gold-min-difference", "2"])
     assert result.exit_code == 0, result.output
-    assert "1 scene(s), 5 candidates" in result.stdout and "5 gold pairs" in result.stdout
+    assert "1 scene(s), 5 candidates" in result.stdout and "6 gold pairs" in result.stdout
     top = json.loads((out / "manifest.json").read_text())
     assert top["kind"] == "study" and [s["scene_id"] for s in top["scenes"]] == ["dumptruck"]
     folder = out / "dumptruck"
@@ -118,7 +122,8 @@ def test_prepare_cli_end_to_end(tmp_path):
     boxes = manifest["crops"]
     assert 1 <= len(boxes) <= 2 and boxes[0]["rank"] == 1
     best = boxes[0]
-    assert best["x"] <= 36 and best["y"] <= 20 and best["x"] + best["width"] >= 52 and best["y"] + best["height"] >= 32
+    assert best["x"] <= ARTEFACT_COLS.start and best["y"] <= ARTEFACT_ROWS.start
+    assert best["x"] + best["width"] >= ARTEFACT_COLS.stop and best["y"] + best["height"] >= ARTEFACT_ROWS.stop
     assert best["display_width"] == round(best["width"] * 1.5)
     reference_crop = read_image(folder / manifest["reference"]["crops"][0])
     np.testing.assert_array_equal(
@@ -143,9 +148,9 @@ def test_prepare_cli_end_to_end(tmp_path):
     assert design["pairs"] == expected
 
     # gold: pairs of the candidates, one plainly worse, shown by the candidates' own files; 6 are asked
-    # for (the default) but only 5 of the 10 pairs qualify (artefacts of +-8, 16, ... 40 grey levels on a
-    # small patch: the others differ by less than 1.5x or less than 2 grey levels of IE)
-    assert [g["id"] for g in manifest["gold"]] == [1, 2, 3, 4, 5] and top["scenes"][0]["n_gold_pairs"] == 5
+    # for (the default) and 6 of the 10 pairs qualify (artefacts of +-8, 16, ... 40 grey levels on 1/16 of
+    # the image: IE about 1.2 k; the others differ by less than 1.5x or less than 2 grey levels of IE)
+    assert [g["id"] for g in manifest["gold"]] == [1, 2, 3, 4, 5, 6] and top["scenes"][0]["n_gold_pairs"] == 6
     assert top["scenes"][0]["gold_method"] == "candidates"
     entries = {c["id"]: c for c in manifest["candidates"]}
     for gold in manifest["gold"]:
@@ -155,7 +160,7 @@ def test_prepare_cli_end_to_end(tmp_path):
         for side in ("better", "worse"):
             assert gold[side]["original"] == entries[ids[side]]["original"] == f"original/{ids[side]}.png"
             assert gold[side]["crops"] == entries[ids[side]]["crops"]
-    assert len({frozenset(g["candidates"].values()) for g in manifest["gold"]}) == 5
+    assert len({frozenset(g["candidates"].values()) for g in manifest["gold"]}) == 6
     assert not (folder / "gold").exists()
     separable = top["gold_separability"]
     assert set(separable) == {"amplified", "original"} and 0.5 <= separable["amplified"]["auc"] <= 1
