@@ -50,8 +50,8 @@ In every trial you see three images. The middle one is the reference (the ground
 Click the image on the LEFT or on the RIGHT that looks more like the reference, or press the \
 left or right arrow key. There is no time limit, but please decide at your natural pace."""
 _INSTRUCTIONS_CROPS = """\
-Keys 2, 3, ... show enlarged regions where the images differ most (outlined in the example \
-image); 1 the whole images. Look there first."""
+Keys 2, 3, ... show enlarged crops of the regions where the images differ most (outlined in the \
+example image); key 1 the whole images. Look there first."""
 _INSTRUCTIONS_AMPLIFIED = "The differences have been amplified so they are easier to see."
 _INSTRUCTIONS_QUIZ = "First comes a short quiz with obvious differences: you must pass it to continue."
 
