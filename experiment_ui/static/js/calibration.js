@@ -152,18 +152,20 @@ export class Calibration {
     this.continueButton = el('button', { type: 'button', id: 'calib-continue', class: 'pc-button pc-button-primary',
                                          text: 'Continue', disabled: true });
     this.messageEl = el('div', { id: 'calib-message', class: 'pc-notice', role: 'alert', hidden: true });
-    this.cardPage = el('div', { id: 'calib-card-page' },
-      el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
-        + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle below and resize the `
-        + 'rectangle until it matches the card exactly.' }),
-      el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
-      el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
-        el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
-        el('kbd', { text: '↓' }), ')'),
-      el('div', { class: 'calib-stage' }, this.cardEl),
-      this.sizeEl, this.distanceEl,
-      el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar),
-      el('div', { class: 'calib-fs' }, this.fsButton, ' ', this.fsEl));
+    // Text beside the card, not above it, so that the page fits a laptop's window (1280 x 600 and up)
+    // without scrolling: the card stays where it was measured, and Continue stays in view.
+    this.cardPage = el('div', { id: 'calib-card-page', class: 'calib-layout' },
+      el('div', { class: 'calib-text' },
+        el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
+          + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle and resize the `
+          + 'rectangle until it matches the card exactly.' }),
+        el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
+        el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
+          el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
+          el('kbd', { text: '↓' }), ')'),
+        this.sizeEl, this.distanceEl,
+        el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar)),
+      el('div', { class: 'calib-stage' }, this.cardEl));
     this.blindPage = el('div', { id: 'calib-blind-spot-page', hidden: true });
     const again = this.recalibration;
     const zoomNote = again ? el('p', { id: 'calib-recalibration', class: 'pc-notice', role: 'status',
@@ -175,7 +177,7 @@ export class Calibration {
       el('h2', { text: again ? 'Screen calibration, once more' : 'Screen calibration' }),
       zoomNote, this.cardPage, this.blindPage,
       this.messageEl,
-      el('div', { class: 'pc-actions' }, this.continueButton));
+      el('div', { class: 'pc-actions calib-actions' }, this.continueButton, this.fsButton, this.fsEl));
     this.container.append(this.root);
     this.handle.addEventListener('pointerdown', (event) => this.startDrag(event));
     this.fsButton.addEventListener('click', () => this.requestFullscreen());

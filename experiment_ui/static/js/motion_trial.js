@@ -888,14 +888,25 @@ export class MotionMatching {
    * calibration assumed. It is not answered, so it comes back after the card is measured again (`run`).
    */
   watchZoom() {
-    if (typeof window.matchMedia !== 'function') return;
-    const query = window.matchMedia(`(resolution: ${window.devicePixelRatio || 1}dppx)`);
-    const changed = () => {
-      query.removeEventListener('change', changed);
-      this.watchZoom();
+    let watched = window.devicePixelRatio || 1;
+    let query = null;
+    const check = () => {
+      const dpr = window.devicePixelRatio || 1;
+      if (dpr === watched) return;
+      watched = dpr;
+      listen();
       if (this.current && this.needsRecalibration()) this.current.cancel();
     };
-    query.addEventListener('change', changed);
+    const listen = () => {
+      if (query) query.removeEventListener('change', check);
+      if (typeof window.matchMedia !== 'function') return;
+      query = window.matchMedia(`(resolution: ${watched}dppx)`);  // fires once the ratio is another
+      query.addEventListener('change', check);
+    };
+    listen();
+    // A zoom also resizes the window in CSS pixels; and Chromium's emulated scale factors (DevTools,
+    // the browser tests) change the ratio without a media-query change event.
+    window.addEventListener('resize', check);
   }
 
   /** devicePixelRatio differs from the one the card was measured at (State's calibration). */
@@ -909,6 +920,7 @@ export class MotionMatching {
   async recalibrate(container, signal) {
     const state = this.driver.state;
     this.driver.setStatus('');
+    this.driver.setProgress('');  // the card page starts at the top, where the badge would cover it
     container.replaceChildren();
     const { calibration, done } = recalibrate(container, {
       params: state.params, previous: state.calibration, fromDpr: this.loadDpr,
