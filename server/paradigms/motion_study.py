@@ -115,9 +115,8 @@ placeholder_diameter_px = 10
 probe_diameter_px = 7
 cursor_diameter_px = 10
 px_per_degree = 50           # the viewing distance shown to the worker makes 50 px = 1 degree
-min_window_width = 0         # 0: the window the clips, the RDK aperture and the panel need (printed by
-min_window_height = 0        # `study create` and `study show`; 1000 x 600 with HuPerFlow's sizes); more
-                             # raises that need
+min_window_width = 0         # the window a trial needs comes from the clips, the RDK aperture and the
+min_window_height = 0        # panel (1000 x 600 with these sizes); a larger value here raises it
 
 [calibration]
 blind_spot = false           # true: after the card, measure the viewing distance with the blind-spot task

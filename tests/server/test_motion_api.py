@@ -683,7 +683,7 @@ def test_recalibration_after_a_zoom_keeps_the_answers_and_the_earlier_figures(ap
         assert [(e["device_pixel_ratio"], e["card_width_px"], e["px_per_mm"]) for e in earlier] == [
             (1.0, 323.5, pytest.approx(first["px_per_mm"]))]
         assert len(rows[0].refresh_intervals["ms"]) == 60
-        assert count(app, MotionResponse) == 1
+    assert count(app, MotionResponse) == 1
 
     assert worker.calibrate(recalibration="yes").status_code == 400
     # A display that got too slow is refused as at the first calibration.
