@@ -30,6 +30,12 @@ def database_url(sqlite_url):  # noqa: F811 - overrides the server tests' two-da
     return sqlite_url
 
 
+# Playwright's assertions wait 5 s for their condition by default: on a busy machine a page that answers
+# right may take longer (a server round trip, a render). They wait for a condition, so a longer wait costs
+# time only when something is wrong.
+ASSERTION_TIMEOUT_MS = 30_000
+
+
 @pytest.fixture(scope="session")
 def browser():
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
@@ -39,6 +45,9 @@ def browser():
         pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=ASSERTION_TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield browser

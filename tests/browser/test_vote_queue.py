@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import pause_page_clock
+from tests.browser.conftest import ASSERTION_TIMEOUT_MS, pause_page_clock
 
 REPO = Path(__file__).resolve().parents[2]
 JS = REPO / "experiment_ui" / "static" / "js"  # the real modules, served as /static/js/<name>
 TOKEN = "T0K"
 
 # Without chromium the conftest's `browser` fixture skips (or fails in CI).
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 HARNESS = """<!doctype html>
 <meta charset="utf-8">
@@ -170,7 +170,7 @@ def page(browser, server):
     fake.reset()
     context = browser.new_context()  # fresh localStorage per test
     page = context.new_page()
-    page.set_default_timeout(8000)
+    page.set_default_timeout(ASSERTION_TIMEOUT_MS)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{base}/harness.html")
