@@ -414,7 +414,8 @@ class MotionProbe(Base):
 
 class Calibration(Base):
     """The worker's display as measured at the start of one assignment (credit card, refresh rate, and the
-    viewing distance from the blind-spot task when the study measures it)."""
+    viewing distance from the blind-spot task when the study measures it), measured again when the page
+    zoom changed during the blocks."""
     __tablename__ = "calibration"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -428,7 +429,9 @@ class Calibration(Base):
     refresh_hz: Mapped[float] = mapped_column(Float)
     refresh_median_ms: Mapped[float] = mapped_column(Float)
     refresh_irregular_fraction: Mapped[float] = mapped_column(Float)
-    refresh_intervals: Mapped[dict[str, Any]]         # {"ms": [raw requestAnimationFrame intervals]}
+    # {"ms": [raw requestAnimationFrame intervals]}; after a recalibration (the page zoom changed during
+    # the blocks) the row holds the new measurement and "earlier": [the figures it replaced, with when].
+    refresh_intervals: Mapped[dict[str, Any]]
     fullscreen: Mapped[bool] = mapped_column(Boolean)
     device_pixel_ratio: Mapped[float | None] = mapped_column(Float)
     screen_width: Mapped[int | None]

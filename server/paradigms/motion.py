@@ -63,6 +63,7 @@ from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPag
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
                    ended_error, new_page, open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop,
                    with_assignment_object)
+from .display import WindowRequirement
 from .motion_export import RDK_MOVIE_FRAMES, frame_timing
 from .motion_study import MotionSpec
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
@@ -120,7 +121,8 @@ def _digest(values: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- calibration
 
 _CALIBRATION_FIELDS = ("card_width_px", "card_height_px", "refresh_intervals_ms", "fullscreen", "device_pixel_ratio",
-                       "screen_width", "screen_height", "window_width", "window_height", "blind_spot_px")
+                       "screen_width", "screen_height", "window_width", "window_height", "blind_spot_px",
+                       "recalibration")
 
 
 def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
@@ -154,6 +156,8 @@ def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
         values["blind_spot_px"] = [check.number(x, f"blind_spot_px[{k}]", *check.SIZE_PX) for k, x in enumerate(sweeps)]
     elif sweeps is not None:
         raise invalid("blind_spot_px: this study does not measure the blind spot (calibration.blind_spot = false)")
+    if not isinstance(payload.get("recalibration", False), bool):
+        raise invalid("recalibration must be true or false")
     return values
 
 
@@ -175,21 +179,72 @@ def blind_spot_distance(sweeps_px: list[float], px_per_mm: float) -> float:
 def record_calibration(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:
     """Store the worker's calibration and move on (rdk, main, or disqualified); return ``(200, body)``.
 
-    A retry of the same body after it was stored answers the stored result; another body at a
-    later stage is a 409.
+    A retry of the same body after it was stored answers the stored result. Another body at a later
+    stage is a 409, unless it says ``"recalibration": true`` during the RDK or main block after an
+    accepted calibration: the page zoom (``devicePixelRatio``) changed, so CSS pixels have another
+    size on the screen and the worker measured the card again (:func:`_recalibrate`).
     """
     spec = spec_for(session, assignment.study_id)
     values = parse_calibration(payload, spec)
     digest = _digest(values)
     existing = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
     if existing is not None:
-        if existing.body_sha256 != digest:
-            raise ApiError(409, "wrong_stage", "this assignment is calibrated already")
-        return 200, _calibration_body(existing, assignment)
+        if existing.body_sha256 == digest:
+            return 200, _calibration_body(existing, assignment)
+        if payload.get("recalibration") and existing.accepted and assignment.stage in BLOCK_STAGES:
+            return 200, _recalibrate(session, existing, assignment, values, digest, spec)
+        raise ApiError(409, "wrong_stage", "this assignment is calibrated already")
     if assignment.stage in TERMINAL_STAGES:
         raise ended_error(assignment.stage)
     if assignment.stage != Stage.CALIBRATION:
         raise ApiError(409, "wrong_stage", f"no calibration is accepted at stage {assignment.stage}")
+    figures = _measure(values, spec)
+    calibration = Calibration(assignment_id=assignment.id, worker_id=assignment.worker_id,
+                              study_id=assignment.study_id, body_sha256=digest, **figures)
+    session.add(calibration)
+    session.flush()
+    if calibration.reason is not None:
+        # The display, not the worker, failed: a later assignment on another display may start again.
+        # No completion code: nothing was done that earns one.
+        assignment.stage = Stage.DISQUALIFIED
+    elif assignment.worker.screening_passed:
+        _start_main_block(session, assignment, spec)
+    elif not PARADIGM.work_left(session, assignment.study, assignment.worker_id):
+        PARADIGM.no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
+    else:
+        _start_rdk_block(session, assignment, spec)
+    return 200, _calibration_body(calibration, assignment)
+
+
+# The figures of a calibration that a recalibration replaces, kept beside the raw intervals.
+_EARLIER_FIGURES = ("card_width_px", "card_height_px", "px_per_mm", "viewing_distance_cm", "measured_distance_cm",
+                    "refresh_hz", "device_pixel_ratio", "window_width", "window_height")
+
+
+def _recalibrate(session: Session, calibration: Calibration, assignment: Assignment, values: dict[str, Any],
+                 digest: str, spec: MotionSpec) -> dict[str, Any]:
+    """A calibration measured again in the middle of a block (the zoom changed): its row holds the new
+    figures from now on, the earlier ones go to ``refresh_intervals["earlier"]`` (one entry per
+    recalibration, with the time it was replaced). Answered trials stay as they are: each response
+    records the devicePixelRatio it was shown at. A display that no longer meets the study's needs is
+    refused as at the first calibration."""
+    earlier = list(calibration.refresh_intervals.get("earlier", []))
+    earlier.append({**{key: getattr(calibration, key) for key in _EARLIER_FIGURES}, "replaced_at": now(session).isoformat()})
+    figures = _measure(values, spec)
+    figures["refresh_intervals"] = {**figures["refresh_intervals"], "earlier": earlier}
+    for key, value in figures.items():
+        setattr(calibration, key, value)
+    calibration.body_sha256 = digest
+    if calibration.reason is not None:
+        # Refused mid-block: the answered trials stay; the completion code follows the rules of a
+        # disqualification (none for the display alone).
+        assignment.stage = Stage.DISQUALIFIED
+    return _calibration_body(calibration, assignment)
+
+
+def _measure(values: dict[str, Any], spec: MotionSpec) -> dict[str, Any]:
+    """The columns of a Calibration row from a parsed body: px/mm, viewing distances, refresh rate, and
+    ``accepted``/``reason`` (a display too slow or irregular for the study is refused)."""
     try:
         refresh = estimate_refresh(values["refresh_intervals_ms"], min_samples=spec.refresh_samples)
     except ValueError as exc:
@@ -213,8 +268,7 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         reason = (f"Your display's refresh is irregular ({refresh.irregular_fraction:.0%} of the frames were "
                   "late or early), so the clips cannot be shown with correct timing. Closing other programs "
                   "and tabs may help in a new attempt.")
-    calibration = Calibration(
-        assignment_id=assignment.id, worker_id=assignment.worker_id, study_id=assignment.study_id,
+    return dict(
         card_width_px=values["card_width_px"], card_height_px=values["card_height_px"], px_per_mm=px_per_mm,
         viewing_distance_cm=distance_cm, refresh_hz=refresh.hz, refresh_median_ms=refresh.median_ms,
         refresh_irregular_fraction=refresh.irregular_fraction, refresh_intervals={"ms": values["refresh_intervals_ms"]},
@@ -222,21 +276,7 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         screen_width=values["screen_width"], screen_height=values["screen_height"],
         window_width=values["window_width"], window_height=values["window_height"],
         blind_spot_px=None if measured_cm is None else {"px": values["blind_spot_px"]},
-        measured_distance_cm=measured_cm, accepted=reason is None,
-        reason=reason, body_sha256=digest)
-    session.add(calibration)
-    session.flush()
-    if reason is not None:
-        # The display, not the worker, failed: a later assignment on another display may start again.
-        # No completion code: nothing was done that earns one.
-        assignment.stage = Stage.DISQUALIFIED
-    elif assignment.worker.screening_passed:
-        _start_main_block(session, assignment, spec)
-    elif not PARADIGM.work_left(session, assignment.study, assignment.worker_id):
-        PARADIGM.no_work_left(assignment, spec)  # no clip left: spare the worker the RDK screening first
-    else:
-        _start_rdk_block(session, assignment, spec)
-    return 200, _calibration_body(calibration, assignment)
+        measured_distance_cm=measured_cm, accepted=reason is None, reason=reason)
 
 
 def reopen_motion(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
@@ -629,8 +669,9 @@ def rdk_dot_movie_of(session: Session, assignment: Assignment, trial_id: str) ->
 
 # ---------------------------------------------------------------- state for the browser
 
-def motion_params(spec: MotionSpec, noise_url: str) -> dict[str, Any]:
-    """The fixed parameters the browser draws and times a trial with (State.params)."""
+def motion_params(spec: MotionSpec, noise_url: str, window: tuple[int, int]) -> dict[str, Any]:
+    """The fixed parameters the browser draws and times a trial with (State.params); ``window``: the
+    smallest inner window the trials need (:func:`motion_study.min_window`)."""
     return {"frame_rate_hz": spec.frame_rate_hz, "cycle_ms": spec.cycle_ms, "isi1_ms": spec.isi1_ms,
             "matching_ms": spec.matching_ms, "cycles_required": spec.cycles_required,
             "panel_diameter_px": spec.panel_diameter_px, "max_speed_ppf": spec.rdk_speed_max,
@@ -641,7 +682,7 @@ def motion_params(spec: MotionSpec, noise_url: str) -> dict[str, Any]:
             "refresh_samples": spec.refresh_samples, "min_refresh_hz": spec.min_refresh_hz,
             "card_width_mm": CARD_WIDTH_MM, "card_height_mm": CARD_HEIGHT_MM, "px_per_degree": spec.px_per_degree,
             "practice_max_epe": spec.practice_max_epe, "practice_max_dir_deg": spec.practice_max_dir_deg,
-            "min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
+            "min_window_width": window[0], "min_window_height": window[1],
             "blind_spot": spec.blind_spot, "blind_spot_repetitions": spec.blind_spot_repetitions}
 
 
@@ -660,11 +701,13 @@ def motion_state(session: Session, assignment: Assignment, url_for: UrlFor) -> d
     return {
         "assignment_id": str(assignment.id), "kind": motion_study.KIND, "stage": assignment.stage,
         "study": {"name": assignment.study.name}, "message": message,
-        "params": motion_params(spec, url_for(spec.noise)),
+        "params": motion_params(spec, url_for(spec.noise),
+                                motion_study.study_min_window(session, assignment.study_id, spec)),
         "calibration": None if calibration is None else {
             "px_per_mm": calibration.px_per_mm, "viewing_distance_cm": calibration.viewing_distance_cm,
             "measured_distance_cm": calibration.measured_distance_cm, "refresh_hz": calibration.refresh_hz,
-            "fullscreen": calibration.fullscreen},
+            "fullscreen": calibration.fullscreen, "device_pixel_ratio": calibration.device_pixel_ratio,
+            "card_width_px": calibration.card_width_px, "card_height_px": calibration.card_height_px},
         "block": block, "trials": trials, "completion": completion_info(assignment)}
 
 
@@ -866,6 +909,24 @@ class MotionMatching(Paradigm):
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> MotionSpec:
         return motion_study.motion_spec_from_toml(data, path)
 
+    def min_window(self, session: Session, study: Study) -> tuple[int, int]:
+        """The smallest inner browser window ``(width, height)``, CSS px, the study's trials need (its
+        clips, probes, RDK aperture and control panel at one image pixel per CSS pixel; see
+        :func:`motion_study.min_window`)."""
+        return motion_study.study_min_window(session, study.id, self.spec_for(session, study.id))
+
+    def requirement_of_spec(self, spec: MotionSpec) -> WindowRequirement:
+        """Before the clips are stored (``study create``, ``launch``): the panel, the RDK aperture, the
+        study's floor; the clips can only add to it (:meth:`window_requirement` counts them)."""
+        floor = (spec.min_window_width, spec.min_window_height)
+        return WindowRequirement(min_window=motion_study.min_window(spec), floor=floor, needs_mouse=self.needs_mouse)
+
+    def window_requirement(self, session: Session, study: Study) -> WindowRequirement:
+        """What the entry pages state and check before consent: :meth:`min_window` of the stored study."""
+        spec = self.spec_for(session, study.id)
+        return WindowRequirement(min_window=self.min_window(session, study),
+                                 floor=(spec.min_window_width, spec.min_window_height), needs_mouse=self.needs_mouse)
+
     def create_study(self, session: Session, spec: MotionSpec) -> Study:
         return motion_study.create_motion_study(session, spec)
 
@@ -889,7 +950,8 @@ class MotionMatching(Paradigm):
         return stop_message(session, assignment)
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        return {"example": None, "clip_example": example_clip(session, study)}
+        return {"example": None, "clip_example": example_clip(session, study),
+                "min_window": self.min_window(session, study)}
 
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
         return rdk_dot_movie_of(session, assignment, trial_id)

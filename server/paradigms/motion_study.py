@@ -14,6 +14,7 @@ file when it names one, otherwise one is generated at creation with
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,8 @@ placeholder_diameter_px = 10
 probe_diameter_px = 7
 cursor_diameter_px = 10
 px_per_degree = 50           # the viewing distance shown to the worker makes 50 px = 1 degree
-min_window_width = 1100
-min_window_height = 700
+min_window_width = 0         # the window a trial needs comes from the clips, the RDK aperture and the
+min_window_height = 0        # panel (1000 x 600 with these sizes); a larger value here raises it
 
 [calibration]
 blind_spot = false           # true: after the card, measure the viewing distance with the blind-spot task
@@ -186,8 +187,8 @@ class MotionSpec(StoredSpec):
     probe_diameter_px: int = 7
     cursor_diameter_px: int = 10
     px_per_degree: float = 50.0
-    min_window_width: int = 1100
-    min_window_height: int = 700
+    min_window_width: int = 0       # 0: no floor beyond what min_window() computes from the geometry
+    min_window_height: int = 0
     blind_spot: bool = False        # the [calibration] table: measure the viewing distance too
     blind_spot_repetitions: int = 5
     consent: str = DEFAULT_MOTION_CONSENT
@@ -278,11 +279,11 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
                 "assignment_timeout_minutes", "practice_max", "rdk_trials", "rdk_n_dots", "rdk_aperture_px",
                 "rdk_dot_px", "frame_rate_hz", "cycle_ms", "matching_ms", "cycles_required", "refresh_samples",
                 "panel_diameter_px", "aperture_px", "cue_diameter_px", "placeholder_diameter_px",
-                "probe_diameter_px", "cursor_diameter_px", "min_window_width", "min_window_height"):
+                "probe_diameter_px", "cursor_diameter_px"):
         if getattr(spec, key) < 1:
             fail(f"{key} must be at least 1")
     for key in ("seed", "practice_needed", "rdk_practice", "isi1_ms", "max_timing_repeats",
-                "placeholder_offset_px"):
+                "placeholder_offset_px", "min_window_width", "min_window_height"):
         if getattr(spec, key) < 0:
             fail(f"{key} must not be negative")
     if spec.practice_needed > spec.practice_max or spec.rdk_practice > spec.practice_max:
@@ -310,6 +311,61 @@ def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
     validate_entry(spec, fail)
     if not is_dollar_amount(spec.reward_per_session):
         fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_session!r}")
+
+
+# ---------------------------------------------------------------- the window a trial needs
+
+# Beside the control panel the trial page shows its text (progress, status, feedback) in a column of
+# at least this width on either side, off the panel where the mouse works.
+TEXT_COLUMN_PX = 200
+
+
+def clip_extent(spec: MotionSpec, width: int, height: int,
+                probes: Iterable[tuple[float, float]] = ()) -> tuple[int, int]:
+    """Width and height (CSS px) a clip takes around the window's centre in a main trial: the clip
+    itself, widened where a probe's matching aperture, cue circle or placeholder dots reach past its
+    edge (``probes``: their ``(x, y)`` in the clip's pixels)."""
+    reach = max(spec.aperture_px / 2, spec.cue_diameter_px / 2,
+                spec.placeholder_offset_px + spec.placeholder_diameter_px / 2)
+    half_w, half_h = width / 2, height / 2
+    for x, y in probes:
+        half_w = max(half_w, abs(x - width / 2) + reach)
+        half_h = max(half_h, abs(y - height / 2) + reach)
+    return math.ceil(2 * half_w), math.ceil(2 * half_h)
+
+
+def min_window(spec: MotionSpec, extents: Iterable[tuple[int, int]] = ()) -> tuple[int, int]:
+    """The smallest inner browser window ``(width, height)`` in CSS px the trial page of ``spec`` needs.
+
+    A trial draws one image pixel per CSS pixel around the window's centre, as the calibration assumes
+    (the worker sits where ``px_per_degree`` px make one degree), so nothing may be scaled down to fit:
+    the window must hold the largest clip with its probes' apertures (``extents``, from
+    :func:`clip_extent`), the RDK aperture and the control panel with a text column of
+    :data:`TEXT_COLUMN_PX` on either side. The study's ``min_window_width`` and ``min_window_height``
+    raise it (0: no floor of their own). HuPerFlow's sizes (a 600 px panel and RDK aperture) with the
+    demo's 768 x 432 clips need 1000 x 600: the inner window of a 1366 x 768 laptop (about 1366 x 657) and
+    of a 1280 x 720 one (about 1280 x 600) both hold it.
+    """
+    extents = list(extents)
+    width = max([spec.panel_diameter_px + 2 * TEXT_COLUMN_PX, spec.rdk_aperture_px, spec.min_window_width]
+                + [w for w, _ in extents])
+    height = max([spec.panel_diameter_px, spec.rdk_aperture_px, spec.min_window_height] + [h for _, h in extents])
+    return int(width), int(height)
+
+
+def study_min_window(session: Session, study_id: int, spec: MotionSpec) -> tuple[int, int]:
+    """:func:`min_window` of a stored study: its clips and the probes a session shows (one query)."""
+    rows = session.execute(
+        select(MotionClip.id, MotionClip.width, MotionClip.height, MotionProbe.x, MotionProbe.y)
+        .outerjoin(MotionProbe, (MotionProbe.clip_id == MotionClip.id)
+                   & (MotionProbe.position < spec.probes_per_clip))
+        .where(MotionClip.study_id == study_id)).all()
+    clips: dict[int, tuple[int, int, list[tuple[float, float]]]] = {}
+    for clip_id, width, height, x, y in rows:
+        probes = clips.setdefault(clip_id, (width, height, []))[2]
+        if x is not None:
+            probes.append((x, y))
+    return min_window(spec, (clip_extent(spec, w, h, probes) for w, h, probes in clips.values()))
 
 
 # ---------------------------------------------------------------- manifests -> rows

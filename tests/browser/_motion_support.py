@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
 import mimetypes
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -102,3 +104,87 @@ def rdk_trial(trial_id: int = 1, *, direction_deg: float = 37.5, speed_ppf: floa
             "rdk": {"n_dots": n_dots, "aperture_px": 600, "dot_px": 2},
             "synthetic": {"direction_deg": direction_deg, "speed_ppf": speed_ppf, "seed": seed},
             "gt": {"u": speed_ppf * math.cos(rad), "v": -speed_ppf * math.sin(rad)}}
+
+
+# ---------------------------------------------------------------- walking a worker through the study page
+
+STATUS_JS = """() => {
+  for (const id of ['consent', 'instructions', 'done', 'stopped']) if (document.querySelector('main#' + id)) return id;
+  if (document.querySelector('#calibration')) return 'calibration';
+  if (document.querySelector('.motion-feedback')) return 'feedback';
+  if (document.querySelector('#motion-intro')) return 'intro';
+  const plugin = window.assignmentDriver && window.assignmentDriver.plugin;  // the motion-matching plugin
+  if (plugin && plugin.current && plugin.current.state) return 'trial:' + plugin.current.state;
+  return '';
+}"""
+
+
+def cursor_for(u: float, v: float, centre: tuple[float, float] = (683, 384), radius: float = 300) -> tuple[float, float]:
+    """Screen point the control panel (``radius`` px around the viewport's ``centre``; 1366 x 768 by
+    default) maps to the vector (u, v) (image coordinates, v down)."""
+    speed = min(math.hypot(u, v), 20.0)
+    d = radius * math.log2(speed + 1) / math.log2(21)
+    angle = math.atan2(-v, u)
+    return centre[0] + d * math.cos(angle), centre[1] - d * math.sin(angle)
+
+
+def status(page, timeout_s: float = 120.0) -> str:
+    """What the study page shows (STATUS_JS), once it shows something other than a loading trial.
+
+    The page's clock is paused: its own timers (saving indicator, retries) run 100 ms per poll, and the
+    poll goes on until the page is there, however slow the machine; ``timeout_s`` of real time only
+    ends a wait for a page that never comes (the last value is returned, for the caller's assertion).
+    """
+    from playwright.sync_api import Error as PlaywrightError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = page.evaluate(STATUS_JS)
+        except PlaywrightError:  # the app hands over to a server page (the end, consent): ask again
+            page.wait_for_load_state()
+            value = ""
+        if (value and value != "trial:loading") or time.monotonic() > deadline:
+            return value
+        page.clock.run_for(100)
+        page.wait_for_timeout(30)
+
+
+# Milliseconds of page time from now to the nominal end of the current trial's third cycle.
+THIRD_CYCLE_END_JS = """() => {
+  const trial = window.assignmentDriver.plugin.current;
+  return Math.floor(trial.T0 + 3 * trial.schedule.cycleMs - performance.now());
+}"""
+
+
+def run_trial(page, target: tuple[float, float]) -> dict:
+    """Start the trial on screen, watch 3 cycles with the cursor at `target`, click."""
+    trial = page.evaluate("window.assignmentDriver.plugin.current.trial")
+    page.mouse.click(*target)                     # starts the movie (and sets the cursor value)
+    page.clock.run_for(50)                        # the 2 warm-up refreshes, then the first cycle begins
+    while page.evaluate("window.assignmentDriver.plugin.current && window.assignmentDriver.plugin.current.T0 === null"):
+        page.clock.run_for(16)
+    # One run of the clock to 100 ms before the third cycle's nominal end, then small steps to it:
+    # every frame is drawn either way, but a hundred trials of 500 ms steps cost thousands of round trips.
+    page.clock.run_for(max(0, page.evaluate(THIRD_CYCLE_END_JS) - 100))
+    for _ in range(40):
+        page.clock.run_for(50)
+        if page.evaluate("window.assignmentDriver.plugin.current.cyclesCompleted >= 3"):
+            break
+    page.mouse.move(*target)
+    page.mouse.click(*target)
+    return trial
+
+
+def true_vector(app, trial_id: int) -> tuple[float, float]:
+    """A trial's true vector, from the database: the page is never told it before the answer."""
+    from sqlalchemy import select
+
+    from server.models import MotionClip, MotionProbe, MotionTrial
+    from server.paradigms.motion import trial_gt
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        return trial_gt(session.execute(
+            select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
+            .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
+            .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id).where(MotionTrial.id == trial_id)).one())

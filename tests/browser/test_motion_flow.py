@@ -11,93 +11,20 @@ trial shown, the calibration, and the raw frame logs.
 """
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import func, select
 
 from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
+from tests.browser._motion_support import cursor_for, run_trial, status, true_vector
+from tests.browser.conftest import tick_until
 from tests.server.test_motion_api import SMALL, create_motion_study  # noqa: F401
 
 pytestmark = pytest.mark.timeout(400)
 
 SANDBOX = "https://workersandbox.mturk.com"
 VIEW_W, VIEW_H = 1366, 768
-CX, CY = VIEW_W / 2, VIEW_H / 2
-
-STATUS_JS = """() => {
-  for (const id of ['consent', 'instructions', 'done', 'stopped']) if (document.querySelector('main#' + id)) return id;
-  if (document.querySelector('#calibration')) return 'calibration';
-  if (document.querySelector('.motion-feedback')) return 'feedback';
-  if (document.querySelector('#motion-intro')) return 'intro';
-  const plugin = window.assignmentDriver && window.assignmentDriver.plugin;  // the motion-matching plugin
-  if (plugin && plugin.current && plugin.current.state) return 'trial:' + plugin.current.state;
-  return '';
-}"""
-
-
-def cursor_for(u: float, v: float) -> tuple[float, float]:
-    """Screen point the control panel maps to the vector (u, v) (image coordinates, v down)."""
-    speed = min(math.hypot(u, v), 20.0)
-    d = 300 * math.log2(speed + 1) / math.log2(21)
-    angle = math.atan2(-v, u)
-    return CX + d * math.cos(angle), CY - d * math.sin(angle)
-
-
-def status(page) -> str:
-    for _ in range(50):
-        try:
-            value = page.evaluate(STATUS_JS)
-        except PlaywrightError:  # the app hands over to a server page (the end, consent): ask again
-            page.wait_for_load_state()
-            value = ""
-        if value and value != "trial:loading":
-            return value
-        page.clock.run_for(100)  # let the app's own timers (saving indicator, retries) run
-        page.wait_for_timeout(30)
-    return value
-
-
-# Milliseconds of page time from now to the nominal end of the current trial's third cycle.
-THIRD_CYCLE_END_JS = """() => {
-  const trial = window.assignmentDriver.plugin.current;
-  return Math.floor(trial.T0 + 3 * trial.schedule.cycleMs - performance.now());
-}"""
-
-
-def run_trial(page, target: tuple[float, float]) -> dict:
-    """Start the trial on screen, watch 3 cycles with the cursor at `target`, click."""
-    trial = page.evaluate("window.assignmentDriver.plugin.current.trial")
-    page.mouse.click(*target)                     # starts the movie (and sets the cursor value)
-    page.clock.run_for(50)                        # the 2 warm-up refreshes, then the first cycle begins
-    while page.evaluate("window.assignmentDriver.plugin.current && window.assignmentDriver.plugin.current.T0 === null"):
-        page.clock.run_for(16)
-    # One run of the clock to 100 ms before the third cycle's nominal end, then small steps to it:
-    # every frame is drawn either way, but a hundred trials of 500 ms steps cost thousands of round trips.
-    page.clock.run_for(max(0, page.evaluate(THIRD_CYCLE_END_JS) - 100))
-    for _ in range(40):
-        page.clock.run_for(50)
-        if page.evaluate("window.assignmentDriver.plugin.current.cyclesCompleted >= 3"):
-            break
-    page.mouse.move(*target)
-    page.mouse.click(*target)
-    return trial
-
-
-def true_vector(app, trial_id: int) -> tuple[float, float]:
-    """A trial's true vector, from the database: the page is never told it before the answer."""
-    from server.models import MotionClip, MotionProbe
-    from server.paradigms.motion import trial_gt
-
-    with app.extensions["perceptlab.sessions"]() as session:
-        return trial_gt(session.execute(
-            select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
-            .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
-            .outerjoin(MotionClip, MotionProbe.clip_id == MotionClip.id).where(MotionTrial.id == trial_id)).one())
-
-
 def saving_until_the_answer_arrives(page, held: list) -> None:
     """A feedback trial waits for the server's answer (it carries the truth), saying so when slow."""
     for _ in range(100):
@@ -293,11 +220,8 @@ def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp
     while page.get_attribute("#calibration", "data-refresh-done") != "true":
         page.clock.run_for(500)
     page.click("#calib-continue")
-    for _ in range(300):  # the calibration POST, then the app shows the stop page (slow on a loaded machine)
-        if status(page) != "calibration":
-            break
-        page.clock.run_for(100)
-        page.wait_for_timeout(50)
+    # The calibration POST, then the app shows the stop page (slow on a loaded machine).
+    tick_until(page, lambda: status(page) != "calibration")
     assert status(page) == "stopped"
     text = page.text_content("main#stopped")
     assert "refreshes 62 times a second" in text and "at least 100" in text, text

@@ -22,8 +22,7 @@ from sqlalchemy import select
 from server import auth, exports
 from server.models import Assignment, Calibration
 from server.paradigms.motion import blind_spot_distance
-from tests.browser._motion_support import open_harness
-from tests.browser.test_motion_flow import cursor_for, run_trial, status, true_vector
+from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, true_vector
 from tests.server.conftest import WorkerClient
 from tests.server.test_motion_api import MotionWorker, create_motion_study  # noqa: F401
 

@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from server import auth
 from server.models import Assignment
+from tests.browser.conftest import pause_page_clock
 from tests.browser.test_worker_flow import (Walker, _any_side, _gold_answer_key, _mouse_start,  # noqa: F401
                                             _page_action, correct_side)
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -54,7 +55,7 @@ def test_a_prolific_participant_from_the_link_to_the_redirect(page, app, live_se
     # From here the page's timers run on a paused fake clock (also on the next page: Playwright replays
     # it there), so the countdown moves only when the test says, however slow the machine is.
     page.clock.install()
-    page.clock.pause_at(page.evaluate("Date.now()") / 1000)  # seconds
+    pause_page_clock(page)
     _page_action(page, "btn-finish")
 
     expect(page.locator("main#done")).to_be_visible()

@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from server.models import Page, Trial, Vote
+from tests.browser.conftest import pause_page_clock, tick_until
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 from tests.server.test_motion_api import SMALL as SMALL_MOTION
 from tests.server.test_motion_api import create_motion_study  # noqa: F401
@@ -191,7 +192,7 @@ def test_held_key_and_early_press_vote_once(page, app, live_server, study):
     worker = _worker_at_trials(app, study, "K2")
     first = _open(page, live_server, worker)
     # From here the page's time moves only when the test says so (the chosen pair stays highlighted).
-    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    pause_page_clock(page)
 
     # 1. Held down: the first keydown votes; auto-repeat (repeat=true) never votes again, not even
     #    for the next pair.
@@ -238,12 +239,9 @@ PAIR_READY_JS = """(after) => {
 def _wait_pair_ticking(page, after: str) -> str:
     """_wait_pair under a paused clock, which also stops Playwright's own animation-frame polling:
     poll from here, and let fake time pass for the frame that arms the new pair."""
-    for _ in range(300):
-        trial_id = page.evaluate(PAIR_READY_JS, after)
-        if trial_id:
-            return trial_id
-        page.clock.run_for(20)
-        page.wait_for_timeout(20)  # real time for the images to decode
+    trial_id = tick_until(page, lambda: page.evaluate(PAIR_READY_JS, after), step_ms=20)
+    if trial_id:
+        return trial_id
     raise AssertionError(f"no new pair after {after}: " + page.evaluate("""() => JSON.stringify({
       t: {...document.querySelector('#trial').dataset}, hidden: document.querySelector('#trial').hidden,
       status: document.querySelector('#pc-status').textContent, now: performance.now(), date: Date.now()})"""))
@@ -254,7 +252,7 @@ def test_one_highlight_at_a_time(page, app, live_server, study):
     page.clock.install()
     worker = _worker_at_trials(app, study, "H1")
     first = _open(page, live_server, worker)
-    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    pause_page_clock(page)
     hover_works = page.evaluate("matchMedia('(hover: hover)').matches")
 
     # The tester's case: click the left candidate (the mouse stays over it), then answer the
@@ -324,15 +322,12 @@ def test_quiz_feedback_keeps_the_pair_in_the_window(page, app, live_server, stud
     worker = WorkerClient(app.test_client(), study, worker_id=f"Q{width}", platform="link")
     worker.start()
     _open(page, live_server, worker)
-    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    pause_page_clock(page)
     trial_id = page.locator("#trial").get_attribute("data-trial-id")
     wrong = worker.wrong_side({"trial_id": trial_id})
     page.keyboard.press("ArrowLeft" if wrong == "left" else "ArrowRight")
-    for _ in range(300):  # the server's verdict comes back over the network; fake time for the rest
-        if page.locator("#feedback").get_attribute("data-kind") == "wrong":
-            break
-        page.clock.run_for(20)
-        page.wait_for_timeout(20)
+    # The server's verdict comes back over the network; fake time for the rest.
+    tick_until(page, lambda: page.locator("#feedback").get_attribute("data-kind") == "wrong", step_ms=20)
     expect(page.locator("#feedback")).to_have_attribute("data-kind", "wrong")
     expect(page.locator("#feedback")).to_contain_text("Not quite")
     _assert_fits(page)

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.conftest import ASSERTION_TIMEOUT_MS, pause_page_clock
+
 REPO = Path(__file__).resolve().parents[2]
 JS = REPO / "experiment_ui" / "static" / "js"  # the real modules, served as /static/js/<name>
 TOKEN = "T0K"
 
 # Without chromium the conftest's `browser` fixture skips (or fails in CI).
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 HARNESS = """<!doctype html>
 <meta charset="utf-8">
@@ -168,7 +170,7 @@ def page(browser, server):
     fake.reset()
     context = browser.new_context()  # fresh localStorage per test
     page = context.new_page()
-    page.set_default_timeout(8000)
+    page.set_default_timeout(ASSERTION_TIMEOUT_MS)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{base}/harness.html")
@@ -182,7 +184,8 @@ def stored_queue(page):
     return page.evaluate("JSON.parse(localStorage.getItem('perceptlab.responses.A1') || '[]')")
 
 
-def wait_until(predicate, timeout=8.0):
+def wait_until(predicate, timeout=60.0):
+    """Until ``predicate()`` holds; ``timeout`` (real seconds) only turns a condition never met into a failure."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -236,7 +239,7 @@ def test_backoff_grows_and_is_capped(page, server):
     page.goto(f"{base}/harness.html?jitter=0.5")
     page.wait_for_function("window.harnessReady === true")
     # From here the page's time moves only when the test runs it.
-    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    pause_page_clock(page)
     fake.failures = ["503"] * 6
     page.evaluate("() => { window.vote('t1'); }")
     delays = []
@@ -311,14 +314,17 @@ def test_rejected_vote_is_dropped_and_reported(page, server):
 
 def test_pagehide_sends_pending_votes_with_keepalive(page, server):
     fake, base = server
-    # One failure, then a long backoff: only the pagehide send can deliver in time.
+    # One failure, then a backoff on the page's paused clock: the retry never comes, however long the
+    # machine takes, so only the pagehide send can deliver.
+    page.clock.install()
     page.goto(f"{base}/harness.html?base=20000&max=30000")
     page.wait_for_function("window.harnessReady === true")
+    pause_page_clock(page)
     fake.failures = ["503"]
     page.evaluate("() => { window.vote('k1'); }")  # not awaiting the delivery promise
-    assert wait_until(lambda: len(fake.attempts) == 1), fake.attempts
+    assert wait_until(lambda: len(fake.attempts) == 1, timeout=60), fake.attempts
     page.goto("about:blank")
-    assert wait_until(lambda: fake.trial_ids() == ["k1"], timeout=5)
+    assert wait_until(lambda: fake.trial_ids() == ["k1"], timeout=60)
 
 
 def test_uuid4_fallback_without_random_uuid(page):

@@ -8,6 +8,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import pause_page_clock
 from tests.server.conftest import create_test_study, make_test_app
 
 ENTRY_RULES = {"pages": {"pairs_per_page": 6, "min_pages": 1, "max_pages": 2}}
@@ -31,7 +32,7 @@ def test_deferred_worker_waits_then_enters_by_itself(browser, live_server, app, 
     try:
         # The page's countdown runs on a paused fake clock: it moves only when the test says.
         page.clock.install()
-        page.clock.pause_at(page.evaluate("Date.now()") / 1000)  # seconds
+        pause_page_clock(page)
         response = page.goto(f"{live_server}/s/{slug}?participant=SECOND")
         assert response.status == 429
         room = page.locator("main#waiting")

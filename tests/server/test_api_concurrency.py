@@ -69,14 +69,17 @@ def vote_body(trial_id: str, choice: str = "left") -> dict:
 def together(n: int, func, *args_list):
     """``[func(*args) for args in args_list]`` on ``n`` threads, the first ``n`` calls released at one moment."""
     go = threading.Event()
+    arrived = threading.Semaphore(0)
 
     def run(args):
+        arrived.release()
         go.wait(TIMEOUT)
         return func(*args)
 
     with ThreadPoolExecutor(max_workers=n) as pool:
         futures = [pool.submit(run, args) for args in args_list]
-        time.sleep(0.05)  # let the threads reach the gate
+        for _ in range(min(n, len(args_list))):  # every thread at the gate (not a guess at how long that takes)
+            assert arrived.acquire(timeout=TIMEOUT), "a thread never reached the gate"
         go.set()
         return [future.result() for future in futures]
 

@@ -6,10 +6,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
+
+# A guard against a server that never answers, not a speed requirement (a busy machine is slow).
+HTTP_TIMEOUT = 120
 
 
 @pytest.mark.slow  # builds the demo's stimuli and clips in a subprocess
@@ -22,11 +24,9 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
                                start_new_session=True)
     lines: list[str] = []
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
+        # No deadline of its own: the build takes what the machine needs (a busy one took longer than the
+        # 3 minutes allowed before); the suite's per-test timeout ends a hang.
+        for line in process.stdout:
             lines.append(line)
             if line.startswith("Ctrl-C"):
                 break
@@ -36,14 +36,14 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
         worker = re.search(r"worker link \(plain\):\s+(\S+)", output).group(1)
         password = re.search(r"login: admin / (\S+)", output).group(1)
 
-        consent = requests.get(worker, timeout=10)
+        consent = requests.get(worker, timeout=HTTP_TIMEOUT)
         assert consent.status_code == 200 and 'id="consent"' in consent.text
         assert "/w/" in consent.url  # redirected to the worker's own tokened page
         session = requests.Session()
-        login_page = session.get(f"{base}/admin/login", timeout=10)
+        login_page = session.get(f"{base}/admin/login", timeout=HTTP_TIMEOUT)
         token = re.search(r'name="csrf_token" value="([^"]+)"', login_page.text).group(1)
         dashboard = session.post(f"{base}/admin/login", data={"username": "admin", "password": password,
-                                                              "csrf_token": token}, timeout=10)
+                                                              "csrf_token": token}, timeout=HTTP_TIMEOUT)
         assert dashboard.status_code == 200 and "demo" in dashboard.text and "/admin/login" not in dashboard.url
         assert (tmp_path / "demo" / "stimuli" / "prepared" / "manifest.json").is_file()
         assert oct((tmp_path / "demo" / "admin_password.txt").stat().st_mode & 0o777) == "0o600"
@@ -60,20 +60,20 @@ def check_motion_study(base: str, output: str, tmp_path) -> None:
     whose state names the calibration stage and a noise texture the server serves."""
     link = re.search(r"motion study \(plain\):\s+(\S+)", output).group(1)
     assert "/s/demo-motion?participant=" in link
-    consent = requests.get(link, timeout=10)
+    consent = requests.get(link, timeout=HTTP_TIMEOUT)
     assert consent.status_code == 200 and 'id="consent"' in consent.text and "motion" in consent.text
     token = re.search(r"/w/([^/]+)/", consent.url).group(1)
     session = requests.Session()
-    assert session.post(consent.url + "consent", data={"agree": "yes"}, timeout=10).status_code == 200
-    page = session.post(consent.url + "instructions", timeout=10)
+    assert session.post(consent.url + "consent", data={"agree": "yes"}, timeout=HTTP_TIMEOUT).status_code == 200
+    page = session.post(consent.url + "instructions", timeout=HTTP_TIMEOUT)
     assert page.status_code == 200 and 'id="motion-root"' in page.text and "assignment_driver.js" in page.text
     assert "motion-matching" in page.text  # the driver's paradigm (static/js/paradigms.js)
     assignment = re.search(r'&#34;assignmentId&#34;: &#34;(\d+)&#34;|"assignmentId": "(\d+)"', page.text)
     assignment_id = next(g for g in assignment.groups() if g)
     state = requests.get(f"{base}/api/v1/assignments/{assignment_id}/state",
-                         headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
+                         headers={"Authorization": f"Bearer {token}"}, timeout=HTTP_TIMEOUT).json()
     assert state["kind"] == "motion" and state["stage"] == "calibration"
-    noise = requests.get(base + state["params"]["noise_url"], timeout=10)
+    noise = requests.get(base + state["params"]["noise_url"], timeout=HTTP_TIMEOUT)
     assert noise.status_code == 200 and noise.headers["Content-Type"] == "image/png"
     assert (tmp_path / "demo" / "motion_clips" / "manifest.json").is_file()
 
@@ -83,7 +83,7 @@ def check_active_study(output: str) -> None:
     (tests/browser/test_active_study.py walks it to the end)."""
     link = re.search(r"active sampling:\s+(\S+)", output).group(1)
     assert "/s/demo-active?participant=" in link
-    consent = requests.get(link, timeout=10)
+    consent = requests.get(link, timeout=HTTP_TIMEOUT)
     assert consent.status_code == 200 and 'id="consent"' in consent.text
 
 

@@ -136,10 +136,13 @@ def test_concurrent_refresh_computes_once(app, study, monkeypatch):
     add_votes(app, study, honest=3, pairs_per_worker=20)
     calls = []
     original = live_scales.snapshot_payload
+    others_returned = threading.Event()
 
     def slow_payload(*args, **kwargs):
         calls.append(threading.get_ident())
-        time.sleep(0.3)  # long enough for every other thread to arrive while this one computes
+        # The first computation holds on until the five other threads have asked and returned: they
+        # find it running, on a machine of any speed (a fixed sleep let a late thread find it finished).
+        assert others_returned.wait(60), "the other refreshes did not return while one computed"
         return original(*args, **kwargs)
 
     monkeypatch.setattr(live_scales, "snapshot_payload", slow_payload)
@@ -150,6 +153,8 @@ def test_concurrent_refresh_computes_once(app, study, monkeypatch):
     def refresh():
         barrier.wait()
         results.append(live_scales.refresh_if_stale(app, study_id))
+        if len(results) == 5:  # the one computing appends last
+            others_returned.set()
 
     threads = [threading.Thread(target=refresh) for _ in range(6)]
     for t in threads:
@@ -214,7 +219,7 @@ def test_background_thread_survives_errors(app, study, monkeypatch):
     thread = live_scales.start_background_refresh(app)
     try:
         assert thread is not None and live_scales.start_background_refresh(app) is thread  # one per process
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # a guard only: the loop ends as soon as the snapshot is there
         while _snapshot(app, study_id) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert failures == [study_id] and thread.is_alive()

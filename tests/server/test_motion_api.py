@@ -598,3 +598,100 @@ def test_worker_pages_of_a_motion_study(app, motion_study):
     assert response.status_code == 200 and response.json["stage"] == "disqualified"
     stopped = client.get(stage_url).get_data(as_text=True)
     assert 'id="stopped"' in stopped and "30 times a second" in stopped
+
+
+# ---------------------------------------------------------------- the window a trial needs, recalibration
+
+def test_min_window_follows_the_geometry(app, motion_study):
+    """The trial page's smallest window: the clips with their probes' apertures, the RDK aperture and
+    the panel with its text columns, at one image pixel per CSS pixel; a study floor raises it."""
+    from dataclasses import replace
+
+    from server.paradigms import motion_study as ms
+    from server.paradigms.motion import PARADIGM
+
+    spec = ms.MotionSpec(slug="geometry", name="geometry", clips=("x.json",))
+    assert ms.min_window(spec) == (1000, 600)  # HuPerFlow's 600 px panel and aperture, 200 px of text either side
+    assert ms.min_window(spec, [(768, 432)]) == (1000, 600)
+    # A KITTI-sized clip (1242 x 375) with a probe 10 px from its left edge: the placeholder dots (60 px
+    # away, 10 px wide) reach 55 px past it, so the clip takes 2 x (621 - 10 + 65) px around the centre.
+    extent = ms.clip_extent(spec, 1242, 375, [(10.0, 187.5)])
+    assert extent == (1352, 375)
+    assert ms.min_window(spec, [extent, (768, 432)]) == (1352, 600)
+    assert ms.min_window(replace(spec, min_window_width=1200, min_window_height=700), [(768, 432)]) == (1200, 700)
+    assert ms.min_window(replace(spec, panel_diameter_px=500, rdk_aperture_px=500)) == (900, 500)
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == motion_study))
+        clips = session.execute(select(MotionClip.width, MotionClip.height).where(MotionClip.study_id == study.id)).all()
+        assert clips and all((w, h) == (768, 432) for w, h in clips)  # the demo's clips fit 1000 x 600
+        assert PARADIGM.min_window(session, study) == (1000, 600)
+    # The page is told the same need (it hides a trial in a smaller window), and the HIT preview says it.
+    worker = MotionWorker(app, motion_study)
+    params = worker.start()["params"]
+    assert (params["min_window_width"], params["min_window_height"]) == (1000, 600)
+    preview = app.test_client().get(f"/s/{motion_study}?hitId=H1").get_data(as_text=True)
+    assert "a browser window of at least 1000 &times;\n      600 pixels at normal zoom" in preview
+
+
+def test_study_min_window_counts_the_probes_a_session_shows(app, motion_clips, tmp_path):
+    """Only probes a session shows (the first probes_per_clip of a clip) widen the window."""
+    from server.paradigms import motion_study as ms
+
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="edge", session={"probes_per_clip": 1})
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == slug))
+        spec = ms.MotionSpec.from_config(study.config)
+        clip = session.scalar(select(MotionClip).where(MotionClip.study_id == study.id).limit(1))
+        probes = session.scalars(select(MotionProbe).where(MotionProbe.clip_id == clip.id)
+                                 .order_by(MotionProbe.position)).all()
+        clip.width, clip.height = 1100, 560  # a larger clip (the probes stay inside it)
+        probes[-1].x = 0.0  # a later probe at the clip's edge: not shown, the need stays
+        session.flush()
+        assert ms.study_min_window(session, study.id, spec) == (1100, 600)
+        probes[0].x, probes[0].y = 0.0, 0.0  # the shown probe at the corner: its placeholders reach past it
+        session.flush()
+        assert ms.study_min_window(session, study.id, spec) == (1100 + 130, 560 + 130)
+        session.rollback()
+
+
+def test_recalibration_after_a_zoom_keeps_the_answers_and_the_earlier_figures(app, motion_study):
+    worker = MotionWorker(app, motion_study)
+    worker.start()
+    first = worker.calibrate().json
+    assert first["stage"] == "rdk"
+    state = worker.state()
+    assert state["calibration"]["device_pixel_ratio"] == 1
+    assert (state["calibration"]["card_width_px"], state["calibration"]["card_height_px"]) == (323.5, 204.0)
+    worker.answer(state["trials"][0])
+
+    # Another body without the flag is still refused; with it, the new measurement replaces the old.
+    assert worker.calibrate(card_width_px=258.8, card_height_px=163.2, device_pixel_ratio=1.25).status_code == 409
+    again = worker.calibrate(card_width_px=258.8, card_height_px=163.2, device_pixel_ratio=1.25, recalibration=True)
+    assert again.status_code == 200, again.json
+    assert again.json["accepted"] and again.json["stage"] == "rdk"
+    assert again.json["px_per_mm"] == pytest.approx((258.8 / 85.60 + 163.2 / 53.98) / 2)
+    assert again.json["viewing_distance_cm"] > first["viewing_distance_cm"]  # fewer px per mm: sit farther
+    retry = worker.calibrate(card_width_px=258.8, card_height_px=163.2, device_pixel_ratio=1.25, recalibration=True)
+    assert retry.json == again.json  # a retry answers the stored result, and adds no history
+    state = worker.state()
+    assert state["stage"] == "rdk" and state["block"]["practice_done"] == 1  # the answer is kept
+    assert state["calibration"]["device_pixel_ratio"] == 1.25
+    with app.extensions["perceptlab.sessions"]() as session:
+        rows = session.scalars(select(Calibration)).all()
+        assert len(rows) == 1 and rows[0].device_pixel_ratio == 1.25
+        earlier = rows[0].refresh_intervals["earlier"]
+        assert [(e["device_pixel_ratio"], e["card_width_px"], e["px_per_mm"]) for e in earlier] == [
+            (1.0, 323.5, pytest.approx(first["px_per_mm"]))]
+        assert len(rows[0].refresh_intervals["ms"]) == 60
+    assert count(app, MotionResponse) == 1
+
+    assert worker.calibrate(recalibration="yes").status_code == 400
+    # A display that got too slow is refused as at the first calibration.
+    refused = worker.calibrate(interval_ms=1000 / 30, recalibration=True)
+    assert refused.status_code == 200 and not refused.json["accepted"] and refused.json["stage"] == "disqualified"
+    # Nothing to recalibrate before the first calibration (the flag is a first calibration then) or after the end.
+    fresh = MotionWorker(app, motion_study)
+    fresh.start()
+    assert fresh.calibrate(recalibration=True).json["stage"] == "rdk"
+    assert worker.calibrate(card_width_px=300.0, recalibration=True).status_code == 409

@@ -17,6 +17,9 @@
 //    with the body (`blind_spot_px`).
 // The body of POST /calibration is built by `calibrationBody`; the caller sends it (the driver:
 // through its response queue).
+// 5. A recalibration (`recalibrate`): when the page zoom changes during the trials, devicePixelRatio
+//    changes and a CSS pixel has another size on the screen, so the card is measured again (the card
+//    starts at the size the old measurement gives at the new zoom) and sent with `recalibration: true`.
 
 import { el, unlessAborted } from './dom.js';
 import { BlindSpot } from './blind_spot.js';
@@ -108,12 +111,23 @@ export function calibrationBody(card, intervals, fullscreen, blindSpot = null) {
  * disqualified the worker (the reason is shown on the page).
  */
 export class Calibration {
-  constructor(container, { params = {}, submit }) {
+  /**
+   * @param {{params?: object, submit: Function, recalibration?: {fromDpr: number, toDpr: number, card?: object}}} options
+   *   recalibration: the zoom changed from `fromDpr` to `toDpr` after the card was measured (`card`:
+   *   {width, height} then); the page says so and starts from the card's size at the new zoom.
+   */
+  constructor(container, { params = {}, submit, recalibration = null }) {
     this.container = container;
     this.params = { ...defaults(), ...params };
     this.submit = submit;
+    this.recalibration = recalibration;
     const ratio = this.params.card_height_mm / this.params.card_width_mm;
     this.card = { width: this.params.initial_card_width_px, height: this.params.initial_card_width_px * ratio };
+    if (recalibration && recalibration.card) {
+      // The same physical card in the new CSS pixels: CSS px per mm scale with 1 / devicePixelRatio.
+      const scale = recalibration.fromDpr / recalibration.toDpr;
+      this.card = { width: recalibration.card.width * scale, height: recalibration.card.height * scale };
+    }
     this.intervals = null;
     this.fullscreen = false;
     this.blindSpot = null;        // the blind-spot step (BlindSpot), once the worker got there
@@ -138,24 +152,32 @@ export class Calibration {
     this.continueButton = el('button', { type: 'button', id: 'calib-continue', class: 'pc-button pc-button-primary',
                                          text: 'Continue', disabled: true });
     this.messageEl = el('div', { id: 'calib-message', class: 'pc-notice', role: 'alert', hidden: true });
-    this.cardPage = el('div', { id: 'calib-card-page' },
-      el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
-        + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle below and resize the `
-        + 'rectangle until it matches the card exactly.' }),
-      el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
-      el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
-        el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
-        el('kbd', { text: '↓' }), ')'),
-      el('div', { class: 'calib-stage' }, this.cardEl),
-      this.sizeEl, this.distanceEl,
-      el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar),
-      el('div', { class: 'calib-fs' }, this.fsButton, ' ', this.fsEl));
+    // Text beside the card, not above it, so that the page fits a laptop's window (1280 x 600 and up)
+    // without scrolling: the card stays where it was measured, and Continue stays in view.
+    this.cardPage = el('div', { id: 'calib-card-page', class: 'calib-layout' },
+      el('div', { class: 'calib-text' },
+        el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
+          + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle and resize the `
+          + 'rectangle until it matches the card exactly.' }),
+        el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
+        el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
+          el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
+          el('kbd', { text: '↓' }), ')'),
+        this.sizeEl, this.distanceEl,
+        el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar)),
+      el('div', { class: 'calib-stage' }, this.cardEl));
     this.blindPage = el('div', { id: 'calib-blind-spot-page', hidden: true });
-    this.root = el('section', { id: 'calibration', class: 'pc-panel calib', 'data-step': 'card' },
-      el('h2', { text: 'Screen calibration' }),
-      this.cardPage, this.blindPage,
+    const again = this.recalibration;
+    const zoomNote = again ? el('p', { id: 'calib-recalibration', class: 'pc-notice', role: 'status',
+      text: `The page zoom changed (${Math.round(again.fromDpr * 100)} % to ${Math.round(again.toDpr * 100)} % of `
+        + 'the screen’s pixels), so the movies would now appear at another size. Please match the card once more; '
+        + 'your answers so far are kept. Leave the zoom as it is from now on.' }) : null;
+    this.root = el('section', { id: 'calibration', class: 'pc-panel calib', 'data-step': 'card',
+                                'data-recalibration': String(Boolean(again)) },
+      el('h2', { text: again ? 'Screen calibration, once more' : 'Screen calibration' }),
+      zoomNote, this.cardPage, this.blindPage,
       this.messageEl,
-      el('div', { class: 'pc-actions' }, this.continueButton));
+      el('div', { class: 'pc-actions calib-actions' }, this.continueButton, this.fsButton, this.fsEl));
     this.container.append(this.root);
     this.handle.addEventListener('pointerdown', (event) => this.startDrag(event));
     this.fsButton.addEventListener('click', () => this.requestFullscreen());
@@ -378,4 +400,22 @@ export class ScreenCalibration {
     this.current = null;
     if (this.container) this.container.replaceChildren();
   }
+}
+
+/**
+ * The card measured again during the trials, because devicePixelRatio changed since the calibration
+ * `previous` (State's calibration: its `device_pixel_ratio`, `card_width_px`, `card_height_px`), or since
+ * `fromDpr` when that is unknown. `submit(body)` sends it (the body says `recalibration: true`).
+ * Resolves with the server's answer (accepted, or the display refused with the reason on the page).
+ */
+export function recalibrate(container, { params, previous, fromDpr, submit }) {
+  const toDpr = window.devicePixelRatio || 1;
+  const card = previous && previous.card_width_px
+    ? { width: previous.card_width_px, height: previous.card_height_px } : null;
+  const calibration = new Calibration(container, {
+    params,
+    submit: (body) => submit({ ...body, recalibration: true }),
+    recalibration: { fromDpr: (previous && previous.device_pixel_ratio) || fromDpr, toDpr, card },
+  });
+  return { calibration, done: calibration.run() };
 }

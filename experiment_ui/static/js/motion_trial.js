@@ -27,6 +27,7 @@
 // stored response.
 
 import { el, unlessAborted, StimulusLoadError } from './dom.js';
+import { recalibrate } from './calibration.js';
 
 export const info = Object.freeze({
   name: 'motion-matching',
@@ -59,8 +60,10 @@ export const info = Object.freeze({
     noise_url: { type: 'url', default: null, description: 'Seamless 1/f² noise texture (required; the study provides it).' },
     practice_max_epe: { type: 'float', default: 10, description: 'Practice passes if EPE <= this (px/frame) ...' },
     practice_max_dir_deg: { type: 'float', default: 30, description: '... and the direction error <= this (degrees).' },
-    min_window_width: { type: 'int', default: 1100, description: 'Smaller windows hide the trial.' },
-    min_window_height: { type: 'int', default: 700, description: 'Smaller windows hide the trial.' },
+    // The server sends the study's need (server/paradigms/motion_study.py, min_window): its clips, the
+    // RDK aperture and the panel at one image pixel per CSS pixel, with room for the text beside the panel.
+    min_window_width: { type: 'int', default: 1000, description: 'Smaller windows hide the trial.' },
+    min_window_height: { type: 'int', default: 600, description: 'Smaller windows hide the trial.' },
     feedback_px_per_ppf: { type: 'float', default: 10, description: 'Feedback arrows: screen px per px/frame.' },
     max_log_cycles: { type: 'int', default: 30, description: 'Cycles whose frame timestamps are logged (bounds the response size).' },
     background: { type: 'color', default: '#808080', description: 'Surround and ISI grey.' },
@@ -308,6 +311,15 @@ export async function loadTrialAssets(trial, params = {}, { loadDots } = {}) {
 
 // --- the trial ----------------------------------------------------------------
 
+/**
+ * The control panel's diameter as the CSS variable --motion-panel-px (on the document, so that the
+ * progress badge outside the trial sees it too): the text beside the panel (progress, status, feedback)
+ * keeps to the columns left and right of it (css/motion.css).
+ */
+export function setPanelSize(params) {
+  document.documentElement.style.setProperty('--motion-panel-px', `${withDefaults(params).panel_diameter_px}px`);
+}
+
 const round3 = (x) => Math.round(x * 1000) / 1000;
 
 /**
@@ -349,12 +361,15 @@ export class MotionTrial {
   buildDom() {
     this.canvas = el('canvas', { class: 'motion-canvas', 'aria-label': 'Motion stimulus and control panel' });
     this.statusEl = el('p', { class: 'motion-status', role: 'status', 'aria-live': 'polite', text: 'Loading…' });
+    // No advice to zoom out: the card calibration holds at this zoom only (a zoom change means measuring
+    // the card again, see MotionMatching.watchZoom).
     this.tooSmallEl = el('section', { class: 'pc-panel motion-too-small', role: 'alert', hidden: true },
       el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: 'This trial needs a larger browser window. Maximise the window or zoom out (Ctrl and −). '
-        + 'The trial starts again by itself as soon as the window is large enough.' }),
+      el('p', { text: 'This trial needs a larger browser window. Maximise the window or switch to full screen '
+        + '(F11). The trial starts again by itself as soon as the window is large enough.' }),
       this.sizeEl = el('p', { class: 'pc-size-numbers' }));
     this.root = el('div', { class: 'motion-trial', 'data-state': 'loading' }, this.canvas, this.statusEl, this.tooSmallEl);
+    setPanelSize(this.params);
     this.container.append(this.root);
     this.ctx = this.canvas.getContext('2d');
   }
@@ -796,6 +811,7 @@ export function showFeedback(container, trial, response, options = {}) {
     verdictText ? el('p', { class: 'motion-verdict', text: verdictText }) : null,
     el('p', { class: 'motion-continue', text: 'Click or press Space to continue.' }));
   const wrap = el('div', { class: 'motion-trial motion-feedback-screen' }, canvas, box);
+  setPanelSize(params);
   container.append(wrap);
   return new Promise((resolve) => {
     const signal = options.signal;
@@ -860,7 +876,65 @@ export class MotionMatching {
     this.screeningPassed = false;  // the answer to this page's last RDK test trial said "passed"
     this.preloaded = new Map();    // trial_id -> Promise of assets
     this.current = null;           // the MotionTrial on screen (tests and debugging read it)
+    this.recalibration = null;     // the Calibration on screen while the card is measured again
     this.container = null;
+    this.loadDpr = window.devicePixelRatio || 1;
+    this.watchZoom();
+  }
+
+  /**
+   * Stop the trial on screen as soon as devicePixelRatio changes (the page zoom, or the window moved to
+   * a screen of another density): its movie and panel now have another size on the screen than the
+   * calibration assumed. It is not answered, so it comes back after the card is measured again (`run`).
+   */
+  watchZoom() {
+    let watched = window.devicePixelRatio || 1;
+    let query = null;
+    const check = () => {
+      const dpr = window.devicePixelRatio || 1;
+      if (dpr === watched) return;
+      watched = dpr;
+      listen();
+      if (this.current && this.needsRecalibration()) this.current.cancel();
+    };
+    const listen = () => {
+      if (query) query.removeEventListener('change', check);
+      if (typeof window.matchMedia !== 'function') return;
+      query = window.matchMedia(`(resolution: ${watched}dppx)`);  // fires once the ratio is another
+      query.addEventListener('change', check);
+    };
+    listen();
+    // A zoom also resizes the window in CSS pixels; and Chromium's emulated scale factors (DevTools,
+    // the browser tests) change the ratio without a media-query change event.
+    window.addEventListener('resize', check);
+  }
+
+  /** devicePixelRatio differs from the one the card was measured at (State's calibration). */
+  needsRecalibration() {
+    const calibration = this.driver.state && this.driver.state.calibration;
+    const calibrated = (calibration && calibration.device_pixel_ratio) || this.loadDpr;
+    return Math.abs((window.devicePixelRatio || 1) - calibrated) > 1e-6;
+  }
+
+  /** The card measured again; resolves once the server answered (or `signal` aborted). */
+  async recalibrate(container, signal) {
+    const state = this.driver.state;
+    this.driver.setStatus('');
+    this.driver.setProgress('');  // the card page starts at the top, where the badge would cover it
+    container.replaceChildren();
+    const { calibration, done } = recalibrate(container, {
+      params: state.params, previous: state.calibration, fromDpr: this.loadDpr,
+      submit: (body) => this.driver.api('POST', '/calibration', body),
+    });
+    this.recalibration = calibration;
+    try {
+      await unlessAborted(done, signal);
+    } finally {
+      calibration.dispose();
+      this.recalibration = null;
+      container.replaceChildren();
+    }
+    this.loadDpr = window.devicePixelRatio || 1;
   }
 
   /** The calibrated refresh interval (ms); 60 Hz if unknown. */
@@ -943,6 +1017,12 @@ export class MotionMatching {
     this.container = container;
     await this.intro(container, trial, signal);
     if (signal.aborted) return;
+    if (this.needsRecalibration()) {
+      // The zoom changed since the card was measured: measure it again first. Then the driver asks for
+      // the new State (its calibration) and comes back to this trial, still open.
+      await this.recalibrate(container, signal);
+      return;
+    }
     this.renderProgress(trial);
     driver.setStatus('');
     container.replaceChildren();
@@ -996,6 +1076,8 @@ export class MotionMatching {
   clear() {
     if (this.current) this.current.cancel();
     this.current = null;
+    if (this.recalibration) this.recalibration.dispose();
+    this.recalibration = null;
     if (this.container) this.container.replaceChildren();
   }
 }
