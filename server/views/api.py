@@ -19,7 +19,7 @@ from ..paradigms import paradigm_for
 from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
                               record_environment, record_in_one_statement, study_paradigm)
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
-from ..validation import json_object_body, text
+from ..validation import WORKER_BODY_BYTES, json_object_body, text
 from .entry_limit import admit_from_request
 from .stimuli import stimulus_urls_of
 
@@ -30,9 +30,21 @@ was tried in one statement, which stored nothing: the view's regular path decide
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
-def _json_body() -> dict:
-    """The request's JSON object, parsed strictly (depth limit, no NaN/Infinity, no NUL): else a 400."""
-    return json_object_body()
+# A motion response carries its raw frame log: up to 20,000 rAF timestamps of about 11 bytes each
+# (server/paradigms/motion.py MAX_TIMESTAMPS), which the worker-wide 64 kB would cut short.
+_BODY_BYTES = {"motion-responses": 256 * 1024}
+
+
+def body_limit(kind: str) -> int:
+    """The largest body the worker API takes for a response of ``kind`` (a route's last part)."""
+    return _BODY_BYTES.get(kind, WORKER_BODY_BYTES)
+
+
+def _json_body(kind: str = "") -> dict:
+    """The request's JSON object, read once and parsed strictly (size, Content-Length, depth, no
+    NaN/Infinity, NUL or duplicate keys): else a 4xx (:func:`server.validation.read_json_body`).
+    Endpoints with a token check it first: a body is never read for a request that will be refused."""
+    return json_object_body(body_limit(kind))
 
 
 def _bearer_token(assignment_id: str) -> TokenClaims:
@@ -143,8 +155,9 @@ def get_state(assignment_id: str):
 @bp.post("/assignments/<assignment_id>/actions")
 @committed
 def post_action(assignment_id: str):
+    claims = _bearer_token(assignment_id)
     body = _json_body()
-    assignment = authorised_row(_bearer_token(assignment_id))
+    assignment = authorised_row(claims)
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
@@ -156,8 +169,8 @@ def post_action(assignment_id: str):
 @bp.post("/assignments/<assignment_id>/environment")
 @committed
 def post_environment(assignment_id: str):
-    body = _json_body()
     claims = _bearer_token(assignment_id)
+    body = _json_body()
     record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
@@ -168,8 +181,8 @@ def _record(assignment_id: str, name: str):
     On PostgreSQL the common case may be one statement instead
     (:func:`~server.paradigms.core.record_in_one_statement`). A stored response that completes its page
     (``page_complete``) carries the assignment's new State."""
-    body = _json_body()
     claims = _bearer_token(assignment_id)
+    body = _json_body(name)
     answer = None
     if not request.environ.get(ONE_STATEMENT_DECLINED):  # the fast lane (views/fast_lane.py) tried it already
         clock = current_app.extensions["perceptlab.clock"]
