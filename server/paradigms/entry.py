@@ -187,7 +187,16 @@ def rate_limited(retry_after: float) -> ApiError:
     minutes = max(1, round(seconds / 60))
     return ApiError(429, "rate_limited",
                     f"Too many new sessions were started from your network in a short time. Please try again "
-                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)})
+                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)},
+                    setting=ENTRY_LIMIT_SETTING)
+
+
+ENTRY_LIMIT_SETTING = ("new participants per network address are limited (a lab session or a simulation behind "
+                       "one address meets the limit): give participants signed links ([entry] signed_links = true "
+                       "in the study file; they are never limited per address), or raise the study's [entry] "
+                       "entry_limit (0 = no limit), or [server] entry_limit / entry_window_seconds for every study")
+ADMISSION_SETTING = ("new participants are let in at [server] admission_rate per second (admission_burst at "
+                     "once); raise it on a server with cores to spare")
 
 
 # ---------------------------------------------------------------- admission of new workers under load
@@ -249,4 +258,4 @@ def server_busy(retry_after: float) -> ApiError:
     return ApiError(429, BUSY, f"Many people are starting this study right now, and new participants are "
                                  f"let in a few at a time. Please try again in {seconds} "
                                  f"second{'s' if seconds != 1 else ''}.", headers={"Retry-After": str(seconds)},
-                    retry_after_s=retry_after)
+                    retry_after_s=retry_after, setting=ADMISSION_SETTING)

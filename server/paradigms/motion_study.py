@@ -199,6 +199,7 @@ class MotionSpec(StoredSpec):
     allow_anonymous: bool = False   # the [entry] table (server/paradigms/entry.py)
     signed_links: bool = False
     access_key: str = ""
+    entry_limit: int = -1           # per address and window; -1 = [server] entry_limit, 0 = none
     recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
     completion_code: str = ""       # "" = one random code per participant
     redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}

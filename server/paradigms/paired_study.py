@@ -150,6 +150,7 @@ class StudySpec(StoredSpec):
     allow_anonymous: bool = False
     signed_links: bool = False
     access_key: str = ""
+    entry_limit: int = -1           # per address and window; -1 = [server] entry_limit, 0 = none
     recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
     completion_code: str = ""       # "" = one random code per participant
     redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}

@@ -18,7 +18,7 @@ from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
-from .entry_limit import admit_from_request
+from .entry_limit import admission
 from .stimuli import stimulus_urls
 
 bp = Blueprint("worker", __name__)
@@ -43,11 +43,13 @@ def entry(slug: str):
                                time_estimate=_time_estimate(session, study),
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
+    spec = spec_for(session, study.id)
     try:
         if "assignmentId" in args:
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), admit_new=admit_from_request)
+                                           turk_submit_to=args.get("turkSubmitTo"),
+                                           admit_new=admission(study, spec, "mturk"))
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
@@ -55,7 +57,7 @@ def entry(slug: str):
             params = recruiter.check_entry(args)
             assignment, _ = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
                                            signature=args.get("sig"), access_key=args.get("key"),
-                                           admit_new=admit_from_request)
+                                           admit_new=admission(study, spec, "link"))
             remember_entry(assignment, params)
         session.commit()
     except BaseException:
