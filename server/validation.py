@@ -2,10 +2,11 @@
 
 Two layers, so that no input reaches a 500 or the database unchecked:
 
-* :func:`loads_strict` parses every request body (the worker API calls it through
-  :func:`json_object_body`; the app's :class:`StrictJSONProvider` routes every other
-  ``request.get_json`` through it too). It refuses, as a :class:`JsonBodyError` (a
-  ``ValueError``, so Flask answers 400), nesting deeper than :data:`MAX_JSON_DEPTH` (checked
+* :func:`read_json_body` reads a worker API body once per request (size-capped before reading,
+  ``Content-Length`` required and reached), and :func:`loads_strict` parses it and every other
+  request body (the app's :class:`StrictJSONProvider` routes every ``request.get_json`` through
+  it). It refuses, as a :class:`JsonBodyError` (a ``ValueError``, so Flask answers 400), a key
+  given twice in one object, nesting deeper than :data:`MAX_JSON_DEPTH` (checked
   by a linear scan *before* the recursive parser runs, so 50,000 ``[`` cost a scan, not a
   ``RecursionError``), the non-standard literals ``NaN``/``Infinity`` that Python's ``json``
   accepts, numbers that overflow to infinity (``1e999``) or exceed 64 bits, and strings with

@@ -16,7 +16,8 @@ MTurk entries must name a HIT of the study when the study has HITs (posted with
 
 Every request that would create a new assignment (a plain-link or MTurk entry, or the JSON
 twin ``POST /api/v1/studies/<slug>/assignments``) passes :class:`EntryLimiter`, a sliding
-window per client address (the views hold one per app: :mod:`server.views.entry_limit`);
+window per client address (the views hold one per app: :mod:`server.views.entry_limit`; entries
+by signed links are not limited per address, and a study may set ``[entry] entry_limit``);
 re-entering an existing assignment (a reload) is never limited. Behind a reverse proxy set
 ``[server] proxy_fix`` so that the client's address is the one counted (else every visitor shares
 the proxy's address and its limit).
@@ -136,8 +137,8 @@ class EntryLimiter:
 
     The counts live in this process: with several server processes (gunicorn workers, several
     instances) each keeps its own, so one address may create up to that many times the limit
-    in a window. That still turns "thousands of workers a minute" into a trickle; an exact
-    limit across processes would need a shared store and a write on every entry.
+    in a window, and a restart forgets them. With ``[server] redis_url`` the views use
+    :class:`server.limits.SharedEntryLimiter` instead, the same rule on counts in Redis.
 
     Parameters
     ----------
@@ -194,9 +195,9 @@ def rate_limited(retry_after: float) -> ApiError:
 ENTRY_LIMIT_SETTING = ("new participants per network address are limited (a lab session or a simulation behind "
                        "one address meets the limit): give participants signed links ([entry] signed_links = true "
                        "in the study file; they are never limited per address), or raise the study's [entry] "
-                       "entry_limit (0 = no limit), or [server] entry_limit / entry_window_seconds for every study")
+                       "entry_limit (0 = no limit), or [server] entry_limit / entry_window_seconds for every study.")
 ADMISSION_SETTING = ("new participants are let in at [server] admission_rate per second (admission_burst at "
-                     "once); raise it on a server with cores to spare")
+                     "once); raise it on a server with cores to spare.")
 
 
 # ---------------------------------------------------------------- admission of new workers under load
@@ -212,7 +213,8 @@ class AdmissionGate:
     deferred again, behind the others.
 
     Each server process keeps its own bucket: with N processes, up to N times the rate start in
-    all. A burst reaches the processes unevenly (each serves the connections it accepted, and a
+    all (with ``[server] redis_url``, :class:`server.limits.SharedAdmissionGate` keeps one bucket in
+    Redis for the whole deployment). A burst reaches the processes unevenly (each serves the connections it accepted, and a
     retry comes back over the same one), so some deferred workers wait longer than the burst over
     the total rate. (One bucket in a database row, shared by all processes, was tried: with hundreds
     of entries of a burst queueing on that one row, one of three burst runs took PostgreSQL to 5.8 ms

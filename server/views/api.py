@@ -94,7 +94,7 @@ def _limit_rate(name: str, claims: TokenClaims) -> None:
         rate, burst = REQUEST_RATES[name]
         raise ApiError(429, "too_many_requests", f"Too many requests for this assignment; try again in {seconds} s.",
                        headers={"Retry-After": str(seconds)}, retry_after_s=wait,
-                       setting=f"[server] {rate} and {burst} (per assignment)")
+                       setting=f"[server] {rate} and {burst} (per assignment).")
 
 
 def authorised_row(claims: TokenClaims, *, lock: bool = True) -> AssignmentRow:
