@@ -47,6 +47,12 @@ def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
     plain.trust_env = False  # loopback: no proxy from the environment
     plain = plain.get(f"http://127.0.0.1:{stack.http_port}/s/slow", allow_redirects=False, timeout=30)
     assert plain.status_code == 301 and plain.headers["Location"].startswith("https://")
+    # X-Forwarded-Proto reaches the app (proxy_fix): its login cookie is Secure through nginx, not directly.
+    for base, secure in ((stack.nginx_url, True), (stack.direct_url, False)):
+        browser = requests.Session()
+        browser.trust_env, browser.verify = False, str(stack.cert)
+        cookie = browser.get(f"{base}/admin/login", timeout=30).headers["Set-Cookie"]
+        assert ("; Secure" in cookie) == secure, (base, cookie)
     # The worker API's size limit at the door, in the API's own JSON shape.
     big = worker.http.post(worker.url("motion-responses"), data=b"{" + b" " * (300 << 10) + b"}",
                            headers={"Content-Type": "application/json"}, timeout=30)

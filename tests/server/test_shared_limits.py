@@ -107,6 +107,28 @@ def test_two_instances_share_one_request_rate_per_assignment(database_url, tmp_p
     assert second.test_client().get(path, headers=headers).status_code == 200
 
 
+def test_state_and_environment_are_limited_per_assignment_in_process(app, study, clock):
+    from .conftest import WorkerClient
+
+    first, second = WorkerClient(app.test_client(), study), WorkerClient(app.test_client(), study)
+    environment = {"window": {"width": 1366, "height": 768, "dpr": 1}, "user_agent": "test"}
+    post = lambda worker: worker.client.post(f"/api/v1/assignments/{worker.assignment_id}/environment",  # noqa: E731
+                                             headers=worker.headers, json=environment)
+    codes = [post(first).status_code for _ in range(11)]
+    assert codes == [204] * 10 + [429]  # environment_posts_burst = 10 (the shipped default)
+    refused = post(first)
+    assert refused.json["error"] == "too_many_requests" and int(refused.headers["Retry-After"]) == 10
+    assert "environment_posts_per_minute" in refused.json["setting"]
+    assert post(second).status_code == 204  # another assignment: its own allowance
+    clock.advance(seconds=10)  # 6 a minute: one more every 10 s
+    assert post(first).status_code == 204
+    state = lambda worker: worker.client.get(f"/api/v1/assignments/{worker.assignment_id}/state",  # noqa: E731
+                                             headers=worker.headers).status_code
+    assert [state(first) for _ in range(21)] == [200] * 20 + [429]  # state_requests_burst = 20
+    clock.advance(seconds=1)  # 60 a minute: one more every second
+    assert state(first) == 200
+
+
 # ---------------------------------------------------------------- the scripts decide as the classes do
 
 def test_the_entry_script_decides_as_the_entry_limiter(redis_prefix):
