@@ -14,6 +14,7 @@ from sqlalchemy import select
 from ..allocation import renew_on_poll
 from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
+from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
@@ -74,12 +75,8 @@ REQUEST_RATES = {"state": ("state_requests_per_minute", "state_requests_burst"),
                  "environment": ("environment_posts_per_minute", "environment_posts_burst")}
 
 
-def _limit_rate(name: str, claims: TokenClaims) -> None:
-    """Count one request of ``name`` for the token's assignment, or a 429 ``too_many_requests`` with
-    ``Retry-After`` (the browser retries such answers with backoff). Counted after the token's signature
-    was checked (nobody spends another's allowance) and before any database work."""
-    from ..limits import RequestRate, SharedRequestRate
-
+def _rate_limiter(name: str) -> RequestRate | SharedRequestRate:
+    """The app's limiter of ``name`` requests per assignment (in Redis with ``[server] redis_url``)."""
     def make(server: dict) -> RequestRate | SharedRequestRate:
         rate, burst = REQUEST_RATES[name]
         clock = server.get("clock")
@@ -87,8 +84,14 @@ def _limit_rate(name: str, claims: TokenClaims) -> None:
                             (lambda: clock().timestamp()) if clock else None)
         store = shared_store()
         return local if store is None else SharedRequestRate(store, local, name)
+    return per_app(f"perceptlab.rate.{name}", make)
 
-    wait = per_app(f"perceptlab.rate.{name}", make).admit(str(claims.assignment_id))
+
+def _limit_rate(name: str, claims: TokenClaims) -> None:
+    """Count one request of ``name`` for the token's assignment, or a 429 ``too_many_requests`` with
+    ``Retry-After`` (the browser retries such answers with backoff). Counted after the token's signature
+    was checked (nobody spends another's allowance) and before any database work."""
+    wait = _rate_limiter(name).admit(str(claims.assignment_id))
     if wait > 0:
         seconds = max(1, int(wait + 0.999))
         rate, burst = REQUEST_RATES[name]
