@@ -133,6 +133,10 @@ def make_test_app(database_url: str, instance_path: Path, **overrides):
     overrides.setdefault("entry_limit", 0)
     # ... and the admission rate (tests of the waiting room set ``admission_rate``: test_admission.py).
     overrides.setdefault("admission_rate", 0)
+    # ... and the per-assignment request rates: the injected clock stands still while a browser test walks
+    # through a whole session, so no rate ever refills (test_shared_limits.py sets them).
+    overrides.setdefault("state_requests_per_minute", 0)
+    overrides.setdefault("environment_posts_per_minute", 0)
     # Running scale estimates are computed in the asking thread: tests replace parts of the computation
     # in this process (test_live_scales.py runs the child process on purpose).
     overrides.setdefault("live_scales_process", False)

@@ -460,9 +460,6 @@ def test_invalid_entry_bodies(app, study, client):
 
 
 def test_invalid_action_and_environment_bodies(app, study, client):
-    # Dozens of bodies from one assignment at one instant: over the per-assignment rate of environment
-    # posts (test_shared_limits.py tests it), which this test lifts before the app first uses it.
-    app.config["SERVER"]["environment_posts_burst"] = 1000
     worker = WorkerClient(client, study)
     base = f"/api/v1/assignments/{worker.assignment_id}"
     cases = [(label, kwargs, None) for label, kwargs in MALFORMED]

@@ -107,9 +107,16 @@ def test_two_instances_share_one_request_rate_per_assignment(database_url, tmp_p
     assert second.test_client().get(path, headers=headers).status_code == 200
 
 
-def test_state_and_environment_are_limited_per_assignment_in_process(app, study, clock):
+def test_state_and_environment_are_limited_per_assignment_in_process(database_url, tmp_path, demo_stimuli, clock):
+    from server.config import load_config
+
     from .conftest import WorkerClient
 
+    shipped = load_config({})["server"]  # the shipped rates, which make_test_app turns off for other tests
+    app = make_test_app(database_url, tmp_path / "instance", clock=clock, **{
+        key: shipped[key] for key in ("state_requests_per_minute", "state_requests_burst",
+                                      "environment_posts_per_minute", "environment_posts_burst")})
+    study = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
     first, second = WorkerClient(app.test_client(), study), WorkerClient(app.test_client(), study)
     environment = {"window": {"width": 1366, "height": 768, "dpr": 1}, "user_agent": "test"}
     post = lambda worker: worker.client.post(f"/api/v1/assignments/{worker.assignment_id}/environment",  # noqa: E731
@@ -127,6 +134,7 @@ def test_state_and_environment_are_limited_per_assignment_in_process(app, study,
     assert [state(first) for _ in range(21)] == [200] * 20 + [429]  # state_requests_burst = 20
     clock.advance(seconds=1)  # 60 a minute: one more every second
     assert state(first) == 200
+    app.extensions["perceptlab.engine"].dispose()
 
 
 # ---------------------------------------------------------------- the scripts decide as the classes do
