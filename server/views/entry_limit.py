@@ -69,30 +69,39 @@ def app_gate() -> AdmissionGate | SharedAdmissionGate:
     return per_app("perceptlab.admission_gate", make)
 
 
-def admission(study: Study, spec, platform: str) -> Callable[[], None]:
+def admission(study: Study, spec, platform: str, *, signed: bool = False) -> Callable[[], None]:
     """The ``admit_new`` of an entry into ``study`` on ``platform`` (called by
     :meth:`~server.paradigms.core.Paradigm.enter` once the entry's link or HIT was checked):
-    :func:`admit_from_request` with the study's per-address rule. A signed link cannot be invented
-    (:func:`~server.paradigms.entry.check_link_entry` verified it before), so its entries are not
-    limited per address: a lab session of 40 behind one address, or a simulation, all get in. A study
-    with its own ``[entry] entry_limit`` counts its entries per study and address against it."""
+    :func:`admit_from_request` with the study's per-address rule.
+
+    An entry whose signature the server checks cannot be invented, so it is not limited per address:
+    a lab session of 40 behind one address all get in. That is every plain link of a study with
+    ``signed_links`` (:func:`~server.paradigms.entry.check_link_entry` verifies it before), and any
+    entry the caller says is ``signed`` (one whose signature it checked itself). A study with its own
+    ``[entry] entry_limit`` counts its entries per study and address against it (0: no limit)."""
     own = int(spec.entry_limit)
-    if own == 0 or platform == "link" and spec.signed_links:
+    if own == 0 or signed or platform == "link" and spec.signed_links:
         return lambda: admit_from_request(None)
     if own > 0:
         return lambda: admit_from_request(study_limiter(own), key=f"study{study.id}:")
-    return lambda: admit_from_request(app_limiter())
+    return admit_from_request
 
 
-def admit_from_request(limiter: EntryLimiter | SharedEntryLimiter | None, key: str = "") -> None:
+_APP_LIMITER: Any = object()  # admit_from_request's default: the app's limiter ([server] entry_limit)
+
+
+def admit_from_request(limiter: EntryLimiter | SharedEntryLimiter | None = _APP_LIMITER, key: str = "") -> None:
     """Count a new assignment, or raise the 429: ``rate_limited`` when this request's client address
-    (counted under ``key`` + address) is over ``limiter``'s limit (None: not limited per address),
-    ``busy`` while new workers arrive faster than the admission rate.
+    (counted under ``key`` + address) is over ``limiter``'s limit (default the app's, from ``[server]
+    entry_limit``; None: not limited per address), ``busy`` while new workers arrive faster than the
+    admission rate.
 
     The address is asked first, without counting: an address over its limit must not take the
     admission tokens others wait for (a script retrying in a loop would starve every newcomer),
     and a deferred worker's entry must not count against its address (it comes back for the same
     assignment)."""
+    if limiter is _APP_LIMITER:
+        limiter = app_limiter()
     address = key + (request.remote_addr or "unknown")
     if limiter is not None:
         wait = limiter.admit(address, count=False)

@@ -111,3 +111,27 @@ def test_simulate_names_the_setting_of_the_limit_it_met(database_url, tmp_path, 
     assert report.errors["rate_limited"] == 2
     line = next(line for line in report.summary_lines() if line.startswith("limit met"))
     assert "rate_limited, 2 answers" in line and "[entry] entry_limit" in line and "signed_links" in line
+
+
+def test_an_entry_whose_signature_the_caller_checked_is_not_limited_per_address(database_url, tmp_path, clock,
+                                                                                demo_stimuli):
+    """``admission(..., signed=True)``: for entries signed otherwise than by a study's links (a pilot's)."""
+    import pytest
+
+    from server.errors import ApiError
+    from server.paradigms.core import spec_for
+    from server.views.entry_limit import admission
+
+    app = _app(database_url, tmp_path, clock)
+    slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+    with app.extensions["perceptlab.sessions"]() as session:
+        study = session.scalar(select(Study).where(Study.slug == slug))
+        spec = spec_for(session, study.id)
+    with app.test_request_context(environ_base={"REMOTE_ADDR": LAB}):
+        for _ in range(5):
+            admission(study, spec, "mturk", signed=True)()
+        for _ in range(2):
+            admission(study, spec, "mturk")()
+        with pytest.raises(ApiError) as refused:
+            admission(study, spec, "mturk")()
+        assert refused.value.code == "rate_limited"
