@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench install clean chromium
+.PHONY: demo test bench install clean chromium nginx
 
 # PYTHONWARNINGS hides setuptools' informational "Editable installation" notice, the only thing
 # a quiet install printed besides pip's own index messages.
@@ -28,7 +28,7 @@ demo: $(STAMP)
 # PostgreSQL databases and SeaweedFS). The extra worker keeps the cores busy while the others wait on
 # chromium, gunicorn or a database. TEST_JOBS=0 runs in one process.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
-test: $(STAMP) chromium
+test: $(STAMP) chromium nginx
 	$(PY) -m pytest -q -n $(TEST_JOBS) --maxprocesses=4
 
 # Browser tests drive Debian's chromium through Playwright (never `playwright install`).
@@ -37,7 +37,13 @@ chromium:
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-bench: $(STAMP) chromium
+# The production recipe's test (tests/server/test_nginx_deploy.py) runs Debian's nginx in front of gunicorn.
+nginx:
+	@test -x /usr/sbin/nginx || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nginx >/dev/null; }
+
+bench: $(STAMP) chromium nginx
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/screening.py
 	$(PY) benchmarks/analysis_load.py
@@ -45,6 +51,7 @@ bench: $(STAMP) chromium
 	$(PY) benchmarks/server_load.py
 	$(PY) benchmarks/scale_out.py
 	$(PY) benchmarks/frame_timing.py
+	$(PY) benchmarks/slow_clients.py
 
 clean:
 	rm -rf $(VENV) demo_output

@@ -49,6 +49,11 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     app.extensions["perceptlab.sessions"] = make_session_factory(
         engine, info={"clock": server["clock"]} if server.get("clock") else None)
     app.extensions["perceptlab.clock"] = server.get("clock") or utcnow
+    # Rate limits shared by every process through Redis ([server] redis_url), else None: each process counts.
+    from .limits import store_from_config
+
+    app.extensions["perceptlab.shared_limits"] = store_from_config(
+        server, (lambda: server["clock"]().timestamp()) if server.get("clock") else None)
 
     from .storage import make_storage
     from .views import admin, admin_codes, admin_mturk, api, stimuli, worker
@@ -143,7 +148,8 @@ def _api_error(exc: ApiError):
     if exc.code == BUSY:  # a new worker over the admission rate: a page that tries again by itself
         return (render_template("waiting.html", title="Please wait a moment", retry_s=exc.retry_after_s or 1.0),
                 exc.status, exc.headers)
-    return render_template("error.html", title="Cannot continue", message=exc.message), exc.status, exc.headers
+    return (render_template("error.html", title="Cannot continue", message=exc.message, setting=exc.setting),
+            exc.status, exc.headers)
 
 
 def _http_error(exc: HTTPException):

@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session, object_session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .db import db_session
+from .limits import SharedLoginThrottle
 from .login_throttle import LoginThrottle
 from .models import LoginSession, User, as_utc, utcnow
 
@@ -151,13 +152,17 @@ def verify_password(user: User | None, password: str) -> bool:
 
 # ---------------------------------------------------------------- throttling and device cookies
 
-def throttle() -> LoginThrottle:
-    """The app's login throttle (one per app, so tests with fresh apps start clean). It runs on the
-    app's injected clock (``create_app(clock=...)``, aware datetimes; tests) when there is one."""
+def throttle() -> LoginThrottle | SharedLoginThrottle:
+    """The app's login throttle (one per app, so tests with fresh apps start clean): in this process, or
+    with ``[server] redis_url`` on counts in Redis shared by every process (:mod:`server.limits`). It
+    runs on the app's injected clock (``create_app(clock=...)``, aware datetimes; tests) when there is one."""
     found = current_app.extensions.get("perceptlab.login_throttle")
     if found is None:
         clock = current_app.config["SERVER"].get("clock")
         found = LoginThrottle(clock=(lambda: clock().timestamp()) if clock else time.monotonic)
+        store = current_app.extensions.get("perceptlab.shared_limits")
+        if store is not None:
+            found = SharedLoginThrottle(store, found)
         found = current_app.extensions.setdefault("perceptlab.login_throttle", found)
     return found
 

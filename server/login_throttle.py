@@ -31,11 +31,10 @@ count for that attempt.
 The counters live in process memory (one :class:`LoginThrottle` per app, thread-safe).
 With several server processes (gunicorn workers) or instances, each keeps its own counters:
 an attacker whose requests are spread over N processes gets up to N times the attempts
-before each delay, and a restart forgets everything. With delays that double up to 15
-minutes, that still leaves only tens of guesses per account per hour, far too few for a
-password of 8 or more characters; a deployment that needs exact counts across processes
-should put a shared store (the database, Redis) behind this class. The number of tracked
-keys is bounded (:data:`MAX_KEYS`); beyond it the longest-quiet keys are dropped first.
+before each delay, and a restart forgets everything. With ``[server] redis_url`` the same
+rules run on counters in Redis shared by every process and kept across restarts
+(:class:`server.limits.SharedLoginThrottle`). The number of tracked keys in process is
+bounded (:data:`MAX_KEYS`); beyond it the longest-quiet keys are dropped first.
 
 The clock is injectable (``LoginThrottle(clock=...)``, seconds as floats, monotonic) so tests
 step through delays without sleeping.

@@ -163,7 +163,9 @@ class SimulationReport:
     vote, image). ``outcomes`` counts workers by their last stage
     (completed / stopped / disqualified / full, or ``error`` when a worker gave up). The server's entry
     rate limit (``[server] entry_limit`` per client address) answers 429 to a fast simulation from one
-    machine: run the server under test with ``PERCEPTLAB_SERVER_ENTRY_LIMIT=0``.
+    machine: ``limits`` keeps, per limit met, the setting the server named as lifting it (its answers'
+    ``setting``), and :meth:`summary_lines` prints it (e.g. the study's ``[entry] entry_limit``, or
+    ``PERCEPTLAB_SERVER_ENTRY_LIMIT=0`` for the server under test).
     """
 
     base_url: str
@@ -184,6 +186,7 @@ class SimulationReport:
     deferred: int = 0  # 429 "busy" answers to entries: new workers told to come back (the admission rate)
     entry_waits_s: list[float] = field(default_factory=list)  # first entry request to admission, per worker
     errors: Counter = field(default_factory=Counter)
+    limits: dict[str, str] = field(default_factory=dict)  # error code of a limit met -> the setting lifting it
     latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     outcomes: Counter = field(default_factory=Counter)
     elapsed_s: float = 0.0
@@ -287,6 +290,8 @@ class SimulationReport:
             f"vote latency: p50 {self.p50():.1f} ms, p99 {self.p99():.1f} ms "
             f"({len(self.latencies_ms.get('vote', []))} answers)",
             f"errors: {errors} (retries {self.retries})",
+            *(f"limit met ({code}, {self.errors.get(code, 0) or self.deferred} answers): {setting}"
+              for code, setting in sorted(self.limits.items())),
             f"entries deferred (server busy, 429 + Retry-After): {self.deferred}; wait for admission "
             f"p50 {waits['p50']:.1f} s, max {waits['max']:.1f} s",
             f"agreement with the reference: honest {pct(honest)}, random {pct(random_)}",
@@ -435,10 +440,13 @@ class _Session:
             if status is not None:
                 parsed = _json_or_none(payload)
                 retry_after = _retry_after_s(retry_header, parsed)
+                if isinstance(parsed, dict) and isinstance(parsed.get("setting"), str):
+                    self.report.limits[_error_code(parsed) or f"http_{status}"] = parsed["setting"]
                 if is_deferral(status, parsed):
                     self.report.deferred += 1
                 else:
-                    self.report.errors["rate_limited" if status == 429 else f"http_{status}"] += 1
+                    code = _error_code(parsed) if status == 429 else None
+                    self.report.errors[code or ("rate_limited" if status == 429 else f"http_{status}")] += 1
             if not retry or attempt >= self.max_attempts or time.monotonic() - started > self.max_retry_s:
                 raise _GiveUp(f"{method} {path}: gave up after {attempt} attempts")
             self.report.retries += 1

@@ -2,10 +2,11 @@
 
 Two layers, so that no input reaches a 500 or the database unchecked:
 
-* :func:`loads_strict` parses every request body (the worker API calls it through
-  :func:`json_object_body`; the app's :class:`StrictJSONProvider` routes every other
-  ``request.get_json`` through it too). It refuses, as a :class:`JsonBodyError` (a
-  ``ValueError``, so Flask answers 400), nesting deeper than :data:`MAX_JSON_DEPTH` (checked
+* :func:`read_json_body` reads a worker API body once per request (size-capped before reading,
+  ``Content-Length`` required and reached), and :func:`loads_strict` parses it and every other
+  request body (the app's :class:`StrictJSONProvider` routes every ``request.get_json`` through
+  it). It refuses, as a :class:`JsonBodyError` (a ``ValueError``, so Flask answers 400), a key
+  given twice in one object, nesting deeper than :data:`MAX_JSON_DEPTH` (checked
   by a linear scan *before* the recursive parser runs, so 50,000 ``[`` cost a scan, not a
   ``RecursionError``), the non-standard literals ``NaN``/``Infinity`` that Python's ``json``
   accepts, numbers that overflow to infinity (``1e999``) or exceed 64 bits, and strings with
@@ -19,6 +20,7 @@ The provider also serialises with ``allow_nan=False``: a response can never carr
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -28,7 +30,7 @@ import numpy as np
 from flask import request
 from flask.json.provider import DefaultJSONProvider
 
-from .errors import invalid
+from .errors import ApiError, invalid
 
 MAX_JSON_DEPTH = 32          # the deepest legitimate body (a motion response's frame log) has 4 levels
 MAX_JSON_INTEGER = 2**63 - 1  # nothing the API stores is larger; beyond it int -> float comparisons overflow
@@ -64,6 +66,22 @@ class JsonBodyError(ValueError):
     """A request body that is not acceptable JSON; ``str()`` says why, for the 400's message."""
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members as a dict; a key given twice is refused (Python's json keeps the last,
+    another parser the first: a body must mean one thing to every reader)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return value
+
+
 # ---------------------------------------------------------------- parsing
 
 def json_depth(text: str) -> int:
@@ -94,7 +112,8 @@ def loads_strict(data: bytes | bytearray | str) -> Any:
     ------
     JsonBodyError
         Not text, not JSON, nested deeper than :data:`MAX_JSON_DEPTH`, a ``NaN``/``Infinity``
-        literal or an out-of-range number, or a string with NUL or an unpaired surrogate.
+        literal or an out-of-range number, a key given twice in one object, or a string with NUL
+        or an unpaired surrogate.
     """
     if isinstance(data, (bytes, bytearray)):
         try:
@@ -113,6 +132,8 @@ def loads_strict(data: bytes | bytearray | str) -> Any:
         where = f"{field}: " if field else ""
         raise JsonBodyError(f"{where}{exc.literal[:30]} is refused: numbers must be finite (no NaN or Infinity) "
                             "and integers within 64 bits") from None
+    except _DuplicateKey as exc:
+        raise JsonBodyError(f"the key {exc.key[:40]!r} is given twice in one object") from None
     except RecursionError:  # unreachable after the depth check; kept so no body can ever give a 500
         raise JsonBodyError(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
@@ -149,7 +170,8 @@ def _bounded_int(literal: str) -> int:
 
 
 # One decoder for every body (json.loads with hooks would build a decoder and its scanner per call).
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
+                            object_pairs_hook=_object_without_duplicates)
 
 
 def _field_holding(text: str, literal: str) -> str | None:
@@ -174,14 +196,70 @@ def _has_unstorable_string(value: Any) -> bool:
     return False
 
 
-def json_object_body() -> dict:
-    """The request's JSON object body, parsed strictly; a 400 ``invalid_request`` otherwise."""
-    if not request.is_json:
+WORKER_BODY_BYTES = 64 * 1024
+"""The largest body the worker API takes (a vote is about 300 bytes, a refresh calibration of 2,000
+intervals about 16 kB); the motion responses' frame logs have their own bound (server/views/api.py)."""
+_BODY = "perceptlab.json_body"  # the environ's parsed body (or the error refusing it): parsed once per request
+
+
+def read_json_body(environ: dict, max_bytes: int) -> Any:
+    """The request's JSON body, read and parsed once per request (the fast lane and Flask's view share
+    it through the environ), or the 4xx that refuses it, the same for every path that asks.
+
+    The body must be JSON by its type, announce its size in ``Content-Length`` (a chunked body is
+    refused: its size is known only once it has been read), be at most ``max_bytes`` long (refused
+    before a byte is read), arrive whole (a client that hangs up early has sent a body it did not
+    mean), and parse under :func:`loads_strict`. The raw bytes are put back as ``wsgi.input``.
+
+    Raises
+    ------
+    ApiError
+        400 ``invalid_request`` (not JSON, or refused by :func:`loads_strict`), 400 ``incomplete_body``,
+        411 ``length_required``, 413 ``too_large``.
+    """
+    if _BODY not in environ:
+        try:
+            environ[_BODY] = (_read_json(environ, max_bytes), None)
+        except ApiError as exc:
+            environ[_BODY] = (None, exc)
+    value, error = environ[_BODY]
+    if error is not None:
+        raise error
+    return value
+
+
+def _read_json(environ: dict, max_bytes: int) -> Any:
+    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+    if not (mimetype == "application/json" or mimetype.startswith("application/") and mimetype.endswith("+json")):
         raise invalid("the body must be JSON (Content-Type: application/json)")
+    length = environ.get("CONTENT_LENGTH", "").strip()
+    if environ.get("HTTP_TRANSFER_ENCODING") or not length.isdigit():
+        raise ApiError(411, "length_required", "the body must be sent whole with a Content-Length header "
+                                               "(chunked bodies are refused)")
+    size = int(length)
+    if size > max_bytes:
+        raise ApiError(413, "too_large", f"the body has {size} bytes; this endpoint takes at most {max_bytes}")
+    stream, chunks, received = environ["wsgi.input"], [], 0
+    while received < size:
+        chunk = stream.read(size - received)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        received += len(chunk)
+    raw = b"".join(chunks)
+    environ["wsgi.input"] = io.BytesIO(raw)
+    if received < size:
+        raise ApiError(400, "incomplete_body", f"the body ended after {received} of the {size} bytes its "
+                                               "Content-Length announced")
     try:
-        body = loads_strict(request.get_data(cache=True))
+        return loads_strict(raw)
     except JsonBodyError as exc:
         raise invalid(str(exc)) from None
+
+
+def json_object_body(max_bytes: int = WORKER_BODY_BYTES) -> dict:
+    """The request's JSON object body (:func:`read_json_body`); a 400 ``invalid_request`` for another value."""
+    body = read_json_body(request.environ, max_bytes)
     if not isinstance(body, dict):
         raise invalid("the body must be a JSON object")
     return body

@@ -9,7 +9,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-TOP_LEVEL = ("analysis", "benchmarks", "experiment_ui", "server", "stimuli", "tests", ".ci")
+TOP_LEVEL = ("analysis", "benchmarks", "deploy", "experiment_ui", "server", "stimuli", "tests", ".ci")
 _CODE = re.compile(r"`([^`\n]+)`")
 _FILE = re.compile(r"[\w.-]+\.(?:py|md|toml|yaml|yml|html|js|css|json|txt|cfg|ini)")
 

@@ -23,7 +23,8 @@ Prolific study's IDs Prolific's (:data:`~server.paradigms.recruiters.PROLIFIC_ID
 
 Every request that would create a new assignment (a plain-link or MTurk entry, or the JSON
 twin ``POST /api/v1/studies/<slug>/assignments``) passes :class:`EntryLimiter`, a sliding
-window per client address (the views hold one per app: :mod:`server.views.entry_limit`);
+window per client address (the views hold one per app: :mod:`server.views.entry_limit`; entries
+by signed links are not limited per address, and a study may set ``[entry] entry_limit``);
 re-entering an existing assignment (a reload) is never limited. Behind a reverse proxy set
 ``[server] proxy_fix`` so that the client's address is the one counted (else every visitor shares
 the proxy's address and its limit).
@@ -240,8 +241,8 @@ class EntryLimiter:
 
     The counts live in this process: with several server processes (gunicorn workers, several
     instances) each keeps its own, so one address may create up to that many times the limit
-    in a window. That still turns "thousands of workers a minute" into a trickle; an exact
-    limit across processes would need a shared store and a write on every entry.
+    in a window, and a restart forgets them. With ``[server] redis_url`` the views use
+    :class:`server.limits.SharedEntryLimiter` instead, the same rule on counts in Redis.
 
     Parameters
     ----------
@@ -291,7 +292,16 @@ def rate_limited(retry_after: float) -> ApiError:
     minutes = max(1, round(seconds / 60))
     return ApiError(429, "rate_limited",
                     f"Too many new sessions were started from your network in a short time. Please try again "
-                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)})
+                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)},
+                    setting=ENTRY_LIMIT_SETTING)
+
+
+ENTRY_LIMIT_SETTING = ("new participants per network address are limited (a lab session or a simulation behind "
+                       "one address meets the limit): give participants signed links ([entry] signed_links = true "
+                       "in the study file; they are never limited per address), or raise the study's [entry] "
+                       "entry_limit (0 = no limit), or [server] entry_limit / entry_window_seconds for every study.")
+ADMISSION_SETTING = ("new participants are let in at [server] admission_rate per second (admission_burst at "
+                     "once); raise it on a server with cores to spare.")
 
 
 # ---------------------------------------------------------------- admission of new workers under load
@@ -307,7 +317,8 @@ class AdmissionGate:
     deferred again, behind the others.
 
     Each server process keeps its own bucket: with N processes, up to N times the rate start in
-    all. A burst reaches the processes unevenly (each serves the connections it accepted, and a
+    all (with ``[server] redis_url``, :class:`server.limits.SharedAdmissionGate` keeps one bucket in
+    Redis for the whole deployment). A burst reaches the processes unevenly (each serves the connections it accepted, and a
     retry comes back over the same one), so some deferred workers wait longer than the burst over
     the total rate. (One bucket in a database row, shared by all processes, was tried: with hundreds
     of entries of a burst queueing on that one row, one of three burst runs took PostgreSQL to 5.8 ms
@@ -353,4 +364,4 @@ def server_busy(retry_after: float) -> ApiError:
     return ApiError(429, BUSY, f"Many people are starting this study right now, and new participants are "
                                  f"let in a few at a time. Please try again in {seconds} "
                                  f"second{'s' if seconds != 1 else ''}.", headers={"Retry-After": str(seconds)},
-                    retry_after_s=retry_after)
+                    retry_after_s=retry_after, setting=ADMISSION_SETTING)

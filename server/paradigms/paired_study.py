@@ -171,6 +171,7 @@ class StudySpec(StoredSpec):
     signed_links: bool = False
     access_key: str = ""
     external_hits: bool = False    # admit MTurk entries while the study has no HIT posted by perceptlab
+    entry_limit: int = -1           # per address and window; -1 = [server] entry_limit, 0 = none
     recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
     completion_code: str = ""       # "" = one random code per participant
     redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}

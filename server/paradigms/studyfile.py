@@ -34,7 +34,7 @@ MTURK_DEFAULTS: dict[str, Any] = {
 # The optional [entry] table (server/paradigms/entry.py, server/paradigms/recruiters.py), read for every
 # kind of study.
 ENTRY_SECTION: dict[str, type] = {"allow_anonymous": bool, "signed_links": bool, "access_key": str,
-                                  "external_hits": bool, "recruiter": str, "completion_code": str,
+                                  "external_hits": bool, "entry_limit": int, "recruiter": str, "completion_code": str,
                                   "redirect_url": str}
 # The [entry] section of both paradigms' study templates (``perceptlab study template``): one text for
 # the keys of ENTRY_SECTION.
@@ -52,6 +52,9 @@ external_hits = false     # MTurk entries (?assignmentId=...&hitId=...&workerId=
                           # with perceptlab mturk launch, so a study without one refuses them; true: admit
                           # them while the study has none (HITs you post yourself with the URL that
                           # perceptlab study create prints)
+entry_limit = -1          # new participants one network address may start in this study per [server]
+                          # entry_window_seconds (a lab session behind one address: its size); 0 = no limit,
+                          # -1 = the server's [server] entry_limit. Signed links are never limited per address.
 recruiter = "link"        # "link": the end page shows a completion code; "prolific": Prolific's link
                           # (?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=...) and its completion redirect;
                           # "redirect": the end page sends the worker to redirect_url. MTurk HITs work with any.
@@ -170,6 +173,8 @@ def validate_entry(spec, fail: Callable[[str], None]) -> None:
         fail("entry.allow_anonymous contradicts entry.signed_links (a signed link names its participant)")
     if spec.access_key and not re.fullmatch(r"[A-Za-z0-9_-]{8,200}", spec.access_key):
         fail("entry.access_key must be 8-200 letters, digits, '_' or '-' (it goes into links)")
+    if spec.entry_limit < -1:
+        fail("entry.entry_limit must be -1 (the server's [server] entry_limit), 0 (no limit) or more")
     if spec.reservation_minutes < 1:
         fail("reservation_minutes must be at least 1")
     validate_recruiter(spec, fail)

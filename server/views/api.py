@@ -14,14 +14,15 @@ from sqlalchemy import select
 from ..allocation import renew_on_poll
 from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
+from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
-                              record_environment, record_in_one_statement, study_paradigm)
+                              record_environment, record_in_one_statement, spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
-from ..validation import json_object_body, text
-from .entry_limit import admit_from_request
+from ..validation import WORKER_BODY_BYTES, json_object_body, text
+from .entry_limit import admission, per_app, shared_store
 from .stimuli import stimulus_urls_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -31,9 +32,21 @@ was tried in one statement, which stored nothing: the view's regular path decide
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
-def _json_body() -> dict:
-    """The request's JSON object, parsed strictly (depth limit, no NaN/Infinity, no NUL): else a 400."""
-    return json_object_body()
+# A motion response carries its raw frame log: up to 20,000 rAF timestamps of about 11 bytes each
+# (server/paradigms/motion.py MAX_TIMESTAMPS), which the worker-wide 64 kB would cut short.
+_BODY_BYTES = {"motion-responses": 256 * 1024}
+
+
+def body_limit(kind: str) -> int:
+    """The largest body the worker API takes for a response of ``kind`` (a route's last part)."""
+    return _BODY_BYTES.get(kind, WORKER_BODY_BYTES)
+
+
+def _json_body(kind: str = "") -> dict:
+    """The request's JSON object, read once and parsed strictly (size, Content-Length, depth, no
+    NaN/Infinity, NUL or duplicate keys): else a 4xx (:func:`server.validation.read_json_body`).
+    Endpoints with a token check it first: a body is never read for a request that will be refused."""
+    return json_object_body(body_limit(kind))
 
 
 def _bearer_token(assignment_id: str) -> TokenClaims:
@@ -54,6 +67,38 @@ def bearer_claims(header: str, assignment_id: str, secret_key: str) -> TokenClai
     if not (assignment_id.isascii() and assignment_id.isdigit()) or int(assignment_id) != claims.assignment_id:
         raise ApiError(403, "bad_token", "the token belongs to another assignment")
     return claims
+
+
+# Per-assignment request rates, [server] <name>_per_minute and <name>_burst. The browser asks for the
+# State when a page loads, after an error and when it resynchronises, and posts its environment once
+# per page load: an honest worker stays far below these; a script polling in a loop does not.
+REQUEST_RATES = {"state": ("state_requests_per_minute", "state_requests_burst"),
+                 "environment": ("environment_posts_per_minute", "environment_posts_burst")}
+
+
+def _rate_limiter(name: str) -> RequestRate | SharedRequestRate:
+    """The app's limiter of ``name`` requests per assignment (in Redis with ``[server] redis_url``)."""
+    def make(server: dict) -> RequestRate | SharedRequestRate:
+        rate, burst = REQUEST_RATES[name]
+        clock = server.get("clock")
+        local = RequestRate(float(server.get(rate, 0)), float(server.get(burst, 1)),
+                            (lambda: clock().timestamp()) if clock else None)
+        store = shared_store()
+        return local if store is None else SharedRequestRate(store, local, name)
+    return per_app(f"perceptlab.rate.{name}", make)
+
+
+def _limit_rate(name: str, claims: TokenClaims) -> None:
+    """Count one request of ``name`` for the token's assignment, or a 429 ``too_many_requests`` with
+    ``Retry-After`` (the browser retries such answers with backoff). Counted after the token's signature
+    was checked (nobody spends another's allowance) and before any database work."""
+    wait = _rate_limiter(name).admit(str(claims.assignment_id))
+    if wait > 0:
+        seconds = max(1, int(wait + 0.999))
+        rate, burst = REQUEST_RATES[name]
+        raise ApiError(429, "too_many_requests", f"Too many requests for this assignment; try again in {seconds} s.",
+                       headers={"Retry-After": str(seconds)}, retry_after_s=wait,
+                       setting=f"[server] {rate} and {burst} (per assignment).")
 
 
 def authorised_row(claims: TokenClaims, *, lock: bool = True) -> AssignmentRow:
@@ -125,11 +170,12 @@ def create_assignment(slug: str):
     # A pilot or simulated participant only with the study's pilot signature (server/pilot.py).
     pilot = pilot_entry(current_app.config["SECRET_KEY"], slug, body.get("pilot"), body.get("simulated"))
     # The same entry rules as the HTML entry /s/<slug> (server/paradigms/entry.py), and the same rate limit.
+    platform = body.get("platform", "link")
     assignment, created = paradigm_for(study).enter(
-        db_session(), study, platform=body.get("platform", "link"), worker_id=body.get("worker_id"),
+        db_session(), study, platform=platform, worker_id=body.get("worker_id"),
         assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
-        signature=body.get("signature"), access_key=body.get("access_key"), admit_new=admit_from_request,
-        pilot=pilot)
+        signature=body.get("signature"), access_key=body.get("access_key"),
+        admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot)
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/"}), 201 if created else 200
@@ -139,7 +185,9 @@ def create_assignment(slug: str):
 @committed
 def get_state(assignment_id: str):
     """The state; asking for it is a sign of life that renews the open page's reservation."""
-    assignment = authorised_row(_bearer_token(assignment_id), lock=False)
+    claims = _bearer_token(assignment_id)
+    _limit_rate("state", claims)
+    assignment = authorised_row(claims, lock=False)
     session = db_session()
     _, spec = study_paradigm(session, assignment.study_id)
     renew_on_poll(session, assignment.id, spec)
@@ -149,8 +197,9 @@ def get_state(assignment_id: str):
 @bp.post("/assignments/<assignment_id>/actions")
 @committed
 def post_action(assignment_id: str):
+    claims = _bearer_token(assignment_id)
     body = _json_body()
-    assignment = authorised_row(_bearer_token(assignment_id))
+    assignment = authorised_row(claims)
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
@@ -162,8 +211,9 @@ def post_action(assignment_id: str):
 @bp.post("/assignments/<assignment_id>/environment")
 @committed
 def post_environment(assignment_id: str):
-    body = _json_body()
     claims = _bearer_token(assignment_id)
+    _limit_rate("environment", claims)
+    body = _json_body()
     record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
@@ -174,8 +224,8 @@ def _record(assignment_id: str, name: str):
     On PostgreSQL the common case may be one statement instead
     (:func:`~server.paradigms.core.record_in_one_statement`). A stored response that completes its page
     (``page_complete``) carries the assignment's new State."""
-    body = _json_body()
     claims = _bearer_token(assignment_id)
+    body = _json_body(name)
     answer = None
     if not request.environ.get(ONE_STATEMENT_DECLINED):  # the fast lane (views/fast_lane.py) tried it already
         clock = current_app.extensions["perceptlab.clock"]

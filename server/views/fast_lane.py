@@ -7,21 +7,23 @@ and app contexts, routing, the header and response objects, the hooks, the teard
 CPU as the statement's whole handling. This WSGI middleware answers that common case itself:
 
 * ``POST /api/v1/assignments/<id>/<kind>`` for a response kind a paradigm stores in one
-  statement, with a JSON body no larger than the app's ``MAX_CONTENT_LENGTH``;
-* the body parsed by the same strict parser, the token checked by the same function, the
+  statement;
+* the token checked first, by the same function (a request with a bad one goes to Flask unread);
+  the body read and parsed by the same function as the view's
+  (:func:`server.validation.read_json_body`), which keeps the parsed body, or the 4xx refusing it,
+  in the environ: Flask's view takes it from there instead of reading and parsing again; the
   response stored by the same statement; the answer's body, status and headers are those the
   Flask view gives (:func:`server.app.security_headers`);
 * a response that completes its page carries the new State, built inside a Flask request
   context as the view builds it.
 
 Everything else goes to Flask untouched, with the body put back: another path or method, a body
-or token the fast lane does not accept (Flask's view refuses it with its usual error), a study
+or token the fast lane does not accept (Flask's view refuses it with the same error), a study
 this process has not served yet, and every response the statement does not store (a replay, a
 wrong trial, a stop: the regular path decides, and is told not to try the statement again).
 """
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,8 +34,8 @@ from werkzeug.http import HTTP_STATUS_CODES
 from ..errors import ApiError
 from ..paradigms.core import record_in_one_statement
 from ..tokens import TokenClaims
-from ..validation import JsonBodyError, loads_strict
-from .api import ONE_STATEMENT_DECLINED, bearer_claims, committed, state_after_response
+from ..validation import read_json_body
+from .api import ONE_STATEMENT_DECLINED, bearer_claims, body_limit, committed, state_after_response
 
 # The response kinds of :func:`server.views.api._record`'s routes (a paradigm without a one-statement
 # handler for the kind sends it to Flask).
@@ -53,10 +55,12 @@ class FastLane:
         match = _PATH.fullmatch(environ.get("PATH_INFO", "")) if environ.get("REQUEST_METHOD") == "POST" else None
         if match is None:
             return self.wsgi_app(environ, start_response)
-        body = self._body(environ)
-        if body is None:
+        try:
+            claims = bearer_claims(environ.get("HTTP_AUTHORIZATION", ""), match[1], self.app.config["SECRET_KEY"])
+            body = read_json_body(environ, body_limit(match[2]))
+        except ApiError:  # Flask's view refuses the token before reading, or the body with the kept error
             return self.wsgi_app(environ, start_response)
-        answer = self._store(environ, match[1], match[2], body)
+        answer = self._store(environ, claims, match[2], body)
         if answer is None:
             return self.wsgi_app(environ, start_response)
         status, result = answer
@@ -66,32 +70,8 @@ class FastLane:
         start_response(f"{status} {HTTP_STATUS_CODES[status].upper()}", headers)  # as werkzeug writes it
         return [data]
 
-    def _body(self, environ: dict) -> Any | None:
-        """The request's JSON value when the fast lane can take it (the raw body is put back for
-        Flask either way); None to leave the request to Flask."""
-        content_type = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
-        length = environ.get("CONTENT_LENGTH", "")
-        if content_type != "application/json" or not length.isdigit():
-            return None  # not JSON, or chunked: Flask reads it (and refuses it) as it always did
-        size = int(length)
-        if not 0 < size <= (self.app.config.get("MAX_CONTENT_LENGTH") or size):
-            return None
-        raw = environ["wsgi.input"].read(size)
-        environ["wsgi.input"] = io.BytesIO(raw)
-        if len(raw) != size:
-            return None  # the client hung up early: Flask's view refuses the short body
-        try:
-            return loads_strict(raw)
-        except JsonBodyError:
-            return None
-
-    def _store(self, environ: dict, assignment_id: str, name: str, body: Any) -> tuple[int, dict] | None:
+    def _store(self, environ: dict, claims: TokenClaims, name: str, body: Any) -> tuple[int, dict] | None:
         if not isinstance(body, dict):
-            return None
-        try:
-            claims = bearer_claims(environ.get("HTTP_AUTHORIZATION", ""), assignment_id,
-                                   self.app.config["SECRET_KEY"])
-        except ApiError:
             return None
         engine = self.app.extensions["perceptlab.engine"]
         try:

@@ -20,7 +20,7 @@ from ..paradigms.stages import Stage
 from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
-from .entry_limit import admit_from_request
+from .entry_limit import admission
 from .stimuli import stimulus_urls
 
 bp = Blueprint("worker", __name__)
@@ -47,6 +47,7 @@ def entry(slug: str):
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
     pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
+    spec = spec_for(session, study.id)
     try:
         if "assignmentId" in args:
             # The same [entry] rules as plain links: access key, signature, a HIT of the study
@@ -54,10 +55,11 @@ def entry(slug: str):
             assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
                                            turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
-                                           access_key=args.get("key"), admit_new=admit_from_request, pilot=pilot)
+                                           access_key=args.get("key"), pilot=pilot,
+                                           admit_new=admission(study, spec, "mturk", signed=pilot is not None))
         elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
-            assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None,
-                                           admit_new=admit_from_request, pilot=pilot)
+            assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None, pilot=pilot,
+                                           admit_new=admission(study, spec, PILOT_PLATFORM, signed=True))
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
@@ -65,7 +67,7 @@ def entry(slug: str):
             params = recruiter.check_entry(args)
             assignment, _ = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
                                            signature=args.get("sig"), access_key=args.get("key"),
-                                           admit_new=admit_from_request)
+                                           admit_new=admission(study, spec, "link"))
             remember_entry(assignment, params)
         session.commit()
     except BaseException:

@@ -4,6 +4,7 @@ and a live HTTP server in a thread.
 PostgreSQL tests need the server at ``PERCEPTLAB_TEST_POSTGRES`` (default
 ``postgresql+psycopg://postgres@127.0.0.1:5432/test``). Without it they skip with the
 reason, except when ``PERCEPTLAB_REQUIRE_POSTGRES=1`` (set by ``.ci/run``): then they fail.
+Redis tests (shared limits) likewise: ``PERCEPTLAB_TEST_REDIS``, ``PERCEPTLAB_REQUIRE_REDIS``.
 """
 from __future__ import annotations
 
@@ -64,6 +65,33 @@ def postgres_url(postgres_template):
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+REDIS_URL = os.environ.get("PERCEPTLAB_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def redis_prefix():
+    """A Redis key prefix of this test alone (``[server] redis_prefix``) on the real Redis at
+    ``PERCEPTLAB_TEST_REDIS`` (default 127.0.0.1:6379); its keys are deleted afterwards. Without a
+    Redis the test skips with the reason, except when ``PERCEPTLAB_REQUIRE_REDIS=1`` (set by
+    ``.ci/run``): then it fails."""
+    import redis
+
+    connection = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        connection.ping()
+    except redis.RedisError as exc:
+        message = f"Redis not reachable at {REDIS_URL}: {exc}"
+        if os.environ.get("PERCEPTLAB_REQUIRE_REDIS") == "1":
+            pytest.fail(message + " (PERCEPTLAB_REQUIRE_REDIS=1)")
+        pytest.skip(message)
+    prefix = f"perceptlab-test:{uuid.uuid4().hex}:"
+    yield prefix
+    keys = list(connection.scan_iter(match=prefix + "*", count=1000))
+    if keys:
+        connection.delete(*keys)
+    connection.close()
+
+
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory) -> Path:
     """A migrated SQLite database file; each test copies it (migrating a new file takes 0.3-0.5 s of
@@ -105,6 +133,10 @@ def make_test_app(database_url: str, instance_path: Path, **overrides):
     overrides.setdefault("entry_limit", 0)
     # ... and the admission rate (tests of the waiting room set ``admission_rate``: test_admission.py).
     overrides.setdefault("admission_rate", 0)
+    # ... and the per-assignment request rates: the injected clock stands still while a browser test walks
+    # through a whole session, so no rate ever refills (test_shared_limits.py sets them).
+    overrides.setdefault("state_requests_per_minute", 0)
+    overrides.setdefault("environment_posts_per_minute", 0)
     # Running scale estimates are computed in the asking thread: tests replace parts of the computation
     # in this process (test_live_scales.py runs the child process on purpose).
     overrides.setdefault("live_scales_process", False)

@@ -68,6 +68,14 @@ BAD_REQUESTS = {
     "shorter than its Content-Length": lambda body, token: dict(
         data=json.dumps(body), content_type="application/json", headers={"Authorization": f"Bearer {token}"},
         environ_overrides={"CONTENT_LENGTH": str(len(json.dumps(body)) + 40)}),
+    "chunked": lambda body, token: dict(
+        data=json.dumps(body), content_type="application/json", headers={"Authorization": f"Bearer {token}"},
+        environ_overrides={"CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True}),
+    "a duplicate key": lambda body, token: dict(
+        data=json.dumps(body)[:-1] + ', "choice": "right"}', content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"}),
+    "over the worker API's 64 kB": lambda body, token: dict(json={**body, "pad": "x" * (64 << 10)},
+                                                            headers={"Authorization": f"Bearer {token}"}),
     "no token": lambda body, token: dict(json=body),
     "a forged token": lambda body, token: dict(json=body, headers={"Authorization": f"Bearer {token[:-4]}AAAA"}),
     "a bad field": lambda body, token: dict(json={**body, "choice": "middle"},

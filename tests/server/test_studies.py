@@ -132,6 +132,7 @@ min_image_scale = 0.75
 signed_links = true
 access_key = "k3y-for-all"
 external_hits = true
+entry_limit = 40
 recruiter = "redirect"
 completion_code = "END-2026"
 redirect_url = "https://example.org/end?c={code}&p={participant}"
@@ -153,7 +154,7 @@ title = "Compare frames"
         "reward_per_page": "1.25", "bonus_per_page": "0.5", "quiz_size": 2, "gold_rate": 0.0,
         "accuracy_threshold": 0.8, "gold_min_answered": 5, "assignment_timeout_minutes": 15,
         "reservation_minutes": 3, "allow_anonymous": False, "signed_links": True, "access_key": "k3y-for-all",
-        "external_hits": True, "recruiter": "redirect", "completion_code": "END-2026",
+        "external_hits": True, "entry_limit": 40, "recruiter": "redirect", "completion_code": "END-2026",
         "redirect_url": "https://example.org/end?c={code}&p={participant}",
         "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "policy": "pixel_exact",
         "consent": "Agree?", "instructions": "Click.\n\nTwice.",

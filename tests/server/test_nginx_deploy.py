@@ -1,0 +1,87 @@
+"""The production recipe (``deploy/nginx/perceptlab.conf``) run as it is, by Debian's nginx, in front of
+gunicorn on loopback with a certificate made for the test: TLS, HSTS, the client's address passed on
+(proxy_fix), the worker API's JSON 413 at the door, and 32 slow clients that stall gunicorn served
+directly but not an honest worker's votes through nginx.
+
+nginx is installed by the test set-up (``make nginx``, a dependency of ``make test``). Without
+``/usr/sbin/nginx`` these tests skip with the reason, except when ``PERCEPTLAB_REQUIRE_NGINX=1``
+(``.ci/run``): then they fail. The latency figures themselves are ``benchmarks/slow_clients.py``'s.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+import pytest
+
+from benchmarks.slow_clients import NGINX, Stack
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+SLOW_CLIENTS = 32
+VOTES = 15  # per median
+
+
+@pytest.fixture
+def stack(postgres_url, demo_stimuli, tmp_path):
+    if not NGINX.exists():
+        message = f"{NGINX} is missing (make nginx installs Debian's nginx)"
+        if os.environ.get("PERCEPTLAB_REQUIRE_NGINX") == "1":
+            pytest.fail(message + " (PERCEPTLAB_REQUIRE_NGINX=1)")
+        pytest.skip(message)
+    # One gunicorn process with 4 threads: far fewer than the slow clients, as in production (4 x 2).
+    with Stack(tmp_path / "stack", demo_stimuli / "prepared" / "manifest.json", database_url=postgres_url,
+               workers=1, threads=4) as running:
+        yield running
+
+
+def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
+    import requests
+
+    worker = stack.worker(through_nginx=True)
+    answer = worker.http.get(worker.url("state"), timeout=30)
+    assert answer.status_code == 200 and answer.json()["stage"] == "trials"
+    assert answer.headers["Strict-Transport-Security"].startswith("max-age=63072000")
+    # Plain HTTP only redirects to HTTPS.
+    plain = requests.Session()
+    plain.trust_env = False  # loopback: no proxy from the environment
+    plain = plain.get(f"http://127.0.0.1:{stack.http_port}/s/slow", allow_redirects=False, timeout=30)
+    assert plain.status_code == 301 and plain.headers["Location"].startswith("https://")
+    # X-Forwarded-Proto reaches the app (proxy_fix): its login cookie is Secure through nginx, not directly.
+    for base, secure in ((stack.nginx_url, True), (stack.direct_url, False)):
+        browser = requests.Session()
+        browser.trust_env, browser.verify = False, str(stack.cert)
+        cookie = browser.get(f"{base}/admin/login", timeout=30).headers["Set-Cookie"]
+        assert ("; Secure" in cookie) == secure, (base, cookie)
+    # The worker API's size limit at the door, in the API's own JSON shape.
+    big = worker.http.post(worker.url("motion-responses"), data=b"{" + b" " * (300 << 10) + b"}",
+                           headers={"Content-Type": "application/json"}, timeout=30)
+    assert big.status_code == 413 and big.json()["error"] == "too_large"
+    # A chunked body is read whole by nginx and reaches gunicorn with its length.
+    vote = worker.http.post(worker.url("votes"), timeout=30, headers={"Content-Type": "application/json"},
+                            data=iter([b'{"vote_id": "6f1f6c36-8a39-4a57-a0a1-2f4b6c1f0b01", ',
+                                       f'"trial_id": "{worker.state["page"]["trials"][0]["trial_id"]}", '.encode(),
+                                       b'"choice": "left", "rt_ms": 700, "input": "mouse"}']))
+    assert vote.status_code == 201, vote.text
+
+
+def test_slow_clients_stall_gunicorn_alone_but_not_votes_through_nginx(stack):
+    # Through nginx: the honest worker's votes without, then with, 32 slow clients held.
+    honest, attacker = stack.worker(through_nginx=True), stack.worker(through_nginx=True)
+    honest.votes(3)  # warm up: connections, the study known to the process
+    without = honest.votes(VOTES)
+    with stack.slow_clients(SLOW_CLIENTS, through_nginx=True, token_of=attacker) as slow:
+        with_slow = honest.votes(VOTES)
+        held = slow.held()
+    assert held == SLOW_CLIENTS  # nginx still holds every one of them: none gave up or was answered
+    assert statistics.median(with_slow) <= 2 * statistics.median(without), (without, with_slow)
+
+    # The same slow clients against gunicorn directly hold all its threads: an honest vote gets no answer
+    # while they hold (what the recipe is for; the benchmark measures it).
+    direct, attacker = stack.worker(through_nginx=False), stack.worker(through_nginx=False)
+    direct.votes(2)
+    with stack.slow_clients(SLOW_CLIENTS, through_nginx=False, token_of=attacker):
+        import requests
+
+        with pytest.raises(requests.exceptions.Timeout):
+            direct.vote(timeout=3.0)
