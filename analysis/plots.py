@@ -292,6 +292,7 @@ def plot_tpr_histogram(tpr: np.ndarray, kept: np.ndarray, threshold: float, path
     ax.axvline(0.5, color="tab:blue", lw=1.2, ls="--", label="guessing (0.5)")
     ax.set_xlabel("TPR of all votes of a worker")
     ax.set_ylabel("workers")
+    ax.yaxis.get_major_locator().set_params(integer=True)  # counts of workers: no 0.5 ticks
     missing = int((~valid).sum())
     ax.set_title(f"{len(tpr)} workers" + (f"; {missing} without scaling votes (not drawn, not kept)" if missing else ""),
                  fontsize=9)
