@@ -72,7 +72,7 @@ clips_per_session = 2        # clips a worker sees in one session (never the sam
 probes_per_clip = 10         # the first N probes of each clip (all when a clip has fewer)
 repetitions = 4              # 2 clips x 10 probes x 4 = 80 trials, randomised
 observers_per_clip = 4       # sessions wanted per clip (neediest clips are given out first)
-reward_per_session = "2.00"
+reward_per_session = "2.10"
 assignment_timeout_minutes = 90  # a session only polled (never answered) holds its clips at most this long
 reservation_minutes = 5      # an open session holds its clips this long after the worker's last response
                              # or page load; then its clips are offered to other workers too
@@ -129,7 +129,7 @@ blind_spot_repetitions = 5   # sweeps averaged (the distance must come out betwe
 researcher = ""              # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
 contact = ""                 # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
 # consent = """..."""        # {researcher} and {contact} become the values above, {pay} the pay of [session]
-                             # ("$2.00 for 1 session"), {time} the time estimate ("about 11 minutes per
+                             # ("$2.10 for 1 session"), {time} the time estimate ("about 11 minutes per
                              # session of 46 trials"); `study create` refuses empty ones
 # instructions = """..."""
 
@@ -153,7 +153,7 @@ class MotionSpec(StoredSpec):
     probes_per_clip: int = 10
     repetitions: int = 4
     observers_per_clip: int = 4
-    reward_per_session: str = "2.00"
+    reward_per_session: str = "2.10"
     assignment_timeout_minutes: int = 90
     reservation_minutes: int = 5
     practice_needed: int = 6

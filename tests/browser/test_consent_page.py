@@ -24,7 +24,7 @@ def test_consent_names_researcher_contact_pay_and_time(kind, browser, live_serve
         pay = "$0.50 for 1 page, and a bonus of $0.40 for each further page up to 5 pages in all"
     else:
         slug = create_motion_study(app, motion_clips, tmp_path, "consent-motion", texts=TEXTS)
-        pay = "$2.00 for 1 session"
+        pay = "$2.10 for 1 session"
     # A 1920x1080 screen: a window too small for a study can be made larger (the entry check says so).
     context = browser.new_context(viewport={"width": 1280, "height": 600}, screen={"width": 1920, "height": 1080})
     page = context.new_page()

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.timeout(600)
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
 SLUG = "own-scenes"
 PIXEL_SLUG = "own-scenes-exact"
+HITS = {SLUG: "H1", PIXEL_SLUG: "H2"}  # one HIT of each study (hit IDs are unique across studies)
 # What could point the CLI at another instance, database or storage than the test's.
 ENVIRONMENT = ("PERCEPTLAB_INSTANCE", "PERCEPTLAB_DATABASE_URL", "PERCEPTLAB_SECRET_KEY", "PERCEPTLAB_CONFIG",
                "PERCEPTLAB_SERVER_INSTANCE_PATH", "PERCEPTLAB_SERVER_DATABASE_URL", "PERCEPTLAB_STORAGE_BACKEND")
@@ -120,6 +121,20 @@ def lab(tmp_path_factory, sqlite_template):
             shown = runner.invoke(cli, ["study", "show", slug, "--json", "--database-url", url])
             assert shown.exit_code == 0, shown.output
             outputs[f"show {slug}"] = json.loads(shown.output)
+    # Each study gets a HIT, as `perceptlab mturk launch` records it: MTurk entries name one of the study's HITs.
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.orm import Session
+
+    from server.models import MTurkHit, Study
+
+    engine = create_engine(url)
+    with Session(engine) as db:
+        for slug in (SLUG, PIXEL_SLUG):
+            db.add(MTurkHit(study_id=db.scalar(select(Study.id).where(Study.slug == slug)), hit_id=HITS[slug],
+                            unique_request_token=f"t-{slug}", launch_id="L", batch_index=0, max_assignments=9,
+                            reward="0.50", status="Assignable", sandbox=True))
+        db.commit()
+    engine.dispose()
     app = make_test_app(url, folder / "instance")
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -286,7 +301,7 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
         f"Your browser window is 1366 × 657 pixels inside; this study needs at least {exact[0]} × {exact[1]}.")
     expect(page.locator("form[data-needs-device]")).to_be_hidden()
     screenshot(page, "pixel-exact-consent-1366x657")
-    page.goto(f"{lab['url']}/s/{PIXEL_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    page.goto(f"{lab['url']}/s/{PIXEL_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId={HITS[PIXEL_SLUG]}")
     expect(page.locator("#device-needs")).to_contain_text(f"at least {exact[0]} × {exact[1]} pixels")
     expect(page.locator(".device-problem")).to_contain_text("If your screen cannot show a window this large: "
                                                             "Please do not accept this HIT on this device.")
@@ -314,9 +329,9 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
             page.screenshot(path="/tmp/shots/phone-entry-390x844.png", full_page=False)
             screenshot(page, "phone-entry")
         # The HIT preview: do not accept; after accepting: return the HIT.
-        page.goto(f"{lab['url']}/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+        page.goto(f"{lab['url']}/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId={HITS[slug]}")
         expect(page.locator(".device-problem")).to_contain_text("Please do not accept this HIT")
-        page.goto(f"{lab['url']}/s/{slug}?assignmentId=A-{slug}&hitId=H1&workerId=WPHONE&turkSubmitTo=https://"
+        page.goto(f"{lab['url']}/s/{slug}?assignmentId=A{len(slug)}PHONE&hitId={HITS[slug]}&workerId=WPHONE&turkSubmitTo=https://"
                   "workersandbox.mturk.com")
         expect(page.locator("#device-check")).to_have_attribute("data-device", "phone")
         expect(page.locator(".device-problem")).to_contain_text("Please return this HIT")

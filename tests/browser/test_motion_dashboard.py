@@ -56,7 +56,7 @@ def test_experimenter_opens_the_motion_study(page, app, live_server, motion_clip
     assert "BROWSERM1" not in page.locator("#workers-table").inner_text()
     # Pay and time: the finished session earned its reward; its wage is the reward per active hour.
     expect(page.locator("#n-paid")).to_have_text("1")
-    expect(page.locator("#pay-total")).to_have_text("$2.00")
+    expect(page.locator("#pay-total")).to_have_text("$2.10")
     expect(page.locator("#median-wage")).to_contain_text("/h")
     page.click("#pay-workers summary")
     expect(page.locator("#pay-table tbody tr")).to_have_count(2)

@@ -120,18 +120,22 @@ def _focus_in_trial(page) -> bool:
     return page.evaluate("document.querySelector('#trial').contains(document.activeElement)")
 
 
-def _with_three_crops(route) -> None:
-    """/state as for a study whose sets have three zoom regions of different sizes (the demo's
-    have one): the extra crops reuse the first crop's file, shown at other display sizes."""
+def _views_of_state(route, views: dict[str, int], three: bool) -> None:
+    """Pass /state through, noting each trial's number of views (whole images and one per zoom region:
+    a scene whose only region would cover over half the image has none); with ``three``, as for a study
+    whose sets have three zoom regions of different sizes: the extra crops of a trial that has one reuse
+    its file, shown at other display sizes."""
     response = route.fetch()
     state = response.json()
     for trial in ((state.get("page") or {}).get("trials") or []):
-        for side in ("reference", "left", "right"):
-            crops = trial[side]["crops"]
-            first = crops[0]
-            crops[1:] = [{**first, "rank": 2, "display_width": 240, "display_height": 180},
-                         {**first, "rank": 3, "display_width": 320, "display_height": 240}]
-        trial["views"][2:] = [[240, 180], [320, 240]]
+        if three and trial["reference"]["crops"]:
+            for side in ("reference", "left", "right"):
+                crops = trial[side]["crops"]
+                first = crops[0]
+                crops[1:] = [{**first, "rank": 2, "display_width": 240, "display_height": 180},
+                             {**first, "rank": 3, "display_width": 320, "display_height": 240}]
+            trial["views"][2:] = [[240, 180], [320, 240]]
+        views[str(trial["trial_id"])] = 1 + len(trial["reference"]["crops"])
     route.fulfill(response=response, body=json.dumps(state))
 
 
@@ -286,15 +290,17 @@ def test_one_highlight_at_a_time(page, app, live_server, study):
 def test_whole_trial_fits_laptop_windows(page, app, live_server, study, screenshot, size, crops):
     width, height = size
     page.set_viewport_size({"width": width, "height": height})
-    if crops == "three":
-        page.route("**/api/v1/assignments/*/state", _with_three_crops)
+    views: dict[str, int] = {}
+    page.route("**/api/v1/assignments/*/state", lambda route: _views_of_state(route, views, crops == "three"))
     worker = _worker_at_trials(app, study, f"F{width}{crops}")
     trial_id = _open(page, live_server, worker)
     expect(page.locator("#window-too-small")).to_be_hidden()
-    n_views = 1 + (3 if crops == "three" else 1)
     # Every pair of the page (the demo's sets differ in size) in every view (keys 1, 2, ...; no
     # vote), and a screenshot of the first.
+    shown_views = []
     for n in range(6):
+        n_views = views[trial_id]
+        shown_views.append(n_views)
         for view in range(n_views):
             page.keyboard.press(str(view + 1))
             expect(page.locator("#trial")).to_have_attribute("data-view", str(view))
@@ -311,6 +317,7 @@ def test_whole_trial_fits_laptop_windows(page, app, live_server, study, screensh
     expect(page.locator("#page-done")).to_be_visible()
     _wait_saved(page)
     assert _vote_count(app, worker.assignment_id) == 6
+    assert max(shown_views) == (4 if crops == "three" else 2)  # zoom regions were shown too
 
 
 @pytest.mark.parametrize("size", LAPTOP_WINDOWS, ids=lambda s: f"{s[0]}x{s[1]}")
