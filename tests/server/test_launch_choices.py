@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
@@ -15,9 +14,8 @@ from server.cli import cli
 from server.cli.cmd_launch import serve_options
 from server.models import Pair, Stimulus, Study, StudySet
 from server.paradigms.paired_study import default_instructions
-from stimuli.io import write_png
 
-from .conftest import WorkerClient
+from .conftest import WorkerClient, make_noisy_scenes
 
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
 
@@ -25,19 +23,7 @@ CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@exam
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory) -> Path:
     """Two 160x120 scenes of four candidates, each noisier over the right two thirds of the frame."""
-    root = tmp_path_factory.mktemp("scenes") / "choices"
-    rng = np.random.default_rng(11)
-    y, x = np.mgrid[0:120, 0:160]
-    for s in range(2):
-        folder = root / f"scene_{s}"
-        folder.mkdir(parents=True)
-        reference = np.stack([x * 1.6, y * 2.1, ((x + y + 20 * s) % 64) * 4.0], axis=-1)
-        reference += rng.normal(0, 10, reference.shape)
-        write_png(folder / "reference.png", np.clip(reference, 0, 255).astype(np.uint8))
-        for c in range(4):
-            noisy = reference + rng.normal(0, 5 + 10 * c, reference.shape) * (x[..., None] > 53)
-            write_png(folder / f"method_{c}.png", np.clip(noisy, 0, 255).astype(np.uint8))
-    return root
+    return make_noisy_scenes(tmp_path_factory.mktemp("scenes") / "choices", seed=11)
 
 
 @pytest.fixture

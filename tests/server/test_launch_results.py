@@ -7,7 +7,6 @@ import csv
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 from botocore.stub import ANY
 from click.testing import CliRunner
@@ -16,9 +15,8 @@ from sqlalchemy import select
 from server.cli import cli, cmd_mturk
 from server.config import load_config
 from server.models import Assignment, MTurkAssignment, MTurkHit, Study
-from stimuli.io import write_png
 
-from .conftest import WorkerClient
+from .conftest import WorkerClient, make_noisy_scenes
 from .s3_fixture import s3_client, seaweed_s3  # noqa: F401 - the session's SeaweedFS
 from .test_instance import ENVIRONMENT
 from . import test_live_scales as live_scales_tests
@@ -34,19 +32,7 @@ SMALL = ("--pairs-per-page", "6", "--votes-per-pair", "3", "--max-pages", "3", "
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory) -> Path:
     """Two 160x120 scenes of four candidates each: a reference and noisier copies (prepared in about 3 s)."""
-    root = tmp_path_factory.mktemp("scenes") / "interp-test"
-    rng = np.random.default_rng(7)
-    y, x = np.mgrid[0:120, 0:160]
-    for s in range(2):
-        folder = root / f"scene_{s}"
-        folder.mkdir(parents=True)
-        reference = np.stack([x * 1.6, y * 2.1, ((x + y + 20 * s) % 64) * 4.0], axis=-1)
-        reference += rng.normal(0, 10, reference.shape)
-        write_png(folder / "reference.png", np.clip(reference, 0, 255).astype(np.uint8))
-        for c in range(4):
-            noisy = reference + rng.normal(0, 5 + 10 * c, reference.shape) * (x[..., None] > 53)
-            write_png(folder / f"method_{c}.png", np.clip(noisy, 0, 255).astype(np.uint8))
-    return root
+    return make_noisy_scenes(tmp_path_factory.mktemp("scenes") / "interp-test", seed=7)
 
 
 @pytest.fixture
