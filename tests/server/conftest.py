@@ -372,3 +372,17 @@ def make_noisy_scenes(root: Path, seed: int) -> Path:
             noisy = reference + rng.normal(0, 5 + 10 * c, reference.shape) * (x[..., None] > 53)
             write_png(folder / f"method_{c}.png", np.clip(noisy, 0, 255).astype(np.uint8))
     return root
+
+
+def add_hit(app, slug: str, hit_id: str) -> None:
+    """Record a HIT of study ``slug`` as ``perceptlab mturk launch`` does (MTurk entries must name one)."""
+    from sqlalchemy import select
+
+    from server.models import MTurkHit, Study
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
+        session.add(MTurkHit(study_id=study_id, hit_id=hit_id, hit_type_id="T1", unique_request_token=uuid.uuid4().hex,
+                             launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
+                             sandbox=True))
+        session.commit()

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from server.cli import cli
-from server.models import Assignment, MTurkHit, Study, Worker
+from server.models import Assignment, Study, Worker
 from server.paradigms import spec_from_config
 from server.paradigms.entry import mturk_question_url, mturk_signature
 from server.mturk import MTurkService
 
-from .conftest import SMALL_STUDY, create_test_study, write_study_file
+from .conftest import SMALL_STUDY, add_hit, create_test_study, write_study_file
 
 SANDBOX = "https://workersandbox.mturk.com"
 KEY = "k3y-for-all"
@@ -45,13 +45,6 @@ def _mturk_json(hit: str = "NOHIT", **extra) -> dict:
             "assignment_id": f"A{uuid.uuid4().hex[:12].upper()}", "hit_id": hit, "turk_submit_to": SANDBOX, **extra}
 
 
-def _add_hit(app, slug: str, hit_id: str) -> None:
-    with _session(app) as session:
-        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
-        session.add(MTurkHit(study_id=study_id, hit_id=hit_id, hit_type_id="T1", unique_request_token=uuid.uuid4().hex,
-                             launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
-                             sandbox=True))
-        session.commit()
 
 
 @pytest.mark.parametrize("entry", [{}, {"signed_links": True}, {"access_key": KEY},
@@ -68,7 +61,7 @@ def test_a_study_without_hits_refuses_mturk_entries_on_both_paths(app, demo_stim
     # The preview still shows (nothing is created).
     assert client.get(f"/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=NOHIT").status_code == 200
     # Once the study has a HIT posted with perceptlab mturk launch, entries naming it enter (with the key).
-    _add_hit(app, slug, "HITREAL")
+    add_hit(app, slug, "HITREAL")
     assert client.get(f"/s/{slug}?{_mturk_query('HITREAL', key=KEY, sig=sig)}").status_code == 302
     assert client.get(f"/s/{slug}?{_mturk_query('HITFORGED', key=KEY, sig=sig)}").status_code == 403
 
@@ -151,7 +144,7 @@ def test_the_hits_url_carries_the_key_and_signature(app, demo_stimuli, tmp_path,
         question = MTurkService.external_question_xml(url)
         assert "key=k3y-for-all&amp;sig=" in question  # XML-escaped in the ExternalQuestion
     query = parse_qs(urlsplit(url).query)
-    _add_hit(app, slug, "HITLAUNCHED")
+    add_hit(app, slug, "HITLAUNCHED")
     entered = app.test_client().get(f"/s/{slug}?{urlsplit(url).query}&{_mturk_query('HITLAUNCHED')}")
     assert entered.status_code == 302 and query["key"] == [KEY]
 

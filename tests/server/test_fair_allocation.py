@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server.models import Assignment, MTurkHit, Page, Pair, Study, Trial, Vote, Worker
+from server.models import Assignment, Page, Pair, Study, Trial, Vote, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.entry import EntryLimiter, link_signature
 
-from .conftest import create_test_study, held_count_problems, make_test_app, write_study_file
+from .conftest import add_hit, create_test_study, held_count_problems, make_test_app, write_study_file
 from .test_api import SpecClient
 from .test_motion_api import MotionWorker, create_motion_study  # noqa: F401 (fixture)
 
@@ -134,13 +134,6 @@ def reserved_pairs(app) -> set[int]:
                                    .where(~Trial.answered, ~Pair.is_gold, Page.reserved_until > clock())))
 
 
-def add_hit(app, slug: str, hit_id: str) -> None:
-    with _session(app) as session:
-        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
-        session.add(MTurkHit(study_id=study_id, hit_id=hit_id, hit_type_id="T1", unique_request_token=uuid.uuid4().hex,
-                             launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
-                             sandbox=True))
-        session.commit()
 
 
 def mturk_entry(hit_id: str, worker: str, assignment: str) -> str:
