@@ -47,9 +47,13 @@ bench: $(STAMP) chromium nginx
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/screening.py
 	$(PY) benchmarks/analysis_load.py
+	$(PY) benchmarks/analysis_split.py
+	$(PY) benchmarks/collusion.py
+	$(PY) benchmarks/gold_separability.py
 	$(PY) benchmarks/vote_cpu.py
 	$(PY) benchmarks/server_load.py
 	$(PY) benchmarks/scale_out.py
+	$(PY) benchmarks/slow_clients.py
 	$(PY) benchmarks/frame_timing.py
 	$(PY) benchmarks/slow_clients.py
 
