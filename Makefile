@@ -53,7 +53,6 @@ bench: $(STAMP) chromium nginx
 	$(PY) benchmarks/vote_cpu.py
 	$(PY) benchmarks/server_load.py
 	$(PY) benchmarks/scale_out.py
-	$(PY) benchmarks/slow_clients.py
 	$(PY) benchmarks/frame_timing.py
 	$(PY) benchmarks/slow_clients.py
 

@@ -492,7 +492,10 @@ def choose_gold_pairs(eligible: Sequence[CandidateGold], statistics: Mapping[str
     gold_values, real_values = np.hstack(blocks_gold), np.hstack(blocks_real)
     # below[i, j]: share of real pairs below eligible pair i in statistic j (ties half): AUC is a mean of rows.
     below = auc_matrix(gold_values, real_values)
-    varies = np.ptp(np.vstack([gold_values, real_values]), axis=0) > 0
+    # A statistic may be infinite for every pair (a ratio to a zero error): inf - inf is NaN, and such a
+    # column does not vary.
+    with np.errstate(invalid="ignore"):
+        varies = np.ptp(np.vstack([gold_values, real_values]), axis=0) > 0
     below = below[:, varies]
     ease = np.array([np.log2(min(e["worse"] / e["better"] if e["better"] > 0 else 1e6 for e in p.errors.values()))
                      for p in eligible])
