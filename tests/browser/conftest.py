@@ -76,6 +76,18 @@ def screenshot(tmp_path, request):
     return take
 
 
+@pytest.fixture
+def gold_answer_key(app):
+    """Nothing on the page tells a gold pair or its better image (neither is the reference's file),
+    so the walker asks the database, as the server does when it judges a vote. Modules that walk
+    paired-comparison pages use it for every test: ``pytest.mark.usefixtures("gold_answer_key")``."""
+    from ._worker_support import answer_key
+
+    answer_key["app"] = app
+    yield
+    answer_key.clear()
+
+
 def pause_page_clock(page, lead_ms: int = 1000) -> int:
     """Pause the page's fake clock (``page.clock.install()`` before) ``lead_ms`` of page time from now.
 

@@ -12,12 +12,11 @@ from server.cli.cmd_server import ACTIVE_DEMO_SLUG, active_demo_study
 from server.models import Pair, Study, Trial
 from server.paradigms import create_study, paradigm_for, read_study_file
 from tests.server.conftest import WorkerClient
-from tests.server.test_pair_allocation import work
+from tests.server.allocation_support import work
 
-from .test_worker_flow import (Walker, _any_side, _assignment, _gold_answer_key, _mouse_start,  # noqa: F401
-                               _page_action, _votes, correct_side)
+from ._worker_support import Walker, _any_side, _assignment, _mouse_start, _page_action, _votes, correct_side
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("gold_answer_key")]
 
 
 def _session(app):

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.server.conftest import create_test_study
-from tests.server.test_motion_api import create_motion_study
+from tests.server.motion_support import create_motion_study
 
 TEXTS = {"researcher": "Dr A. Lee, Vision Lab, University of X", "contact": "a.lee@x.example"}
 

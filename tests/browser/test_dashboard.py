@@ -103,7 +103,7 @@ def test_active_study_shows_its_design_phase_and_expected_gain(page, app, live_s
     """An active study's Design card names the sampling and its phase, and once the warm-up is over, the
     precision the next chosen pairs should add beside that of as many random pairs."""
     from tests.server.conftest import create_test_study
-    from tests.server.test_pair_allocation import work
+    from tests.server.allocation_support import work
 
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="active", design={
         "degree": 2, "votes_per_pair": 3, "sampling": "active", "warmup_votes_per_pair": 1},

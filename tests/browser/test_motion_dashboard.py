@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from server import auth, exports
-from tests.server.test_motion_api import MotionWorker, create_motion_study  # noqa: F401
+from tests.server.motion_support import MotionWorker, create_motion_study
 
 PASSWORD = "correct horse battery"
 SMALL = {"session": {"probes_per_clip": 2, "repetitions": 1},

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
 from tests.browser._motion_support import cursor_for, run_trial, status, true_vector
 from tests.browser.conftest import tick_until
-from tests.server.test_motion_api import SMALL, create_motion_study  # noqa: F401
+from tests.server.motion_support import SMALL, create_motion_study
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -24,7 +24,7 @@ from server.models import Assignment, Calibration
 from server.paradigms.motion import blind_spot_distance
 from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, true_vector
 from tests.server.conftest import WorkerClient
-from tests.server.test_motion_api import MotionWorker, create_motion_study  # noqa: F401
+from tests.server.motion_support import MotionWorker, create_motion_study
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,11 +9,10 @@ from sqlalchemy import select
 from server import auth
 from server.models import Assignment
 from tests.browser.conftest import pause_page_clock
-from tests.browser.test_worker_flow import (Walker, _any_side, _gold_answer_key, _mouse_start,  # noqa: F401
-                                            _page_action, correct_side)
+from tests.browser._worker_support import Walker, _any_side, _mouse_start, _page_action, correct_side
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("gold_answer_key")]
 
 PID = "5f3a9c0e1d2b3a4c5d6e7f80"
 CODE = "C1PL4ABC"

@@ -19,8 +19,8 @@ from sqlalchemy import func, select
 from server.models import Page, Trial, Vote
 from tests.browser.conftest import pause_page_clock, tick_until
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
-from tests.server.test_motion_api import SMALL as SMALL_MOTION
-from tests.server.test_motion_api import create_motion_study  # noqa: F401
+from tests.server.motion_support import SMALL as SMALL_MOTION
+from tests.server.motion_support import create_motion_study
 
 pytestmark = pytest.mark.timeout(180)
 

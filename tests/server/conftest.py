@@ -220,6 +220,37 @@ def study(app, demo_stimuli, tmp_path) -> str:
     return create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
 
 
+@pytest.fixture
+def user(app) -> str:
+    """The experimenter account "alice" (password :data:`tests.server.admin_support.PASSWORD`)."""
+    from server import auth
+
+    from .admin_support import PASSWORD
+
+    with app.extensions["perceptlab.sessions"]() as session:
+        auth.create_user(session, "alice", PASSWORD)
+        session.commit()
+    return "alice"
+
+
+@pytest.fixture
+def admin(app, user):
+    """A test client logged in as an experimenter."""
+    from .admin_support import log_in
+
+    client = app.test_client()
+    assert log_in(client).status_code == 303
+    return client
+
+
+@pytest.fixture
+def motion_study(app, motion_clips, tmp_path) -> str:
+    """A small motion study (:data:`tests.server.motion_support.SMALL` blocks): its slug."""
+    from .motion_support import SMALL, create_motion_study
+
+    return create_motion_study(app, motion_clips, tmp_path, **SMALL)
+
+
 def gold_side(app, trial: dict) -> str | None:
     """The side ("left"/"right") showing a gold trial's better image, None for a real pair.
 

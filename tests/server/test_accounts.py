@@ -15,8 +15,8 @@ from server.cli import cli
 from server.login_throttle import ACCOUNT, CLIENT, DEVICE, MAX_USERNAMES_PER_CLIENT, USERNAME_WINDOW
 from server.models import LoginSession
 
+from .admin_support import PASSWORD, csrf_of
 from .conftest import WorkerClient, make_test_app
-from .test_admin import PASSWORD, csrf_of, user  # noqa: F401 (fixture)
 
 WRONG = "not the password"
 MTURK_ORIGINS = ("https://www.mturk.com", "https://worker.mturk.com", "https://workersandbox.mturk.com")

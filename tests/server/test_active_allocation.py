@@ -18,10 +18,10 @@ from sqlalchemy.orm import Session
 from server.models import Page, Pair, Study, Trial
 from server.paradigms import StudyDefinitionError, paired, paired_active, paradigm_for, read_study_file
 
+from .allocation_support import real_pairs_of, start, work, worker_row_id
+from .api_support import SpecClient
+from .concurrency_support import HttpWorker, together
 from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app, write_study_file
-from .test_api import SpecClient
-from .test_api_concurrency import HttpWorker, together
-from .test_pair_allocation import real_pairs_of, start, work, worker_row_id
 
 N_SETS, N_CANDIDATES, DESIGN_PAIRS = 4, 11, 11
 ALL_PAIRS = N_SETS * N_CANDIDATES * (N_CANDIDATES - 1) // 2

@@ -11,37 +11,8 @@ from server import auth, live_scales, login_throttle
 from server.cli import cli
 from server.models import Study, User
 
+from .admin_support import PASSWORD, csrf_of, log_in
 from .conftest import WorkerClient
-
-PASSWORD = "correct horse battery"
-
-
-@pytest.fixture
-def user(app) -> str:
-    with app.extensions["perceptlab.sessions"]() as session:
-        auth.create_user(session, "alice", PASSWORD)
-        session.commit()
-    return "alice"
-
-
-def csrf_of(client, path: str = "/admin/login") -> str:
-    html = client.get(path).get_data(as_text=True)
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-
-
-def log_in(client, username: str = "alice", password: str = PASSWORD, next_: str | None = None):
-    data = {"username": username, "password": password, "csrf_token": csrf_of(client)}
-    if next_ is not None:
-        data["next"] = next_
-    return client.post("/admin/login", data=data)
-
-
-@pytest.fixture
-def admin(app, user):
-    """A test client logged in as an experimenter."""
-    client = app.test_client()
-    assert log_in(client).status_code == 303
-    return client
 
 
 def _status(app, slug: str) -> str:

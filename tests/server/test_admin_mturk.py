@@ -10,8 +10,8 @@ from sqlalchemy import func, select
 from server import auth
 from server.models import MTurkAssignment, MTurkHit, Study
 
-from .test_admin import PASSWORD, csrf_of, log_in
-from .test_mturk import _create_params, _expect_hit_type, _hit
+from .admin_support import PASSWORD, csrf_of, log_in
+from .mturk_support import _create_params, _expect_hit_type, _hit
 
 HTTPS = {"wsgi.url_scheme": "https"}
 

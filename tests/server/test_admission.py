@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 from server.models import Assignment, Worker
 from server.paradigms.entry import AdmissionGate
 
+from .allocation_support import SMALL, Client, token_of
 from .conftest import create_test_study, make_test_app
-from .test_fair_allocation import SMALL, Client, token_of
 
 
 def _gate_decisions(make_gate, now: list[float]) -> None:

@@ -10,161 +10,26 @@ checked as well.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import re
 import uuid
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlsplit
 
 import pytest
 import yaml
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 from sqlalchemy import func, select, update
 
-from server.models import Assignment, Base, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
+from server.models import Assignment, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
 
+from .api_support import (API_PREFIX, METHODS, SPEC, SpecClient, _deref, db_snapshot, expect_error, request_errors,
+                          response_errors)
 from .conftest import WorkerClient, gold_side
-
-OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
-SPEC: dict = yaml.safe_load(OPENAPI_FILE.read_text())
-SPEC_URI = "urn:perceptlab:openapi"
-REGISTRY = Registry().with_resource(SPEC_URI, Resource.from_contents(SPEC, default_specification=DRAFT202012))
-API_PREFIX = "/api/v1"
-METHODS = ("get", "post", "put", "patch", "delete")
-
-
-# ---------------------------------------------------------------- the spec helper
-
-def _pointer(*segments: str) -> str:
-    return "".join("/" + quote(s.replace("~", "~0").replace("/", "~1"), safe="~") for s in segments)
-
-
-@functools.lru_cache(maxsize=None)
-def _validator(pointer: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": f"{SPEC_URI}#{pointer}"}, registry=REGISTRY,
-                                format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-def _deref(node: dict, pointer: str) -> tuple[dict, str]:
-    """Follow a local ``$ref`` of a response/parameter object: ``(object, its pointer)``."""
-    while "$ref" in node:
-        ref = node["$ref"]
-        assert ref.startswith("#/"), ref
-        pointer = ref[1:]
-        node = SPEC
-        for segment in pointer[1:].split("/"):
-            node = node[segment.replace("~1", "/").replace("~0", "~")]
-    return node, pointer
-
-
-def find_operation(method: str, url: str) -> tuple[str, dict] | None:
-    """``(path template, operation)`` of the spec for a request URL, or None when the spec has no such route."""
-    path = urlsplit(url).path
-    if not path.startswith(API_PREFIX):
-        return None
-    path = path[len(API_PREFIX):]
-    for template, item in SPEC["paths"].items():
-        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
-        if re.fullmatch(pattern, path) and method.lower() in item:
-            return template, item[method.lower()]
-    return None
-
-
-def response_errors(method: str, url: str, status: int, mimetype: str, body: Any) -> list[str]:
-    """Why a response does not match the spec (empty when it does)."""
-    found = find_operation(method, url)
-    if found is None:  # unknown route or method: the generic JSON error
-        if mimetype != "application/json":
-            return [f"{method} {url}: {status} answered {mimetype}, not JSON"]
-        return [e.message for e in _validator(_pointer("components", "schemas", "Error")).iter_errors(body)]
-    template, operation = found
-    responses = operation["responses"]
-    if str(status) not in responses:
-        return [f"{method.upper()} {template}: status {status} is not documented (documented: {sorted(responses)})"]
-    response, pointer = _deref(responses[str(status)],
-                               _pointer("paths", template, method.lower(), "responses", str(status)))
-    content = response.get("content")
-    if not content:
-        return [] if body in (None, b"", "") else [f"{status} should have no body, got {body!r}"]
-    if mimetype not in content:
-        return [f"{method.upper()} {template} {status}: content type {mimetype}, documented {sorted(content)}"]
-    if mimetype != "application/json":
-        return []
-    pointer = pointer + _pointer("content", mimetype, "schema")
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<body>'}: {e.message}"
-            for e in _validator(pointer).iter_errors(body)]
-
-
-def request_errors(method: str, url: str, body: Any) -> list[str]:
-    """Why a JSON request body is invalid for the spec (empty when it is valid)."""
-    found = find_operation(method, url)
-    assert found is not None, f"{method} {url} is not in the spec"
-    template, operation = found
-    assert "requestBody" in operation, f"{method} {template} takes no body"
-    pointer = _pointer("paths", template, method.lower(), "requestBody", "content", "application/json", "schema")
-    return [e.message for e in _validator(pointer).iter_errors(body)]
-
-
-class SpecClient:
-    """The Flask test client, checking every response (and accepted/refused JSON requests) against the spec."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def open(self, method: str, url: str, **kwargs):
-        response = self.client.open(url, method=method.upper(), **kwargs)
-        body = response.get_json(silent=True) if response.mimetype == "application/json" else response.data
-        if response.mimetype == "application/json" and body is None:
-            pytest.fail(f"{method} {url}: {response.status_code} body is not JSON: {response.data[:200]!r}")
-        problems = response_errors(method, url, response.status_code, response.mimetype, body)
-        assert not problems, f"{method} {url} -> {response.status_code} {body!r}: " + "; ".join(problems)
-        if "json" in kwargs and find_operation(method, url) is not None:
-            spec_says = request_errors(method, url, kwargs["json"])
-            if response.status_code < 300:
-                assert not spec_says, (f"the server accepted {method} {url} {kwargs['json']!r} "
-                                       f"({response.status_code}), the spec rejects it: {spec_says}")
-            elif response.status_code == 400:
-                assert spec_says, (f"the server refused {method} {url} {kwargs['json']!r} with 400 "
-                                   f"{body!r}, the spec accepts it")
-        return response
-
-    def get(self, url: str, **kwargs):
-        return self.open("get", url, **kwargs)
-
-    def post(self, url: str, **kwargs):
-        return self.open("post", url, **kwargs)
 
 
 # ---------------------------------------------------------------- database helpers
 
-def db_snapshot(app) -> dict[str, list[tuple]]:
-    """Every row of every table, ordered by primary key: equal snapshots = nothing changed."""
-    with app.extensions["perceptlab.sessions"]() as session:
-        snapshot = {}
-        for table in Base.metadata.sorted_tables:
-            rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
-            snapshot[table.name] = [tuple(row) for row in rows]
-        return snapshot
-
-
 def count(app, model, *where) -> int:
     with app.extensions["perceptlab.sessions"]() as session:
         return session.scalar(select(func.count()).select_from(model).where(*where))
-
-
-def expect_error(response, status: int, code: str, mentions: str | tuple[str, ...] | None = None) -> None:
-    """``response`` is the error ``code``; its message names ``mentions`` (one of them, for a tuple)."""
-    assert response.status_code == status, (response.status_code, response.get_json(silent=True))
-    body = response.get_json()
-    assert body["error"] == code, body
-    assert body["message"].strip()
-    if mentions is not None:
-        words = (mentions,) if isinstance(mentions, str) else mentions
-        assert any(w.lower() in body["message"].lower() for w in words), f"the message should name {words}: {body}"
 
 
 @pytest.fixture
@@ -544,7 +409,6 @@ def test_a_replaced_nonce_revokes_a_token_already_in_use(app, study, client):
         session.commit()
     expect_error(client.get(url, headers=worker.headers), 403, "bad_token")
     expect_error(client.get(url, headers={"Authorization": "Bearer " + "x" * 10_000}), 403, "bad_token")
-
 
 
 def test_a_revoked_or_deleted_assignment_is_refused_before_its_body_is_judged(app, study, client):

@@ -9,79 +9,18 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
-import requests
 from sqlalchemy import create_engine, func, select, text, update
 
 from server.models import Assignment, Pair, Trial, Vote, Worker
 
+from .concurrency_support import TIMEOUT, HttpWorker, together
 from .conftest import create_test_study, held_count_problems
-from .test_api import response_errors
-
-TIMEOUT = 30
-
-
-def checked(method: str, url: str, response: requests.Response) -> requests.Response:
-    """The response, after checking it against the OpenAPI document."""
-    mimetype = response.headers.get("Content-Type", "").split(";")[0]
-    body = response.json() if mimetype == "application/json" else response.content
-    problems = response_errors(method, url, response.status_code, mimetype, body)
-    assert not problems, f"{method} {url} -> {response.status_code} {body!r}: {problems}"
-    return response
-
-
-class HttpWorker:
-    """One worker over HTTP; thread-safe (no shared connection)."""
-
-    def __init__(self, base: str, slug: str, worker_id: str | None = None):
-        self.base = base
-        url = f"{base}/api/v1/studies/{slug}/assignments"
-        response = checked("post", url, requests.post(url, timeout=TIMEOUT, json={
-            "platform": "link", "worker_id": worker_id or f"P{uuid.uuid4().hex[:10]}"}))
-        assert response.status_code == 201, response.text
-        self.assignment_id = response.json()["assignment_id"]
-        self.headers = {"Authorization": f"Bearer {response.json()['token']}"}
-
-    def url(self, endpoint: str) -> str:
-        return f"{self.base}/api/v1/assignments/{self.assignment_id}/{endpoint}"
-
-    def action(self, action: str) -> requests.Response:
-        return checked("post", self.url("actions"), requests.post(
-            self.url("actions"), headers=self.headers, json={"action": action}, timeout=TIMEOUT))
-
-    def state(self) -> dict:
-        response = checked("get", self.url("state"), requests.get(self.url("state"), headers=self.headers,
-                                                                   timeout=TIMEOUT))
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def vote(self, body: dict) -> requests.Response:
-        return checked("post", self.url("votes"), requests.post(self.url("votes"), headers=self.headers, json=body,
-                                                                 timeout=TIMEOUT))
 
 
 def vote_body(trial_id: str, choice: str = "left") -> dict:
     return {"vote_id": str(uuid.uuid4()), "trial_id": trial_id, "choice": choice, "rt_ms": 640, "input": "mouse",
             "client_time": "2026-11-21T10:00:00Z", "window": {"width": 1280, "height": 800, "dpr": 1}}
-
-
-def together(n: int, func, *args_list):
-    """``[func(*args) for args in args_list]`` on ``n`` threads, the first ``n`` calls released at one moment."""
-    go = threading.Event()
-    arrived = threading.Semaphore(0)
-
-    def run(args):
-        arrived.release()
-        go.wait(TIMEOUT)
-        return func(*args)
-
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(run, args) for args in args_list]
-        for _ in range(min(n, len(args_list))):  # every thread at the gate (not a guess at how long that takes)
-            assert arrived.acquire(timeout=TIMEOUT), "a thread never reached the gate"
-        go.set()
-        return [future.result() for future in futures]
 
 
 def _session(app):

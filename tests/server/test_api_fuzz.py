@@ -37,8 +37,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from .conftest import WorkerClient
-from .test_motion_api import MotionWorker
-from .test_motion_api import motion_study  # noqa: F401 - fixtures
+from .motion_support import MotionWorker
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
 # Per operation and generation mode: about 8 x (8 + 6) requests per run. A deeper run:

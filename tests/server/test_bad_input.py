@@ -5,7 +5,7 @@ JSON, NUL and lone surrogates in ``client_time``, ``NaN``/``Infinity`` (and over
 in the environment's ``dpr``, a non-ASCII CSRF token, negative or huge window sizes, and a
 calibration whose refresh intervals give ``refresh_hz = inf``. Each request goes through the
 spec-checking client of ``test_api`` where it can, and each test compares every table before and
-after (:func:`~tests.server.test_api.db_snapshot`).
+after (:func:`~tests.server.api_support.db_snapshot`).
 """
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ from sqlalchemy import select
 from server.models import Assignment, Calibration, MotionResponse, Vote
 from server.validation import MAX_JSON_DEPTH, JsonBodyError, json_depth, loads_strict
 
+from .api_support import SpecClient, db_snapshot, expect_error
 from .conftest import WorkerClient
-from .test_api import SpecClient, db_snapshot, expect_error
-from .test_motion_api import MotionWorker, frame_log, vector_fields
-from .test_motion_api import motion_study  # noqa: F401 - fixtures
+from .motion_support import MotionWorker, frame_log, vector_fields
 
 
 def strict_json(data: bytes):

@@ -18,8 +18,7 @@ from server.cli import cli
 from server.models import Study
 
 from .conftest import WorkerClient
-from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_live_scales import QUALITY, add_votes
+from .simulated_votes import QUALITY, add_votes
 
 SECRET = "test-secret"  # make_test_app's secret key
 
@@ -112,7 +111,7 @@ def test_round_trip_into_analysis(app, study, tmp_path):
     assert int(np.sum([v for w, v in kept.items() if w not in honest])) <= 1
 
 
-def test_cli_export_and_dashboard_download(app, study, tmp_path, monkeypatch, admin):  # noqa: F811
+def test_cli_export_and_dashboard_download(app, study, tmp_path, monkeypatch, admin):
     _api_worker(app, study, "WCLI1")
     add_votes(app, study, honest=1, pairs_per_worker=4, seed=5, gold=False)
     monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", SECRET)

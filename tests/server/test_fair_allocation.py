@@ -7,7 +7,6 @@ client, the JSON API with the spec-checked one). Time moves only by the injected
 """
 from __future__ import annotations
 
-import re
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
@@ -19,16 +18,11 @@ from server.models import Assignment, Page, Pair, Study, Trial, Vote, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.entry import EntryLimiter, link_signature
 
+from .allocation_support import SMALL, Client, token_of
 from .conftest import add_hit, create_test_study, held_count_problems, make_test_app, write_study_file
-from .test_api import SpecClient
-from .test_motion_api import MotionWorker, create_motion_study  # noqa: F401 (fixture)
+from .motion_support import MotionWorker, create_motion_study
 
 SANDBOX = "https://workersandbox.mturk.com"
-# 44 real pairs (4 scenes x 11), one vote each; 10 pairs a page. No quiz and no hidden gold: the rules
-# under test are about allocation, and scripted answers need no right side.
-SMALL = {"design": {"degree": 2, "votes_per_pair": 1},
-         "pages": {"pairs_per_page": 10, "min_pages": 1, "max_pages": 3},
-         "quality": {"quiz_size": 0, "gold_rate": 0.0, "reservation_minutes": 5, "assignment_timeout_minutes": 20}}
 
 
 def _session(app):
@@ -46,24 +40,6 @@ def limited_app(database_url, tmp_path, clock):
     app = make_test_app(database_url, tmp_path / "limited", clock=clock, entry_limit=5, entry_window_seconds=600)
     yield app
     app.extensions["perceptlab.engine"].dispose()
-
-
-class Client:
-    """One client address: HTML pages over the plain WSGI test client, the API over the spec-checked one."""
-
-    def __init__(self, app, address: str):
-        self.raw = app.test_client()
-        self.api = SpecClient(self.raw)
-        self.environ = {"REMOTE_ADDR": address}
-
-    def page(self, url: str):
-        return self.raw.get(url, environ_base=self.environ)
-
-    def form(self, url: str, data: dict | None = None):
-        return self.raw.post(url, data=data or {}, environ_base=self.environ)
-
-    def enter(self, slug: str, **body):
-        return self.api.post(f"/api/v1/studies/{slug}/assignments", json=body, environ_base=self.environ)
 
 
 class ApiWorker:
@@ -115,12 +91,6 @@ def enter_api(client: Client, slug: str, **body) -> ApiWorker:
     return ApiWorker(client, response.json)
 
 
-def token_of(response) -> str:
-    """The worker token of an entry redirect (``/w/<token>/``)."""
-    assert response.status_code == 302, (response.status_code, response.data[:300])
-    return re.fullmatch(r"/w/([^/]+)/", urlsplit(response.headers["Location"]).path).group(1)
-
-
 def worker_rows(app) -> int:
     return count(app, Worker)
 
@@ -132,8 +102,6 @@ def reserved_pairs(app) -> set[int]:
         return set(session.scalars(select(Trial.pair_id).join(Page, Trial.page_id == Page.id)
                                    .join(Pair, Trial.pair_id == Pair.id)
                                    .where(~Trial.answered, ~Pair.is_gold, Page.reserved_until > clock())))
-
-
 
 
 def mturk_entry(hit_id: str, worker: str, assignment: str) -> str:

@@ -19,12 +19,10 @@ from click.testing import CliRunner
 from server.cli import cli
 from server.config import load_config
 
+from .admin_support import PASSWORD, log_in
 from .conftest import SMALL_STUDY, WorkerClient, write_study_file
-from .test_admin import PASSWORD, log_in
-from .test_live_scales import add_votes
-
-ENVIRONMENT = ("PERCEPTLAB_INSTANCE", "PERCEPTLAB_DATABASE_URL", "PERCEPTLAB_SECRET_KEY", "PERCEPTLAB_CONFIG",
-               "PERCEPTLAB_SERVER_INSTANCE_PATH", "PERCEPTLAB_SERVER_DATABASE_URL")
+from .instance_support import ENVIRONMENT
+from .simulated_votes import add_votes
 
 
 # The default consent names the researcher and a contact: a study file must fill them in.

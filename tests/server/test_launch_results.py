@@ -16,12 +16,12 @@ from server.cli import cli, cmd_mturk
 from server.config import load_config
 from server.models import Assignment, MTurkAssignment, MTurkHit, Study
 
+from . import simulated_votes
 from .conftest import WorkerClient, make_noisy_scenes
+from .instance_support import ENVIRONMENT
+from .mturk_support import _assignment, _expect_hit_type, _hit
 from .s3_fixture import s3_client, seaweed_s3  # noqa: F401 - the session's SeaweedFS
-from .test_instance import ENVIRONMENT
-from . import test_live_scales as live_scales_tests
-from .test_live_scales import add_votes
-from .test_mturk import _assignment, _expect_hit_type, _hit
+from .simulated_votes import add_votes
 
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
 # The pay in round figures (the template's defaults meet the wage floor for pages of 20 comparisons).
@@ -207,7 +207,7 @@ def _take_part(instance: Path, slug: str, monkeypatch) -> tuple[str, str]:
     from server import create_app
 
     for k, quality in enumerate([1.5, 0.5, -0.5, -1.5]):  # the less noise, the better
-        monkeypatch.setitem(live_scales_tests.QUALITY, f"method_{k}", quality)
+        monkeypatch.setitem(simulated_votes.QUALITY, f"method_{k}", quality)
 
     app = create_app(load_config(instance=instance), testing=True, entry_limit=0, live_scales_process=False)
     try:

@@ -16,8 +16,7 @@ from sqlalchemy import func, select
 from server import live_scales
 from server.models import ScaleSnapshot, Study, Vote, Worker
 
-# QUALITY and add_votes stay importable from here for the modules that did so before they moved.
-from .simulated_votes import QUALITY, add_votes  # noqa: F401
+from .simulated_votes import QUALITY, add_votes
 
 
 def _study_id(app, slug: str) -> int:

@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from server.models import MotionClip, MotionProbe, MotionResponse, MotionTrial
 
-from .test_api_concurrency import checked
-from .test_motion_api import MotionWorker, create_motion_study, frame_log, vector_fields  # noqa: F401
+from .concurrency_support import checked
+from .motion_support import MotionWorker, create_motion_study, frame_log, vector_fields
 
 TIMEOUT = 30
 

@@ -16,8 +16,7 @@ from server.paradigms.motion import blind_spot_distance, motion_progress
 from server.paradigms.studyfile import StudyDefinitionError
 
 from .conftest import WorkerClient
-from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_motion_api import MotionWorker, create_motion_study, motion_study, write_motion_study  # noqa: F401
+from .motion_support import MotionWorker, create_motion_study, write_motion_study
 
 SECRET = "test-secret"
 TAN = math.tan(math.radians(13.5))
@@ -51,7 +50,7 @@ def test_one_finished_session_counts_once(app, motion_study):
     assert progress["fill"] == pytest.approx(0.25) and progress["sessions_open"] == 0
 
 
-def test_summary_json_has_headline_clips_and_stage_badges(app, admin, motion_study):  # noqa: F811
+def test_summary_json_has_headline_clips_and_stage_badges(app, admin, motion_study):
     _finished(app, motion_study, "WDONE")
     screening = MotionWorker(app, motion_study, worker_id="WRDK")
     screening.start()

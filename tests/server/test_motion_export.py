@@ -16,28 +16,11 @@ from server.cli import cli
 from server.paradigms import motion_export
 from server.models import MotionClip, MotionProbe, MotionResponse, Study
 
-from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_motion_api import MotionWorker, motion_study  # noqa: F401 - fixtures
-
-SECRET = "test-secret"
+from .motion_support import SECRET, MotionWorker, _finished_worker
 
 
 def _rows(text: str) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
-
-
-def _finished_worker(app, slug: str, worker_id: str, drops_on_first_main: int = 0) -> MotionWorker:
-    worker = MotionWorker(app, slug, worker_id=worker_id)
-    worker.start()
-    worker.calibrate()
-    rdk = worker.state()["trials"]
-    worker.respond(rdk[0], -worker.gt(rdk[0]["trial_id"])[0], -worker.gt(rdk[0]["trial_id"])[1])  # failed practice
-    worker.answer_block()
-    first_main = [t for t in worker.state()["trials"] if not t["practice"]][0]
-    worker.answer(first_main, drops=drops_on_first_main)
-    worker.answer_block()
-    assert worker.state()["stage"] == "completed"
-    return worker
 
 
 def _tables(app, slug: str, salt: bytes | None) -> dict[str, list[dict]]:
@@ -48,7 +31,7 @@ def _tables(app, slug: str, salt: bytes | None) -> dict[str, list[dict]]:
     return {name: _rows(text) for name, text in motion_export.motion_csv_texts(tables).items()}
 
 
-def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noqa: F811
+def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):
     worker = _finished_worker(app, motion_study, "WEXPORT1", drops_on_first_main=2)
     tables = _tables(app, motion_study, exports.study_salt(SECRET, motion_study))
     pseudonym = exports.pseudonym(exports.study_salt(SECRET, motion_study), "WEXPORT1")
@@ -118,14 +101,14 @@ def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):  # noq
     assert len(trials.worker_id) == 12 and trials.frame_drops.sum() == 2
 
 
-def test_raw_ids_and_empty_study(app, motion_study):  # noqa: F811
+def test_raw_ids_and_empty_study(app, motion_study):
     assert all(rows == [] for rows in _tables(app, motion_study, None).values())
     _finished_worker(app, motion_study, "WRAW1")
     tables = _tables(app, motion_study, None)
     assert {r["worker_id"] for r in tables["motion.csv"]} == {"WRAW1"}
 
 
-def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, monkeypatch):  # noqa: F811
+def test_export_command_writes_the_motion_files(app, motion_study, tmp_path, monkeypatch):
     _finished_worker(app, motion_study, "WCLI1")
     monkeypatch.setenv("PERCEPTLAB_SECRET_KEY", SECRET)
     out = tmp_path / "export"
@@ -155,7 +138,7 @@ def test_study_template_motion_is_a_valid_study(motion_clips, tmp_path):
     assert "manifests" in plain.output and "motion" not in plain.output
 
 
-def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: F811
+def test_experimenter_sees_the_motion_study(app, admin, motion_study):
     _finished_worker(app, motion_study, "WADMIN1")
     refused = MotionWorker(app, motion_study, worker_id="WSLOW1")
     refused.start()
@@ -189,7 +172,7 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):  # noqa: 
     assert row["n_votes"] == 1 and row["target_votes"] == 4 and row["fill"] == pytest.approx(2 / 8)
 
 
-def test_results_draws_the_vector_fields_on_the_studys_clips(app, motion_study, tmp_path, monkeypatch):  # noqa: F811
+def test_results_draws_the_vector_fields_on_the_studys_clips(app, motion_study, tmp_path, monkeypatch):
     from PIL import Image
 
     from analysis.formats import read_table

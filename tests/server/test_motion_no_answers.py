@@ -18,7 +18,7 @@ from sqlalchemy import select
 from server.models import MotionProbe, MotionTrial
 from stimuli.rdk import rdk_dot_positions, rdk_vector
 
-from .test_motion_api import SMALL, MotionWorker, create_motion_study, motion_study  # noqa: F401
+from .motion_support import SMALL, MotionWorker, create_motion_study
 
 FORBIDDEN_KEYS = {"direction_deg", "speed_ppf", "seed", "gt", "gt_u", "gt_v"}
 

@@ -13,9 +13,7 @@ from server.cli import cli
 from server.paradigms.motion_export import MOTION_WORKERS_COLUMNS
 from server.wages import WORKER_COLUMNS
 
-from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_motion_api import MotionWorker, motion_study  # noqa: F401 - fixtures
-from .test_motion_export import SECRET, _finished_worker
+from .motion_support import SECRET, MotionWorker, _finished_worker
 
 
 def _rows(text: str) -> tuple[list[str], dict[str, dict]]:
@@ -23,7 +21,7 @@ def _rows(text: str) -> tuple[list[str], dict[str, dict]]:
     return list(reader.fieldnames or []), {r["worker_id"]: r for r in reader}
 
 
-def test_motion_workers_csv_has_motion_columns(app, admin, motion_study, tmp_path, monkeypatch):  # noqa: F811
+def test_motion_workers_csv_has_motion_columns(app, admin, motion_study, tmp_path, monkeypatch):
     _finished_worker(app, motion_study, "WDONE1", drops_on_first_main=2)
     slow = MotionWorker(app, motion_study, worker_id="WSLOW1")
     slow.start()

@@ -2,8 +2,6 @@
 parameters are checked and the answers are canned (moto implements no MTurk at all)."""
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 from botocore.stub import ANY
 from sqlalchemy import func, select
@@ -19,9 +17,6 @@ from server.models import (
 from server.mturk import (
     EXTERNAL_QUESTION_NS,
     PAST,
-    QUAL_APPROVAL_RATE,
-    QUAL_LOCALE,
-    QUAL_NUMBER_APPROVED,
     SANDBOX_ENDPOINT,
     MTurkError,
     MTurkService,
@@ -29,11 +24,7 @@ from server.mturk import (
 )
 
 from .conftest import WorkerClient
-
-NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
-URL = "https://lab.example.org/s/demo"
-
-
+from .mturk_support import URL, _assignment, _create_params, _expect_hit_type, _hit
 
 
 @pytest.fixture
@@ -49,42 +40,6 @@ def service(client, db):
 
 def _study(db, slug):
     return db.scalar(select(Study).where(Study.slug == slug))
-
-
-def _hit(hit_id, token, n=9, status="Assignable"):
-    return {"HITId": hit_id, "HITTypeId": "HT1", "MaxAssignments": n, "HITStatus": status,
-            "RequesterAnnotation": token, "Expiration": NOW + dt.timedelta(days=7), "Reward": "0.50"}
-
-
-def _assignment(i, hit_id="HIT1", status="Submitted"):
-    return {"AssignmentId": f"ASG{i:04d}", "WorkerId": f"W{i:04d}", "HITId": hit_id, "AssignmentStatus": status,
-            "SubmitTime": NOW}
-
-
-def _expect_hit_type(stubber, qual_id="QT-TOOK-PART", create_qual=True):
-    if create_qual:
-        stubber.add_response("create_qualification_type", {"QualificationType": {"QualificationTypeId": qual_id}},
-                             {"Name": "perceptlab: took part", "Keywords": "perceptlab", "Description": ANY,
-                              "QualificationTypeStatus": "Active"})
-    guard = "DiscoverPreviewAndAccept"
-    stubber.add_response("create_hit_type", {"HITTypeId": "HT1"}, {
-        "AutoApprovalDelayInSeconds": 3 * 86400, "AssignmentDurationInSeconds": 7200, "Reward": "0.50",
-        "Title": ANY, "Keywords": ANY, "Description": ANY,
-        "QualificationRequirements": [
-            {"QualificationTypeId": QUAL_APPROVAL_RATE, "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [98],
-             "ActionsGuarded": guard},
-            {"QualificationTypeId": QUAL_NUMBER_APPROVED, "Comparator": "GreaterThanOrEqualTo",
-             "IntegerValues": [1000], "ActionsGuarded": guard},
-            {"QualificationTypeId": QUAL_LOCALE, "Comparator": "In", "LocaleValues": [{"Country": "US"}],
-             "ActionsGuarded": guard},
-            {"QualificationTypeId": qual_id, "Comparator": "DoesNotExist", "ActionsGuarded": guard}]})
-
-
-def _create_params(token, n=9):
-    question = (f'<ExternalQuestion xmlns="{EXTERNAL_QUESTION_NS}"><ExternalURL>{URL}</ExternalURL>'
-                "<FrameHeight>0</FrameHeight></ExternalQuestion>")
-    return {"HITTypeId": "HT1", "MaxAssignments": n, "LifetimeInSeconds": 7 * 86400, "Question": question,
-            "RequesterAnnotation": token, "UniqueRequestToken": token}
 
 
 def test_make_client_uses_the_sandbox_unless_live():
@@ -376,7 +331,7 @@ def test_dashboard_shows_hits_and_plan_and_acts_with_csrf(client, app, study):
     from server import auth
     from server.views.admin_mturk import bp
 
-    from .test_admin import PASSWORD, csrf_of, log_in
+    from .admin_support import PASSWORD, csrf_of, log_in
 
     if "admin_mturk" not in app.blueprints:  # until server/app.py registers it
         app.register_blueprint(bp)

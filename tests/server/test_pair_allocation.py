@@ -12,51 +12,15 @@ from sqlalchemy import func, select
 from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
 from server.stimulus_index import name_maker
 
+from .allocation_support import real_pairs_of, start, work, worker_row_id
+from .api_support import SpecClient
 from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app
-from .test_api import SpecClient
 
 N_SMALL_PAIRS = 44
 
 
 def _session(app):
     return app.extensions["perceptlab.sessions"]()
-
-
-def start(worker: WorkerClient) -> dict:
-    """Consent, instructions and (when there is one) a correctly answered quiz: the state after."""
-    assert worker.action("consent").status_code == 200
-    state = worker.action("instructions_done").json
-    if state["stage"] == "quiz":
-        worker.answer_page(worker.correct_side)
-        state = worker.state()
-    return state
-
-
-def work(worker: WorkerClient, pages: int | None = None, choose=None) -> dict:
-    """Start, then answer pages until the assignment completes (or ``pages`` pages, then finish)."""
-    state = start(worker)
-    done = 0
-    while state["stage"] == "trials":
-        worker.answer_page(choose or worker.correct_side)
-        done += 1
-        state = worker.state()
-        if state["stage"] == "page_done":
-            state = worker.action("finish" if pages is not None and done >= pages else "continue").json
-    return state
-
-
-def real_pairs_of(app, **where) -> list[int]:
-    """Pair IDs of the real (not gold) trials matching ``where`` (Trial columns)."""
-    with _session(app) as session:
-        query = select(Trial.pair_id).join(Pair, Trial.pair_id == Pair.id).where(~Pair.is_gold)
-        for column, value in where.items():
-            query = query.where(getattr(Trial, column) == value)
-        return list(session.scalars(query.order_by(Trial.id)))
-
-
-def worker_row_id(app, external_id: str) -> int:
-    with _session(app) as session:
-        return session.scalar(select(Worker.id).where(Worker.external_id == external_id))
 
 
 def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):

@@ -18,8 +18,8 @@ from server.models import Assignment, Study, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.studyfile import redirect_url_problem
 
+from .admin_support import csrf_of
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
-from .test_admin import admin, csrf_of, user  # noqa: F401 - fixtures
 
 PID = "5f3a9c0e1d2b3a4c5d6e7f80"
 PROLIFIC = {"recruiter": "prolific", "completion_code": "C1PL4ABC"}
@@ -195,7 +195,7 @@ def test_the_redirect_recruiter_fills_in_code_and_participant(app, demo_stimuli,
 # ---------------------------------------------------------------- workers.csv and the participants page
 
 def test_workers_csv_and_the_participants_page_list_platform_status_and_code(app, demo_stimuli, tmp_path,
-                                                                             admin):  # noqa: F811
+                                                                             admin):
     slug = _prolific_study(app, demo_stimuli, tmp_path)
     _complete(app, slug, PID, query=PROLIFIC_QUERY)
     _location(app.test_client().get(f"/s/{slug}?PROLIFIC_PID=started1&STUDY_ID=64aa00bb11cc"))
@@ -305,7 +305,7 @@ def test_too_many_rows():
         codes.read_submitted(b"pid,code\n" + b"a,b\n" * 4, max_rows=3)
 
 
-def test_the_dashboard_checks_an_uploaded_file(app, demo_stimuli, tmp_path, admin):  # noqa: F811
+def test_the_dashboard_checks_an_uploaded_file(app, demo_stimuli, tmp_path, admin):
     slug, given = _codes_study(app, demo_stimuli, tmp_path)
     url = f"/admin/studies/{slug}/participants/check"
     anonymous = app.test_client()

@@ -18,11 +18,8 @@ from server.models import MotionClip, Pair, Study, Trial
 from server.stimulus_index import SALT_KEY, name_maker
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
-from .test_motion_api import SMALL, MotionWorker, create_motion_study  # noqa: F401
-
-# What a path may give away: none of it may appear in a URL.
-PATH_WORDS = ("gold", "degraded", "reference", "flow", "overview", "crop", "amplified", "original", "scene",
-              "frame", "noise", "chelsea", "astronaut", "coffee", "farneback", "dis_", "true", "zero", "demo_")
+from .motion_support import SMALL, MotionWorker, create_motion_study
+from .stimulus_support import PATH_WORDS, trial_paths
 
 
 def opaque(slug: str) -> re.Pattern:
@@ -68,18 +65,6 @@ def study_row(app, slug: str) -> Study:
         study = session.scalar(select(Study).where(Study.slug == slug))
         session.expunge(study)
         return study
-
-
-def trial_paths(app, trial_id: str) -> dict[str, tuple[str, list[str]]]:
-    """side -> (full, crops) of a paired trial, read from its rows."""
-    with app.extensions["perceptlab.sessions"]() as session:
-        trial = session.get(Trial, int(trial_id))
-        pair = trial.pair
-        a, b = pair.stimulus_a, pair.stimulus_b
-        left, right = (a, b) if trial.left_is_a else (b, a)
-        reference = pair.set.reference
-        return {"reference": (reference["full"], reference["crops"]), "left": (left.full, left.crops["paths"]),
-                "right": (right.full, right.crops["paths"])}
 
 
 def gold_side(app, trial: dict) -> str:

@@ -375,7 +375,7 @@ def test_app_with_s3_backend_serves_presigned_urls(s3, database_url, demo_stimul
     from server import create_app
     from server.config import load_config
 
-    from .test_stimulus_serving import PATH_WORDS, trial_paths
+    from .stimulus_support import PATH_WORDS, trial_paths
 
     config = load_config(_s3_env(s3))
     app = create_app(config, database_url=database_url, instance_path=str(tmp_path / "instance"),

@@ -18,8 +18,7 @@ from server.payments import payment_plan
 from server.worker_time import PaySettings, time_estimate, time_on_task
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
-from .test_admin import admin, user  # noqa: F401 - fixtures
-from .test_motion_api import MotionWorker, motion_study  # noqa: F401 - fixtures
+from .motion_support import MotionWorker
 
 T0 = dt.datetime(2026, 3, 2, 9, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -161,7 +160,7 @@ def test_the_payment_plan_lists_time_and_wage(app, study):
     assert plan.median_wage == row.wage_usd_per_h
 
 
-def test_a_motion_session_is_timed_from_its_calibration_and_responses(app, motion_study):  # noqa: F811
+def test_a_motion_session_is_timed_from_its_calibration_and_responses(app, motion_study):
     worker = MotionWorker(app, motion_study, worker_id="WMOTION")
     worker.start()
     worker.calibrate()
@@ -227,7 +226,7 @@ def _paid_worker(app, study: str, seconds_per_vote: float) -> WorkerClient:
     return worker
 
 
-def test_the_dashboard_shows_wages_and_warns_below_the_floor(app, study, admin):  # noqa: F811
+def test_the_dashboard_shows_wages_and_warns_below_the_floor(app, study, admin):
     _paid_worker(app, study, 5.0)
     with app.extensions["perceptlab.sessions"]() as db:
         pay = wages.study_pay(db, _study(db, study))
@@ -242,7 +241,7 @@ def test_the_dashboard_shows_wages_and_warns_below_the_floor(app, study, admin):
     assert f"median effective wage is ${wage:.2f}/h" in page
 
 
-def test_before_anyone_is_paid_the_warning_uses_the_estimated_wage(app, study, admin):  # noqa: F811
+def test_before_anyone_is_paid_the_warning_uses_the_estimated_wage(app, study, admin):
     # SMALL_STUDY: $0.50 for one page of 6 comparisons (90 s) after 105 s of setup: about $9.23/h.
     app.config["SERVER"]["wage_floor_usd_per_hour"] = 12.0
     page = admin.get(f"/admin/studies/{study}").get_data(as_text=True)
@@ -251,7 +250,7 @@ def test_before_anyone_is_paid_the_warning_uses_the_estimated_wage(app, study, a
     assert 'id="wage-warning"' not in admin.get(f"/admin/studies/{study}").get_data(as_text=True)
 
 
-def test_workers_csv_has_time_and_pay_columns(app, study, admin):  # noqa: F811
+def test_workers_csv_has_time_and_pay_columns(app, study, admin):
     worker = _paid_worker(app, study, 6.0)
     n = _vote_count(app, worker.assignment_id)
     text = admin.get(f"/admin/studies/{study}/workers.csv").get_data(as_text=True)
