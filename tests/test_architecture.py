@@ -304,3 +304,59 @@ def test_templates_and_browser_code_do_not_test_the_kind():
                 if kind is None or kind in kinds:
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "paradigm kind checks in templates / browser code:\n  " + "\n  ".join(found)
+
+
+# ---------------------------------------------------------------- test modules
+
+TESTS = ROOT / "tests"
+
+
+def suite_modules() -> dict[str, Path]:
+    """Every module under tests/ (test modules, conftest.py files, support modules): dotted name -> file."""
+    return {".".join(path.relative_to(ROOT).with_suffix("").parts): path for path in sorted(TESTS.rglob("*.py"))
+            if path.name != "__init__.py"}
+
+
+def imports_of_test_modules(name: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, test module) of every import of a test module (``test_*``) in module ``name`` of tests/,
+    relative imports resolved; at module level and inside functions alike."""
+    found = []
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                base = name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                source = f"{base}.{node.module}" if node.module else base
+            # ``from package import test_x`` names a module; ``from test_x import helper`` names its object.
+            targets = [f"{source}.{alias.name}" if alias.name.startswith("test_") else source for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, target) for target in targets
+                  if target.startswith("tests.") and target.rpartition(".")[2].startswith("test_")]
+    return sorted(found)
+
+
+def test_no_test_module_imports_another():
+    """Shared fixtures live in a folder's conftest.py and shared helpers in a support module (e.g.
+    tests/server/motion_support.py): importing a test module runs its module code again under another
+    name, and fixtures imported by name look unused to linters (issue 30)."""
+    found = [f"{path.relative_to(ROOT)}:{line} imports {target}"
+             for name, path in suite_modules().items()
+             for line, target in imports_of_test_modules(name, ast.parse(path.read_text(encoding="utf-8")))]
+    assert not found, ("test modules imported by other modules of tests/ (move what they share to the "
+                       "folder's conftest.py or a support module):\n  " + "\n  ".join(found))
+
+
+def test_the_test_import_finder_finds_test_imports():
+    source = ("from .test_api import SpecClient\nfrom . import test_live_scales as scales\n"
+              "import tests.server.test_admin\nfrom tests.browser.test_worker_flow import Walker\n"
+              "from .motion_support import MotionWorker\nfrom .conftest import WorkerClient\n"
+              "def f():\n    from ..server.test_mturk import _hit\n"
+              "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .test_pair_allocation import work\n")
+    assert imports_of_test_modules("tests.server.test_example", ast.parse(source)) == [
+        (1, "tests.server.test_api"), (2, "tests.server.test_live_scales"), (3, "tests.server.test_admin"),
+        (4, "tests.browser.test_worker_flow"), (8, "tests.server.test_mturk")]
