@@ -65,8 +65,11 @@ def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
     assert vote.status_code == 201, vote.text
 
 
-def test_slow_clients_stall_gunicorn_alone_but_not_votes_through_nginx(stack):
-    # Through nginx: the honest worker's votes without, then with, 32 slow clients held.
+def test_slow_clients_do_not_delay_votes_through_nginx(stack):
+    # Through nginx: the honest worker's votes without, then with, 32 slow clients held. (Against gunicorn
+    # alone the same clients hold every thread, so that an honest vote waits until they let go: a fact
+    # about gunicorn whose timing a loaded machine blurs, measured by benchmarks/slow_clients.py instead.)
+    # With `proxy_request_buffering off` in the recipe this test fails.
     honest, attacker = stack.worker(through_nginx=True), stack.worker(through_nginx=True)
     honest.votes(3)  # warm up: connections, the study known to the process
     without = honest.votes(VOTES)
@@ -75,13 +78,3 @@ def test_slow_clients_stall_gunicorn_alone_but_not_votes_through_nginx(stack):
         held = slow.held()
     assert held == SLOW_CLIENTS  # nginx still holds every one of them: none gave up or was answered
     assert statistics.median(with_slow) <= 2 * statistics.median(without), (without, with_slow)
-
-    # The same slow clients against gunicorn directly hold all its threads: an honest vote gets no answer
-    # while they hold (what the recipe is for; the benchmark measures it).
-    direct, attacker = stack.worker(through_nginx=False), stack.worker(through_nginx=False)
-    direct.votes(2)
-    with stack.slow_clients(SLOW_CLIENTS, through_nginx=False, token_of=attacker):
-        import requests
-
-        with pytest.raises(requests.exceptions.Timeout):
-            direct.vote(timeout=3.0)
