@@ -35,7 +35,6 @@ when they complete a page on the regular path and at each of their page starts (
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -47,9 +46,8 @@ from .errors import ApiError
 from .models import (Assignment, Bonus, MTurkAssignment, MTurkHit, Page, Pair, ScaleSnapshot, Study, StudySet, Trial,
                      Vote, Worker)
 from .paradigms.entry import PILOT_PLATFORM  # noqa: F401 - the platform of preview participants
+from .paradigms.entry import url_signature
 from .paradigms.stages import Stage
-
-SIGNATURE_HEX_DIGITS = 32
 
 _assignment, _page, _pair, _trial, _vote = (Assignment.__table__, Page.__table__, Pair.__table__, Trial.__table__,
                                             Vote.__table__)
@@ -72,8 +70,7 @@ def pilot_signature(secret_key: str, slug: str) -> str:
     str
         32 lowercase hexadecimal digits.
     """
-    message = f"perceptlab-pilot\0{slug}".encode()
-    return hmac.new(secret_key.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+    return url_signature(secret_key, "pilot", slug)
 
 
 def check_pilot_signature(secret_key: str, slug: str, signature: str | None) -> None:

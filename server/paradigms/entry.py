@@ -76,6 +76,14 @@ MTURK_SUBMIT_URLS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 
 # ---------------------------------------------------------------- signed participant links
 
+def url_signature(secret: str, purpose: str, *parts: str) -> str:
+    """HMAC-SHA256 under ``secret`` of ``perceptlab-<purpose>`` and ``parts`` (NUL-separated), as the
+    :data:`SIGNATURE_HEX_DIGITS` lowercase hexadecimal digits a URL carries. The purpose keeps a link's,
+    an MTurk entry's and a pilot entry's signatures apart even under one secret."""
+    message = "\0".join((f"perceptlab-{purpose}", *parts)).encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+
+
 def link_signature(secret: str, slug: str, participant: str) -> str:
     """The ``sig`` of a participant link: HMAC-SHA256 of the study slug and the participant ID.
 
@@ -91,8 +99,7 @@ def link_signature(secret: str, slug: str, participant: str) -> str:
     str
         32 lowercase hexadecimal digits.
     """
-    message = f"perceptlab-link\0{slug}\0{participant}".encode()
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+    return url_signature(secret, "link", slug, participant)
 
 
 def participant_link(study: Study, spec, participant: str, base_url: str = "") -> str:
@@ -158,8 +165,7 @@ def mturk_signature(secret: str, slug: str) -> str:
     str
         32 lowercase hexadecimal digits (never a plain link's signature: the message differs).
     """
-    message = f"perceptlab-mturk\0{slug}".encode()
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:SIGNATURE_HEX_DIGITS]
+    return url_signature(secret, "mturk", slug)
 
 
 def mturk_question_url(study: Study, spec, url: str) -> str:
