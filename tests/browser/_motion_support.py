@@ -157,6 +157,16 @@ THIRD_CYCLE_END_JS = """() => {
 }"""
 
 
+def to_calibration(page) -> None:
+    """From the consent page of a motion study (just opened) through the instructions to the calibration."""
+    assert status(page) == "consent"
+    page.check("#agree")
+    page.click("#btn-consent")
+    assert status(page) == "instructions"
+    page.click("#btn-start")
+    assert status(page) == "calibration"
+
+
 def run_trial(page, target: tuple[float, float]) -> dict:
     """Start the trial on screen, watch 3 cycles with the cursor at `target`, click."""
     trial = page.evaluate("window.assignmentDriver.plugin.current.trial")

@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select, update
 
 from server.models import Assignment, Calibration, MotionResponse, Worker
-from tests.browser._motion_support import cursor_for, run_trial, status, true_vector
+from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study
 
@@ -81,12 +81,7 @@ def _enter(page, live_server: str, slug: str, participant: str, width: int, heig
     page.clock.install(time=1_000_000)
     page.clock.pause_at(1_001_000)  # 1000 s after the install: ahead of the page's clock on any machine
     page.goto(f"{live_server}/s/{slug}?participant={participant}")
-    assert status(page) == "consent"
-    page.check("#agree")
-    page.click("#btn-consent")
-    assert status(page) == "instructions"
-    page.click("#btn-start")
-    assert status(page) == "calibration"
+    to_calibration(page)
 
 
 def _calibrate(page, width: int, height: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
-from tests.browser._motion_support import cursor_for, run_trial, status, true_vector
+from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study
 
@@ -60,14 +60,9 @@ def go_through_study(page, app, live_server, slug: str, assignment: str, screens
     page.goto(f"{live_server}/s/{slug}?assignmentId={assignment}&hitId=H1&workerId=W{assignment}"
               f"&turkSubmitTo={SANDBOX}")
 
-    assert status(page) == "consent"
-    page.check("#agree")
-    page.click("#btn-consent")
-    assert status(page) == "instructions"
-    page.click("#btn-start")
+    to_calibration(page)
 
     # Calibration: the refresh measurement runs on the (fake, 16 ms) rAF clock.
-    assert status(page) == "calibration"
     page.keyboard.press("Shift+ArrowRight")
     while page.get_attribute("#calibration", "data-refresh-done") != "true":
         page.clock.run_for(500)
@@ -213,10 +208,7 @@ def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp
     page.clock.install(time=1_000_000)
     page.clock.pause_at(1_001_000)
     page.goto(f"{live_server}/s/{slug}?assignmentId=ASLOW1&hitId=H1&workerId=WSLOW1&turkSubmitTo={SANDBOX}")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
-    assert status(page) == "calibration"
+    to_calibration(page)
     while page.get_attribute("#calibration", "data-refresh-done") != "true":
         page.clock.run_for(500)
     page.click("#calib-continue")

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from server import auth, exports
 from server.models import Assignment, Calibration
 from server.paradigms.motion import blind_spot_distance
-from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, true_vector
+from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, to_calibration, true_vector
 from tests.server.conftest import WorkerClient
 from tests.server.motion_support import MotionWorker, create_motion_study
 
@@ -241,10 +241,7 @@ def test_worker_measures_distance_passes_screening_and_is_told(page, app, live_s
     page.clock.install(time=1_000_000)
     page.clock.pause_at(1_001_000)
     page.goto(f"{live_server}/s/{slug}?participant=PTOLD1")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
-    assert status(page) == "calibration"
+    to_calibration(page)
     while page.get_attribute("#calibration", "data-refresh-done") != "true":
         page.clock.run_for(500)
     page.click("#calib-continue")
