@@ -83,7 +83,7 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         app.wsgi_app = FastLane(app, app.wsgi_app, headers_for)
 
     if server.get("live_scales_interval", 0) and not app.config["TESTING"]:
-        from .live_scales import start_background_refresh
+        from .paradigms.paired.live_scales import start_background_refresh
 
         start_background_refresh(app)
 

@@ -1,6 +1,6 @@
 """Exports of a study's data: worker pseudonyms, votes.csv (ARCHITECTURE.md, File formats; paired comparison),
 per-worker metadata (every study), and :func:`export_study`, which asks the study's paradigm for
-its files (motion matching: :mod:`server.paradigms.motion_export`).
+its files (motion matching: :mod:`server.paradigms.motion.export`).
 
 Worker IDs are personal data (an MTurk WorkerId links to a public profile), so
 every export replaces them by default with a keyed pseudonym::

@@ -11,7 +11,7 @@ The tables follow the worker's path through a study::
     Study -< Worker -< Assignment -< Page -< Trial -- Vote (at most one per trial)
                                                    -- GoldResult (gold trials only)
 
-Motion-matching studies (``server/paradigms/motion.py``) use their own tables::
+Motion-matching studies (``server/paradigms/motion/paradigm.py``) use their own tables::
 
     Study -< MotionClip -< MotionProbe
     Assignment -- Calibration (one per assignment)
@@ -373,7 +373,7 @@ class Bonus(Base):
     sent_at: Mapped[dt.datetime | None]
 
 
-# ---------------------------------------------------------------- motion matching (server/paradigms/motion.py)
+# ---------------------------------------------------------------- motion matching (server/paradigms/motion/paradigm.py)
 
 class MotionClip(Base):
     """One clip of a motion study: its frames (paths relative to the study's stimulus root)."""

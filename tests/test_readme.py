@@ -90,7 +90,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
                                         OBSERVERS_COLUMNS, PROBES_COLUMNS)
     from analysis.pipeline import WORKERS_EXTRA_COLUMNS
     from server.exports import RECRUITER_COLUMNS, VOTES_COLUMNS, WORKERS_META_COLUMNS
-    from server.paradigms.motion_export import MOTION_FILES, MOTION_WORKERS_COLUMNS
+    from server.paradigms.motion.export import MOTION_FILES, MOTION_WORKERS_COLUMNS
     from server.wages import WORKER_COLUMNS
 
     text = section(README.read_text(encoding="utf-8"), DICTIONARY)

@@ -126,8 +126,8 @@ def _reconcile(session, study) -> str:
 
 def _study_clips(session, study):
     """The motion study's stored clips for the analysis (frames under its stimulus root) and a note saying
-    where they are, or why there are none: :func:`server.paradigms.motion_export.study_clip_manifest`."""
-    from server.paradigms.motion_export import study_clip_manifest
+    where they are, or why there are none: :func:`server.paradigms.motion.export.study_clip_manifest`."""
+    from server.paradigms.motion.export import study_clip_manifest
 
     return study_clip_manifest(session, study.id)
 

@@ -47,7 +47,7 @@ def prepared_window_lines(manifest: Path) -> list[str]:
     """What prepared stimuli need under each display policy with the study template's other [display]
     values (``stimuli prepare``)."""
     from server.paradigms.display import POLICIES
-    from server.paradigms.paired_study import StudySpec, window_requirement
+    from server.paradigms.paired.study import StudySpec, window_requirement
 
     lines = []
     for policy in POLICIES:

@@ -33,7 +33,8 @@ from flask import (Blueprint, Response, abort, current_app, jsonify, make_respon
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from .. import auth, codes, exports, live_scales, wages
+from .. import auth, codes, exports, wages
+from ..paradigms.paired import live_scales
 from ..db import db_session
 from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config

@@ -33,7 +33,7 @@ OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
 # A motion response carries its raw frame log: up to 20,000 rAF timestamps of about 11 bytes each
-# (server/paradigms/motion.py MAX_TIMESTAMPS), which the worker-wide 64 kB would cut short.
+# (server/paradigms/motion/paradigm.py MAX_TIMESTAMPS), which the worker-wide 64 kB would cut short.
 _BODY_BYTES = {"motion-responses": 256 * 1024}
 
 

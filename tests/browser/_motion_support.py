@@ -191,7 +191,7 @@ def true_vector(app, trial_id: int) -> tuple[float, float]:
     from sqlalchemy import select
 
     from server.models import MotionClip, MotionProbe, MotionTrial
-    from server.paradigms.motion import trial_gt
+    from server.paradigms.motion.paradigm import trial_gt
 
     with app.extensions["perceptlab.sessions"]() as session:
         return trial_gt(session.execute(

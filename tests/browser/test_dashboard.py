@@ -6,7 +6,8 @@ import re
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from server import auth, live_scales
+from server import auth
+from server.paradigms.paired import live_scales
 from server.models import Study
 from tests.server.conftest import WorkerClient
 from tests.server.simulated_votes import add_votes

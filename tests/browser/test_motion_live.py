@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from server import auth, exports
 from server.models import Assignment, Calibration
-from server.paradigms.motion import blind_spot_distance
+from server.paradigms.motion.paradigm import blind_spot_distance
 from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, to_calibration, true_vector
 from tests.server.conftest import WorkerClient
 from tests.server.motion_support import MotionWorker, create_motion_study

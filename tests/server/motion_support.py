@@ -131,7 +131,7 @@ class MotionWorker:
     def gt(self, trial_id: int) -> tuple[float, float]:
         """The true vector of a trial, read from the database (State hides it on test trials)."""
         from server.models import MotionClip as Clip
-        from server.paradigms.motion import trial_gt
+        from server.paradigms.motion.paradigm import trial_gt
 
         with self.app.extensions["perceptlab.sessions"]() as session:
             row = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v,

@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from server import auth, live_scales, login_throttle
+from server import auth, login_throttle
+from server.paradigms.paired import live_scales
 from server.cli import cli
 from server.models import Study, User
 

@@ -11,8 +11,8 @@ from server.cli import cli
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.consent import NOT_GIVEN, check_consent_filled, pay_phrase, unfilled_fields
 from server.paradigms.core import PayUnit
-from server.paradigms.motion_study import DEFAULT_MOTION_CONSENT
-from server.paradigms.paired_study import DEFAULT_CONSENT
+from server.paradigms.motion.study import DEFAULT_MOTION_CONSENT
+from server.paradigms.paired.study import DEFAULT_CONSENT
 
 from .conftest import create_test_study
 

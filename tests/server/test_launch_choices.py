@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from server.cli import cli
 from server.cli.cmd_launch import serve_options
 from server.models import Pair, Stimulus, Study, StudySet
-from server.paradigms.paired_study import default_instructions
+from server.paradigms.paired.study import default_instructions
 
 from .conftest import WorkerClient, make_noisy_scenes
 

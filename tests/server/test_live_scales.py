@@ -1,4 +1,4 @@
-"""Running scale estimates (server/live_scales.py), on SQLite and PostgreSQL."""
+"""Running scale estimates (server/paradigms/paired/live_scales.py), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 from scipy.stats import spearmanr
 from sqlalchemy import func, select
 
-from server import live_scales
+from server.paradigms.paired import live_scales
 from server.models import ScaleSnapshot, Study, Vote, Worker
 
 from .simulated_votes import QUALITY, add_votes
@@ -310,7 +310,7 @@ def test_child_ends_when_its_server_process_dies():
     """A server process killed without clean-up (no atexit) leaves no computing process behind: the child
     reads the end of its request pipe and exits."""
     script = ("import os, sys\n"
-              "from server.live_scales import ScaleProcess\n"
+              "from server.paradigms.paired.live_scales import ScaleProcess\n"
               f"child = ScaleProcess(nice={CHILD_NICE})\n"
               "print(child.describe()['pid'], flush=True)\n"
               "os._exit(0)\n")

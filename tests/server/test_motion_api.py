@@ -1,4 +1,4 @@
-"""Motion-matching studies over the worker API (server/paradigms/motion.py), on SQLite and PostgreSQL.
+"""Motion-matching studies over the worker API (server/paradigms/motion/paradigm.py), on SQLite and PostgreSQL.
 
 A scripted worker goes through consent, instructions, calibration, the RDK screening (practice
 with a failed trial repeated, then test trials) and the main session. Every response passes
@@ -346,7 +346,7 @@ def test_timing_uses_the_calibrated_refresh(app, motion_study):
 
 def test_motion_study_file_validation(motion_clips, tmp_path):
     from server.paradigms import StudyDefinitionError, read_study_file
-    from server.paradigms.motion_study import MOTION_STUDY_TEMPLATE, MotionSpec
+    from server.paradigms.motion.study import MOTION_STUDY_TEMPLATE, MotionSpec
 
     spec = read_study_file(write_motion_study(tmp_path, motion_clips))
     assert isinstance(spec, MotionSpec) and spec.main_trials == 80 and spec.isi2_ms(10) == pytest.approx(1166.667,
@@ -443,7 +443,7 @@ def test_min_window_follows_the_geometry(app, motion_study):
     the panel with its text columns, at one image pixel per CSS pixel; a study floor raises it."""
     from dataclasses import replace
 
-    from server.paradigms import motion_study as ms
+    from server.paradigms.motion import study as ms
     from server.paradigms.motion import PARADIGM
 
     spec = ms.MotionSpec(slug="geometry", name="geometry", clips=("x.json",))
@@ -472,7 +472,7 @@ def test_min_window_follows_the_geometry(app, motion_study):
 
 def test_study_min_window_counts_the_probes_a_session_shows(app, motion_clips, tmp_path):
     """Only probes a session shows (the first probes_per_clip of a clip) widen the window."""
-    from server.paradigms import motion_study as ms
+    from server.paradigms.motion import study as ms
 
     slug = create_motion_study(app, motion_clips, tmp_path, slug="edge", session={"probes_per_clip": 1})
     with app.extensions["perceptlab.sessions"]() as session:

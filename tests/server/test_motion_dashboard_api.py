@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 
 from server import exports
 from server.models import Assignment, Calibration, Study
-from server.paradigms import motion_export
-from server.paradigms.motion import blind_spot_distance, motion_progress
+from server.paradigms.motion import export as motion_export
+from server.paradigms.motion.paradigm import blind_spot_distance, motion_progress
 from server.paradigms.studyfile import StudyDefinitionError
 
 from .conftest import WorkerClient

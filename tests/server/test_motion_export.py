@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from server import exports
 from server.cli import cli
-from server.paradigms import motion_export
+from server.paradigms.motion import export as motion_export
 from server.models import MotionClip, MotionProbe, MotionResponse, Study
 
 from .motion_support import SECRET, MotionWorker, _finished_worker

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from server import exports
 from server.cli import cli
-from server.paradigms.motion_export import MOTION_WORKERS_COLUMNS
+from server.paradigms.motion.export import MOTION_WORKERS_COLUMNS
 from server.wages import WORKER_COLUMNS
 
 from .motion_support import SECRET, MotionWorker, _finished_worker

@@ -21,8 +21,8 @@ from flask import request
 from sqlalchemy import DateTime, select
 
 from server.models import Assignment, Base
-from server.paradigms import paired
-from server.paradigms.paired import PairedComparison
+from server.paradigms.paired import paradigm as paired
+from server.paradigms.paired.paradigm import PairedComparison
 from server.tokens import make_token
 
 from .conftest import (SMALL_STUDY, ManualClock, WorkerClient, _admin_connection, _counter, _database_url,

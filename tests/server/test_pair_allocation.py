@@ -357,7 +357,7 @@ def test_a_page_start_reads_lapsed_pages_through_the_trial_index(postgres_url, d
     answered trials (30,000 here) costs a page start no scan of them. Complete pages hold nothing and
     are not among the held pages the lookup starts from."""
     from server.allocation import NOW
-    from server.paradigms.paired import _NEEDY_PAIR_ARRAYS
+    from server.paradigms.paired.paradigm import _NEEDY_PAIR_ARRAYS
 
     app = make_test_app(postgres_url, tmp_path / "instance", clock=clock)
     try:

@@ -14,9 +14,9 @@ from server.paradigms import (StudyDefinitionError, paradigm_named, paradigm_of_
                               spec_from_config)
 from server.paradigms.core import Paradigm, PayUnit
 from server.paradigms.motion import PARADIGM as MOTION
-from server.paradigms.motion_study import MotionSpec
+from server.paradigms.motion.study import MotionSpec
 from server.paradigms.paired import PARADIGM as PAIRED
-from server.paradigms.paired_study import StudySpec
+from server.paradigms.paired.study import StudySpec
 from server.paradigms.stages import TERMINAL_STAGES, Stage
 from server.paradigms.studyfile import StoredSpec, read_sections
 

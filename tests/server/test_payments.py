@@ -63,7 +63,7 @@ def test_a_motion_session_is_paid_as_one_unit_at_the_session_reward():
     """Motion studies pay one session per assignment: their paradigm's unit of pay is a session at
     ``reward_per_session``, the HIT requires one and no further one earns a bonus, however the spec was made."""
     from server.paradigms import paradigm_of_spec, spec_from_config
-    from server.paradigms.motion_study import MotionSpec
+    from server.paradigms.motion.study import MotionSpec
 
     spec = MotionSpec(slug="m", name="m", clips=("clips/manifest.json",), reward_per_session="3.50")
     assert paradigm_of_spec(spec).pay_unit(spec).hit_reward == Decimal("3.50")

@@ -14,10 +14,11 @@ import uuid
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server import auth, exports, live_scales, wages
+from server import auth, exports, wages
+from server.paradigms.paired import live_scales
 from server.cli import cli
 from server.models import Assignment, Page, Pair, Study, StudySet, Vote, Worker
-from server.paradigms.paired import study_progress
+from server.paradigms.paired.paradigm import study_progress
 from server.payments import payment_plan
 from server.pilot import mark_pilot, pilot_signature
 from server.worker_time import assignment_times, time_estimate

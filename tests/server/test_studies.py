@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 
 from server.models import Pair, Stimulus, Study, StudySet
 from server.paradigms import StudyDefinitionError, create_study, read_study_file
-from server.paradigms.paired_study import SECTIONS as _SECTIONS
-from server.paradigms.paired_study import STUDY_TEMPLATE, StudySpec
+from server.paradigms.paired.study import SECTIONS as _SECTIONS
+from server.paradigms.paired.study import STUDY_TEMPLATE, StudySpec
 
 N_SCENES, N_CANDIDATES, N_MANIFEST_PAIRS, N_GOLD = 4, 11, 33, 6
 
@@ -213,7 +213,7 @@ def test_bad_study_files_name_file_and_key(study_dir, label, text, words):
     with pytest.raises(StudyDefinitionError) as caught:
         # Parsing finds most problems; reading the manifests finds the rest: both are study-file errors.
         spec = read_study_file(path)
-        from server.paradigms.paired_study import _scene_manifests
+        from server.paradigms.paired.study import _scene_manifests
 
         _scene_manifests(spec)
     message = str(caught.value)
@@ -283,7 +283,7 @@ def test_gold_pairs_show_candidates_files_never_the_reference(study_dir, demo_st
     trials show), never the reference's; the pairs differ."""
     import json
 
-    from server.paradigms.paired_study import gold_item_ids
+    from server.paradigms.paired.study import gold_item_ids
 
     _, sessions = database
     scene = demo_stimuli / "prepared" / "scene_03_astronaut"

@@ -13,7 +13,7 @@ from server import codes
 from server.cli import cli
 from server.models import Assignment, Pair, Study, Vote, Worker
 from server.paradigms.core import ENDED, record_in_one_statement, stop
-from server.paradigms.paired import PairedComparison
+from server.paradigms.paired.paradigm import PairedComparison
 from server.paradigms.stages import Stage
 from server.payments import payment_plan
 from server.tokens import read_token

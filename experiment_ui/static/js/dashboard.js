@@ -146,7 +146,7 @@ function renderHeadline(study) {
   renderStatus(study);
 }
 
-// Which design chooses the pairs (server/paradigms/paired_active.py): a random regular design, or active
+// Which design chooses the pairs (server/paradigms/paired/active.py): a random regular design, or active
 // sampling in its warm-up, active phase or with its budget spent, and the precision its next batch should add.
 function renderDesign(design) {
   const node = document.getElementById("design-sampling");

@@ -60,7 +60,7 @@ export const info = Object.freeze({
     noise_url: { type: 'url', default: null, description: 'Seamless 1/f² noise texture (required; the study provides it).' },
     practice_max_epe: { type: 'float', default: 10, description: 'Practice passes if EPE <= this (px/frame) ...' },
     practice_max_dir_deg: { type: 'float', default: 30, description: '... and the direction error <= this (degrees).' },
-    // The server sends the study's need (server/paradigms/motion_study.py, min_window): its clips, the
+    // The server sends the study's need (server/paradigms/motion/study.py, min_window): its clips, the
     // RDK aperture and the panel at one image pixel per CSS pixel, with room for the text beside the panel.
     min_window_width: { type: 'int', default: 1000, description: 'Smaller windows hide the trial.' },
     min_window_height: { type: 'int', default: 600, description: 'Smaller windows hide the trial.' },

@@ -6,7 +6,7 @@ duration. In every other case it returns outcome 'defer' and changes nothing: a 
 token nonce, an assignment of another study than the one whose rules the caller passed, a stage
 that takes no votes, a trial not open or not the assignment's, a vote ID stored already, the end
 of the quiz, a hidden-gold answer that stops the worker, the last page. The caller
-(server/paradigms/paired.py, record_vote_in_one_statement) then takes the regular path
+(server/paradigms/paired/paradigm.py, record_vote_in_one_statement) then takes the regular path
 (record_vote), which decides those cases. The rules mirror record_vote's and _after_vote's;
 tests/server run every vote test on both databases, and test_one_statement_vote.py checks that
 both paths leave the same database behind.

@@ -5,7 +5,7 @@ page_done, and the regular path stored the votes sent at stopped, disqualified a
 the hidden-gold rule stopped a worker, the rest of their page still counted toward the pairs'
 targets. Now the function answers outcome 'ended' (nothing changed) for a vote on an open trial of
 an assignment that has ended (completed, stopped, disqualified, full), which the caller
-(server/paradigms/paired.py, record_vote_in_one_statement) turns into the same 409
+(server/paradigms/paired/paradigm.py, record_vote_in_one_statement) turns into the same 409
 ``assignment_ended`` the regular path gives; a vote on an answered trial (a replay) is still
 deferred, for the regular path to answer ``duplicate``. A vote of a worker turned away in another
 assignment of the study (worker.status stopped or disqualified: two HITs open at once) is deferred

@@ -18,8 +18,8 @@ with their raw frame log; the per-trial timing summary is computed here from
 that log with :mod:`analysis.frame_timing` and the worker's calibrated refresh
 interval.
 
-The study file, its spec and study creation are in :mod:`server.paradigms.motion_study`, the
-exports in :mod:`server.paradigms.motion_export`. As everywhere in :mod:`server.paradigms`, every
+The study file, its spec and study creation are in :mod:`server.paradigms.motion.study`, the
+exports in :mod:`server.paradigms.motion.export`. As everywhere in :mod:`server.paradigms`, every
 function runs inside the caller's session and leaves committing to it; the caller locks the
 assignment row (:func:`server.paradigms.core.lock_assignment`) before a response or an action.
 """
@@ -41,11 +41,11 @@ from analysis.frame_timing import estimate_refresh, summarise_phases
 from stimuli.motion_clips import movie_window
 from stimuli.rdk import rdk_dot_movie, rdk_trial_params, rdk_vector
 
-from .. import validation as check
-from ..allocation import now, release_other_pages, renew_page, reservation_end
-from ..errors import ApiError, invalid, reject_unknown
-from ..exports import pseudonym
-from ..models import (
+from ... import validation as check
+from ...allocation import now, release_other_pages, renew_page, reservation_end
+from ...errors import ApiError, invalid, reject_unknown
+from ...exports import pseudonym
+from ...models import (
     Assignment,
     Calibration,
     FrameLog,
@@ -58,15 +58,15 @@ from ..models import (
     Worker,
     utcnow,
 )
-from . import motion_export, motion_study
-from .core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
+from . import export as motion_export, study as motion_study
+from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
                    ended_error, new_page, open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop,
                    with_assignment_object)
-from .display import WindowRequirement
-from .motion_export import RDK_MOVIE_FRAMES, frame_timing
-from .motion_study import MotionSpec
-from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
+from ..display import WindowRequirement
+from .export import RDK_MOVIE_FRAMES, frame_timing
+from .study import MotionSpec
+from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
 STAGE_ORDER = (Stage.CONSENT, Stage.INSTRUCTIONS, Stage.CALIBRATION, Stage.RDK, Stage.MAIN, Stage.COMPLETED)
 BLOCK_STAGES = (Stage.RDK, Stage.MAIN)  # a block's Page.kind and MotionTrial.kind are its stage

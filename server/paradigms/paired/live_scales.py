@@ -30,7 +30,7 @@ Where the computation runs
 Not in the server process: the analysis takes seconds of CPU, and the server's
 threads must answer votes meanwhile. With ``[server] live_scales_process = true``
 (the default) each server process hands the computation to a child process of
-its own (:class:`ScaleProcess`, ``server/live_scales_child.py``), started when
+its own (:class:`ScaleProcess`, ``server/paradigms/paired/live_scales_child.py``), started when
 first needed, at a lower priority (``os.nice``) and with one BLAS thread, and let
 go after :data:`CHILD_IDLE_SECONDS` without work; the thread that asked waits for
 it (the locks above stay in the server process). ``false`` computes in the asking
@@ -63,8 +63,8 @@ from sqlalchemy.orm import Session
 
 from analysis.screening import DEFAULT_GOLD_ACCURACY
 
-from .exports import export_votes
-from .models import Assignment, ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
+from ...exports import export_votes
+from ...models import Assignment, ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
 
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id
@@ -346,7 +346,7 @@ class ScaleProcessError(RuntimeError):
 
 
 class ScaleProcess:
-    """A child process that computes snapshots for one server process (``server/live_scales_child.py``).
+    """A child process that computes snapshots for one server process (``server/paradigms/paired/live_scales_child.py``).
 
     Started on the first :meth:`compute`, at :data:`CHILD_NICE` lower priority and with every BLAS
     thread pool limited to one thread, so the analysis never takes a core from the requests of the
@@ -433,7 +433,7 @@ class ScaleProcess:
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "server.live_scales_child", str(self.nice)],
+            [sys.executable, "-m", "server.paradigms.paired.live_scales_child", str(self.nice)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8", bufsize=1,
             close_fds=True)
         _open_children.add(self)

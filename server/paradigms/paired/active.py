@@ -3,7 +3,7 @@
 Pairs and budget
 ----------------
 An active study stores every pair of each set's candidates (``n(n-1)/2``) as a :class:`Pair`
-(:func:`server.paradigms.paired_study.create_study`). The pairs of the set's regular design keep
+(:func:`server.paradigms.paired.study.create_study`). The pairs of the set's regular design keep
 ``target_votes = votes_per_pair``, the others 0, so a set's targets add up to its **budget**: the
 votes a regular study would collect (``votes_per_pair`` x the design's pairs). No pair gets more
 than ``votes_per_pair`` votes (its cap).
@@ -45,9 +45,9 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from ..allocation import LAPSED_PER_PAIR, RESERVED, now
-from ..models import Pair, StudySet, Trial, Vote
-from .core import fixed_study_facts
+from ...allocation import LAPSED_PER_PAIR, RESERVED, now
+from ...models import Pair, StudySet, Trial, Vote
+from ..core import fixed_study_facts
 
 _trial, _pair, _vote, _set = (model.__table__ for model in (Trial, Pair, Vote, StudySet))
 

@@ -14,10 +14,10 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..models import Pair, Stimulus, Study, StudySet
-from ..stimulus_index import SALT_KEY, new_salt
-from .display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
-from .studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
+from ...models import Pair, Stimulus, Study, StudySet
+from ...stimulus_index import SALT_KEY, new_salt
+from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
+from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
                         is_dollar_amount, read_sections, slugify, validate_entry, validate_slug)
 
 KIND = "pc"
@@ -145,7 +145,7 @@ class StudySpec(StoredSpec):
     degree: int = 0
     votes_per_pair: int = 20
     stimulus: str = "amplified"
-    sampling: str = "regular"       # regular | active (server/paradigms/paired_active.py)
+    sampling: str = "regular"       # regular | active (server/paradigms/paired/active.py)
     warmup_votes_per_pair: int = 1  # active: votes of each design pair before the selector takes over
     pairs_per_page: int = 20
     min_pages: int = 1
@@ -403,7 +403,7 @@ def _study_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> l
     the candidates, so that the selector may choose any; the design's pairs keep ``votes_per_pair``
     and the others 0, so the targets still add up to the set's budget (what the dashboard and the
     study list show) and the design's pairs (target > 0) are the warm-up's
-    (:mod:`server.paradigms.paired_active`).
+    (:mod:`server.paradigms.paired.active`).
     """
     design = _design_pairs(spec, manifest, rng)
     if spec.sampling != "active":

@@ -8,7 +8,7 @@ Stages of an assignment::
     any of consent, instructions, quiz, page_done -> full (no work left for this worker before
                                                           min_pages; never paid, see Paradigm.no_work_left)
 
-The study file, its spec and study creation are in :mod:`server.paradigms.paired_study`; the
+The study file, its spec and study creation are in :mod:`server.paradigms.paired.study`; the
 shared lifecycle (entry, lock, completion, pages) in :mod:`server.paradigms.core`. Every function
 runs inside the caller's session and leaves committing to it. Page allocation takes a per-study
 advisory lock on PostgreSQL (SQLite serialises writers already), so two workers never take the
@@ -27,22 +27,22 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .. import exports
-from .. import validation as check
-from ..allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
+from ... import exports
+from ... import validation as check
+from ...allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
-from ..errors import ApiError, invalid, reject_unknown
-from ..models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
-from ..pilot import recount_assignment_pairs
-from ..tokens import TokenClaims
-from . import paired_active, paired_study
-from .core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
+from ...errors import ApiError, invalid, reject_unknown
+from ...models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from ...pilot import recount_assignment_pairs
+from ...tokens import TokenClaims
+from . import active as paired_active, study as paired_study
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
                    TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
                    ended_error, fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end,
                    seeded_rng, spec_for, stop, study_ref)
-from .display import PC_CHROME, WindowRequirement, pc_views
-from .paired_study import StudySpec
-from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage
+from ..display import PC_CHROME, WindowRequirement, pc_views
+from .study import StudySpec
+from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
 _trial, _pair, _page, _vote, _gold, _assignment, _worker, _set, _stimulus = (
     model.__table__ for model in (Trial, Pair, Page, Vote, GoldResult, Assignment, Worker, StudySet, Stimulus))
@@ -192,7 +192,7 @@ _NEEDY_PAIR_ARRAYS = select(func.array_agg(aggregate_order_by(_NEEDY.c.id, _NEED
 
 
 def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.ActiveSet]:
-    """An active study's sets as index arrays (:mod:`server.paradigms.paired_active`), from its layout."""
+    """An active study's sets as index arrays (:mod:`server.paradigms.paired.active`), from its layout."""
     layout = study_layout(session, study_id)
     return paired_active.active_sets(session, study_id, layout.pairs, layout.gold)
 
@@ -346,7 +346,7 @@ def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: i
     trials, see :mod:`server.allocation`), so
     concurrent workers share out the remaining votes instead of all taking the same pairs, and
     pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
-    Active sampling chooses by its own rules (:func:`server.paradigms.paired_active.choose_pairs`).
+    Active sampling chooses by its own rules (:func:`server.paradigms.paired.active.choose_pairs`).
     """
     if spec.sampling == "active":
         return paired_active.choose_pairs(session, study, worker_id, n, spec, _active_sets(session, study.id), rng)
@@ -937,7 +937,7 @@ class PairedComparison(Paradigm):
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """:func:`study_progress` and the design that chooses the pairs (``design``:
-        :func:`server.paradigms.paired_active.design_summary`)."""
+        :func:`server.paradigms.paired.active.design_summary`)."""
         spec = spec_for(session, study_id)
         if spec.sampling == "active":
             design = paired_active.design_summary(session, session.get(Study, study_id), spec,

@@ -1,11 +1,11 @@
-"""The process that computes running scale estimates: ``python -m server.live_scales_child [NICE]``.
+"""The process that computes running scale estimates: ``python -m server.paradigms.paired.live_scales_child [NICE]``.
 
 A server process starts one of these when it first needs a snapshot
-(:class:`server.live_scales.ScaleProcess`) and sends it requests, one JSON object
+(:class:`server.paradigms.paired.live_scales.ScaleProcess`) and sends it requests, one JSON object
 per line on stdin; each gets one JSON line back:
 
 ``{"op": "compute", "database_url": ..., "study_id": ..., "bootstrap": ..., "seed": null, "interval_method": "t"}``
-    Compute and store the study's snapshot (:func:`server.live_scales.compute_snapshot`);
+    Compute and store the study's snapshot (:func:`server.paradigms.paired.live_scales.compute_snapshot`);
     replies ``{"ok": true, "n_votes": ..., "seconds": ...}``.
 ``{"op": "info"}``
     Replies ``{"ok": true, "pid": ..., "niceness": ..., "blas_threads": ...}``.
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
     from server.db import make_engine, make_session_factory
-    from server.live_scales import compute_snapshot
+    from server.paradigms.paired.live_scales import compute_snapshot
 
     factories = {}  # database URL -> (engine, session factory), kept for the process's life
 

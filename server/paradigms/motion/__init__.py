@@ -1,0 +1,14 @@
+"""Motion matching ("motion", HuPerFlow-style): a package holding everything the paradigm owns.
+
+Layout::
+
+    paradigm.py   the MotionMatching paradigm: calibration, RDK screening, matching trials, the State
+    study.py      the study file, its spec and study creation (clips and probes)
+    export.py     motion.csv, calibration.csv and frame timing exports
+
+The registry (:mod:`server.paradigms`) imports this package the first time a study of kind "motion"
+is met and takes :data:`PARADIGM`.
+"""
+from .paradigm import PARADIGM
+
+__all__ = ["PARADIGM"]
