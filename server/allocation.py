@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
-from .models import Assignment, Page, Pair, Trial, utcnow
+from .models import Assignment, Page, utcnow
+from .paradigms.paired.models import Pair, Trial
 
 Clock = Callable[[], dt.datetime]
 PAIR_ALLOCATION_LOCKS = 7_000_000  # advisory lock namespace of pair allocation (core.allocation_lock)

@@ -17,7 +17,8 @@ from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .models import GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
+from .models import Study, Worker
+from .paradigms.paired.models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 from .paradigms import paradigm_for
 from .paradigms.stages import Stage
 from .worker_records import (WORKER_COLUMNS, environment_columns, iso_utc, pilot_filter, pseudonym, study_salt,

@@ -43,8 +43,8 @@ from sqlalchemy import delete, false, func, select, update
 from sqlalchemy.orm import Session
 
 from .errors import ApiError
-from .models import (Assignment, Bonus, MTurkAssignment, MTurkHit, Page, Pair, ScaleSnapshot, Study, StudySet, Trial,
-                     Vote, Worker)
+from .models import Assignment, Bonus, MTurkAssignment, MTurkHit, Page, Study, Worker
+from .paradigms.paired.models import Pair, ScaleSnapshot, StudySet, Trial, Vote
 from .paradigms.entry import PILOT_PLATFORM  # noqa: F401 - the platform of preview participants
 from .paradigms.entry import url_signature
 from .paradigms.stages import Stage

@@ -190,7 +190,7 @@ def true_vector(app, trial_id: int) -> tuple[float, float]:
     """A trial's true vector, from the database: the page is never told it before the answer."""
     from sqlalchemy import select
 
-    from server.models import MotionClip, MotionProbe, MotionTrial
+    from server.paradigms.motion.models import MotionClip, MotionProbe, MotionTrial
     from server.paradigms.motion.paradigm import trial_gt
 
     with app.extensions["perceptlab.sessions"]() as session:

@@ -12,7 +12,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from server.models import Assignment, Vote
+from server.models import Assignment
+from server.paradigms.paired.models import Vote
 from tests.server.conftest import gold_side
 
 

@@ -9,7 +9,8 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from server.cli.cmd_server import ACTIVE_DEMO_SLUG, active_demo_study
-from server.models import Pair, Study, Trial
+from server.models import Study
+from server.paradigms.paired.models import Pair, Trial
 from server.paradigms import create_study, paradigm_for, read_study_file
 from tests.server.conftest import WorkerClient
 from tests.server.allocation_support import work

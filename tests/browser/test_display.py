@@ -27,7 +27,8 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from server.cli import cli
-from server.models import Assignment, Vote
+from server.models import Assignment
+from server.paradigms.paired.models import Vote
 from server.paradigms.display import LAPTOP_WINDOW, PC_CHROME, pc_requirement, window_needed
 from tests.server.conftest import gold_side, make_test_app
 

@@ -15,7 +15,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select, update
 
-from server.models import Assignment, Calibration, MotionResponse, Worker
+from server.models import Assignment, Worker
+from server.paradigms.motion.models import Calibration, MotionResponse
 from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study

@@ -16,7 +16,8 @@ import re
 import pytest
 from sqlalchemy import func, select
 
-from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
+from server.models import Assignment
+from server.paradigms.motion.models import Calibration, FrameLog, MotionResponse, MotionTrial
 from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study

@@ -20,7 +20,8 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from server import auth, exports
-from server.models import Assignment, Calibration
+from server.models import Assignment
+from server.paradigms.motion.models import Calibration
 from server.paradigms.motion.paradigm import blind_spot_distance
 from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, to_calibration, true_vector
 from tests.server.conftest import WorkerClient

@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select, update
 
 from server import exports
-from server.models import Assignment, Pair, Study, StudySet, Vote, Worker
+from server.models import Assignment, Study, Worker
+from server.paradigms.paired.models import Pair, StudySet, Vote
 from server.payments import payment_plan
 from server.pilot import pilot_signature
 from server.worker_time import time_estimate

@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from server.models import Study, Trial, Vote
+from server.models import Study
+from server.paradigms.paired.models import Trial, Vote
 from server.stimulus_index import StimulusIndex
 from tests.server.conftest import SMALL_STUDY, create_test_study
 from tests.server.s3_fixture import seaweed_s3  # noqa: F401

@@ -16,7 +16,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import func, select
 
-from server.models import Page, Trial, Vote
+from server.models import Page
+from server.paradigms.paired.models import Trial, Vote
 from tests.browser.conftest import pause_page_clock, tick_until
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 from tests.server.motion_support import SMALL as SMALL_MOTION

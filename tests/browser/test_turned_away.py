@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import func, select
 
-from server.models import Assignment, Vote
+from server.models import Assignment
+from server.paradigms.paired.models import Vote
 from server.paradigms.core import stop
 from server.paradigms.stages import Stage
 from tests.server.conftest import WorkerClient

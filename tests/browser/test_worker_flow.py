@@ -20,7 +20,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import func, select
 
-from server.models import Assignment, GoldResult, Page, Trial, Vote, Worker
+from server.models import Assignment, Page, Worker
+from server.paradigms.paired.models import GoldResult, Trial, Vote
 from tests.browser._worker_support import (Walker, _any_side, _assignment, _mouse_start, _page_action, _status, _tab_to,
                                             _votes, correct_side)
 from tests.server.conftest import WorkerClient

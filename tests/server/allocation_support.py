@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select
 
-from server.models import Pair, Trial, Worker
+from server.models import Worker
+from server.paradigms.paired.models import Pair, Trial
 
 from .api_support import SpecClient
 from .conftest import WorkerClient

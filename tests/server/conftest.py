@@ -259,7 +259,7 @@ def gold_side(app, trial: dict) -> str | None:
     """
     from sqlalchemy import select
 
-    from server.models import Pair, Trial
+    from server.paradigms.paired.models import Pair, Trial
 
     with app.extensions["perceptlab.sessions"]() as session:
         row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
@@ -274,7 +274,8 @@ def held_count_problems(app) -> list[str]:
     counter that pair allocation reads instead of counting open trials; server/allocation.py)."""
     from sqlalchemy import func, select
 
-    from server.models import Page, Pair, Trial
+    from server.models import Page
+    from server.paradigms.paired.models import Pair, Trial
 
     with app.extensions["perceptlab.sessions"]() as session:
         held = dict(session.execute(select(Trial.pair_id, func.count()).join(Page, Trial.page_id == Page.id)

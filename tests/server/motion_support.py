@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import select
 
-from server.models import MotionProbe, MotionTrial
+from server.paradigms.motion.models import MotionProbe, MotionTrial
 
 from .api_support import SpecClient
 
@@ -130,7 +130,7 @@ class MotionWorker:
 
     def gt(self, trial_id: int) -> tuple[float, float]:
         """The true vector of a trial, read from the database (State hides it on test trials)."""
-        from server.models import MotionClip as Clip
+        from server.paradigms.motion.models import MotionClip as Clip
         from server.paradigms.motion.paradigm import trial_gt
 
         with self.app.extensions["perceptlab.sessions"]() as session:

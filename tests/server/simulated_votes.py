@@ -7,7 +7,8 @@ import numpy as np
 from scipy.special import ndtr
 from sqlalchemy import select
 
-from server.models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
+from server.models import Assignment, Page, Study, Worker
+from server.paradigms.paired.models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 
 # Latent quality of the demo's flow methods: the true flow is best, no motion compensation worst.
 QUALITY = {"true_flow": 2.0, "dis_medium": 1.2, "dis_fast": 1.0, "farneback_default": 0.8, "dis_medium_unrefined": 0.6,

@@ -5,7 +5,7 @@ A support module, not a test module: test modules import it (they never import e
 """
 from __future__ import annotations
 
-from server.models import Trial
+from server.paradigms.paired.models import Trial
 
 
 # What a path may give away: none of it may appear in a URL.

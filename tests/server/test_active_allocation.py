@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from server.models import Page, Pair, Study, Trial
+from server.models import Page, Study
+from server.paradigms.paired.models import Pair, Trial
 from server.paradigms import StudyDefinitionError, paired, paired_active, paradigm_for, read_study_file
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id

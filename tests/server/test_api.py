@@ -18,7 +18,8 @@ import pytest
 import yaml
 from sqlalchemy import func, select, update
 
-from server.models import Assignment, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
+from server.models import Assignment, Page, Study, as_utc
+from server.paradigms.paired.models import GoldResult, Pair, Trial, Vote
 
 from .api_support import (API_PREFIX, METHODS, SPEC, SpecClient, _deref, db_snapshot, expect_error, request_errors,
                           response_errors)

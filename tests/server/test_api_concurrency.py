@@ -12,7 +12,8 @@ from collections import Counter
 
 from sqlalchemy import create_engine, func, select, text, update
 
-from server.models import Assignment, Pair, Trial, Vote, Worker
+from server.models import Assignment, Worker
+from server.paradigms.paired.models import Pair, Trial, Vote
 
 from .concurrency_support import TIMEOUT, HttpWorker, together
 from .conftest import create_test_study, held_count_problems

@@ -16,7 +16,9 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from server.models import Assignment, Calibration, MotionResponse, Vote
+from server.models import Assignment
+from server.paradigms.paired.models import Vote
+from server.paradigms.motion.models import Calibration, MotionResponse
 from server.validation import MAX_JSON_DEPTH, JsonBodyError, json_depth, loads_strict
 
 from .api_support import SpecClient, db_snapshot, expect_error

@@ -129,7 +129,8 @@ def test_state_sends_the_numbers_the_trial_page_computes_the_window_from(app, st
     with app.extensions["perceptlab.sessions"]() as session:
         from sqlalchemy import select
 
-        from server.models import Study, StudySet
+        from server.models import Study
+        from server.paradigms.paired.models import StudySet
         study_row = session.scalar(select(Study).where(Study.slug == study))
         set_views = [[list(v) for v in pc_views("fit", s.image_width, s.image_height, s.crops["boxes"])]
                      for s in session.scalars(select(StudySet).where(StudySet.study_id == study_row.id))]

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server.models import Assignment, Page, Pair, Study, Trial, Vote, Worker
+from server.models import Assignment, Page, Study, Worker
+from server.paradigms.paired.models import Pair, Trial, Vote
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.entry import EntryLimiter, link_signature
 

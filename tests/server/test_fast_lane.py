@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import event, func, select
 from werkzeug.test import Client
 
-from server.models import Vote
+from server.paradigms.paired.models import Vote
 from server.views import api, fast_lane
 from server.views.fast_lane import FastLane
 

@@ -12,7 +12,8 @@ from sqlalchemy import select, update
 
 from server.cli import cli
 from server.cli.cmd_launch import serve_options
-from server.models import Pair, Stimulus, Study, StudySet
+from server.models import Study
+from server.paradigms.paired.models import Pair, Stimulus, StudySet
 from server.paradigms.paired.study import default_instructions
 
 from .conftest import WorkerClient, make_noisy_scenes

@@ -14,7 +14,8 @@ from scipy.stats import spearmanr
 from sqlalchemy import func, select
 
 from server.paradigms.paired import live_scales
-from server.models import ScaleSnapshot, Study, Vote, Worker
+from server.models import Study, Worker
+from server.paradigms.paired.models import ScaleSnapshot, Vote
 
 from .simulated_votes import QUALITY, add_votes
 

@@ -9,6 +9,10 @@ from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
 
 from server.db import alembic_config, make_engine, upgrade
 from server.models import Base
+from server.paradigms import all_paradigms, load_models
+
+# Every paradigm package's tables (its models.py) join Base.metadata, as in Alembic's environment.
+PARADIGM_MODELS = load_models()
 
 
 def _url(url: str) -> str:
@@ -25,6 +29,16 @@ def _differences(engine, metadata=Base.metadata) -> list:
 def _revision(engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+def test_every_paradigm_package_s_tables_are_in_the_compared_metadata():
+    """The comparison below covers each paradigm's own tables (its package's models.py), not just the shared ones."""
+    assert PARADIGM_MODELS == [f"{p.package}.models" for p in all_paradigms()
+                               if f"{p.package}.models" in PARADIGM_MODELS]
+    assert {"server.paradigms.paired.models", "server.paradigms.motion.models"} <= set(PARADIGM_MODELS)
+    mapped = {mapper.class_.__module__: mapper.local_table.name for mapper in Base.registry.mappers}
+    for module in PARADIGM_MODELS:
+        assert module in mapped and mapped[module] in Base.metadata.tables, module
 
 
 def test_migrations_build_the_models_schema_and_go_down_and_up_again(database_url):

@@ -16,16 +16,8 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from server.models import (
-    Calibration,
-    FrameLog,
-    MotionClip,
-    MotionProbe,
-    MotionResponse,
-    MotionTrial,
-    Study,
-    Worker,
-)
+from server.models import Study, Worker
+from server.paradigms.motion.models import Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial
 
 from .api_support import SpecClient
 from .motion_support import REFRESH_MS, SMALL, MotionWorker, create_motion_study, write_motion_study

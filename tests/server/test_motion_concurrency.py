@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 from sqlalchemy import select
 
-from server.models import MotionClip, MotionProbe, MotionResponse, MotionTrial
+from server.paradigms.motion.models import MotionClip, MotionProbe, MotionResponse, MotionTrial
 
 from .concurrency_support import checked
 from .motion_support import MotionWorker, create_motion_study, frame_log, vector_fields

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import func, select
 
 from server import exports
-from server.models import Assignment, Calibration, Study
+from server.models import Assignment, Study
+from server.paradigms.motion.models import Calibration
 from server.paradigms.motion import export as motion_export
 from server.paradigms.motion.paradigm import blind_spot_distance, motion_progress
 from server.paradigms.studyfile import StudyDefinitionError

@@ -14,7 +14,8 @@ from sqlalchemy import func, select
 from server import exports
 from server.cli import cli
 from server.paradigms.motion import export as motion_export
-from server.models import MotionClip, MotionProbe, MotionResponse, Study
+from server.models import Study
+from server.paradigms.motion.models import MotionClip, MotionProbe, MotionResponse
 
 from .motion_support import SECRET, MotionWorker, _finished_worker
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from server.models import MotionProbe, MotionTrial
+from server.paradigms.motion.models import MotionProbe, MotionTrial
 from stimuli.rdk import rdk_dot_positions, rdk_vector
 
 from .motion_support import SMALL, MotionWorker, create_motion_study

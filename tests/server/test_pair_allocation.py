@@ -9,7 +9,8 @@ from collections import Counter
 
 from sqlalchemy import func, select
 
-from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
+from server.models import Page, Study, Worker
+from server.paradigms.paired.models import GoldResult, Pair, Stimulus, Trial, Vote
 from server.stimulus_index import name_maker
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id
@@ -299,7 +300,7 @@ def _gold_shown(app, external_id: str) -> list[tuple[int, int, int]]:
 
 
 def _study_gold(app, slug: str) -> dict[int, int]:
-    from server.models import StudySet
+    from server.paradigms.paired.models import StudySet
 
     with _session(app) as session:
         return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).join(Study)

@@ -17,7 +17,8 @@ from sqlalchemy import func, select
 from server import auth, exports, wages
 from server.paradigms.paired import live_scales
 from server.cli import cli
-from server.models import Assignment, Page, Pair, Study, StudySet, Vote, Worker
+from server.models import Assignment, Page, Study, Worker
+from server.paradigms.paired.models import Pair, StudySet, Vote
 from server.paradigms.paired.paradigm import study_progress
 from server.payments import payment_plan
 from server.pilot import mark_pilot, pilot_signature

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from server import validation
-from server.models import Vote
+from server.paradigms.paired.models import Vote
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
 

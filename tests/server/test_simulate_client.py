@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from server.models import Vote
+from server.paradigms.paired.models import Vote
 from server.simulate_client import (DEFAULT_NOISE_RMSE, ServerUnreachable, StudyNotFound, SimulationReport,
                                     run_simulation)
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from sqlalchemy import select, update
 
-from server.models import MotionClip, Pair, Study, Trial
+from server.models import Study
+from server.paradigms.paired.models import Pair, Trial
+from server.paradigms.motion.models import MotionClip
 from server.stimulus_index import SALT_KEY, name_maker
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -175,7 +177,7 @@ def test_gold_trials_show_only_urls_that_real_trials_show(app, study):
     """A gold trial's images are candidates' files: every URL of a quiz (gold) trial is also the URL of
     a candidate some real pair of the study shows, so neither a URL, a byte count nor the number of
     times a URL recurs marks a trial as gold."""
-    from server.models import Stimulus, StudySet
+    from server.paradigms.paired.models import Stimulus, StudySet
 
     client = app.test_client()
     row = study_row(app, study)

@@ -287,7 +287,8 @@ def _shown_by_study(app, slug: str) -> tuple[Path, dict[str, str]]:
     """The study's stimulus root and {URL name: path} of the images its rows name."""
     from sqlalchemy import select
 
-    from server.models import Stimulus, Study, StudySet
+    from server.models import Study
+    from server.paradigms.paired.models import Stimulus, StudySet
 
     with app.extensions["perceptlab.sessions"]() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from server.models import Pair, Stimulus, Study, StudySet
+from server.models import Study
+from server.paradigms.paired.models import Pair, Stimulus, StudySet
 from server.paradigms import StudyDefinitionError, create_study, read_study_file
 from server.paradigms.paired.study import SECTIONS as _SECTIONS
 from server.paradigms.paired.study import STUDY_TEMPLATE, StudySpec

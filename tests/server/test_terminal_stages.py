@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 
 from server import codes
 from server.cli import cli
-from server.models import Assignment, Pair, Study, Vote, Worker
+from server.models import Assignment, Study, Worker
+from server.paradigms.paired.models import Pair, Vote
 from server.paradigms.core import ENDED, record_in_one_statement, stop
 from server.paradigms.paired.paradigm import PairedComparison
 from server.paradigms.stages import Stage
@@ -109,7 +110,7 @@ def test_votes_after_the_quiz_failed_or_the_assignment_completed_are_refused(app
     # A crafted client sends votes for trials it never answered: none are stored. (Trials of a later
     # page do not exist; the open ones here are those a finished assignment still holds, if any.)
     with _session(app) as session:
-        from server.models import Trial
+        from server.paradigms.paired.models import Trial
 
         open_trials = {a: [str(t) for t in session.scalars(select(Trial.id).where(
             Trial.assignment_id == int(a), ~Trial.answered))] for a in (failed.assignment_id, done.assignment_id)}

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from server.models import GoldResult, Trial, Vote, Worker
+from server.models import Worker
+from server.paradigms.paired.models import GoldResult, Trial, Vote
 
 from .conftest import WorkerClient
 

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import select, update
 
 from server import exports, wages, worker_time
-from server.models import Assignment, MTurkAssignment, Study, Vote
+from server.models import Assignment, MTurkAssignment, Study
+from server.paradigms.paired.models import Vote
 from server.payments import payment_plan
 from server.worker_time import PaySettings, time_estimate, time_on_task
 

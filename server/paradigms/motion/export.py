@@ -18,10 +18,10 @@ from analysis.frame_timing import phase_timing
 from stimuli.rdk import rdk_vector
 
 from ...exports import pilot_filter, pseudonym, worker_label
-from ...models import (Assignment, Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial, Study,
-                      Worker, as_utc)
+from ...models import Assignment, Study, Worker, as_utc
 from ..core import spec_for
 from ..stages import Stage
+from .models import Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial
 
 RDK_MOVIE_FRAMES = 15  # frames of an RDK trial's dot movie
 

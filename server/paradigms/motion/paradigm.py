@@ -10,10 +10,10 @@ Stages of an assignment::
 
 A worker who passed the RDK screening in an earlier assignment of the study goes
 from calibration straight to main. Each block (RDK screening, main session) is a
-Page (kind ``rdk`` / ``main``) of :class:`~server.models.MotionTrial` rows:
+Page (kind ``rdk`` / ``main``) of :class:`~server.paradigms.motion.models.MotionTrial` rows:
 practice trials first (with feedback; a failed one is repeated until
 ``practice_needed`` passes or ``practice_max`` practice trials), then the test
-trials. Responses are append-only :class:`~server.models.MotionResponse` rows
+trials. Responses are append-only :class:`~server.paradigms.motion.models.MotionResponse` rows
 with their raw frame log; the per-trial timing summary is computed here from
 that log with :mod:`analysis.frame_timing` and the worker's calibrated refresh
 interval.
@@ -45,19 +45,7 @@ from ... import validation as check
 from ...allocation import now, release_other_pages, renew_page, reservation_end
 from ...errors import ApiError, invalid, reject_unknown
 from ...exports import pseudonym
-from ...models import (
-    Assignment,
-    Calibration,
-    FrameLog,
-    MotionClip,
-    MotionProbe,
-    MotionResponse,
-    MotionTrial,
-    Page,
-    Study,
-    Worker,
-    utcnow,
-)
+from ...models import Assignment, Page, Study, Worker, utcnow
 from . import export as motion_export, study as motion_study
 from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResultsAnalysis,
                    ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
@@ -65,6 +53,7 @@ from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPa
                    refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
 from .export import RDK_MOVIE_FRAMES, frame_timing
+from .models import Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial
 from .study import MotionSpec
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 

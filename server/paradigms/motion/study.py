@@ -23,10 +23,11 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ...models import MotionClip, MotionProbe, Study
+from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
                         is_dollar_amount, load_study_toml, read_sections, slugify, validate_entry, validate_slug)
+from .models import MotionClip, MotionProbe
 
 KIND = "motion"
 

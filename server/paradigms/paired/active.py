@@ -46,8 +46,8 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from ...allocation import LAPSED_PER_PAIR, RESERVED, now
-from ...models import Pair, StudySet, Trial, Vote
 from ..core import fixed_study_facts
+from .models import Pair, StudySet, Trial, Vote
 
 _trial, _pair, _vote, _set = (model.__table__ for model in (Trial, Pair, Vote, StudySet))
 

@@ -25,7 +25,8 @@ from ... import auth, codes, exports
 from ...db import db_session
 from ...views.admin import admin_error, csv_download, download_salt, flag, protect, study_or_404
 from . import live_scales
-from ...models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote
+from .models import Pair, ScaleSnapshot, StudySet, Vote
+from ...models import Assignment, Study
 
 bp = Blueprint("pc_admin", __name__, url_prefix="/admin")
 protect(bp)

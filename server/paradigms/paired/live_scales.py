@@ -64,7 +64,8 @@ from sqlalchemy.orm import Session
 from analysis.screening import DEFAULT_GOLD_ACCURACY
 
 from ...exports import export_votes
-from ...models import Assignment, ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
+from ...models import Assignment, Study, as_utc, utcnow
+from .models import ScaleSnapshot, Stimulus, StudySet, Vote
 
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id

@@ -32,7 +32,7 @@ from ... import validation as check
 from ...allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
 from ...errors import ApiError, invalid, reject_unknown
-from ...models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
+from ...models import Assignment, Page, Study, Worker, utcnow
 from ...pilot import recount_assignment_pairs
 from ...tokens import TokenClaims
 from . import active as paired_active, study as paired_study
@@ -41,6 +41,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, 
                    check_replay, complete, completion_info, ended_error, fixed_study_facts, move_to, new_page,
                    open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop, study_ref)
 from ..display import PC_CHROME, WindowRequirement, pc_views
+from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 from .study import StudySpec
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 

@@ -14,11 +14,12 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ...models import Pair, Stimulus, Study, StudySet
+from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
 from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
                         is_dollar_amount, read_sections, slugify, validate_entry, validate_slug)
+from .models import Pair, Stimulus, StudySet
 
 KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
