@@ -21,7 +21,7 @@ def analyse_results(session: Session, study: Study, export: StudyExport, out: Pa
     workers who agree with it) written to ``out``, then ``perceptlab analyze`` of votes.csv."""
     from analysis.formats import atomic_write_text, table_csv
 
-    from ...machine_errors import MACHINE_ERRORS_COLUMNS, machine_error_rows
+    from .machine_errors import MACHINE_ERRORS_COLUMNS, machine_error_rows
 
     if "votes.csv" not in export.files:
         return None

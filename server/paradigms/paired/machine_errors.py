@@ -14,8 +14,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .models import Study
-from .paradigms.paired.models import Stimulus, StudySet
+from ...models import Study
+from .models import Stimulus, StudySet
 
 MACHINE_ERRORS_COLUMNS = ("set_id", "item_id", "error")
 
