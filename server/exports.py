@@ -1,178 +1,35 @@
-"""Exports of a study's data: votes.csv (ARCHITECTURE.md, File formats; paired comparison), per-worker
-metadata (every study), and :func:`export_study`, which asks the study's paradigm for its files
-(motion matching: :mod:`server.paradigms.motion.export`). Worker IDs are pseudonymised by default
-(:mod:`server.worker_records`, whose names this module re-exports).
-
-Rows are read with one query each; the CSV text is written by
-:mod:`analysis.formats`, so ``perceptlab analyze`` reads an export as it is.
+"""Exports of a study's data: :func:`export_study`, which asks the study's paradigm for its files
+(:meth:`~server.paradigms.core.Paradigm.export`; paired comparison's votes.csv:
+``server/paradigms/paired/export.py``, motion matching's: ``server/paradigms/motion/export.py``), and
+workers.csv / workers_meta.csv: the paradigm's per-worker columns
+(:meth:`~server.paradigms.core.Paradigm.workers_table`) with the recruiter's view and pay of every worker.
+Worker IDs are pseudonymised by default (:mod:`server.worker_records`, whose names this module re-exports).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import case, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
+from analysis.formats import table_csv
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .models import Study, Worker
-from .paradigms.paired.models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
+from .models import Study
 from .paradigms import paradigm_for
-from .paradigms.stages import Stage
-from .worker_records import (WORKER_COLUMNS, environment_columns, iso_utc, pilot_filter, pseudonym, study_salt,
-                             worker_facts, worker_label, worker_records)
+from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
-__all__ = ["RECRUITER_COLUMNS", "VOTES_COLUMNS", "WORKERS_META_COLUMNS", "WORKER_COLUMNS", "environment_columns",
-           "export_study", "export_votes", "find_study", "pilot_filter", "pseudonym", "recruiter_columns",
-           "study_salt", "vote_counts", "vote_rows_query", "votes_csv_text", "worker_facts", "worker_label",
-           "worker_records", "worker_stats", "workers_csv_text", "workers_meta", "workers_meta_csv_text"]
+# pilot_filter, pseudonym, study_salt and worker_label are server.worker_records', re-exported for the exporters.
+__all__ = ["RECRUITER_COLUMNS", "export_study", "find_study", "pilot_filter", "pseudonym", "recruiter_columns",
+           "study_salt", "worker_label", "workers_csv_text"]
 
-VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
-                                         "created_at", "rt_ms")
-WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
-                        "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
-                        "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
 
 
-# ---------------------------------------------------------------- votes
-
-def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: bool = False):
-    """The SELECT behind :func:`export_votes` (one row per vote, oldest first)."""
-    a, b, won, gold = (aliased(Stimulus) for _ in range(4))
-    query = (select(Worker.external_id, StudySet.name, a.item_id, b.item_id, won.item_id, Trial.left_is_a,
-                    Trial.id, Trial.is_gold, Trial.is_quiz, gold.item_id, Vote.created_at, Vote.rt_ms,
-                    Vote.worker_id)
-             .select_from(Vote)
-             .join(Trial, Vote.trial_id == Trial.id)
-             .join(Pair, Vote.pair_id == Pair.id)
-             .join(StudySet, Pair.set_id == StudySet.id)
-             .join(a, Pair.stimulus_a_id == a.id)
-             .join(b, Pair.stimulus_b_id == b.id)
-             .join(won, Vote.winner_id == won.id)
-             .outerjoin(gold, Pair.gold_winner_id == gold.id)
-             .join(Worker, Vote.worker_id == Worker.id)
-             .where(Vote.study_id == study_id, pilot_filter(include_pilot))
-             .order_by(Vote.id))
-    return query if include_gold else query.where(~Trial.is_gold)
-
-
-def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
-                 salt: bytes | None = None, include_pilot: bool = False) -> list[dict[str, Any]]:
-    """Every vote of a study as votes.csv records (ARCHITECTURE.md columns plus a few extra).
-
-    Parameters
-    ----------
-    session : Session
-    study_id : int
-    pseudonymise : bool
-        Replace worker IDs by keyed pseudonyms (default); needs ``salt``.
-    include_gold : bool
-        Include quiz and hidden gold rows (``is_gold`` = 1, with ``gold_winner``).
-    salt : bytes
-        :func:`study_salt` of the server's secret key and the study slug.
-    include_pilot : bool
-        Also the votes of pilot and simulated participants (:mod:`server.pilot`).
-
-    Returns
-    -------
-    list of dict
-        Keys :data:`VOTES_COLUMNS`; ``winner`` is ``item_a`` or ``item_b``,
-        ``position_a`` is the side item_a was shown on, ``created_at`` is ISO-8601 UTC.
-        Each record also carries ``_worker_db_id`` (the Worker row), which
-        :func:`votes_csv_text` leaves out.
-    """
-    if pseudonymise and salt is None:
-        raise ValueError("pseudonymised exports need the study's salt (study_salt(secret_key, slug))")
-    labels: dict[str, str] = {}
-    rows = []
-    for (raw, set_name, item_a, item_b, winner, left_is_a, trial_id, is_gold, is_quiz, gold_winner, created,
-         rt_ms, worker_db_id) in session.execute(vote_rows_query(study_id, include_gold,
-                                                                                 include_pilot)):
-        if raw not in labels:
-            labels[raw] = worker_label(raw, salt if pseudonymise else None)
-        rows.append({"worker_id": labels[raw], "set_id": set_name, "item_a": item_a, "item_b": item_b,
-                     "winner": winner, "position_a": "left" if left_is_a else "right", "trial_id": str(trial_id),
-                     "is_gold": "1" if is_gold else "0", "is_quiz": "1" if is_quiz else "0",
-                     "gold_winner": gold_winner if is_gold and gold_winner else "",
-                     "created_at": iso_utc(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id})
-    return rows
-
-
-def votes_csv_text(rows: list[dict[str, Any]]) -> str:
-    """votes.csv text of :func:`export_votes` records (header only when there are none)."""
-    return table_csv(VOTES_COLUMNS, rows)
-
-
 # ---------------------------------------------------------------- workers
-
-def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False) -> list[dict[str, Any]]:
-    """Per worker of a paired-comparison study: :func:`worker_facts` with votes, gold and quiz scores.
-
-    Keys: those of :func:`worker_facts` but ``stages``, and ``n_votes`` (real pairs), ``gold_correct``/
-    ``gold_total`` (hidden gold), ``quiz_correct``/``quiz_total``, ``quiz`` ("passed", "failed", "in
-    progress", "not taken" or "no quiz").
-    """
-    stats = {}
-    for s in worker_facts(session, study_id, include_pilot=include_pilot):
-        stages = s.pop("stages")
-        stats[s["db_id"]] = {**s, "n_votes": 0, "gold_correct": 0, "gold_total": 0, "quiz_correct": 0,
-                             "quiz_total": 0,
-                             "has_trials": bool(stages & {Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED,
-                                                          Stage.STOPPED})}
-    for worker_id, n in session.execute(
-            select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
-            .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
-        if worker_id in stats:
-            stats[worker_id]["n_votes"] = int(n)
-    for worker_id, is_quiz, correct, total in session.execute(
-            select(GoldResult.worker_id, GoldResult.is_quiz, func.sum(case((GoldResult.correct, 1), else_=0)),
-                   func.count()).join(Worker, GoldResult.worker_id == Worker.id)
-            .where(Worker.study_id == study_id, pilot_filter(include_pilot))
-            .group_by(GoldResult.worker_id, GoldResult.is_quiz)):
-        prefix = "quiz" if is_quiz else "gold"
-        stats[worker_id][f"{prefix}_correct"] = int(correct or 0)
-        stats[worker_id][f"{prefix}_total"] = int(total)
-    for s in stats.values():
-        s["quiz"] = _quiz_outcome(s)
-        del s["has_trials"]
-    return list(stats.values())
-
-
-def _quiz_outcome(s: dict[str, Any]) -> str:
-    started_trials = s["has_trials"] or s["n_votes"] > 0
-    if s["status"] == Stage.DISQUALIFIED:
-        return "failed"
-    if s["quiz_total"] == 0:  # a study without a quiz, or a worker who has not answered it yet
-        return "no quiz" if started_trials else "not taken"
-    return "passed" if started_trials else "in progress"
-
-
-def _ratio(correct: int, total: int) -> float:
-    return correct / total if total else float("nan")
-
-
-def workers_meta(session: Session, study_id: int, *, salt: bytes | None,
-                 include_pilot: bool = False) -> list[dict[str, Any]]:
-    """Records for workers_meta.csv (:data:`WORKERS_META_COLUMNS`); raw IDs only when ``salt`` is None."""
-    records = []
-    for s in worker_stats(session, study_id, include_pilot=include_pilot):
-        records.append({"worker_id": worker_label(s["raw_id"], salt), "platform": s["platform"],
-                        "status": s["status"], "stage": s["stage"] or "", "assignments": s["assignments"],
-                        "pages": s["pages"], "n_votes": s["n_votes"], "gold_correct": s["gold_correct"],
-                        "gold_total": s["gold_total"], "gold_accuracy": _ratio(s["gold_correct"], s["gold_total"]),
-                        "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
-                        **environment_columns(s["environment"]), "first_seen": s["first_seen"]})
-    return records
-
-
-def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
-    return table_csv(WORKERS_META_COLUMNS, records)
-
 
 def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                      pay_settings: PaySettings | None = None, include_pilot: bool = False) -> tuple[str, int]:
@@ -202,13 +59,6 @@ def recruiter_columns(participant) -> dict[str, Any]:
 
 def find_study(session: Session, slug: str) -> Study | None:
     return session.scalar(select(Study).where(Study.slug == slug))
-
-
-def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Counts for a one-line report of an export: votes, gold votes, workers, sets."""
-    return {"votes": len(rows), "gold": sum(r["is_gold"] == "1" for r in rows),
-            "workers": len({r["worker_id"] for r in rows}),
-            "sets": len({r["set_id"] for r in rows})}
 
 
 def export_study(session: Session, study: Study, *, salt: bytes | None, include_gold: bool = True,

@@ -28,10 +28,9 @@ or the pay rules by declaring themselves a pilot), and the CLI always sends it, 
 ``perceptlab simulate`` cannot enter unmarked.
 
 ``Assignment.pilot`` copies ``Worker.pilot`` (a vote reads only its locked assignment row). A pilot's
-token names no study, so that its votes take the regular path, which leaves the pair's count alone
-(the one-statement path of PostgreSQL counts every vote). A participant marked while answering a
-page may have had votes counted by that path: the pairs' counts are recounted when they are marked,
-when they complete a page on the regular path and at each of their page starts (:func:`recount_pair_votes`).
+token names no study, so that its responses take the regular path. What a paradigm counts of its
+responses follows the marks (:meth:`~server.paradigms.core.Paradigm.change_pilots`; paired comparison:
+server/paradigms/paired/pilots.py recounts the pairs' votes).
 """
 from __future__ import annotations
 
@@ -43,14 +42,12 @@ from sqlalchemy import delete, false, func, select, update
 from sqlalchemy.orm import Session
 
 from .errors import ApiError
-from .models import Assignment, Bonus, MTurkAssignment, MTurkHit, Page, Study, Worker
-from .paradigms.paired.models import Pair, ScaleSnapshot, StudySet, Trial, Vote
+from .models import Assignment, Bonus, MTurkAssignment, MTurkHit, Study, Worker
 from .paradigms.entry import PILOT_PLATFORM  # noqa: F401 - the platform of preview participants
 from .paradigms.entry import url_signature
 from .paradigms.stages import Stage
 
-_assignment, _page, _pair, _trial, _vote = (Assignment.__table__, Page.__table__, Pair.__table__, Trial.__table__,
-                                            Vote.__table__)
+_assignment = Assignment.__table__
 
 
 # ---------------------------------------------------------------- the signed pilot entry
@@ -114,79 +111,27 @@ def real_worker_ids(study_id: int):
     return select(Worker.id).where(Worker.study_id == study_id, ~Worker.pilot)
 
 
-_COUNTED_VOTES = (select(func.count()).select_from(_vote)
-                  .join(_assignment, _assignment.c.id == _vote.c.assignment_id)
-                  .where(_vote.c.pair_id == _pair.c.id, REAL_ASSIGNMENT).scalar_subquery())
-
-
-def recount_pair_votes(session: Session, study_id: int, pair_ids: list[int] | None = None) -> None:
-    """Set the pairs' ``n_votes`` to their votes by participants who are not pilots.
-
-    Parameters
-    ----------
-    session : Session
-    study_id : int
-    pair_ids : list of int, optional
-        Only these pairs (default: every real pair of the study).
-    """
-    statement = update(_pair).where(~_pair.c.is_gold).values(n_votes=_COUNTED_VOTES)
-    if pair_ids is None:
-        statement = statement.where(_pair.c.set_id.in_(select(StudySet.id).where(StudySet.study_id == study_id)))
-    elif pair_ids:
-        statement = statement.where(_pair.c.id.in_(sorted(set(pair_ids))))
-    else:
-        return
-    session.execute(statement)
-
-
-def recount_assignment_pairs(session: Session, study_id: int, assignment_id: int) -> None:
-    """Recount the pairs the assignment's trials showed (a pilot's page start: see the module docstring)."""
-    pair_ids = session.scalars(select(_trial.c.pair_id).where(_trial.c.assignment_id == assignment_id,
-                                                              _trial.c.pair_id.is_not(None), ~_trial.c.is_gold)
-                               .distinct()).all()
-    recount_pair_votes(session, study_id, list(pair_ids))
-
-
-def _release_held_pages(session: Session, worker_ids: list[int]) -> None:
-    """The workers' open held pages stop holding their pairs (and stop being reserved)."""
-    page_ids = session.scalars(select(_page.c.id).join(_assignment, _assignment.c.id == _page.c.assignment_id)
-                               .where(_assignment.c.worker_id.in_(worker_ids), _page.c.held,
-                                      _page.c.completed_at.is_(None))).all()
-    if not page_ids:
-        return
-    open_per_pair = session.execute(select(_trial.c.pair_id, func.count())
-                                    .where(_trial.c.page_id.in_(page_ids), ~_trial.c.answered, ~_trial.c.is_gold)
-                                    .group_by(_trial.c.pair_id)).all()
-    session.execute(update(_page).where(_page.c.id.in_(page_ids)).values(held=False, reserved_until=None))
-    for pair_id, n in open_per_pair:
-        session.execute(update(_pair).where(_pair.c.id == pair_id).values(n_held=_pair.c.n_held - n))
-
-
 def mark_pilot(session: Session, study: Study, workers: list[Worker], pilot: bool = True) -> None:
     """Mark the study's ``workers`` as pilot participants (or, with ``pilot=False``, as real ones again).
 
-    Their assignments follow, their held pages stop holding pairs, and the study's pairs are recounted
-    from the votes that count (under the study's allocation lock on PostgreSQL).
+    Their assignments follow; the study's paradigm holds and updates what it counts around the change
+    (:meth:`~server.paradigms.core.Paradigm.change_pilots`; paired comparison: under its allocation lock,
+    the pilots' held pages stop holding pairs and the pairs are recounted from the votes that count).
     """
-    from .allocation import PAIR_ALLOCATION_LOCKS
-    from .paradigms import DEFAULT_KIND, stored_kind
-    from .paradigms.core import allocation_lock
+    from .paradigms import paradigm_for
 
     if not workers:
         return
-    if stored_kind(study.config) == DEFAULT_KIND:  # paired comparison: no page may start while pairs are recounted
-        allocation_lock(session, study, PAIR_ALLOCATION_LOCKS)
     ids = [w.id for w in workers]
-    for worker in workers:
-        worker.pilot = pilot
-        if not pilot:
-            worker.simulated = False
-    session.flush()
-    session.execute(update(_assignment).where(_assignment.c.worker_id.in_(ids)).values(pilot=pilot))
-    if pilot:
-        _release_held_pages(session, ids)
-    recount_pair_votes(session, study.id)
-    session.execute(delete(ScaleSnapshot).where(ScaleSnapshot.study_id == study.id))
+
+    def mark() -> None:
+        for worker in workers:
+            worker.pilot = pilot
+            if not pilot:
+                worker.simulated = False
+        session.flush()
+        session.execute(update(_assignment).where(_assignment.c.worker_id.in_(ids)).values(pilot=pilot))
+    paradigm_for(study).change_pilots(session, study, ids, pilot, mark)
 
 
 def find_workers(session: Session, study: Study, names: list[str], salt: bytes | None = None) -> list[Worker]:
@@ -281,24 +226,24 @@ def participants(session: Session, study: Study) -> Participants:
 
 
 def reset_study(session: Session, study: Study) -> Participants:
-    """Delete the study's participants and everything they did (assignments, pages, trials, votes,
-    gold results, calibrations, motion responses, the running scales, the MTurk assignment records);
-    keep the study, its settings, stimuli, pairs and HITs. The pairs' counts start again at zero.
+    """Delete the study's participants and everything they did (assignments, with the pages, trials and
+    responses of every paradigm, the MTurk assignment records); keep the study, its settings, what it
+    shows and its HITs. Its paradigm resets what it counts of the deleted work
+    (:meth:`~server.paradigms.core.Paradigm.reset_counts`: paired comparison's pairs start again at zero).
 
     Returns what was deleted. The caller checks :func:`paid_work` first and commits.
     """
     from .paradigms import paradigm_for
 
     deleted = participants(session, study)
-    answers = paradigm_for(study).response_model.__table__
+    paradigm = paradigm_for(study)
+    answers = paradigm.response_model.__table__
     # Rows that hold a copy of the assignment without a foreign key (votes): delete them explicitly.
     session.execute(delete(answers).where(answers.c.study_id == study.id))
     session.execute(delete(MTurkAssignment).where(MTurkAssignment.study_id == study.id))
     session.execute(delete(Assignment).where(Assignment.study_id == study.id))  # pages, trials... cascade
     session.execute(delete(Worker).where(Worker.study_id == study.id))
-    session.execute(delete(ScaleSnapshot).where(ScaleSnapshot.study_id == study.id))
-    session.execute(update(_pair).where(_pair.c.set_id.in_(select(StudySet.id).where(StudySet.study_id == study.id)))
-                    .values(n_votes=0, n_held=0))
+    paradigm.reset_counts(session, study)  # paired comparison: the running scales, the pairs' counts
     return deleted
 
 

@@ -29,7 +29,7 @@ from .payments import earned, money, pay_unit
 from .worker_time import AssignmentTime, PaySettings, TimeEstimate, assignment_times, time_estimate
 
 ZERO = Decimal("0.00")
-#: workers.csv columns added by :func:`worker_columns` (exports.WORKERS_META_COLUMNS ends with them).
+#: workers.csv columns added by :func:`worker_columns` (server.exports.workers_csv_text ends every table with them).
 WORKER_COLUMNS = ("time_total_s", "time_active_s", "pay_usd", "wage_usd_per_h", "wage_total_usd_per_h")
 
 

@@ -89,7 +89,8 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     from analysis.motion_report import (EPE_BINS_COLUMNS, MODEL_PROBES_COLUMNS, OBSERVER_PROBES_COLUMNS,
                                         OBSERVERS_COLUMNS, PROBES_COLUMNS)
     from analysis.pipeline import WORKERS_EXTRA_COLUMNS
-    from server.exports import RECRUITER_COLUMNS, VOTES_COLUMNS, WORKERS_META_COLUMNS
+    from server.exports import RECRUITER_COLUMNS
+    from server.paradigms.paired.export import VOTES_COLUMNS, WORKERS_META_COLUMNS
     from server.paradigms.motion.export import MOTION_FILES, MOTION_WORKERS_COLUMNS
     from server.wages import WORKER_COLUMNS
 

@@ -425,7 +425,8 @@ _INSERT_PAGE = insert(Page.__table__).returning(Page.__table__.c.id)
 def new_page(session: Session, assignment: Assignment, kind: Stage, index: int | None = None,
              reserved_until: dt.datetime | None = None, held: bool = False) -> NewPage:
     """A new page (block) of the assignment; ``reserved_until`` makes it hold its share of the work,
-    ``held`` counts its trials in their pairs' ``n_held`` (paired comparison, server/allocation.py).
+    ``held`` makes its paradigm count its open trials on the work they show (paired comparison: its pairs'
+    ``n_held``, server/paradigms/paired/allocation.py).
 
     One INSERT without an ORM object (whose flush cost a page start more CPU than the statement):
     pages are read back by query, never from the session."""
@@ -795,6 +796,19 @@ class Paradigm:
         needs beyond the export files (and write such files to ``out``); the returned
         :class:`ResultsAnalysis` runs after the session is closed. Default: None."""
         return None
+
+    def change_pilots(self, session: Session, study: Study, worker_ids: list[int], pilot: bool,
+                      mark: Callable[[], None]) -> None:
+        """Workers of the study become pilot participants (``pilot``) or real ones again (:func:`server.pilot.mark_pilot`):
+        call ``mark()``, which sets the workers' and their assignments' flags, with whatever the paradigm must
+        hold around it and update after it (paired comparison: its allocation lock, its pairs' counts).
+        Default: ``mark()``."""
+        mark()
+
+    def reset_counts(self, session: Session, study: Study) -> None:
+        """The study's participants were deleted (:func:`server.pilot.reset_study`; their assignments and the
+        :attr:`response_model` rows are gone): reset what the paradigm keeps of their work elsewhere
+        (paired comparison: its running estimate, its pairs' counts). Default: nothing."""
 
     # ------------------------------------------------------------ hooks: wiring into the app
 

@@ -271,7 +271,7 @@ def gold_side(app, trial: dict) -> str | None:
 
 def held_count_problems(app) -> list[str]:
     """Pairs whose ``n_held`` is not the number of their unanswered real trials on held pages (the
-    counter that pair allocation reads instead of counting open trials; server/allocation.py)."""
+    counter that pair allocation reads instead of counting open trials; server/paradigms/paired/allocation.py)."""
     from sqlalchemy import func, select
 
     from server.models import Page

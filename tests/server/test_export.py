@@ -1,4 +1,4 @@
-"""votes.csv exports (server/exports.py, `perceptlab export`, the dashboard download), on SQLite and PostgreSQL."""
+"""votes.csv exports (server/paradigms/paired/export.py, `perceptlab export`, the dashboard download), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import csv
@@ -14,6 +14,7 @@ from sqlalchemy import select
 from analysis.formats import read_votes
 from analysis.pipeline import AnalysisOptions, analyze
 from server import exports
+from server.paradigms.paired import export as paired_export
 from server.cli import cli
 from server.models import Study
 
@@ -31,7 +32,7 @@ def _study_id(app, slug: str) -> int:
 def _export(app, slug: str, **kwargs) -> list[dict]:
     kwargs.setdefault("salt", exports.study_salt(SECRET, slug))
     with app.extensions["perceptlab.sessions"]() as session:
-        return exports.export_votes(session, _study_id(app, slug), **kwargs)
+        return paired_export.export_votes(session, _study_id(app, slug), **kwargs)
 
 
 def _api_worker(app, study: str, worker_id: str) -> WorkerClient:
@@ -46,7 +47,7 @@ def test_export_format(app, study, tmp_path):
     worker = _api_worker(app, study, "WFORMAT1")
     rows = _export(app, study)
     assert len(rows) == 3 + 6
-    text = exports.votes_csv_text(rows)
+    text = paired_export.votes_csv_text(rows)
     header = text.splitlines()[0].split(",")
     assert header[:5] == ["worker_id", "set_id", "item_a", "item_b", "winner"]
     assert {"position_a", "trial_id", "is_gold", "gold_winner", "created_at", "rt_ms"} <= set(header)
@@ -83,7 +84,7 @@ def test_pseudonyms_are_stable_keyed_and_not_raw(app, study):
     ids = [r["worker_id"] for r in first]
     assert ids == [r["worker_id"] for r in again]
     assert len(set(ids)) == 2 and all(re.fullmatch(r"w_[0-9a-f]{12}", i) for i in ids)
-    assert "WPSEUDO" not in exports.votes_csv_text(first)
+    assert "WPSEUDO" not in paired_export.votes_csv_text(first)
     raw = _export(app, study, pseudonymise=False, salt=None)
     assert {r["worker_id"] for r in raw} == {"WPSEUDO1", "WPSEUDO2"}
     # Keyed: another study or another secret key gives other pseudonyms.
@@ -96,7 +97,7 @@ def test_pseudonyms_are_stable_keyed_and_not_raw(app, study):
 def test_round_trip_into_analysis(app, study, tmp_path):
     add_votes(app, study, honest=6, random=2, seed=3)
     path = tmp_path / "votes.csv"
-    path.write_text(exports.votes_csv_text(_export(app, study)))
+    path.write_text(paired_export.votes_csv_text(_export(app, study)))
     votes = read_votes(path)
     result = analyze(votes, AnalysisOptions(n_boot=20, progress=False))
     assert result.summary["counts"]["sets"] == 4 and result.summary["counts"]["gold_votes"] == 8 * 4

@@ -45,7 +45,8 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from ...allocation import LAPSED_PER_PAIR, RESERVED, now
+from ...allocation import now
+from .allocation import LAPSED_PER_PAIR, RESERVED
 from ..core import fixed_study_facts
 from .models import Pair, StudySet, Trial, Vote
 

@@ -24,7 +24,7 @@ from werkzeug.exceptions import HTTPException
 from ... import auth, codes, exports
 from ...db import db_session
 from ...views.admin import admin_error, csv_download, download_salt, flag, protect, study_or_404
-from . import live_scales
+from . import export as paired_export, live_scales
 from .models import Pair, ScaleSnapshot, StudySet, Vote
 from ...models import Assignment, Study
 
@@ -40,9 +40,9 @@ HISTOGRAM_BINS = 20
 def votes_csv(slug: str):
     study = study_or_404(slug)
     raw = flag("raw_worker_ids")
-    rows = exports.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not flag("no_gold"),
+    rows = paired_export.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not flag("no_gold"),
                                 salt=download_salt(study, raw), include_pilot=flag("include_pilot"))
-    return csv_download(exports.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
+    return csv_download(paired_export.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/scales.csv")
@@ -121,7 +121,7 @@ def _workers(session, study: Study, salt: bytes, *, raw: bool) -> list[dict]:
     snapshot = session.get(ScaleSnapshot, study.id)
     screened = snapshot.payload.get("workers", {}) if snapshot else {}
     out = []
-    for s in exports.worker_stats(session, study.id):
+    for s in paired_export.worker_stats(session, study.id):
         scores = screened.get(str(s["db_id"]), {})
         record = {"worker_id": exports.pseudonym(salt, s["raw_id"]), "platform": s["platform"],
                   "status": s["status"], "stage": s["stage"],

@@ -63,8 +63,8 @@ from sqlalchemy.orm import Session
 
 from analysis.screening import DEFAULT_GOLD_ACCURACY
 
-from ...exports import export_votes
 from ...models import Assignment, Study, as_utc, utcnow
+from .export import export_votes
 from .models import ScaleSnapshot, Stimulus, StudySet, Vote
 
 log = logging.getLogger("perceptlab.live_scales")

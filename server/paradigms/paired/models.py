@@ -66,7 +66,7 @@ class Pair(Base):
     # the next page's pairs never has to count a study's whole vote table.
     n_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Unanswered trials showing this pair on pages that hold work (Page.held), kept by the page start,
-    # the vote and the retirement of lapsed pages (server/allocation.py): with it, choosing a page's
+    # the vote and the retirement of lapsed pages (server/paradigms/paired/allocation.py): with it, choosing a page's
     # pairs reads the pair table instead of counting every open trial of the study.
     n_held: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -17,6 +17,7 @@ last open slot of a pair together.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,20 +28,18 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ... import exports
 from ... import validation as check
-from ...allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
-                          reservation_end, reservation_end_at, retire_lapsed_pages)
+from ...allocation import now, release_other_pages, reservation_end, reservation_end_at
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
-from ...pilot import recount_assignment_pairs
 from ...tokens import TokenClaims
-from . import active as paired_active, study as paired_study
+from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResultsAnalysis,
                    ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
                    check_replay, complete, completion_info, ended_error, fixed_study_facts, move_to, new_page,
                    open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop, study_ref)
 from ..display import PC_CHROME, WindowRequirement, pc_views
+from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 from .study import StudySpec
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
@@ -261,7 +260,7 @@ SELECT count(*) FROM stored
 def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | AssignmentRow, pair_ids: list[int],
                      gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool, hold: bool = False) -> None:
     """The page's trials: real and gold pairs in random order, each on a random side; with ``hold``,
-    the real pairs are counted in their ``n_held`` (:func:`server.allocation.hold_pairs`)."""
+    the real pairs are counted in their ``n_held`` (:func:`server.paradigms.paired.allocation.hold_pairs`)."""
     entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
     order = page_rng.permutation(len(entries))
     sides = page_rng.random(len(entries)) < 0.5
@@ -323,7 +322,7 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
     # pairs are recounted, in case a vote was counted before the worker was marked.
     real = not assignment.pilot
     if not real:
-        recount_assignment_pairs(session, study.id, assignment.id)
+        paired_pilots.recount_assignment_pairs(session, study.id, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec) if real else None,
                     held=real)
     _add_pair_trials(session, page, assignment, pair_ids,
@@ -556,7 +555,7 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     if assignment.pilot and stored.open_left == 0:
         # A participant marked as a pilot while on this page may have had votes counted by the one-statement
         # path (server/pilot.py): their pairs are counted again from the votes that count.
-        recount_assignment_pairs(session, assignment.study_id, assignment.id)
+        paired_pilots.recount_assignment_pairs(session, assignment.study_id, assignment.id)
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
@@ -927,11 +926,11 @@ class PairedComparison(Paradigm):
                include_pilot: bool = False) -> StudyExport:
         """votes.csv, the input of ``perceptlab analyze`` (quiz and hidden gold votes unless ``include_gold``
         is false; pilots' votes only with ``include_pilot``)."""
-        rows = exports.export_votes(session, study_id, pseudonymise=salt is not None, include_gold=include_gold,
+        rows = paired_export.export_votes(session, study_id, pseudonymise=salt is not None, include_gold=include_gold,
                                     salt=salt, include_pilot=include_pilot)
-        counts = exports.vote_counts(rows)
+        counts = paired_export.vote_counts(rows)
         return StudyExport(
-            files={"votes.csv": exports.votes_csv_text(rows)},
+            files={"votes.csv": paired_export.votes_csv_text(rows)},
             report=[("votes.csv", f"{counts['votes']} votes ({counts['gold']} gold) by {counts['workers']} workers "
                                   f"in {counts['sets']} sets")],
             warning=None if rows else "no votes yet: perceptlab analyze needs at least one")
@@ -939,8 +938,8 @@ class PairedComparison(Paradigm):
     def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
                       include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
         """Pages, votes, gold and quiz scores per worker beside what every study knows of its workers."""
-        return exports.WORKERS_META_COLUMNS, exports.workers_meta(session, study_id, salt=salt,
-                                                                  include_pilot=include_pilot)
+        return paired_export.WORKERS_META_COLUMNS, paired_export.workers_meta(session, study_id, salt=salt,
+                                                                              include_pilot=include_pilot)
 
     def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
                           raw_ids: bool = False) -> dict[str, Any]:
@@ -960,6 +959,15 @@ class PairedComparison(Paradigm):
         from .live_scales import init_app
 
         init_app(app)
+
+    def change_pilots(self, session: Session, study: Study, worker_ids: list[int], pilot: bool,
+                      mark: Callable[[], None]) -> None:
+        """Under the allocation lock; the pilots' held pages released, the pairs recounted (:mod:`.pilots`)."""
+        paired_pilots.change_pilots(session, study, worker_ids, pilot, mark)
+
+    def reset_counts(self, session: Session, study: Study) -> None:
+        """No running estimate; every pair's counts at zero (:mod:`.pilots`)."""
+        paired_pilots.reset_counts(session, study)
 
     def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
                         options: ResultsOptions) -> ResultsAnalysis | None:
