@@ -45,13 +45,15 @@ def check_window(spec, allow_large_window: bool, where: str) -> str:
 
 def prepared_window_lines(manifest: Path) -> list[str]:
     """What prepared stimuli need under each display policy with the study template's other [display]
-    values (``stimuli prepare``)."""
+    values (``stimuli prepare``, which prepares the stimuli of the default kind, paired comparison: its
+    paradigm is asked through the registry, by its spec and :meth:`~server.paradigms.core.Paradigm.requirement_of_spec`)."""
+    from server.paradigms import DEFAULT_KIND, paradigm_named
     from server.paradigms.display import POLICIES
-    from server.paradigms.paired.study import StudySpec, window_requirement
 
+    paradigm = paradigm_named(DEFAULT_KIND)
     lines = []
     for policy in POLICIES:
-        spec = StudySpec(slug="prepared", name="prepared", manifests=(str(manifest),), policy=policy,
-                         base_dir=str(manifest.parent))
-        lines.append(f"  [display] policy = \"{policy}\": {window_line(window_requirement(spec))}")
+        spec = paradigm.spec_class(slug="prepared", name="prepared", manifests=(str(manifest),), policy=policy,
+                                   base_dir=str(manifest.parent))
+        lines.append(f"  [display] policy = \"{policy}\": {window_line(paradigm.requirement_of_spec(spec))}")
     return lines

@@ -879,9 +879,9 @@ class MotionMatching(Paradigm):
     spec_class = MotionSpec
     template = motion_study.MOTION_STUDY_TEMPLATE
     app_stages = frozenset({Stage.CALIBRATION, *BLOCK_STAGES})
-    app_template = "motion.html"
-    worker_pages = "paradigms/motion.html"
-    dashboard_template = "admin_motion_study.html"  # rendered on the server
+    app_template = "motion/motion.html"
+    worker_pages = "motion/worker_pages.html"
+    dashboard_template = "motion/admin_study.html"  # rendered on the server
     downloads = tuple(motion_export.MOTION_FILES)
     response_model = MotionResponse
     mturk_settings = {

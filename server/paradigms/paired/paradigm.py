@@ -854,9 +854,9 @@ class PairedComparison(Paradigm):
     spec_class = StudySpec
     template = paired_study.STUDY_TEMPLATE
     app_stages = frozenset(PAGE_STAGES)
-    app_template = "trials.html"
-    worker_pages = "paradigms/pc.html"
-    dashboard_template = "admin_study.html"  # figures filled in by dashboard.js from the summary JSON
+    app_template = "pc/trials.html"
+    worker_pages = "pc/worker_pages.html"
+    dashboard_template = "pc/admin_study.html"  # figures filled in by dashboard.js from the summary JSON
     response_model = Vote
     responses = {"votes": refused_after_the_end(record_vote)}
     one_statement_responses = {"votes": record_vote_in_one_statement}
