@@ -28,7 +28,8 @@ caller, reserved trials count as votes, and the study's advisory lock serialises
 app instances. Budgets and caps are counted from the database under that lock, so instances whose
 selections differ may hand out different pairs, never more votes.
 
-Selections are cached per process and study (:func:`refresh_selections`) and refreshed, before the
+Selections are kept per process, database and study (:func:`refresh_selections`; running state, apart from
+the study's fixed facts in :func:`server.paradigms.core.fixed_study_facts`) and refreshed, before the
 allocation lock is taken, once a set has gained ``refresh_votes(n)`` votes since its selection was
 made or :data:`REFRESH_SECONDS` have passed. Under the lock a page costs one query of the pairs'
 state and a sort; a set that has just left its warm-up and has no selection yet in this process is
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -179,13 +181,21 @@ class StudySelections:
     lock: threading.Lock = field(default_factory=threading.Lock)  # one refresh at a time per study
 
 
+# Per process and database engine (weakly keyed: a disposed engine's selections go with it): each study's
+# StudySelections. Running state that changes as votes arrive (under each StudySelections' own lock), so it is
+# kept here, not in core.fixed_study_facts, whose values never change once a study exists.
+_SELECTIONS: weakref.WeakKeyDictionary[Any, dict[int, StudySelections]] = weakref.WeakKeyDictionary()
+
+
 def _selections(session: Session, study_id: int) -> StudySelections:
-    # Per process and database engine, like the study's layout; unlike it, the values change (under
-    # the StudySelections' own lock).
-    cache = fixed_study_facts(session, "paired.active_selections")
-    found = cache.get(study_id)
+    """This process's :class:`StudySelections` of a study on the session's database."""
+    bind = session.get_bind()
+    studies = _SELECTIONS.get(bind)
+    if studies is None:
+        studies = _SELECTIONS.setdefault(bind, {})
+    found = studies.get(study_id)
     if found is None:
-        found = cache.setdefault(study_id, StudySelections())
+        found = studies.setdefault(study_id, StudySelections())
     return found
 
 
