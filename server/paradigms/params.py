@@ -401,7 +401,7 @@ def _one_of(choices: tuple[Any, ...]) -> str:
 # ---------------------------------------------------------------- the documented template
 
 def study_template(spec_class: type, *, header: str, examples: Mapping[str, Any] | None = None,
-                   width: int = TEMPLATE_WIDTH) -> str:
+                   mturk: Mapping[str, Any] | None = None, width: int = TEMPLATE_WIDTH) -> str:
     """The documented study file of ``perceptlab study template``: every declared key at its default (or
     ``example``) with its documentation; keys with a ``placeholder`` or a ``fallback`` (and no ``example``)
     and table sections commented out, so that they keep their default.
@@ -416,6 +416,8 @@ def study_template(spec_class: type, *, header: str, examples: Mapping[str, Any]
         Field name -> the value shown instead of its declared ``example`` (or default): a paradigm's own
         ``slug`` and ``name``; for a table field, the keys shown over the table's defaults (a paradigm's HIT
         texts, ``Paradigm.mturk_settings``, over :data:`MTURK_DEFAULTS`).
+    mturk
+        The paradigm's HIT texts shown in the ``[mturk]`` table: the same as ``examples={"mturk": ...}``.
     width
         The line width documentation is wrapped to.
 
@@ -426,7 +428,7 @@ def study_template(spec_class: type, *, header: str, examples: Mapping[str, Any]
     """
     declared = declarations(spec_class)
     docs = section_docs(spec_class)
-    examples = examples or {}
+    examples = {**(examples or {}), **({"mturk": mturk} if mturk else {})}
     lines = [f"# {line}" for line in header.splitlines()]
     for section in sections(spec_class):
         keys = [d for d in declared if d.param.section == section]

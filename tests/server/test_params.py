@@ -85,6 +85,8 @@ def test_the_template_documents_every_key_in_its_section():
         assert re.search(rf"^# {key} = ", text, re.M), key
     assert '# title = "Rate images"' in text and "mturk" not in tomllib.loads(text)
     assert tomllib.loads(text)["study"]["slug"] == "r-1"
+    assert study_template(RatingSpec, header="h", mturk={"title": "Rate images"}) == study_template(
+        RatingSpec, header="h", examples={"mturk": {"title": "Rate images"}})
 
 
 def test_every_declared_key_is_documented_and_every_paradigm_declares_its_file():
