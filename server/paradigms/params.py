@@ -510,8 +510,8 @@ class MTurkSettings:
                                  doc='"lab": one "took part" qualification keeps repeaters out across the lab\'s '
                                      'studies; "study": one per study')
     require_screening: int = param(0, section="mturk", low=0, high=100,
-                                   doc="above 0: only workers whose motion-screening score (r x 100) is at least "
-                                       "this (e.g. 90)")
+                                   doc="above 0: only workers whose screening score (r x 100, the lab's screening "
+                                       "qualification) is at least this (e.g. 90)")
 
 
 # The [mturk] defaults, over which a paradigm's HIT texts and a study file's [mturk] table go (server/mturk.py).
