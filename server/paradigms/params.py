@@ -49,7 +49,8 @@ A spec for a rating paradigm (the rating paradigm's package holds the real one):
             if self.images_per_session > 1000:
                 fail("session.images_per_session above 1000 makes a session too long")
 
-    TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`")
+    TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`",
+                              examples={"slug": "ratings-2026", "mturk": {"title": "Rate images"}})
     spec = parse_spec(RatingSpec, {"study": {"kind": "rating", "images": ["m.json"]}}, Path("s.toml"))
     assert spec.slug == "s" and spec.scale_points == 5
 
@@ -81,6 +82,7 @@ COMMENT_COLUMN_CAP = 44  # a key line longer than this has its documentation on 
 # What the template shows, commented out, for a long text left at its default (``placeholder=``).
 TEXT_PLACEHOLDER = '"""..."""'
 
+# What a spec's ``validate`` hook gets: ``fail(message)`` raises StudyDefinitionError naming the file.
 Fail = Callable[[str], None]
 
 
