@@ -183,7 +183,7 @@ def simulate_ratings(n_stimuli: int = 40, n_workers: int = 30, ratings_per_stimu
                      *, low: float = 1.0, high: float = 5.0, quality_sd: float = 0.9, bias_sd: float = 0.3,
                      inconsistency_range: tuple[float, float] = (0.3, 0.9), careless: float = 0.0,
                      straight_liners: float = 0.0, continuous: bool = False, clip: bool = True,
-                     seed: int | np.random.Generator | None = 0) -> SimulatedRatings:
+                     centre_bias: bool = True, seed: int | np.random.Generator | None = 0) -> SimulatedRatings:
     """Simulate ratings from the P.913 model, with careless and straight-lining workers.
 
     Parameters
@@ -198,7 +198,11 @@ def simulate_ratings(n_stimuli: int = 40, n_workers: int = 30, ratings_per_stimu
     quality_sd : float
         SD of the true qualities around the scale's middle.
     bias_sd : float
-        SD of the workers' biases (drawn, then centred so that they average zero, the model's convention).
+        SD of the workers' biases.
+    centre_bias : bool
+        Centre the drawn biases on zero (the model's convention: the true qualities are then what the
+        model estimates). ``False`` leaves them as drawn, the workers a sample of a population of mean
+        bias zero (for the coverage of intervals over repeated studies).
     inconsistency_range : (float, float)
         Each worker's inconsistency (SD) is uniform in this range.
     careless, straight_liners : float
@@ -219,7 +223,8 @@ def simulate_ratings(n_stimuli: int = 40, n_workers: int = 30, ratings_per_stimu
     middle = (low + high) / 2
     quality = np.clip(middle + rng.normal(0.0, quality_sd, n_stimuli), low + 0.3, high - 0.3)
     bias = rng.normal(0.0, bias_sd, n_workers)
-    bias -= bias.mean()
+    if centre_bias:
+        bias -= bias.mean()
     inconsistency = rng.uniform(*inconsistency_range, n_workers)
     n_careless, n_straight = round(careless * n_workers), round(straight_liners * n_workers)
     kind = np.array(["careless"] * n_careless + ["straight"] * n_straight
