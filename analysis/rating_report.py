@@ -9,7 +9,9 @@ The steps (each in its own module):
 4. score each stimulus from the kept workers' ratings: ``mos`` (the mean: MOS for ACR, the DMOS of DCR,
    the CMOS of CCR; with ``dmos``, the mean ACR-HR differential score) with a t or worker-bootstrap
    interval, or ``p913`` (the model's quality of an average worker refitted to the kept workers, with
-   the model's normal interval or a worker bootstrap that refits the model to each resample).
+   the model's normal interval or a worker bootstrap that refits the model to each resample), or ``mle``
+   (sureal's model with content ambiguity, :mod:`analysis.rating_content_model`, the content of a
+   stimulus being its ``reference_id``, else the stimulus itself; the model's normal interval).
 """
 from __future__ import annotations
 
@@ -26,12 +28,13 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .formats import atomic_write_text, json_text, table_csv
+from .rating_content_model import fit_content_model
 from .rating_models import P913Fit, fit_p913
 from .rating_screening import RULES, SCREENING_COLUMNS, RatingScreening, ScreeningOptions, screen_ratings
 from .ratings import SCORE_KINDS, Ratings, check_interval, differential_ratings, mos_scores
 from .threads import limits_blas_threads
 
-MODELS = ("mos", "p913")
+MODELS = ("mos", "p913", "mle")
 SCORES_COLUMNS = ("stimulus_id", "score", "ci_low", "ci_high", "n_ratings", "n_workers", "rank")
 RATING_WORKERS_COLUMNS = ("worker_id", "n_ratings", "bias", "inconsistency", "kept")
 FLAG_COLUMNS = tuple(f"flag_{rule}" for rule in RULES)
@@ -58,6 +61,9 @@ class RatingOptions:
         check_interval(self.interval)
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.model == "mle" and self.interval == "bootstrap":
+            raise ValueError("--model mle gives the model's normal interval only (a refit takes about a second, "
+                             "a bootstrap would take many minutes): use --interval t, or --model p913")
         if self.interval == "bootstrap" and self.n_boot < 2:
             raise ValueError("the bootstrap interval needs at least 2 resamples")
 
@@ -84,6 +90,16 @@ def hidden_reference_rows(ratings: Ratings) -> np.ndarray:
     is_reference = np.array([str(s) in named for s in ratings.stimulus_ids], dtype=bool)
     same = ratings.reference_id.astype(str) == ratings.stimulus_ids[ratings.stimulus].astype(str)
     return is_reference[ratings.stimulus] | same
+
+
+def content_keys(ratings: Ratings) -> np.ndarray:
+    """The content (source) of each stimulus for ``--model mle``: the ``reference_id`` of its rows (the first
+    non-empty one), else the stimulus itself (so a reference and its test stimuli share their content)."""
+    keys = ratings.stimulus_ids.astype(str).astype(object)
+    rows = np.flatnonzero(ratings.reference_id.astype(str) != "")
+    stimuli, first = np.unique(ratings.stimulus[rows], return_index=True)
+    keys[stimuli] = ratings.reference_id[rows[first]]
+    return keys
 
 
 def fit_stimuli(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray, n_stimuli: int) -> tuple[P913Fit, np.ndarray, np.ndarray]:
@@ -153,9 +169,24 @@ def analyze_ratings(ratings: Ratings, options: RatingOptions = RatingOptions()) 
     plain = mos_scores(ks, kw, kx, J, W, options.interval if options.model == "mos" else "t", options.confidence,
                        options.n_boot, options.seed, options.progress)
     score, low, high = plain.score, plain.ci_low, plain.ci_high
-    model_fit = None
-    if options.model == "p913":
-        model_fit, stimuli, _ = fit_stimuli(ks, kw, kx, J)
+    model_fit = contents = None
+    if options.model in ("p913", "mle"):
+        stimuli, si = _compact(ks)
+        workers, wi = _compact(kw)
+        if options.model == "p913":
+            model_fit = fit_p913(si, wi, kx, len(stimuli), len(workers))
+        else:
+            keys, content = np.unique(content_keys(ratings)[stimuli], return_inverse=True)
+            if len(keys) == len(stimuli):
+                raise ValueError("--model mle models the ambiguity of each source content, and every stimulus is a "
+                                 "content of its own: name each stimulus' source in reference_id, or use --model p913")
+            model_fit = fit_content_model(si, wi, content, kx, len(stimuli), len(workers))
+            if not np.isfinite(model_fit.quality).all():
+                raise ValueError(f"the content model gave no finite scores after {model_fit.iterations} rounds "
+                                 "(a worker or content without spread); use --model p913")
+            contents = [{"content_id": str(k), "ambiguity": float(a),
+                         "ambiguity_se": float(se) if np.isfinite(se) else None}   # no information: null
+                        for k, a, se in zip(keys, model_fit.ambiguity, model_fit.ambiguity_se)]
         score = np.full(J, np.nan)
         score[stimuli] = model_fit.quality
         if options.interval == "t":
@@ -177,6 +208,7 @@ def analyze_ratings(ratings: Ratings, options: RatingOptions = RatingOptions()) 
     workers = _worker_rows(ratings, screening, everyone, fitted_workers)
     summary = _summary(ratings, options, screening, everyone, model_fit, scores, dv_dropped,
                        int(kept_rows.sum()), time.perf_counter() - started)
+    summary["contents"] = contents
     return RatingAnalysis(scores, workers, summary, screening, everyone)
 
 
@@ -210,20 +242,24 @@ def interval_description(options: RatingOptions) -> dict:
                + ")")
         return {"method": "bootstrap", "confidence": options.confidence, "n_boot": options.n_boot, "unit": "worker",
                 "description": how, "conditional_on_screening": True}
-    how = ("score +/- Student t(n - 1) x SD / sqrt(n) of the stimulus' ratings" if options.model == "mos" else
-           "score +/- Phi^-1 x the P.913 model's standard error (sureal's SE: residual SD of the stimulus / sqrt(n))")
+    how = {"mos": "score +/- Student t(n - 1) x SD / sqrt(n) of the stimulus' ratings",
+           "p913": "score +/- Phi^-1 x the P.913 model's standard error (sureal's: residual SD of the stimulus / "
+                   "sqrt(n))",
+           "mle": "score +/- Phi^-1 x the content model's standard error (sureal's: 1 / sqrt(sum of 1 / (v_s^2 + "
+                  "a_c^2)))"}[options.model]
     return {"method": "t" if options.model == "mos" else "normal", "confidence": options.confidence,
             "description": how, "conditional_on_screening": True}
 
 
 def _summary(ratings: Ratings, options: RatingOptions, screening: RatingScreening, everyone: P913Fit,
-             model_fit: P913Fit | None, scores: list[dict], dv_dropped: int | None, kept_ratings: int,
+             model_fit, scores: list[dict], dv_dropped: int | None, kept_ratings: int,
              seconds: float) -> dict:
     kind = "DMOS (ACR-HR)" if options.dmos else SCORE_KINDS[ratings.scale]
     return {
         "library": "perceptlab", "version": __version__,
         "scale": {"name": ratings.scale, "low": ratings.low, "high": ratings.high},
-        "score": kind if options.model == "mos" else f"P.913 quality of an average worker ({kind} scale)",
+        "score": {"mos": kind, "p913": f"P.913 quality of an average worker ({kind} scale)",
+                  "mle": f"quality of an average worker, content ambiguity modelled ({kind} scale)"}[options.model],
         "model": options.model,
         "parameters": {"model": options.model, "interval": options.interval, "n_boot": options.n_boot,
                        "confidence": options.confidence, "seed": options.seed, "dmos": options.dmos,
@@ -234,9 +270,9 @@ def _summary(ratings: Ratings, options: RatingOptions, screening: RatingScreenin
                    "workers": len(ratings.worker_ids), "kept_workers": int(screening.kept.sum()),
                    "kept_ratings": kept_ratings, "dv_without_reference": dv_dropped},
         "screening": screening.summary(),
-        "p913": {"all_workers": {"iterations": everyone.iterations, "converged": everyone.converged},
-                 "kept_workers": (None if model_fit is None else
-                                  {"iterations": model_fit.iterations, "converged": model_fit.converged})},
+        "p913": {"all_workers": {"iterations": everyone.iterations, "converged": everyone.converged}},
+        "model_fit": (None if model_fit is None else
+                      {"iterations": model_fit.iterations, "converged": model_fit.converged}),
         "seconds": round(seconds, 3),
     }
 

@@ -35,19 +35,22 @@ def nflx_matrix() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return matrix, r.stimulus_ids, r.worker_ids
 
 
-def sureal_fit(matrix: np.ndarray, model: str = "P910AnnexEModel") -> dict:
+def sureal_fit(matrix: np.ndarray, model: str = "P910AnnexEModel", content: np.ndarray | None = None) -> dict:
     """sureal's result for a (stimuli x workers) matrix with NaN for missing ratings (its prints silenced).
 
-    ``model`` names a class of ``sureal`` or ``sureal.subjective_model``.
+    ``model`` names a class of ``sureal`` or ``sureal.subjective_model``; ``content`` is each stimulus'
+    content index (default: one content for all).
     """
+    content = np.zeros(len(matrix), dtype=int) if content is None else np.asarray(content)
     import sureal
     import sureal.subjective_model as models
     from sureal.dataset_reader import RawDatasetReader
 
     dataset = SimpleNamespace(dataset_name="test", yuv_fmt="yuv420p", width=1920, height=1080, ref_score=5.0,
-                              ref_videos=[{"content_id": 0, "content_name": "c", "path": "ref"}],
-                              dis_videos=[{"asset_id": j, "content_id": 0, "os": list(row), "path": f"d{j}"}
-                                          for j, row in enumerate(matrix)])
+                              ref_videos=[{"content_id": int(c), "content_name": f"c{c}", "path": f"ref{c}"}
+                                          for c in range(int(content.max()) + 1)],
+                              dis_videos=[{"asset_id": j, "content_id": int(content[j]), "os": list(row),
+                                           "path": f"d{j}"} for j, row in enumerate(matrix)])
     cls = getattr(sureal, model, None) or getattr(models, model)
     # sureal prints its iterations and divides by zero content ambiguities of its unused content model
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):

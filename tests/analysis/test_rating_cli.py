@@ -83,6 +83,23 @@ def test_bad_input_gives_one_error_line_exit_2_and_no_output(tmp_path, content, 
     assert not (tmp_path / "out").exists()
 
 
+def test_the_content_model_on_the_nflx_contents(tmp_path):
+    result = run("analyze-ratings", NFLX_CSV, "--out", tmp_path, "--model", "mle", "--no-plots")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["contents"]) == 9 and summary["model_fit"]["converged"]
+    assert all(c["ambiguity"] >= 0 for c in summary["contents"])
+    scores = read_table(tmp_path / "scores.csv", SCORES_COLUMNS, numeric=("score", "ci_low", "ci_high"))
+    assert len(scores) == 79 and all(r["ci_low"] < r["score"] < r["ci_high"] for r in scores)
+
+
+@pytest.mark.parametrize("args, fragment", [(["--interval", "bootstrap"], "normal interval only"),
+                                            ([], "every stimulus is a content of its own")])
+def test_the_content_model_refuses_what_it_cannot_do(simulated, tmp_path, args, fragment):
+    result = run("analyze-ratings", simulated[1], "--out", tmp_path / "out", "--model", "mle", *args)
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and fragment in result.output, result.output
+
+
 def test_compare_protocols_end_to_end(simulated, tmp_path):
     sim, path = simulated
     assert run("analyze-ratings", path, "--out", tmp_path / "ratings", "--no-plots").exit_code == 0

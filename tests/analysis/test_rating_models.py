@@ -101,3 +101,24 @@ def test_bad_input():
         fit_p913([], [], [])
     with pytest.raises(ValueError, match="at least one rating"):
         fit_p913([0, 2], [0, 1], [3.0, 4.0], n_stimuli=3)
+
+
+def test_the_content_model_matches_sureal_mle_on_the_nflx_dataset():
+    from analysis.rating_content_model import fit_content_model
+    from analysis.rating_report import content_keys
+    from analysis.ratings import read_ratings
+
+    from .rating_support import NFLX_CSV
+
+    r = read_ratings(NFLX_CSV)
+    keys, content = np.unique(content_keys(r), return_inverse=True)
+    assert len(keys) == 9                                 # the nine source contents, by their references
+    fit = fit_content_model(r.stimulus, r.worker, content, r.rating)
+    matrix = np.full((79, 26), np.nan)
+    matrix[r.stimulus, r.worker] = r.rating
+    reference = sureal_fit(matrix, "MaximumLikelihoodEstimationModel", content=content)
+    diff = differences(fit, reference)
+    diff["ambiguity"] = float(np.max(np.abs(fit.ambiguity - reference["content_ambiguity"])))
+    diff["ambiguity_se"] = float(np.max(np.abs(fit.ambiguity_se - reference["content_ambiguity_std"])))
+    assert max(diff.values()) < TOLERANCE, diff
+    assert fit.iterations == reference["num_iter"] and fit.converged

@@ -29,9 +29,10 @@ def _rules(value: str) -> tuple[str, ...]:
 @click.argument("ratings_csv", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for scores.csv, workers.csv, summary.json and the plots.")
-@click.option("--model", type=click.Choice(["mos", "p913"]), default="mos", show_default=True,
-              help="Scores: the mean of the kept ratings (MOS; DCR: DMOS; CCR: CMOS), or the ITU-T P.913 "
-                   "clause 12.6 model's quality of an average worker (bias and inconsistency removed).")
+@click.option("--model", type=click.Choice(["mos", "p913", "mle"]), default="mos", show_default=True,
+              help="Scores: the mean of the kept ratings (MOS; DCR: DMOS; CCR: CMOS), the ITU-T P.913 "
+                   "clause 12.6 model's quality of an average worker (bias and inconsistency removed), or "
+                   "that model with an ambiguity per content (sureal's MLE; content = reference_id).")
 @click.option("--interval", type=click.Choice(["t", "bootstrap"]), default="t", show_default=True,
               help="Intervals: Student t over each stimulus' ratings (with --model p913: the model's normal "
                    "interval), or a bootstrap over workers (percentile).")
@@ -69,8 +70,11 @@ def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, con
     screening = ScreeningOptions(rules=() if no_screening else _rules(rules),
                                  correlation_threshold=correlation_threshold, min_common=min_common,
                                  gold_accuracy=gold_accuracy, min_ratings=min_ratings)
-    options = RatingOptions(model=model, interval=interval, n_boot=n_boot, confidence=confidence, seed=seed,
-                            dmos=dmos, screening=screening)
+    try:
+        options = RatingOptions(model=model, interval=interval, n_boot=n_boot, confidence=confidence, seed=seed,
+                                dmos=dmos, screening=screening)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     try:
         ratings = read_ratings(ratings_csv, None if scale == "auto" else scale)
         result = analyze_ratings(ratings, options)
