@@ -120,3 +120,18 @@ def test_compare_protocols_end_to_end(simulated, tmp_path):
     bad = run("compare-protocols", "--pc", tmp_path / "scales.csv", "--ratings", tmp_path / "scales.csv",
               "--out", tmp_path / "bad")
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "missing columns stimulus_id, score" in bad.output
+
+
+def test_the_command_line_finds_the_rating_commands_without_importing_paradigms_or_numerics():
+    """server/cli/__init__.py imports each server/paradigms/<package>/cli.py by its file: listing the commands
+    imports neither the paradigms (nor the database layer) nor the analysis numerics."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "sqlalchemy", "flask", "server.paradigms.core", "server.models", "analysis.ratings")
+    code = ("import sys, server.cli; print(' '.join(sorted(server.cli.cli.commands))); "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    commands, imported = result.stdout.splitlines()
+    assert {"analyze-ratings", "compare-protocols", "analyze"} <= set(commands.split())
+    assert imported == "[]"
