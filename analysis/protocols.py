@@ -260,6 +260,9 @@ def compare_protocols(joined: Joined, n_boot: int = 1000, confidence: float = 0.
         raise ValueError(f"only {int(finite.sum())} joined rows have both a scale and a score "
                          f"(at least {MIN_ITEMS} needed)")
     xs, ys = x[finite], y[finite]
+    for name, values in (("paired-comparison scale", xs), ("rating score", ys)):
+        if np.ptp(values) == 0:
+            raise ValueError(f"every joined {name} is {values[0]:g}: nothing to correlate")
     stats = correlations(xs, ys, n_boot, confidence, seed)
     mapping = fit_mapping(xs, ys)
     mapped = mapping(x)

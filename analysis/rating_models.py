@@ -25,6 +25,9 @@ fixed, so the fixed point is the maximum-likelihood estimate (the content-oblivi
 Missing ratings are simply absent: the data are observation lists (stimulus, worker, rating), and every
 sum over "the ratings of a worker" or "of a stimulus" is a ``numpy.bincount`` over the ratings that exist.
 A worker who rated a stimulus twice contributes two observations, as sureal's repetition axis does.
+A worker with a single rating has no residual spread (``upsilon = 0``) and so the weight ``1e8``: that
+is sureal's behaviour too, kept for agreement; the screening's minimum counts are the place to drop
+such workers.
 This is the masked (stimuli x workers) array of the standard without the cells that are empty, which
 in a crowd study are most of them (500 stimuli x 200 workers with 24 ratings per stimulus is 12 % full).
 

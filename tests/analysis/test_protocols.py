@@ -76,6 +76,13 @@ def test_falls_back_to_a_line_and_says_why():
     assert np.allclose(fit_mapping(line, 3 - line)(line), 3 - line, atol=1e-3)
 
 
+def test_constant_scores_are_refused(tmp_path):
+    pc, _ = simulate_protocols(10, seed=4)
+    joined = join_studies(*write_pair(tmp_path, pc, np.full(10, 3.0)))
+    with pytest.raises(ValueError, match="every joined rating score is 3: nothing to correlate"):
+        compare_protocols(joined)
+
+
 def test_join_by_item_id_and_by_a_map(tmp_path):
     pc, score = simulate_protocols(12, seed=3)
     scales, scores = write_pair(tmp_path, pc, score, names="item")

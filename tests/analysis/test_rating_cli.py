@@ -135,3 +135,34 @@ def test_the_command_line_finds_the_rating_commands_without_importing_paradigms_
     commands, imported = result.stdout.splitlines()
     assert {"analyze-ratings", "compare-protocols", "analyze"} <= set(commands.split())
     assert imported == "[]"
+
+
+def test_a_paired_comparison_study_and_a_rating_study_of_the_same_images_join_by_scene_and_method(tmp_path):
+    """The whole flow: `analyze` of simulated votes, `analyze-ratings` of simulated ACR ratings of the same
+    items named SCENE/METHOD, then `compare-protocols` with the default join."""
+    from analysis.simulate import simulate_study, write_study
+    from stimuli.csv_safety import csv_text
+
+    study = simulate_study(n_sets=2, n_items=16, degree=6, votes_per_pair=10, n_workers=30, random_clickers=0,
+                           left_clickers=0, seed=5)
+    paths = write_study(study, tmp_path / "pc")
+    assert run("analyze", paths["votes"], "--out", tmp_path / "pc_out", "--bootstrap", "0", "--no-plots",
+               "--no-bias-test").exit_code == 0
+    rng = np.random.default_rng(6)
+    rows = []
+    for set_id, truth in study.truth.items():
+        quality = 3 + 1.4 * np.tanh(truth / 1.5)                  # a monotonic, non-linear relation
+        for worker in range(15):
+            bias = rng.normal(0, 0.2)
+            for item, q in zip(study.item_ids, quality):
+                value = float(np.clip(np.round(q + bias + rng.normal(0, 0.4)), 1, 5))
+                rows.append([f"w{worker}", f"{set_id}/{item}", value])
+    (tmp_path / "ratings.csv").write_text(csv_text(["worker_id", "stimulus_id", "rating"], rows))
+    assert run("analyze-ratings", tmp_path / "ratings.csv", "--out", tmp_path / "r_out", "--no-plots").exit_code == 0
+    result = run("compare-protocols", "--pc", tmp_path / "pc_out" / "scales.csv", "--ratings",
+                 tmp_path / "r_out" / "scores.csv", "--out", tmp_path / "cmp", "--n-boot", 200, "--no-plots")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert summary["join"] == {"rule": "set_id/item_id", "pc_items_unmatched": 0, "stimuli_unmatched": 0}
+    assert summary["n"] == 32 and summary["srocc"]["r"] > 0.85
+    assert summary["srocc"]["bootstrap_low"] < summary["srocc"]["r"] < summary["srocc"]["bootstrap_high"]
