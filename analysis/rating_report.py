@@ -132,6 +132,48 @@ def p913_bootstrap(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray,
     return out
 
 
+def model_scores(ratings: Ratings, options: RatingOptions, stimulus: np.ndarray, worker: np.ndarray,
+                 values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, object, list[dict] | None]:
+    """Scores and intervals of ``--model p913`` or ``mle`` from the kept ``values`` (over every stimulus of
+    ``ratings``; NaN for those without a value), the fit, and the contents of ``mle`` (else None).
+
+    Raises
+    ------
+    ValueError
+        ``mle`` without contents shared by several stimuli, or without finite scores.
+    """
+    J = len(ratings.stimulus_ids)
+    stimuli, si = _compact(stimulus)
+    workers, wi = _compact(worker)
+    contents = None
+    if options.model == "p913":
+        fit = fit_p913(si, wi, values, len(stimuli), len(workers))
+    else:
+        keys, content = np.unique(content_keys(ratings)[stimuli], return_inverse=True)
+        if len(keys) == len(stimuli):
+            raise ValueError("--model mle models the ambiguity of each source content, and every stimulus is a "
+                             "content of its own: name each stimulus' source in reference_id, or use --model p913")
+        fit = fit_content_model(si, wi, content, values, len(stimuli), len(workers))
+        if not np.isfinite(fit.quality).all():
+            raise ValueError(f"the content model gave no finite scores after {fit.iterations} rounds "
+                             "(a worker or content without spread); use --model p913")
+        contents = [{"content_id": str(k), "ambiguity": float(a),
+                     "ambiguity_se": float(se) if np.isfinite(se) else None}   # no information: null
+                    for k, a, se in zip(keys, fit.ambiguity, fit.ambiguity_se)]
+    score = np.full(J, np.nan)
+    score[stimuli] = fit.quality
+    low, high = np.full(J, np.nan), np.full(J, np.nan)
+    if options.interval == "t":
+        half = float(ndtri(0.5 + options.confidence / 2)) * fit.quality_se
+        low[stimuli], high[stimuli] = fit.quality - half, fit.quality + half
+    else:
+        samples = p913_bootstrap(stimulus, worker, values, J, options.n_boot, options.seed, options.progress)
+        alpha = (1 - options.confidence) / 2
+        drawn = np.isfinite(samples).any(axis=0)
+        low[drawn], high[drawn] = np.nanquantile(samples[:, drawn], [alpha, 1 - alpha], axis=0)
+    return score, low, high, fit, contents
+
+
 @limits_blas_threads
 def analyze_ratings(ratings: Ratings, options: RatingOptions = RatingOptions()) -> RatingAnalysis:
     """Screen, fit and score a rating study (the module docstring's steps).
@@ -170,36 +212,8 @@ def analyze_ratings(ratings: Ratings, options: RatingOptions = RatingOptions()) 
                        options.n_boot, options.seed, options.progress)
     score, low, high = plain.score, plain.ci_low, plain.ci_high
     model_fit = contents = None
-    if options.model in ("p913", "mle"):
-        stimuli, si = _compact(ks)
-        workers, wi = _compact(kw)
-        if options.model == "p913":
-            model_fit = fit_p913(si, wi, kx, len(stimuli), len(workers))
-        else:
-            keys, content = np.unique(content_keys(ratings)[stimuli], return_inverse=True)
-            if len(keys) == len(stimuli):
-                raise ValueError("--model mle models the ambiguity of each source content, and every stimulus is a "
-                                 "content of its own: name each stimulus' source in reference_id, or use --model p913")
-            model_fit = fit_content_model(si, wi, content, kx, len(stimuli), len(workers))
-            if not np.isfinite(model_fit.quality).all():
-                raise ValueError(f"the content model gave no finite scores after {model_fit.iterations} rounds "
-                                 "(a worker or content without spread); use --model p913")
-            contents = [{"content_id": str(k), "ambiguity": float(a),
-                         "ambiguity_se": float(se) if np.isfinite(se) else None}   # no information: null
-                        for k, a, se in zip(keys, model_fit.ambiguity, model_fit.ambiguity_se)]
-        score = np.full(J, np.nan)
-        score[stimuli] = model_fit.quality
-        if options.interval == "t":
-            z = float(ndtri(0.5 + options.confidence / 2))
-            half = np.full(J, np.nan)
-            half[stimuli] = z * model_fit.quality_se
-            low, high = score - half, score + half
-        else:
-            samples = p913_bootstrap(ks, kw, kx, J, options.n_boot, options.seed, options.progress)
-            alpha = (1 - options.confidence) / 2
-            low, high = np.full(J, np.nan), np.full(J, np.nan)
-            drawn = np.isfinite(samples).any(axis=0)
-            low[drawn], high[drawn] = np.nanquantile(samples[:, drawn], [alpha, 1 - alpha], axis=0)
+    if options.model != "mos":
+        score, low, high, model_fit, contents = model_scores(ratings, options, ks, kw, kx)
     scored = np.flatnonzero(plain.n_ratings > 0)
     order = scored[np.argsort(-score[scored], kind="stable")]
     scores = [{"stimulus_id": str(ratings.stimulus_ids[j]), "score": float(score[j]), "ci_low": float(low[j]),
