@@ -42,6 +42,8 @@ from .formats import read_csv_table
 REQUIRED_RATING_COLUMNS = ("worker_id", "stimulus_id", "rating")
 OPTIONAL_RATING_COLUMNS = ("reference_id", "is_gold", "gold_low", "gold_high", "trial_id", "created_at", "scale")
 SCALES = {"acr": (1.0, 5.0), "dcr": (1.0, 5.0), "ccr": (-3.0, 3.0)}
+# Scale names (not paradigm kinds: a rating paradigm may offer all three), compared by name below.
+ACR, CCR = "acr", "ccr"
 SCORE_KINDS = {"acr": "MOS", "dcr": "DMOS", "ccr": "CMOS"}
 INTERVALS = ("t", "bootstrap")
 BOOTSTRAP_CHUNK = 250  # resamples per sparse product; bounds memory at (chunk x stimuli)
@@ -127,7 +129,7 @@ def _scale_of(columns: dict, ratings: np.ndarray, line: np.ndarray, path: str, s
     if scale is not None:
         return scale
     # No column and no choice: ratings below 1 can only be CCR; otherwise ACR (DCR reads the same way).
-    return "ccr" if (ratings < 1).any() else "acr"
+    return CCR if (ratings < 1).any() else ACR
 
 
 def build_ratings(worker_id, stimulus_id, rating, *, reference_id=None, is_gold=None, gold_low=None,
@@ -238,7 +240,7 @@ def differential_ratings(ratings: Ratings, rows: np.ndarray | None = None) -> Di
     ValueError
         Not ACR, or no ``reference_id`` names a stimulus of the file.
     """
-    if ratings.scale != "acr":
+    if ratings.scale != ACR:
         raise ValueError(f"differential scores from hidden references need ACR ratings, not {ratings.scale.upper()}")
     rows = ~ratings.is_gold if rows is None else np.asarray(rows, bool)
     lookup = {str(s): k for k, s in enumerate(ratings.stimulus_ids)}
