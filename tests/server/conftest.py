@@ -65,6 +65,19 @@ def postgres_url(postgres_template):
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture
+def two_postgres_urls(postgres_template):
+    """Two fresh migrated databases (copies of the same template: same sequences, same rows)."""
+    names = [f"perceptlab_t{os.getpid()}_{next(_counter)}" for _ in range(2)]
+    with _admin_connection() as connection:
+        for name in names:
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+    yield [_database_url(name) for name in names]
+    with _admin_connection() as connection:
+        for name in names:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 REDIS_URL = os.environ.get("PERCEPTLAB_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 
