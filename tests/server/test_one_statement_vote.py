@@ -20,6 +20,7 @@ from flask import request
 from server.models import Assignment
 from server.paradigms.paired import paradigm as paired
 from server.paradigms.paired.paradigm import PairedComparison
+from server.services import app_services
 from server.tokens import make_token
 
 from .conftest import SMALL_STUDY, ManualClock, WorkerClient, create_test_study, make_test_app
@@ -119,7 +120,7 @@ def _play(database_url: str, tmp_path, demo_stimuli, clock: ManualClock, monkeyp
             _script(script, app, client, slug, clock)
         play.snapshot = snapshot(app)
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     return play
 
 
@@ -141,7 +142,7 @@ def _script(script: _Script, app, client, slug: str, clock: ManualClock) -> None
     script.send("A unknown trial", a, "999999", "left")
     b_trial = script.state("B quiz", b)["page"]["trials"][0]["trial_id"]
     script.send("A trial of B", a, b_trial, "left")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.get(Assignment, int(a.assignment_id))
         revoked = make_token(app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
         older = make_token(app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)  # no study in it

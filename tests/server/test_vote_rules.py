@@ -30,6 +30,7 @@ from server.models import Assignment, Pair, Study, Worker
 from server.paradigms.paired import paradigm as paired
 from server.paradigms.paired.paradigm import PairedComparison
 from server.pilot import mark_pilot, pilot_signature
+from server.services import app_services
 from server.tokens import make_token
 
 from .conftest import SMALL_STUDY, ManualClock, WorkerClient, create_test_study, make_test_app
@@ -164,19 +165,19 @@ def _sides(postgres_urls, tmp_path, demo_stimuli) -> tuple[Side, Side]:
 
 
 def _revoked_token(side: Side, client: WorkerClient) -> str:
-    with side.app.extensions["perceptlab.sessions"]() as session:
+    with app_services(side.app).sessions() as session:
         assignment = session.get(Assignment, int(client.assignment_id))
         return make_token(side.app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
 
 
 def _token_without_study(side: Side, client: WorkerClient) -> str:
-    with side.app.extensions["perceptlab.sessions"]() as session:
+    with app_services(side.app).sessions() as session:
         assignment = session.get(Assignment, int(client.assignment_id))
         return make_token(side.app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)
 
 
 def _pair_votes(side: Side) -> int:
-    with side.app.extensions["perceptlab.sessions"]() as session:
+    with app_services(side.app).sessions() as session:
         return sum(session.scalars(select(Pair.n_votes)))
 
 
@@ -190,7 +191,7 @@ def test_every_vote_rule_gives_the_same_answer_and_rows_on_both_paths(two_postgr
         _play_every_rule(twins)
     finally:
         for side in (sql, python):
-            side.app.extensions["perceptlab.engine"].dispose()
+            app_services(side.app).engine.dispose()
 
 
 def _answer_quiz(twins: Twins, worker: str, *, right: bool, common: str = STORED) -> dict:
@@ -333,7 +334,7 @@ def _play_every_rule(twins: Twins) -> None:
     twins.rule("vote", "M", twins.body(real[0]["trial_id"], "left"), STORED, status=201)
 
     def mark(side: Side):
-        with side.app.extensions["perceptlab.sessions"]() as session:
+        with app_services(side.app).sessions() as session:
             study = session.scalar(select(Study).where(Study.slug == "demo"))
             mark_pilot(session, study, list(session.scalars(select(Worker).where(Worker.external_id == "MARKED1"))))
             session.commit()
@@ -398,7 +399,7 @@ def test_the_pin_check_fails_for_an_edited_file(tmp_path):
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_the_databases_vote_function_is_the_files(app):
-    engine = app.extensions["perceptlab.engine"]
+    engine = app_services(app).engine
     with engine.connect() as connection:
         installed = connection.execute(text(
             "SELECT prosrc FROM pg_proc WHERE proname = 'perceptlab_paired_vote'")).scalars().all()

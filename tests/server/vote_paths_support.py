@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import DateTime, select
 
 from server.models import Base
+from server.services import app_services
 
 # Columns drawn at random (tokens, codes, MTurk IDs made by WorkerClient, the study's secrets and its
 # study-file folder in its config) or from the real clock: compared as "set or not". reserved_until
@@ -45,7 +46,7 @@ class Scrubber:
 def snapshot(app) -> dict[str, list[tuple]]:
     """Every row of every table by primary key, random and real-clock values reduced to "set or not"."""
     snapshot = {}
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         for table in Base.metadata.sorted_tables:
             rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
             kept = []
