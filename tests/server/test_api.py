@@ -9,6 +9,7 @@ checked as well.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -106,6 +107,30 @@ def test_spec_is_valid_openapi_31_and_covers_every_route():
                         target["allOf"][0] == {"$ref": "#/components/schemas/Error"}, (path, method, status)
             if secured:
                 assert "403" in operation["responses"], (path, method)
+
+
+def test_response_kind_declarations_are_checked(monkeypatch):
+    """One kind per name across paradigms, URL-safe names, none that another route of the API takes."""
+    from flask import Flask
+
+    from server.paradigms.core import ResponseKind
+    from server.paradigms.motion.paradigm import MotionMatching
+    from server.paradigms.paired.paradigm import PairedComparison
+    from server.views import api
+
+    votes = PairedComparison.response_kinds[0]
+    assert dataclasses.replace(votes, name="likert-answers", operation_id="").operation_id == "postLikertAnswers"
+    for bad in ("Votes", "votes/1", "", "-x"):
+        with pytest.raises(ValueError, match="name"):
+            ResponseKind(name=bad, record=votes.record, summary="x", request_schema={})
+    with monkeypatch.context() as patch:
+        patch.setattr(MotionMatching, "response_kinds", (*MotionMatching.response_kinds, votes))
+        with pytest.raises(ValueError, match="'votes'"):
+            response_kinds()
+    with monkeypatch.context() as patch:
+        patch.setattr(MotionMatching, "response_kinds", (dataclasses.replace(votes, name="actions"),))
+        with pytest.raises(ValueError, match="actions"):
+            Flask("routes").register_blueprint(api.bp)
 
 
 def test_spec_helper_rejects_wrong_shapes():
