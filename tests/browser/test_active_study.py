@@ -12,6 +12,7 @@ from server.cli.cmd_server import ACTIVE_DEMO_SLUG, active_demo_study
 from server.models import Study
 from server.paradigms.paired.models import Pair, Trial
 from server.paradigms import create_study, paradigm_for, read_study_file
+from server.services import app_services
 from tests.server.conftest import WorkerClient
 from tests.server.allocation_support import work
 
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("gold_answer_key
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _design(app) -> dict:

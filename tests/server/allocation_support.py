@@ -12,13 +12,14 @@ from sqlalchemy import select
 
 from server.models import Worker
 from server.paradigms.paired.models import Pair, Trial
+from server.services import app_services
 
 from .api_support import SpecClient
 from .conftest import WorkerClient
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def start(worker: WorkerClient) -> dict:

@@ -17,6 +17,7 @@ from server import exports
 from server.paradigms.paired import export as paired_export
 from server.cli import cli
 from server.models import Study
+from server.services import app_services
 
 from .conftest import WorkerClient
 from .simulated_votes import QUALITY, add_votes
@@ -25,13 +26,13 @@ SECRET = "test-secret"  # make_test_app's secret key
 
 
 def _study_id(app, slug: str) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(Study.id).where(Study.slug == slug))
 
 
 def _export(app, slug: str, **kwargs) -> list[dict]:
     kwargs.setdefault("salt", exports.study_salt(SECRET, slug))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return paired_export.export_votes(session, _study_id(app, slug), **kwargs)
 
 

@@ -13,6 +13,7 @@ from server.paradigms import all_paradigms, load_models
 
 # Every paradigm package's tables (its models.py) join Base.metadata, as in Alembic's environment.
 PARADIGM_MODELS = load_models()
+from server.services import app_services
 
 
 def _url(url: str) -> str:
@@ -117,7 +118,7 @@ def test_sqlite_migrations_that_copy_tables_keep_every_row(empty_sqlite_url, dem
         assert worker.action("continue").status_code in (200, 409)
         worker.answer_page(worker.correct_side)  # a page of trials: votes on pairs
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     engine = make_engine(empty_sqlite_url)
     try:
         before = _row_counts(engine)

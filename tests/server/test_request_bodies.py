@@ -12,12 +12,13 @@ from sqlalchemy import func, select
 
 from server import validation
 from server.paradigms.paired.models import Vote
+from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
 
 
 def _votes(app) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(Vote))
 
 
@@ -130,7 +131,10 @@ def test_every_worker_endpoint_reads_its_body_with_the_same_rules(app, worker):
 
 
 def test_a_motion_response_may_carry_a_frame_log_larger_than_64_kb():
-    from server.views.api import body_limit
+    from server.paradigms.core import response_kinds
+
+    def body_limit(name: str) -> int:
+        return response_kinds()[name][1].max_body
 
     assert body_limit("votes") == validation.WORKER_BODY_BYTES == 64 * 1024
     # 20,000 timestamps (the validated maximum) written as the browser rounds them (round3)

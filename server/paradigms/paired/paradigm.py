@@ -31,10 +31,11 @@ from sqlalchemy.orm import Session
 from ... import validation as check
 from ...allocation import now, release_other_pages, reservation_end, reservation_end_at
 from ...errors import ApiError, invalid, reject_unknown
+from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...tokens import TokenClaims
 from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResultsAnalysis,
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                    ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
                    check_replay, complete, completion_info, ended_error, fixed_study_facts, move_to, new_page,
                    open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop, study_ref)
@@ -559,9 +560,9 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
-# PostgreSQL's one-statement vote: the function of migration 0009 (perceptlab_paired_vote, as migration
-# 0012 replaced it) locks the assignment, checks the token's nonce and stores the common votes with the
-# rules of record_vote and _after_vote; it answers "ended" for an open trial of an assignment that has
+# PostgreSQL's one-statement vote: the function perceptlab_paired_vote (its text: vote.sql beside this
+# module, installed by a migration that reads it) locks the assignment, checks the token's nonce and stores
+# the common votes with the rules of record_vote and _after_vote; it answers "ended" for an open trial of an assignment that has
 # ended (refused, nothing changed), and "defer", having changed nothing, for every case those decide
 # otherwise (a replay, a worker turned away in another assignment, ...).
 _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("
@@ -846,6 +847,10 @@ def stimulus_paths(session: Session, study: Study) -> list[str]:
     return paths
 
 
+# The schemas and documented answers of the votes in the worker API's OpenAPI document (server/openapi.py).
+_API = load_part(Path(__file__).with_name("openapi.yaml"))
+
+
 class PairedComparison(Paradigm):
     """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
 
@@ -858,8 +863,12 @@ class PairedComparison(Paradigm):
     worker_pages = "pc/worker_pages.html"
     dashboard_template = "pc/admin_study.html"  # figures filled in by dashboard.js from the summary JSON
     response_model = Vote
-    responses = {"votes": refused_after_the_end(record_vote)}
-    one_statement_responses = {"votes": record_vote_in_one_statement}
+    response_kinds = (ResponseKind(
+        name="votes", record=refused_after_the_end(record_vote), one_statement=record_vote_in_one_statement,
+        summary="Store one forced-choice response", operation_id="postVote",
+        request_schema={"$ref": "#/components/schemas/VoteRequest"},
+        response_schema={"$ref": "#/components/schemas/VoteStored"},
+        operation=_API["operations"]["votes"], schemas=_API["schemas"]),)
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> StudySpec:
         return paired_study.spec_from_toml(data, path)
