@@ -26,7 +26,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import select, text
 
 from server.db import alembic_config
-from server.models import Assignment, Pair, Study, Worker
+from server.models import Assignment, Study, Worker
+from server.paradigms.paired.models import Pair
 from server.paradigms.paired import paradigm as paired
 from server.paradigms.paired.paradigm import PairedComparison
 from server.pilot import mark_pilot, pilot_signature
