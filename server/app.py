@@ -1,7 +1,7 @@
 """The application factory's body: configuration, database, secret key, blueprints.
 
-All Flask wiring lives here (each paradigm's own parts through server/paradigms/wiring.py): the blueprints, the request session's teardown, error handlers,
-security headers and the background work. The configuration arrives from the caller
+All Flask wiring lives here (each paradigm's own parts through server/paradigms/wiring.py): the
+blueprints, the request session's teardown, error handlers, security headers and the background work. The configuration arrives from the caller
 (:func:`server.create_app`), read once where the process started.
 """
 from __future__ import annotations

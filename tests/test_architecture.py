@@ -58,8 +58,9 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _package_of(name: str) -> str:
-    """The package a module's relative imports start from (a package's ``__init__`` is its own)."""
-    return name if modules()[name].name == "__init__.py" else name.rpartition(".")[0]
+    """The package a module's relative imports start from (a package's ``__init__`` is its own; a name
+    that is no module of the repository, such as a test's made-up one, counts as a plain module)."""
+    return name if name in modules() and modules()[name].name == "__init__.py" else name.rpartition(".")[0]
 
 
 def _known(name: str) -> str | None:
@@ -81,8 +82,9 @@ def imported_names(name: str) -> tuple[tuple[str, int], ...]:
     return tuple(_imports(name))
 
 
-def _imports(name: str) -> Iterator[tuple[str, int]]:
-    for node in _runtime_nodes(syntax_tree(name)):
+def _imports(name: str, tree: ast.Module | None = None) -> Iterator[tuple[str, int]]:
+    """(dotted name, line) of what module ``name`` (its source ``tree``, by default the file's) imports."""
+    for node in _runtime_nodes(syntax_tree(name) if tree is None else tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -96,7 +98,12 @@ def _imports(name: str) -> Iterator[tuple[str, int]]:
                 source = node.module or ""
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
-                yield (submodule if submodule in modules() else source), node.lineno
+                yield (submodule if submodule in modules() or _is_package(source) else source), node.lineno
+
+
+def _is_package(name: str) -> bool:
+    """Whether ``name`` is a package of the repository (so ``from name import x`` may name a submodule x)."""
+    return name in modules() and modules()[name].name == "__init__.py"
 
 
 @cache
@@ -255,12 +262,18 @@ def _is_kind(node: ast.AST, kinds: frozenset[str]) -> bool:
     return False
 
 
+def _is_default_kind(node: ast.AST) -> bool:
+    """``DEFAULT_KIND`` (the registry's name of paired comparison): comparing with it tests the kind too."""
+    return (isinstance(node, ast.Name) and node.id == "DEFAULT_KIND") or \
+        (isinstance(node, ast.Attribute) and node.attr == "DEFAULT_KIND")
+
+
 def kind_checks(tree: ast.Module, kinds: frozenset[str]) -> Iterator[tuple[int, str]]:
     """(line, what) of every paradigm test in a module: ``x == "motion"``, ``kind in ("pc", ...)``,
-    ``case "motion":``, or a kind flag such as ``study.is_motion``."""
+    ``stored_kind(config) == DEFAULT_KIND``, ``case "motion":``, or a kind flag such as ``study.is_motion``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            if any(_is_kind(side, kinds) for side in [node.left, *node.comparators]):
+            if any(_is_kind(side, kinds) or _is_default_kind(side) for side in [node.left, *node.comparators]):
                 yield node.lineno, ast.unparse(node)
         elif isinstance(node, ast.MatchValue) and _is_kind(node.value, kinds):
             yield node.lineno, f"case {ast.unparse(node.value)}"
@@ -285,8 +298,9 @@ def test_paradigm_kinds_are_tested_only_in_the_paradigm_plugins():
 def test_the_kind_check_finder_finds_checks():
     kinds = frozenset({"pc", "motion"})
     source = ('if study.kind == "motion": pass\nif kind in ("pc", "x"): pass\nif s.is_motion: pass\n'
-              'match k:\n    case "pc": pass\nif page.kind == "rdk": pass\n')
-    assert sorted(line for line, _ in kind_checks(ast.parse(source), kinds)) == [1, 2, 3, 5]
+              'match k:\n    case "pc": pass\nif page.kind == "rdk": pass\n'
+              'if stored_kind(study.config) == DEFAULT_KIND: pass\nkind = kind or paradigms.DEFAULT_KIND\n')
+    assert sorted(line for line, _ in kind_checks(ast.parse(source), kinds)) == [1, 2, 3, 5, 7]
 
 
 # Templates and browser code: the same rule for what the server renders and the browser runs.
@@ -304,6 +318,95 @@ def test_templates_and_browser_code_do_not_test_the_kind():
                 if kind is None or kind in kinds:
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "paradigm kind checks in templates / browser code:\n  " + "\n  ".join(found)
+
+
+# ---------------------------------------------------------------- paradigm packages
+
+#: ARCHITECTURE.md, The paradigm contract: everything paradigm-specific lives in its package under
+#: server/paradigms/; the rest of the code asks the registry and the hooks of core.Paradigm. Only the
+#: migrations (the schema's history) name a paradigm's tables outside its package.
+BOUNDARY_EXEMPT = ("server.migrations",)
+#: A table named in SQL text: ``FROM vote``, ``JOIN pair``, ``UPDATE trial``, ``INSERT INTO vote``.
+SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO)\s+\"?(\w+)", re.IGNORECASE)
+SQL_STATEMENT = re.compile(r"\b(?:SELECT|UPDATE|INSERT|DELETE)\b", re.IGNORECASE)
+
+
+def paradigm_package_of(name: str) -> str | None:
+    """The paradigm package (``server.paradigms.<folder>``) module ``name`` belongs to, else None: the
+    registry and the common core (``server.paradigms.core``, ``...stages``) belong to none."""
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[:2] == ["server", "paradigms"] and (ROOT / "server" / "paradigms" / parts[2]).is_dir():
+        return ".".join(parts[:3])
+    return None
+
+
+@cache
+def paradigm_tables() -> dict[str, tuple[str, str]]:
+    """Every paradigm package's model classes, read from its ``models.py``: class name -> (package, table name)."""
+    found = {}
+    for folder in sorted((ROOT / "server" / "paradigms").iterdir()):
+        models = folder / "models.py"
+        if not models.is_file():
+            continue
+        for node in ast.parse(models.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                if isinstance(statement, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id == "__tablename__" for t in statement.targets) \
+                        and isinstance(statement.value, ast.Constant):
+                    found[node.name] = (f"server.paradigms.{folder.name}", statement.value.value)
+    return found
+
+
+def boundary_leaks(name: str, tree: ast.Module, tables: dict[str, tuple[str, str]]) -> Iterator[tuple[int, str]]:
+    """(line, what) of everything module ``name`` (source ``tree``) takes from a paradigm package it does
+    not belong to: an import of the package or of one of its modules, a paradigm's model class by name
+    (``Vote``, ``models.Pair``), or a paradigm's table in SQL text (``"SELECT ... FROM vote"``)."""
+    own = paradigm_package_of(name)
+    for target, line in _imports(name, tree):
+        package = paradigm_package_of(target)
+        if package is not None and package != own:
+            yield line, f"imports {target}"
+    by_table = {table: (package, model) for model, (package, table) in tables.items()}
+    for node in ast.walk(tree):
+        model = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if model in tables and tables[model][0] != own:
+            yield node.lineno, f"names {model} ({tables[model][0]})"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_STATEMENT.search(node.value):
+            for match in SQL_TABLE.finditer(node.value):
+                package, model = by_table.get(match.group(1).lower(), (own, None))
+                if package != own:
+                    yield node.lineno, f"SQL on table {match.group(1)} ({model} of {package})"
+
+
+def test_paradigm_specific_code_lives_in_its_package():
+    """No module outside a paradigm package (the common core of server/paradigms/ included, another
+    paradigm's package too) imports from it or names its tables: views, CLI, exports, payments and the
+    core ask the registry and the hooks of core.Paradigm (issue 30). Tests and benchmarks may."""
+    tables = paradigm_tables()
+    assert {"Vote", "Pair", "MotionResponse"} <= set(tables)  # the reader finds the packages' models
+    found = [f"{modules()[name].relative_to(ROOT)}:{line}: {what}"
+             for name in modules() if name != PARADIGMS and not name.startswith(BOUNDARY_EXEMPT)
+             for line, what in boundary_leaks(name, syntax_tree(name), tables)]
+    assert not found, "paradigm-specific code outside its package:\n  " + "\n  ".join(found)
+
+
+def test_the_boundary_finder_finds_leaks():
+    tables = {"Vote": ("server.paradigms.paired", "vote"), "MotionTrial": ("server.paradigms.motion", "motion_trial")}
+    source = ("from server.paradigms.paired.models import Vote\n"           # 1: import and name
+              "from ..paradigms.paired import live_scales\n"                # 2: relative import of a module
+              "from ..paradigms import paradigm_for, core\n"                # the registry and the core: fine
+              "def f(models, session, text):\n"
+              "    n = models.MotionTrial\n"                                 # 5: a table by attribute
+              "    session.execute(text('SELECT count(*) FROM vote'))\n"    # 6: SQL on a table
+              "    return 'a vote FROM the worker'\n"                        # no SQL statement: fine
+              "import server.paradigms.motion.export\n")                    # 8: absolute import
+    leaks = sorted(line for line, _ in boundary_leaks("server.views.example", ast.parse(source), tables))
+    assert leaks == [1, 2, 5, 6, 8]
+    inside = "from .models import Vote\nfrom ...models import Study\nx = Vote\n"
+    assert list(boundary_leaks("server.paradigms.paired.example", ast.parse(inside), tables)) == []
+    assert [line for line, _ in boundary_leaks("server.paradigms.rating.example", ast.parse(inside), tables)] == [3]
 
 
 # ---------------------------------------------------------------- test modules

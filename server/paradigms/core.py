@@ -883,10 +883,10 @@ class Paradigm:
 
     def change_pilots(self, session: Session, study: Study, worker_ids: list[int], pilot: bool,
                       mark: Callable[[], None]) -> None:
-        """Workers of the study become pilot participants (``pilot``) or real ones again (:func:`server.pilot.mark_pilot`):
-        call ``mark()``, which sets the workers' and their assignments' flags, with whatever the paradigm must
-        hold around it and update after it (paired comparison: its allocation lock, its pairs' counts).
-        Default: ``mark()``."""
+        """Workers of the study become pilot participants (``pilot``) or real ones again
+        (:func:`server.pilot.mark_pilot`): call ``mark()``, which sets the workers' and their assignments'
+        flags, with whatever the paradigm must hold around it and update after it (paired comparison: its
+        allocation lock, its pairs' counts). Default: ``mark()``."""
         mark()
 
     def reset_counts(self, session: Session, study: Study) -> None:

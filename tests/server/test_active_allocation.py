@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 
 from server.models import Page, Study
 from server.paradigms.paired.models import Pair, Trial
-from server.paradigms import StudyDefinitionError, paired, paired_active, paradigm_for, read_study_file
+from server.paradigms import StudyDefinitionError, paradigm_for, read_study_file
+from server.paradigms.paired import active as paired_active
+from server.paradigms.paired import paradigm as paired
 from server.services import app_services
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id

@@ -1,5 +1,6 @@
 """The paradigm registry (server/paradigms): finding a study's paradigm, study files by kind, a third
-paradigm added as a plugin, the Stage enum's values, and each paradigm's unit of pay."""
+paradigm added as a plugin, the Stage enum's values, each paradigm's unit of pay, the base class's
+neutral defaults, and what the app installs of every paradigm package (templates, admin blueprint)."""
 from __future__ import annotations
 
 import json
@@ -10,15 +11,17 @@ from pathlib import Path
 import pytest
 
 from server import paradigms
-from server.paradigms import (StudyDefinitionError, paradigm_named, paradigm_of_spec, read_study_file, register,
-                              spec_from_config)
-from server.paradigms.core import Paradigm, PayUnit
+from server.paradigms import (StudyDefinitionError, all_paradigms, paradigm_named, paradigm_of_spec, read_study_file,
+                              register, spec_from_config)
+from server.paradigms.core import Paradigm, PayUnit, ResultsOptions, StudyExport
 from server.paradigms.motion import PARADIGM as MOTION
 from server.paradigms.motion.study import MotionSpec
 from server.paradigms.paired import PARADIGM as PAIRED
 from server.paradigms.paired.study import StudySpec
 from server.paradigms.params import MTurkParams, StudyParams, param, parse_spec, study_template
 from server.paradigms.stages import TERMINAL_STAGES, Stage
+
+from .conftest import WorkerClient
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,3 +116,55 @@ def test_the_registry_stays_a_leaf():
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('server.'))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(loaded) == ["server.paradigms", "server.paradigms.stages", "server.paradigms.studyfile"]
+
+
+def test_the_base_class_falls_back_to_no_paradigm(rating):
+    """A paradigm that declares nothing of its own shows, adds and analyses nothing: no paired-comparison
+    fallback is left in the base class or the code that calls it."""
+    assert rating.examples(None, None) == {}
+    assert rating.dashboard_summary(None, None, b"salt", raw_ids=True) == {}
+    assert rating.admin_blueprint() is None and rating.template_folder is None
+    assert rating.analyse_results(None, None, StudyExport(files={"votes.csv": "worker_id\n"}), Path("."),
+                                  ResultsOptions()) is None
+    marked = []
+    rating.change_pilots(None, None, [1], True, lambda: marked.append(True))
+    assert marked == [True]
+
+
+def test_the_default_workers_table_lists_what_every_study_knows(app, study):
+    from sqlalchemy import select
+
+    from server.models import Study
+    from server.worker_records import WORKER_COLUMNS, pseudonym, study_salt
+
+    WorkerClient(app.test_client(), study, worker_id="WDEFAULT01")
+    with app.extensions["perceptlab.sessions"]() as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == study))
+        columns, raw = Paradigm.workers_table(PAIRED, session, study_id, salt=None)
+        _, hidden = Paradigm.workers_table(PAIRED, session, study_id, salt=study_salt("key", study))
+        # The paired paradigm's own table adds its columns (votes, gold, quiz) to the same workers.
+        own_columns, own = PAIRED.workers_table(session, study_id, salt=None)
+    assert columns == WORKER_COLUMNS and [set(r) for r in raw] == [set(WORKER_COLUMNS)]
+    first = raw[0]
+    assert (first["worker_id"], first["platform"], first["assignments"], first["pages"]) == (
+        "WDEFAULT01", "mturk", 1, 0)
+    assert hidden[0]["worker_id"] == pseudonym(study_salt("key", study), "WDEFAULT01")
+    assert {"n_votes", "gold_accuracy", "quiz"} <= set(own_columns) and own[0]["worker_id"] == "WDEFAULT01"
+
+
+def test_every_paradigm_package_s_pages_and_admin_routes_are_installed(app):
+    """Each paradigm's templates are found under its kind, and its admin blueprint is registered and
+    protected like every experimenter blueprint (CSRF on POST, logged-in views)."""
+    from server import auth
+
+    for paradigm in all_paradigms():
+        assert paradigm.template_folder is not None
+        for name in (paradigm.app_template, paradigm.worker_pages, paradigm.dashboard_template):
+            assert name.startswith(f"{paradigm.kind}/"), name
+            assert app.jinja_env.get_template(name).filename.startswith(str(paradigm.template_folder))
+        blueprint = paradigm.admin_blueprint()
+        if blueprint is not None:
+            assert app.blueprints[blueprint.name] is blueprint and blueprint.name == f"{paradigm.kind}_admin"
+            assert auth.check_csrf in blueprint.before_request_funcs[None]
+    # The shared templates stay where they were, ahead of the packages'.
+    assert app.jinja_env.get_template("admin_base.html").filename.endswith("experiment_ui/templates/admin_base.html")
