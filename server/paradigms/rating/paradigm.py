@@ -481,9 +481,7 @@ class Rating(Paradigm):
     dashboard_template = "rating/admin_study.html"
     downloads = ("ratings.csv",)
     response_model = RatingResponse
-    mturk_settings = {"title": "Rate the quality of images",
-                      "description": "Look at images and rate their quality on a scale.",
-                      "keywords": "image, quality, rating, perception, survey"}
+    mturk_settings = rating_study.MTURK_TEXTS
     responses = {"ratings": refused_after_the_end(record_rating)}
 
     # The pace workers are told before any has finished (server/worker_time.py): a rating of one image

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sqlalchemy import func, select
@@ -30,8 +30,9 @@ from sqlalchemy.orm import Session
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement
-from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
-                         is_dollar_amount, read_sections, slugify, validate_entry, validate_slug)
+from ..params import (TEXT_PLACEHOLDER, EntryParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+                      study_template)
+from ..studyfile import StudyDefinitionError, common_root
 from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
 from .scales import METHODS
 
@@ -77,6 +78,12 @@ _INSTRUCTIONS_AMPLIFIED = "Differences have been amplified so they are easier to
 _INSTRUCTIONS_QUIZ = "First comes a short training with obvious cases: you must pass it to continue."
 
 
+# The HIT's texts over the [mturk] defaults (server/mturk.py), shown in the template.
+MTURK_TEXTS = {"title": "Rate the quality of images",
+               "description": "Look at images and rate their quality on a scale.",
+               "keywords": "image, quality, rating, perception, survey"}
+
+
 def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True) -> str:
     """The instructions a study shows unless its file gives its own."""
     parts = [_INSTRUCTIONS[method], _INSTRUCTIONS_ANSWER,
@@ -84,105 +91,71 @@ def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz:
     return "\n\n".join(part for part in parts if part)
 
 
-STUDY_TEMPLATE = '''\
-# perceptlab rating study: `perceptlab study create study.toml`
-[study]
-kind = "rating"
-slug = "interp-dcr-2026"          # URL-safe name used in worker links
-name = "Frame interpolation quality (DCR)"
-manifests = ["prepared/manifest.json"]  # from `perceptlab stimuli prepare`, relative to this file; the same
-                                        # folder may serve a paired-comparison study
-seed = 0
-
-[rating]
-method = "dcr"             # "acr": one image, Excellent..Bad; "dcr": reference then test, Imperceptible..Very
-                           # annoying (ITU-T P.910 / P.808); "ccr": two images, the reference's side drawn
-                           # at random per trial, Much worse..Much better (stored: positive = test better)
-slider = false             # true: a continuous slider over the same scale (labels at the ticks)
-stimulus = "amplified"     # candidate images shown: "amplified" (artefacts amplified) or "original"
-ratings_per_stimulus = 24  # ratings each candidate gets (P.808 recommends at least 24 votes per condition)
-question = ""              # "" = the method's standard question
-
-[pages]
-ratings_per_page = 20      # ratings per page, paid per page
-min_pages = 1              # pages a worker must complete before submitting
-max_pages = 10             # cap on pages per worker (each worker rates a stimulus at most once)
-reward_per_page = "0.90"   # the HIT: 1 page of 20 DCR ratings (~3 min) + consent, instructions, training
-bonus_per_page = "0.60"    # paid for every page after min_pages; both ~$12/h at the documented pace
-
-[quality]
-quiz_size = 4              # training trials with a known answer; failing them disqualifies for good
-gold_rate = 0.1            # share of each page's trials that are hidden references and degraded images
-accuracy_threshold = 0.7   # share of known-answer trials that must be in range (training and hidden)
-gold_min_answered = 3      # hidden checks answered before the threshold is applied
-gold_per_scene = 2         # strongly degraded images made per scene (besides its hidden reference)
-straight_line_pages = 1    # pages of identical answers (at least 5) that stop a worker; 0 = never
-assignment_timeout_minutes = 60  # a page only polled (never answered) is held at most this long
-reservation_minutes = 5    # an open page holds its stimuli this long after the worker's last rating
-
-[display]
-policy = "fit"             # "fit": scaled to the window, never above the prepared size nor below
-                           # min_image_scale; "pixel_exact": one image pixel on one device pixel
-min_image_scale = 0.5
-min_window_width = 1000    # smallest window inside (CSS pixels) whatever the images need
-min_window_height = 600
-
-''' + ENTRY_TEMPLATE + '''
-[texts]
-researcher = ""             # REQUIRED by the default consent: who runs the study
-contact = ""                # REQUIRED by the default consent: whom workers may ask
-# consent = """..."""       # {researcher}, {contact}, {pay} and {time} are filled in
-# instructions = """..."""  # shown before the training
-
-# [mturk]                  # optional: HIT settings (see the paired-comparison template)
-# title = "Rate the quality of images"
-'''
-
-
-@dataclass(frozen=True)
-class RatingSpec(StoredSpec):
-    """Every parameter of a rating study, validated; stored as ``Study.config`` (with ``kind = "rating"``)."""
-    _TUPLE_FIELD = "manifests"
-    slug: str
-    name: str
-    manifests: tuple[str, ...]
-    kind: str = KIND
-    seed: int = 0
-    method: str = "dcr"
-    slider: bool = False
-    stimulus: str = "amplified"
-    ratings_per_stimulus: int = 24
-    question: str = ""
-    ratings_per_page: int = 20
-    min_pages: int = 1
-    max_pages: int = 10
-    reward_per_page: str = "0.90"
-    bonus_per_page: str = "0.60"
-    quiz_size: int = 4
-    gold_rate: float = 0.1
-    accuracy_threshold: float = 0.7
-    gold_min_answered: int = 3
-    gold_per_scene: int = 2
-    straight_line_pages: int = 1
-    assignment_timeout_minutes: int = 60
-    reservation_minutes: int = 5
-    policy: str = "fit"
-    min_image_scale: float = 0.5
-    min_window_width: int = 1000
-    min_window_height: int = 600
-    consent: str = DEFAULT_CONSENT
-    instructions: str = ""
-    researcher: str = ""
-    contact: str = ""
-    mturk: dict[str, Any] = field(default_factory=dict)
-    allow_anonymous: bool = False
-    signed_links: bool = False
-    access_key: str = ""
-    external_hits: bool = False
-    entry_limit: int = -1
-    recruiter: str = "link"
-    completion_code: str = ""
-    redirect_url: str = ""
+@dataclass(frozen=True, kw_only=True)
+class RatingSpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+    """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
+    stored as ``Study.config`` (with ``kind = "rating"``)."""
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "rating": "What is rated and on which scale (ITU-T P.910 / P.808).",
+        "quality": "Quality checks: a training quiz, hidden references and strongly degraded images with a known "
+                   "answer range, and straight-lining (server/paradigms/rating/quality.py).",
+        "display": "The images are shown side by side (DCR, CCR) or alone (ACR); `study create` prints the "
+                   "smallest inner window (CSS pixels) the study needs."}
+    kind: str = param(KIND, section="study", choices=(KIND,), doc="the paradigm: ratings")
+    manifests: tuple[str, ...] = param(
+        section="study", required=True, example=("prepared/manifest.json",),
+        doc="from `perceptlab stimuli prepare`, relative to this file; the same folder may serve a "
+            "paired-comparison study")
+    method: str = param("dcr", section="rating", choices=METHODS,
+                        doc='"acr": one image, Excellent..Bad; "dcr": reference then test, Imperceptible..Very '
+                            'annoying; "ccr": two images, the reference\'s side drawn at random per trial, Much '
+                            "worse..Much better (stored: positive = the test is better)")
+    slider: bool = param(False, section="rating", doc="true: a continuous slider over the same scale (labels at "
+                                                      "the ticks)")
+    stimulus: str = param("amplified", section="rating", choices=STIMULI,
+                          doc='candidate images shown: "amplified" (artefacts amplified) or "original"')
+    ratings_per_stimulus: int = param(24, section="rating", low=1,
+                                      doc="ratings each candidate gets (P.808: at least 24 per condition)")
+    question: str = param("", section="rating", doc='the question above the scale; "" = the method\'s own')
+    ratings_per_page: int = param(20, section="pages", low=2, doc="ratings per page, paid per page")
+    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
+    max_pages: int = param(10, section="pages", low=1,
+                           doc="cap on pages per worker (each worker rates a stimulus at most once)")
+    reward_per_page: str = param("0.90", section="pages", money=True,
+                                 doc="the HIT: 1 page of 20 DCR ratings (~3 min) + consent, instructions, training")
+    bonus_per_page: str = param("0.60", section="pages", money=True,
+                                doc="paid for every page after min_pages; both ~$12/h at the documented pace")
+    quiz_size: int = param(4, section="quality", low=0,
+                           doc="training trials with a known answer range; failing them disqualifies for good")
+    gold_rate: float = param(0.1, section="quality", low=0, below=1,
+                             doc="share of each page's trials that are hidden references and degraded images")
+    accuracy_threshold: float = param(0.7, section="quality", above=0, high=1,
+                                      doc="share of known-answer trials that must be in range (training, hidden)")
+    gold_min_answered: int = param(3, section="quality", low=0,
+                                   doc="hidden checks answered before the threshold is applied")
+    gold_per_scene: int = param(2, section="quality", low=1, high=20,
+                                doc="strongly degraded images made per scene (besides its hidden reference)")
+    straight_line_pages: int = param(1, section="quality", low=0,
+                                     doc="pages of identical answers (at least 5) that stop a worker; 0 = never")
+    assignment_timeout_minutes: int = param(60, section="quality", low=1,
+                                            doc="a page only polled (never answered) is held at most this long")
+    reservation_minutes: int = param(5, section="quality", low=1,
+                                     doc="an open page holds its stimuli this long after the worker's last rating")
+    policy: str = param("fit", section="display", choices=POLICIES,
+                        doc='"fit": scaled to the window, never above the prepared size nor below '
+                            'min_image_scale; "pixel_exact": one image pixel on one device pixel')
+    min_image_scale: float = param(0.5, section="display", above=0, high=1,
+                                   doc="fit: smaller than this, the trial is hidden and a larger window asked for")
+    min_window_width: int = param(1000, section="display", low=1,
+                                  doc="smallest window inside (CSS pixels) whatever the images need")
+    min_window_height: int = param(600, section="display", low=1, doc="... and its height")
+    consent: str = param(DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
+                         doc="plain text shown before the task; {researcher}, {contact}, {pay} and {time} are "
+                             "filled in")
+    instructions: str = param("", section="texts", placeholder=TEXT_PLACEHOLDER,
+                              fallback=lambda values, path: default_instructions(
+                                  values["method"], values["stimulus"], values["quiz_size"] > 0),
+                              doc="shown before the training (default: the method's own)")
     base_dir: str = field(default=".", compare=False)
 
     @property
@@ -197,77 +170,26 @@ class RatingSpec(StoredSpec):
         """Whether the study shows quality checks (a quiz or hidden ones), whose files creation writes."""
         return self.quiz_size > 0 or self.gold_per_page > 0
 
+    def validate(self, fail) -> None:
+        """Rules between parameters."""
+        if self.max_pages < self.min_pages:
+            fail(f"pages.max_pages ({self.max_pages}) is below pages.min_pages ({self.min_pages})")
+        if self.gold_per_page >= self.ratings_per_page:
+            fail("quality.gold_rate leaves no real ratings on a page")
+        if len(self.question) > 300:
+            fail("rating.question must be at most 300 characters")
+        if any(not m for m in self.manifests):
+            fail("study.manifests must be a list of paths (non-empty strings)")
 
-SECTIONS: dict[str, dict[str, type]] = {
-    "study": {"kind": str, "slug": str, "name": str, "manifests": list, "seed": int},
-    "rating": {"method": str, "slider": bool, "stimulus": str, "ratings_per_stimulus": int, "question": str},
-    "pages": {"ratings_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
-              "bonus_per_page": str},
-    "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
-                "gold_per_scene": int, "straight_line_pages": int, "assignment_timeout_minutes": int,
-                "reservation_minutes": int},
-    "display": {"policy": str, "min_image_scale": float, "min_window_width": int, "min_window_height": int},
-    "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
-    "entry": ENTRY_SECTION,
-}
+
+STUDY_TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`",
+                                mturk=MTURK_TEXTS)
 
 
 def spec_from_toml(data: dict[str, Any], path: Path) -> RatingSpec:
     """The :class:`RatingSpec` of a parsed study file read from ``path``; raise
     :class:`StudyDefinitionError` naming the file and the problem."""
-    values = read_sections(data, SECTIONS, path)
-    manifests = values.get("manifests")
-    if not manifests:
-        raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
-    if not all(isinstance(m, str) and m for m in manifests):
-        raise StudyDefinitionError(f"{path}: study.manifests must be a list of paths (strings)")
-    values.setdefault("slug", slugify(path.stem))
-    values.setdefault("name", values["slug"])
-    spec = RatingSpec(**{**values, "manifests": tuple(manifests)}, base_dir=str(path.parent.resolve()))
-    if not spec.instructions:
-        spec = RatingSpec(**{**spec.to_config(), "manifests": spec.manifests,
-                             "instructions": default_instructions(spec.method, spec.stimulus, spec.quiz_size > 0)})
-    validate_spec(spec, str(path))
-    return spec
-
-
-def validate_spec(spec: RatingSpec, where: str = "study") -> None:
-    """Raise :class:`StudyDefinitionError` (prefixed with ``where``) for an impossible parameter."""
-    def fail(message: str) -> None:
-        raise StudyDefinitionError(f"{where}: {message}")
-
-    validate_slug(spec, fail)
-    if spec.kind != KIND:
-        fail(f"study.kind must be {KIND!r}, got {spec.kind!r}")
-    if spec.method not in METHODS:
-        fail(f"rating.method must be one of {', '.join(map(repr, METHODS))}, got {spec.method!r}")
-    if spec.stimulus not in STIMULI:
-        fail(f"rating.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
-    for key in ("ratings_per_stimulus", "ratings_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
-                "reservation_minutes", "min_window_width", "min_window_height", "gold_per_scene"):
-        if getattr(spec, key) < 1:
-            fail(f"{key} must be at least 1")
-    for key in ("quiz_size", "gold_min_answered", "straight_line_pages", "seed"):
-        if getattr(spec, key) < 0:
-            fail(f"{key} must not be negative")
-    if spec.max_pages < spec.min_pages:
-        fail(f"max_pages ({spec.max_pages}) is below min_pages ({spec.min_pages})")
-    if not 0 <= spec.gold_rate < 1:
-        fail(f"gold_rate must be in [0, 1), got {spec.gold_rate}")
-    if spec.gold_per_page >= spec.ratings_per_page:
-        fail("gold_rate leaves no real ratings on a page")
-    if not 0 < spec.accuracy_threshold <= 1:
-        fail(f"accuracy_threshold must be in (0, 1], got {spec.accuracy_threshold}")
-    if spec.policy not in POLICIES:
-        fail(f"display.policy must be 'fit' or 'pixel_exact', got {spec.policy!r}")
-    if not 0 < spec.min_image_scale <= 1:
-        fail(f"display.min_image_scale must be in (0, 1], got {spec.min_image_scale}")
-    if len(spec.question) > 300:
-        fail("rating.question must be at most 300 characters")
-    validate_entry(spec, fail)
-    for key in ("reward_per_page", "bonus_per_page"):
-        if not is_dollar_amount(getattr(spec, key)):
-            fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
+    return parse_spec(RatingSpec, data, path)
 
 
 # ---------------------------------------------------------------- the window
