@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from server.errors import ApiError
+from server.pilot import pilot_signature
 from server.paradigms.core import lock_assignment_row, study_paradigm
 from server.paradigms.rating.models import RatingStimulus, RatingTrial
 from server.paradigms.rating.quality import known_range
@@ -92,12 +93,14 @@ class RatingWorker:
     one transaction that commits or rolls back as the API's view does.
     """
 
-    def __init__(self, client, slug: str, worker_id: str | None = None):
+    def __init__(self, client, slug: str, worker_id: str | None = None, pilot: bool = False):
         self.client = client
         self.app = client.application
         self.worker_id = worker_id or f"W{uuid.uuid4().hex[:10].upper()}"
         body = {"platform": "mturk", "worker_id": self.worker_id, "assignment_id": f"A{uuid.uuid4().hex[:12].upper()}",
                 "hit_id": "HIT1", "turk_submit_to": "https://workersandbox.mturk.com"}
+        if pilot:  # the study's pilot signature, as `perceptlab simulate` sends it (server/pilot.py)
+            body["pilot"] = pilot_signature(self.app.config["SECRET_KEY"], slug)
         response = client.post(f"/api/v1/studies/{slug}/assignments", json=body)
         assert response.status_code == 201, response.json
         self.assignment_id = response.json["assignment_id"]
