@@ -15,6 +15,7 @@ import datetime as dt
 import hmac
 import re
 import secrets
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -569,6 +570,50 @@ class StudyExport:
     warning: str | None = None
 
 
+@dataclass(frozen=True)
+class ResultsOptions:
+    """The options of ``perceptlab results`` that an analysis may use (:meth:`Paradigm.analyse_results`).
+
+    Attributes
+    ----------
+    n_boot : int or None
+        Bootstrap resamples (None: the analysis's configured default).
+    units : str or None
+        Unit of scales, where the analysis has such a choice (None: its default).
+    allow_disconnected : bool
+        Analyse designs that do not connect every item yet.
+    plots : bool
+        Draw the plots.
+    top : int
+        Rows of a ranking to print (0: none).
+    """
+    n_boot: int | None = None
+    units: str | None = None
+    allow_disconnected: bool = False
+    plots: bool = True
+    top: int = 10
+
+
+@dataclass
+class ResultsAnalysis:
+    """What ``perceptlab results`` runs after the export (:meth:`Paradigm.analyse_results`).
+
+    Attributes
+    ----------
+    source : str
+        The export file analysed, for the terminal ("votes.csv").
+    run : callable
+        ``run(folder)``: analyse into ``folder`` (made if missing), printing with ``click.echo``;
+        called after the database session is closed. A :class:`server.cli.base.UserError` it raises
+        is the command's one error line.
+    notes : list of str
+        Lines printed under the export's report (files the hook wrote beside the export, why one is missing).
+    """
+    source: str
+    run: Callable[[Path], None]
+    notes: list[str] = field(default_factory=list)
+
+
 # Built once: every entry runs both.
 _FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
                                     Worker.external_id == bindparam("external_id"))
@@ -671,8 +716,9 @@ class Paradigm:
         return spec.instructions
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        """What the HIT preview and the instructions show as an example (template variables)."""
-        return {"example": None, "clip_example": None}
+        """Template variables of the HIT preview and the instructions page that the paradigm's
+        :attr:`worker_pages` macros show (an example image, a clip's frame). Default: none."""
+        return {}
 
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
         """Media the server renders for one of the assignment's trials (motion: an RDK dot movie)."""
@@ -698,10 +744,14 @@ class Paradigm:
         return self.export(session, study_id, salt=salt, include_pilot=include_pilot).files[name]
 
     def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
-                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]] | None:
-        """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)`` when the
-        paradigm has its own per-worker columns; None: :func:`server.exports.workers_meta`'s."""
-        return None
+                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)``, one
+        record per worker keyed by ``worker_id`` (the label :func:`server.worker_records.worker_label` gives).
+        Default: what every study knows of its workers (:func:`server.worker_records.worker_records`: platform,
+        status, stage, assignments, pages, window, screen, first seen); a paradigm adds its own columns."""
+        from ..worker_records import WORKER_COLUMNS, worker_records
+
+        return WORKER_COLUMNS, worker_records(session, study_id, salt=salt, include_pilot=include_pilot)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """Headline figures of the study list: ``kind``, ``n_sets``, ``n_pairs``, ``n_votes``,
@@ -716,10 +766,12 @@ class Paradigm:
         """Template variables of :attr:`dashboard_template` beyond the study row."""
         return {}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any] | None:
-        """The JSON figures a paradigm's own study page refreshes itself with (``GET /admin/api/studies/<slug>/
-        summary``, beside the study row); None: the paired-comparison summary (sets, workers, scales)."""
-        return None
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
+        """The JSON figures the paradigm's study page refreshes itself with (``GET /admin/api/studies/<slug>/
+        summary``, beside the study row ``study`` and ``generated_at``); ``raw_ids``: the experimenter asked
+        for platform IDs beside the pseudonyms. Default: nothing beyond the study row."""
+        return {}
 
     def pay_unit(self, spec) -> PayUnit:
         """What one unit of pay is, and what it earns."""
@@ -735,6 +787,41 @@ class Paradigm:
         (:attr:`response_model`); a paradigm that logs more steps adds them (motion: the calibration)."""
         answers = self.response_model.__table__
         return select(answers.c.assignment_id, answers.c.created_at.label("at")).where(answers.c.study_id == study_id)
+
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """What ``perceptlab results`` analyses of the study's export (written to ``out``), or None when the
+        paradigm has no analysis. Called with the session open: read from the database what the analysis
+        needs beyond the export files (and write such files to ``out``); the returned
+        :class:`ResultsAnalysis` runs after the session is closed. Default: None."""
+        return None
+
+    # ------------------------------------------------------------ hooks: wiring into the app
+
+    @property
+    def package(self) -> str:
+        """The paradigm's package (``server.paradigms.paired``): where its ``models.py`` and ``templates/`` are."""
+        module = type(self).__module__
+        return module if Path(sys.modules[module].__file__).name == "__init__.py" else module.rpartition(".")[0]
+
+    @property
+    def template_folder(self) -> Path | None:
+        """The package's ``templates/`` folder, or None when it has none. The app's Jinja loader serves its
+        files under the paradigm's kind: ``<package>/templates/admin_study.html`` is ``"<kind>/admin_study.html"``
+        (:func:`server.paradigms.wiring.template_loader`)."""
+        folder = Path(sys.modules[type(self).__module__].__file__).parent / "templates"
+        return folder if folder.is_dir() else None
+
+    def admin_blueprint(self):
+        """The paradigm's experimenter routes as a Flask blueprint (registered by the app factory for every
+        known paradigm), or None. Its module calls :func:`server.views.admin.protect` on it (CSRF, no-store,
+        no framing) and guards each view with :func:`server.auth.login_required`, as every ``/admin``
+        blueprint does; its ``name`` must be unique (the kind + ``"_admin"``), its URLs live under ``/admin``."""
+        return None
+
+    def init_app(self, app) -> None:
+        """Wire what else the paradigm needs into a new app (background work such as running estimates),
+        after the blueprints are registered. Default: nothing."""
 
     def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]] | None:
         """``(MTurk worker ID, score 0..100)`` for a lab-wide screening qualification, or None when the

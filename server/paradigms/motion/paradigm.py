@@ -59,10 +59,10 @@ from ...models import (
     utcnow,
 )
 from . import export as motion_export, study as motion_study
-from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
-                   TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
-                   ended_error, new_page, open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop,
-                   with_assignment_object)
+from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResultsAnalysis,
+                   ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
+                   check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
+                   refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
 from .export import RDK_MOVIE_FRAMES, frame_timing
 from .study import MotionSpec
@@ -950,7 +950,7 @@ class MotionMatching(Paradigm):
         return stop_message(session, assignment)
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        return {"example": None, "clip_example": example_clip(session, study),
+        return {"clip_example": example_clip(session, study),
                 "min_window": self.min_window(session, study)}
 
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
@@ -1017,7 +1017,15 @@ class MotionMatching(Paradigm):
         return {"spec": spec_for(session, study.id), "progress": motion_progress(session, study.id), "clips": clips,
                 "workers": workers, "downloads": self.downloads}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """``perceptlab analyze-motion`` of motion.csv with the study's clips (:mod:`.results`)."""
+        from .results import analyse_results
+
+        return analyse_results(session, study, export, out, options)
+
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
         """What the motion study page refreshes (static/js/dashboard.js): headline, clips and workers tables."""
         context = self.dashboard_context(session, study, salt)
         return {key: context[key] for key in ("progress", "clips", "workers")}
