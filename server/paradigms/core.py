@@ -29,7 +29,7 @@ from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import paradigm_named, stored_kind
+from . import all_paradigms, paradigm_named, stored_kind
 from .. import validation as check
 from ..allocation import now
 from ..db import autocommit_driver_connection
@@ -103,7 +103,7 @@ def spec_for(session: Session, study_id: int):
 def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any,
                             now: dt.datetime) -> tuple[int, dict[str, Any]] | None:
     """Store a response of the kind ``name`` in one statement, on PostgreSQL, when its paradigm has a
-    handler for that kind (:attr:`Paradigm.one_statement_responses`) and the process knows the study
+    handler for that kind (:attr:`ResponseKind.one_statement`) and the process knows the study
     named by the token; return ``(HTTP status, body)``, or None when the regular path must decide.
 
     The handler's statement is its own transaction (autocommit: no BEGIN or COMMIT round trip) and
@@ -120,7 +120,8 @@ def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any
     if found is None:
         return None
     paradigm, spec = found
-    handler = paradigm.one_statement_responses.get(name)
+    kind = paradigm.response_kind(name)
+    handler = None if kind is None else kind.one_statement
     if handler is None:
         return None
     dbapi = engine.dialect.loaded_dbapi
@@ -185,7 +186,7 @@ def lock_assignment(session: Session, assignment_id: int) -> Assignment:
 class AssignmentRow(NamedTuple):
     """The columns of an assignment that most worker requests need, as a plain row.
 
-    A response handler (:attr:`Paradigm.responses`) gets this, locked, instead of the ORM object,
+    A response handler (:attr:`ResponseKind.record`) gets this, locked, instead of the ORM object,
     and :meth:`Paradigm.state` may get it unlocked: loading an :class:`~server.models.Assignment`
     through the ORM costs more CPU than the whole vote's SQL, and most requests only read these
     columns. Code that changes the assignment, or needs its other columns or its relations, loads
@@ -614,6 +615,87 @@ class ResultsAnalysis:
     notes: list[str] = field(default_factory=list)
 
 
+RESPONSE_KIND_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+@dataclass(frozen=True)
+class ResponseKind:
+    """One kind of response a paradigm takes, declared once in :attr:`Paradigm.response_kinds`: the
+    worker API's route ``POST /api/v1/assignments/<id>/<name>`` (server/views/api.py), its entry in
+    the OpenAPI document (server/openapi.py), its body limit and, with ``one_statement``, the fast
+    lane's path (server/views/fast_lane.py) all come from this declaration.
+
+    Attributes
+    ----------
+    name : str
+        The URL segment (lower-case letters, digits and ``-``), unique among every known paradigm's kinds.
+    record : RecordResponse
+        The regular handler: ``(session, locked AssignmentRow, body) -> (HTTP status, body)``. Wrap it in
+        :func:`refused_after_the_end` (a worker turned away elsewhere is turned away here) and, for a
+        handler written for the ORM object, :func:`with_assignment_object`. A stored answer with
+        ``page_complete`` true gets the assignment's new State added by the view.
+    summary : str
+        One line for the OpenAPI document.
+    request_schema : dict
+        JSON Schema (2020-12) of the body; it may ``$ref`` ``#/components/schemas/<name>`` of the
+        shared document (server/openapi.yaml) or of ``schemas``.
+    response_schema : dict or None
+        JSON Schema of the stored answer (status ``stored_status``).
+    one_statement : OneStatementResponse or None
+        PostgreSQL's one-statement path of the common case (:func:`record_in_one_statement`); it returns
+        None, having changed nothing, for whatever ``record`` must decide.
+    max_body : int
+        The largest body in bytes (a larger one is a 413 before it is read).
+    operation_id : str
+        The OpenAPI operationId (default: ``post`` and the name in CamelCase).
+    stored_status : int
+        The HTTP status of a stored response (201; 200 for a kind whose retry answers the same).
+    operation : Mapping
+        More of the OpenAPI operation object (``description``; ``responses`` by status, replacing the
+        shared answers of that status).
+    schemas : Mapping
+        Named schemas the kind's schemas refer to (``#/components/schemas/<name>``), added to the document.
+    """
+    name: str
+    record: RecordResponse
+    summary: str
+    request_schema: dict
+    response_schema: dict | None = None
+    one_statement: OneStatementResponse | None = None
+    max_body: int = check.WORKER_BODY_BYTES
+    operation_id: str = ""
+    stored_status: int = 201
+    operation: Mapping[str, Any] = field(default_factory=dict)
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not RESPONSE_KIND_NAME.fullmatch(self.name):
+            raise ValueError(f"response kind {self.name!r}: a name is lower-case letters, digits and '-'")
+        if self.max_body <= 0:
+            raise ValueError(f"response kind {self.name!r}: max_body must be positive")
+        if not self.operation_id:
+            object.__setattr__(self, "operation_id",
+                               "post" + "".join(part.capitalize() for part in self.name.split("-")))
+
+
+def response_kinds() -> dict[str, tuple[Paradigm, ResponseKind]]:
+    """Every response kind of every known paradigm, by name, with the paradigm declaring it.
+
+    Raises
+    ------
+    ValueError
+        Two paradigms declare the same name (one route, one body limit and one OpenAPI entry per name).
+    """
+    found: dict[str, tuple[Paradigm, ResponseKind]] = {}
+    for paradigm in all_paradigms():
+        for kind in paradigm.response_kinds:
+            if kind.name in found:
+                raise ValueError(f"the response kind {kind.name!r} is declared by the {found[kind.name][0].kind!r} "
+                                 f"and the {paradigm.kind!r} paradigms")
+            found[kind.name] = (paradigm, kind)
+    return found
+
+
 # Built once: every entry runs both.
 _FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
                                     Worker.external_id == bindparam("external_id"))
@@ -648,13 +730,15 @@ class Paradigm:
     repeat_workers: ClassVar[bool] = False
     # Whether the worker must have a mouse (or touchpad): the entry pages turn away touch-only devices.
     needs_mouse: ClassVar[bool] = False
-    # Response endpoints of the worker API (``POST /api/v1/assignments/<id>/<name>``) -> handler. A
-    # handler gets the locked assignment as an AssignmentRow (with_assignment_object adapts one
-    # written for the ORM object).
-    responses: ClassVar[Mapping[str, RecordResponse]] = {}
-    # Response endpoints whose common case PostgreSQL stores in one statement -> handler (see
-    # record_in_one_statement); whatever such a handler leaves (returns None for) takes ``responses``.
-    one_statement_responses: ClassVar[Mapping[str, OneStatementResponse]] = {}
+    # The kinds of response the worker API takes for the paradigm's studies (see ResponseKind).
+    response_kinds: ClassVar[tuple[ResponseKind, ...]] = ()
+
+    def response_kind(self, name: str) -> ResponseKind | None:
+        """The declared :class:`ResponseKind` named ``name``, or None (a scan: a paradigm has a few)."""
+        for kind in self.response_kinds:
+            if kind.name == name:
+                return kind
+        return None
 
     # ------------------------------------------------------------ hooks: study file and creation
 
