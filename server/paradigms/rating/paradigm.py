@@ -565,13 +565,19 @@ class Rating(Paradigm):
                 f"ratings ({p['fill']:.0%}), {p['n_workers']} workers")
 
     def dashboard_context(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
-        """The study page's tables: ratings per scene and per stimulus, and workers' quality checks."""
-        return rating_export.dashboard_tables(session, study.id, salt=salt)
+        """The study page's tables (ratings per scene, workers with their quality checks) and the spec."""
+        return {"spec": spec_for(session, study.id), **rating_export.dashboard_tables(session, study.id, salt=salt)}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any] | None:
-        """The figures the study page refreshes itself with."""
-        return {"progress": rating_progress(session, study.id), **rating_export.dashboard_tables(session, study.id,
-                                                                                                 salt=salt)}
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
+        """The figures the study page refreshes itself with: progress, scenes, workers."""
+        return {"progress": rating_progress(session, study.id),
+                **rating_export.dashboard_tables(session, study.id, salt=salt)}
+
+    def admin_blueprint(self):
+        """The ratings.csv download (:mod:`.admin`)."""
+        from .admin import bp
+        return bp
 
     def pay_unit(self, spec: RatingSpec) -> PayUnit:
         """A page: the HIT's reward covers ``min_pages`` pages, each later page earns ``bonus_per_page``."""
