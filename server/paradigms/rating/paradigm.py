@@ -33,7 +33,7 @@ from ...allocation import release_other_pages, reservation_end
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
@@ -579,6 +579,10 @@ class Rating(Paradigm):
         """The figures the study page refreshes itself with: progress, scenes, workers."""
         return {"progress": rating_progress(session, study.id),
                 **rating_export.dashboard_tables(session, study.id, salt=salt)}
+
+    def demo_studies(self, manifests: str, seed: int, texts: str) -> list[DemoStudy]:
+        """A DCR study on the demo's scenes ("demo-dcr"): small pages, a short training."""
+        return [DemoStudy("demo-dcr", "rating study (DCR)", rating_study.demo_study_file(manifests, seed, texts))]
 
     def admin_blueprint(self):
         """The ratings.csv download (:mod:`.admin`)."""
