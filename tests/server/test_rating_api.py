@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
 
+from .api_support import SpecClient
 from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
 
 
@@ -23,7 +24,7 @@ def _responses(app) -> list[tuple]:
                                            ("ccr", ["first", "second"])])
 def test_the_state_is_the_wire_format_and_tells_no_check_apart(app, rating_manifest, tmp_path, method, roles):
     slug = create_rating_study(app, rating_manifest, tmp_path, slug=method, **{**SMALL, "rating": {"method": method}})
-    worker = RatingWorker(app.test_client(), slug)
+    worker = RatingWorker(SpecClient(app.test_client()), slug)  # every answer checked against the OpenAPI document
     state = worker.start()
     assert state["stage"] == "quiz"
     assert set(state) == {"assignment_id", "stage", "message", "completion", "progress", "scale", "display", "page"}
@@ -49,6 +50,8 @@ def test_the_state_is_the_wire_format_and_tells_no_check_apart(app, rating_manif
             assert image["url"].startswith(f"/stimuli/{slug}/") and "." in image["url"].rsplit("/", 1)[1]
             sizes.add((image["width"], image["height"]))
     assert sorted(t["position"] for t in page["trials"]) == list(range(8))
+    for trial in page["trials"]:  # two images of a trial never share a URL (a hidden reference has its own file)
+        assert len({image["url"] for image in trial["images"]}) == len(trial["images"])
     # Checks and real trials are on the page together, and look the same: no flag, no name in the URL.
     kinds = {trial_facts(app, t["id"])[0] for t in page["trials"]}
     assert "test" in kinds and kinds - {"test"}
