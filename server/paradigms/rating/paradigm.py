@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, case, func, insert, select, update
+from sqlalchemy import bindparam, case, func, insert, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -231,8 +231,15 @@ _CLAIM_TRIAL = (update(_trial)
 _INSERT_RESPONSE = insert(_response).returning(_response.c.id)
 _INSERT_GOLD = insert(_gold)
 _COUNT_RATING = update(_stimulus).where(_stimulus.c.id == bindparam("sid")).values(n_ratings=_stimulus.c.n_ratings + 1)
-_RENEW_PAGE = (update(_page).where(_page.c.id == bindparam("page_id"), _page.c.reserved_until.is_not(None))
-               .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
+# Renew the page's reservation (when it has one: training and pilots' pages have none) and count its open
+# trials, in one statement: the count sees the trial claimed earlier in this transaction.
+_UPDATED_PAGE_ID = literal_column("page.id")
+_RENEW_PAGE_COUNT_OPEN = (
+    update(_page).where(_page.c.id == bindparam("page_id"))
+    .values(reserved_until=case((_page.c.reserved_until.is_not(None),
+                                 bindparam("until", type_=_page.c.reserved_until.type)), else_=None))
+    .returning(select(func.count()).select_from(_trial)
+               .where(_trial.c.page_id == _UPDATED_PAGE_ID, ~_trial.c.answered).scalar_subquery()))
 _OPEN_ON_PAGE = select(func.count()).select_from(_trial).where(_trial.c.page_id == bindparam("page_id"),
                                                                ~_trial.c.answered)
 _PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
@@ -284,12 +291,11 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
     stimulus = study_stimuli(session, assignment.study_id)[trial.stimulus_id]
     stored_rating = normalise(spec.method, rating["rating"], trial.reference_first)
     try:
-        with session.begin_nested():
-            response_id = connection.execute(_INSERT_RESPONSE, {
-                "client_rating_id": rating["rating_id"], "trial_id": rating["trial_id"], "assignment_id": assignment.id,
-                "worker_id": assignment.worker_id, "study_id": assignment.study_id, "stimulus_id": trial.stimulus_id,
-                "raw_rating": rating["rating"], "rating": stored_rating, "rt_ms": rating["rt_ms"],
-                "created_at": utcnow()}).scalar_one()
+        response_id = connection.execute(_INSERT_RESPONSE, {
+            "client_rating_id": rating["rating_id"], "trial_id": rating["trial_id"], "assignment_id": assignment.id,
+            "worker_id": assignment.worker_id, "study_id": assignment.study_id, "stimulus_id": trial.stimulus_id,
+            "raw_rating": rating["rating"], "rating": stored_rating, "rt_ms": rating["rt_ms"],
+            "created_at": utcnow()}).scalar_one()
     except IntegrityError:
         # Only the unique client_rating_id can clash (the trial is ours and locked): the browser reused a
         # rating ID for another trial. The caller rolls the whole request back.
@@ -302,8 +308,8 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
                                           "correct": correct})
     elif not assignment.pilot:  # a pilot's rating fills no target (server/pilot.py)
         connection.execute(_COUNT_RATING, {"sid": trial.stimulus_id})
-    connection.execute(_RENEW_PAGE, {"page_id": trial.page_id, "until": reservation_end(session, spec)})
-    open_left = int(connection.execute(_OPEN_ON_PAGE, {"page_id": trial.page_id}).scalar_one())
+    open_left = int(connection.execute(_RENEW_PAGE_COUNT_OPEN, {"page_id": trial.page_id,
+                                                                "until": reservation_end(session, spec)}).scalar_one())
     stored = StoredRating(trial.page_id, trial.is_gold, trial.is_quiz, correct, open_left)
     stage = _after_rating(session, assignment, stored, spec)
     body = _answer(stage, rating["rating_id"], "stored", open_left)
