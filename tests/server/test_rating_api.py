@@ -7,6 +7,8 @@ import uuid
 import pytest
 from sqlalchemy import select
 
+from server.paradigms.rating import PARADIGM
+from server.models import Assignment, Page
 from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
 
 from .api_support import SpecClient
@@ -167,7 +169,9 @@ def test_pilots_fill_no_target(app, rating_study):
     worker.pass_training()
     worker.answer_page(worker.honest)
     with app.extensions["perceptlab.sessions"]() as session:
-        counted = sum(session.scalars(select(RatingStimulus.n_ratings)))
-        real = session.scalar(select(RatingTrial.assignment_id).where(RatingTrial.is_quiz).limit(1))
-        assert real is not None
-    assert counted == 6  # the worker's six real ratings; none of the pilot's
+        study = session.scalar(select(RatingStimulus.study_id).limit(1))
+        assert PARADIGM.progress(session, study)["n_votes"] == 6  # the worker's six real ratings; none of the pilot's
+        # The pilot's pages reserve nothing (the worker's page does, until it is complete).
+        reserved = session.execute(select(Page.reserved_until).join(Assignment, Page.assignment_id == Assignment.id)
+                                   .where(Assignment.pilot, Page.kind == "trials")).scalars().all()
+    assert reserved == [None]
