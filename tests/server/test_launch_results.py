@@ -166,7 +166,8 @@ def test_launch_errors_are_one_line_and_leave_nothing(monkeypatch, client, envir
     cases = [
         (("launch", str(tmp_path / "missing"), "--url", "https://h.org"), "no such folder"),
         (("launch", str(scenes), "--url", "http://h.org"), "must start with https://"),
-        (("launch", str(scenes), "--url", "https://h.org", "--slug", "Bad Slug", *CONSENT), "study.slug 'Bad Slug'"),
+        (("launch", str(scenes), "--url", "https://h.org", "--slug", "Bad Slug", *CONSENT),
+         "study.slug must be 1-64 lowercase letters, digits or '-', got 'Bad Slug'"),
         (("launch", str(scenes), "--url", "https://h.org", "--reward-per-page", "lots", *CONSENT),
          "reward_per_page must be a dollar amount"),
         (("launch", str(scenes), "--url", "https://h.org", "--no-hits"), "researcher"),

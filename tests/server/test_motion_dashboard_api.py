@@ -168,7 +168,7 @@ def test_blind_spot_settings_in_the_study_file(motion_clips, tmp_path):
     spec = read_study_file(write_motion_study(tmp_path, motion_clips, "ok", calibration={"blind_spot": True}))
     assert spec.blind_spot is True and spec.blind_spot_repetitions == 5
     assert read_study_file(write_motion_study(tmp_path, motion_clips, "off")).blind_spot is False
-    for values, message in (({"blind_spot_repetitions": 0}, "blind_spot_repetitions must be 1 to 20"),
+    for values, message in (({"blind_spot_repetitions": 0}, r"blind_spot_repetitions must be in \[1, 20\], got 0"),
                             ({"blind_spot": "yes"}, "calibration.blind_spot must be bool"),
                             ({"chinrest": True}, "unknown key calibration.chinrest")):
         with pytest.raises(StudyDefinitionError, match=message):

@@ -55,7 +55,7 @@ def _complete(app, slug: str, participant: str, *, query: str = "") -> WorkerCli
 # ---------------------------------------------------------------- the study file
 
 @pytest.mark.parametrize("entry, message", [
-    ({"recruiter": "mturkk"}, "entry.recruiter must be one of link, prolific, redirect"),
+    ({"recruiter": "mturkk"}, "entry.recruiter must be 'link', 'prolific' or 'redirect', got 'mturkk'"),
     ({"recruiter": "prolific"}, "needs entry.completion_code"),
     ({**PROLIFIC, "signed_links": True}, "contradicts entry.signed_links"),
     ({**PROLIFIC, "allow_anonymous": True}, "contradicts entry.signed_links and entry.allow_anonymous"),
