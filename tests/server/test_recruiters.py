@@ -17,6 +17,7 @@ from server.cli import cli
 from server.models import Assignment, Study, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.studyfile import redirect_url_problem
+from server.services import app_services
 
 from .admin_support import csrf_of
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
@@ -27,7 +28,7 @@ PROLIFIC_QUERY = f"PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=5e5f6a7b8
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _prolific_study(app, demo_stimuli, tmp_path, slug="prolific", **entry) -> str:
