@@ -94,6 +94,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     from server.exports import RECRUITER_COLUMNS
     from server.paradigms.paired.export import VOTES_COLUMNS, WORKERS_META_COLUMNS
     from server.paradigms.motion.export import MOTION_FILES, MOTION_WORKERS_COLUMNS
+    from server.paradigms.rating.export import RATINGS_COLUMNS
     from server.wages import WORKER_COLUMNS
 
     text = section(README.read_text(encoding="utf-8"), DICTIONARY)
@@ -107,7 +108,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
         "model_probes.csv": MODEL_PROBES_COLUMNS, "observers.csv": OBSERVERS_COLUMNS,
         "epe_by_property.csv": EPE_BINS_COLUMNS, "tables/<metric>_by_dataset.csv": tuple(TABLE_METRICS),
         # analyze-ratings writes a workers.csv of its own columns; compare-protocols comparison.csv
-        "scores.csv": SCORES_COLUMNS, "comparison.csv": COMPARISON_COLUMNS,
+        "scores.csv": SCORES_COLUMNS, "comparison.csv": COMPARISON_COLUMNS, "ratings.csv": RATINGS_COLUMNS,
     }
     columns["workers.csv"] += RATING_WORKERS_COLUMNS + RATING_WORKERS_EXTRA_COLUMNS
     missing = {name: [c for c in cols if c not in spans] for name, cols in columns.items()}

@@ -48,9 +48,9 @@ from ...exports import pseudonym
 from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
 from . import export as motion_export, study as motion_study
-from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
-                   ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
-                   check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
+from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
+                   ResultsAnalysis, ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock,
+                   as_object, check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
                    refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
 from .export import RDK_MOVIE_FRAMES, frame_timing

@@ -35,10 +35,11 @@ from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...tokens import TokenClaims
 from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
-                   ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials, allocation_lock, as_object,
-                   check_replay, complete, completion_info, ended_error, fixed_study_facts, move_to, new_page,
-                   open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop, study_ref)
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
+                   ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
+                   allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
+                   fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
+                   spec_for, stop, study_ref)
 from ..display import PC_CHROME, WindowRequirement, pc_views
 from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
