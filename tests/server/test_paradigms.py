@@ -20,6 +20,7 @@ from server.paradigms.paired import PARADIGM as PAIRED
 from server.paradigms.paired.study import StudySpec
 from server.paradigms.params import MTurkParams, StudyParams, param, parse_spec, study_template
 from server.paradigms.stages import TERMINAL_STAGES, Stage
+from server.services import app_services
 
 from .conftest import WorkerClient
 
@@ -138,7 +139,7 @@ def test_the_default_workers_table_lists_what_every_study_knows(app, study):
     from server.worker_records import WORKER_COLUMNS, pseudonym, study_salt
 
     WorkerClient(app.test_client(), study, worker_id="WDEFAULT01")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == study))
         columns, raw = Paradigm.workers_table(PAIRED, session, study_id, salt=None)
         _, hidden = Paradigm.workers_table(PAIRED, session, study_id, salt=study_salt("key", study))
