@@ -289,3 +289,143 @@ def rate(page, value, how: str = "mouse") -> str:
         page.keyboard.press(key)
         page.keyboard.press("Enter")
     return trial_id
+
+
+# ---------------------------------------------------------------------- a real rating study
+
+def rating_study_file(folder: Path, demo_stimuli: Path, slug: str, method: str, *, slider: bool = False,
+                      **sections: dict[str, Any]) -> Path:
+    """A rating study.toml over the demo stimuli (``[study] kind = "rating"``, ``[rating] method``);
+    ``sections`` add or override keys, e.g. ``pages={"ratings_per_page": 6}``. Plain links and MTurk
+    entries without posted HITs are accepted, as in the paired tests' study files."""
+    tables: dict[str, dict[str, Any]] = {
+        "study": {"kind": "rating", "slug": slug, "name": f"Rating test ({method})",
+                  "manifests": [(demo_stimuli / "prepared" / "manifest.json").as_posix()]},
+        "rating": {"method": method, "slider": slider, "ratings_per_stimulus": 3},
+        "pages": {"ratings_per_page": 6, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
+                  "bonus_per_page": "0.40"},
+        "quality": {"quiz_size": 2, "gold_rate": 0.2, "gold_min_answered": 2},
+        "entry": {"external_hits": True},
+    }
+    for name, values in sections.items():
+        tables.setdefault(name, {}).update(values)
+    lines = []
+    for name, values in tables.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())  # JSON scalars/arrays are TOML
+    path = folder / f"{slug}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def create_rating_study(app, demo_stimuli: Path, folder: Path, slug: str, method: str, **options) -> str:
+    """Create the study of :func:`rating_study_file`; return its slug."""
+    from server.paradigms import create_study, read_study_file
+
+    spec = read_study_file(rating_study_file(folder, demo_stimuli, slug, method, **options))
+    with app.extensions["perceptlab.sessions"]() as session:
+        create_study(session, spec)
+        session.commit()
+    return slug
+
+
+def _session(app):
+    return app.extensions["perceptlab.sessions"]()
+
+
+def trial_facts(app, trial_id: str | int) -> dict[str, Any]:
+    """What the server knows of a trial and the page never sees: the stimulus's role (test,
+    hidden_reference, gold_low) and, for CCR, whether the reference was the first image."""
+    from server.paradigms.rating.models import RatingStimulus, RatingTrial
+
+    with _session(app) as session:
+        trial = session.get(RatingTrial, int(trial_id))
+        stimulus = session.get(RatingStimulus, trial.stimulus_id)
+        return {"role": stimulus.role, "reference_first": trial.reference_first, "is_gold": trial.is_gold,
+                "is_quiz": trial.is_quiz}
+
+
+def stored_ratings(app, assignment_id: int) -> dict[str, Any]:
+    """trial ID (as the page shows it) -> the stored RatingResponse."""
+    from sqlalchemy import select
+
+    from server.paradigms.rating.models import RatingResponse
+
+    with _session(app) as session:
+        rows = session.scalars(select(RatingResponse).where(RatingResponse.assignment_id == assignment_id)).all()
+        session.expunge_all()
+    return {str(r.trial_id): r for r in rows}
+
+
+def assignment_of(app, external_id: str):
+    from sqlalchemy import select
+
+    from server.models import Assignment
+
+    with _session(app) as session:
+        assignment = session.scalar(select(Assignment).where(Assignment.external_id == external_id))
+        assert assignment is not None, f"no assignment {external_id}"
+        session.expunge(assignment)
+        return assignment
+
+
+def shown_rating(method: str, normalised: float, reference_first: bool) -> float:
+    """The answer to click for a wanted stored (normalised) rating: CCR turns the sign when the
+    reference was the second image (the server's normalisation, undone)."""
+    return normalised if method != "ccr" or reference_first else -normalised
+
+
+class RatingWalker:
+    """Rates the trials of a rating study's pages and remembers every answer given (trial ID -> value).
+
+    Quality checks (read from the database, as the server judges them) get an answer in their known
+    range, so the worker is neither disqualified nor stopped; real trials cycle through ``answers`` so
+    that no page is straight-lined."""
+
+    def __init__(self, page, app, method: str, answers, how: str = "mouse"):
+        self.page = page
+        self.app = app
+        self.method = method
+        self.answers = list(answers)
+        self.how = how
+        self.choices: dict[str, float] = {}
+        self.facts: dict[str, dict[str, Any]] = {}
+        self.labels: dict[str, list[str]] = {}  # trial ID -> the labels above its images
+        self._k = 0
+
+    def status(self) -> str:
+        return status(self.page, self.choices)
+
+    def pick(self, facts: dict[str, Any]) -> float:
+        from server.paradigms.rating.quality import KNOWN_RANGES
+
+        if facts["role"] in KNOWN_RANGES[self.method]:
+            low, high = KNOWN_RANGES[self.method][facts["role"]]
+            return shown_rating(self.method, round((low + high) / 2), facts["reference_first"])
+        value = self.answers[self._k % len(self.answers)]
+        self._k += 1
+        return value
+
+    def answer(self) -> str:
+        trial_id = self.page.locator("#trial").get_attribute("data-trial-id")
+        facts = self.facts[trial_id] = trial_facts(self.app, trial_id)
+        self.labels[trial_id] = self.page.locator("#trial .rating-label").all_inner_texts()
+        value = self.pick(facts)
+        rate(self.page, int(value), self.how)
+        self.choices[trial_id] = value
+        return trial_id
+
+    def run(self, kind: str | None = None) -> str:
+        """Rate trials until something else than a trial shows; return that status."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        while (current := self.status()) == "trial":
+            if kind is not None:
+                assert self.page.locator("#trial").get_attribute("data-page-kind") == kind
+            try:
+                self.answer()
+            except PlaywrightTimeoutError:
+                # The next trial shows at once while the last rating is confirmed; when that rating ended
+                # the page, the page then leaves for the server's stage: look again.
+                continue
+        return current
