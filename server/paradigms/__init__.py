@@ -48,6 +48,7 @@ DEFAULT_KIND = "pc"
 PARADIGM_MODULES: dict[str, str] = {
     "pc": "server.paradigms.paired",
     "motion": "server.paradigms.motion",
+    "rating": "server.paradigms.rating",
 }
 _REGISTERED: dict[str, Paradigm] = {}
 

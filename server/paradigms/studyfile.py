@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 import string
 import tomllib
+import typing
 from dataclasses import asdict, fields
 from decimal import Decimal, InvalidOperation
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -79,8 +81,7 @@ class StudyDefinitionError(ValueError):
 
 class StoredSpec:
     """``Study.config`` <-> spec, for the spec dataclasses of every paradigm: the config is the spec's
-    fields as a dict; reading it back ignores unknown keys and restores the one tuple field."""
-    _TUPLE_FIELD = ""
+    fields as a dict; reading it back ignores unknown keys and restores the tuple fields (JSON lists)."""
 
     def to_config(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,8 +90,17 @@ class StoredSpec:
     def from_config(cls, config: dict[str, Any]):
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in config.items() if k in known}
-        values[cls._TUPLE_FIELD] = tuple(values.get(cls._TUPLE_FIELD, ()))
+        for name in _tuple_fields(cls):
+            if name in values:
+                values[name] = tuple(values[name])
         return cls(**values)
+
+
+@cache
+def _tuple_fields(spec_class: type) -> tuple[str, ...]:
+    """The fields of ``spec_class`` annotated as tuples (stored as JSON lists)."""
+    hints = typing.get_type_hints(spec_class)
+    return tuple(f.name for f in fields(spec_class) if (typing.get_origin(hints[f.name]) or hints[f.name]) is tuple)
 
 
 def load_study_toml(path: Path) -> dict[str, Any]:

@@ -417,3 +417,20 @@ def add_hit(app, slug: str, hit_id: str) -> None:
                              launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
                              sandbox=True))
         session.commit()
+
+
+@pytest.fixture
+def rating_manifest(demo_stimuli, tmp_path) -> Path:
+    """The demo's prepared scenes copied for one test (a rating study writes its quality checks' images into
+    its stimulus folder): the study manifest."""
+    from .rating_support import copy_prepared
+
+    return copy_prepared(demo_stimuli, tmp_path / "stimuli")
+
+
+@pytest.fixture
+def rating_study(app, rating_manifest, tmp_path) -> str:
+    """Slug of a small DCR study (:data:`tests.server.rating_support.SMALL`) in the test database."""
+    from .rating_support import SMALL, create_rating_study
+
+    return create_rating_study(app, rating_manifest, tmp_path, **SMALL)

@@ -1,0 +1,115 @@
+"""Which stimuli a page of ratings shows: at most once per worker and study, the least-rated first,
+quality checks the worker has seen least, in a random order seeded per page.
+
+A page of real trials reserves its stimuli while its reservation holds (``Page.reserved_until``,
+renewed by every rating and state request: :mod:`server.allocation`, whose reservation rules every
+paradigm shares): a stimulus's filled count is its stored ratings (``RatingStimulus.n_ratings``) plus
+its unanswered real trials on open pages whose reservation has not lapsed, so concurrent workers share
+out the remaining ratings and a page abandoned for a few minutes gives its stimuli back. Pilots'
+pages reserve nothing and their ratings fill no target (server/pilot.py). The caller holds the
+study's allocation lock (:func:`server.paradigms.core.allocation_lock`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.orm import Session
+
+from ...allocation import NOW, now
+from ...models import Assignment, Page
+from .models import RatingStimulus, RatingTrial
+
+RATING_ALLOCATION_LOCKS = 7_200_000  # advisory lock namespace (paired 7_000_000, motion 7_100_000)
+
+_stimulus, _trial, _page, _assignment = (RatingStimulus.__table__, RatingTrial.__table__, Page.__table__,
+                                         Assignment.__table__)
+
+# The study's open pages whose reservation holds at ``now``: about one per active worker. Found through the
+# study's assignments (each page by its assignment index), never by scanning the trials of the study.
+_RESERVING_PAGES = (select(_page.c.id).join(_assignment, _page.c.assignment_id == _assignment.c.id)
+                    .where(_assignment.c.study_id == bindparam("study_id"), _page.c.completed_at.is_(None),
+                           _page.c.reserved_until > NOW))
+_RESERVED = (select(_trial.c.stimulus_id, func.count().label("n"))
+             .where(_trial.c.page_id.in_(_RESERVING_PAGES.scalar_subquery()), ~_trial.c.answered, ~_trial.c.is_gold)
+             .group_by(_trial.c.stimulus_id).subquery())
+_SEEN_BY_WORKER = select(_trial.c.stimulus_id).where(_trial.c.worker_id == bindparam("worker_id"))
+_DEFICIT = _stimulus.c.target_ratings - _stimulus.c.n_ratings - func.coalesce(_RESERVED.c.n, 0)
+_NEEDY = (select(_stimulus.c.id, _DEFICIT)
+          .outerjoin(_RESERVED, _RESERVED.c.stimulus_id == _stimulus.c.id)
+          .where(_stimulus.c.study_id == bindparam("study_id"), ~_stimulus.c.is_gold,
+                 _stimulus.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))
+_ANY_LEFT = _NEEDY.with_only_columns(_stimulus.c.id).limit(1)
+_CHECKS = (select(_stimulus.c.id, _stimulus.c.scene, _stimulus.c.role)
+           .where(_stimulus.c.study_id == bindparam("study_id"), _stimulus.c.is_gold).order_by(_stimulus.c.id))
+_CHECKS_SEEN = (select(_trial.c.stimulus_id, func.count()).where(_trial.c.worker_id == bindparam("worker_id"),
+                                                                 _trial.c.is_gold)
+                .group_by(_trial.c.stimulus_id))
+
+
+def choose_stimuli(session: Session, study_id: int, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` real stimuli that still need ratings and that this worker never had, neediest first
+    (the fewest ratings stored and reserved: with equal targets, the least-rated), ties at random.
+
+    The database returns rows in no fixed order, so the tie-breaking draws go to the stimuli in ID
+    order: the same seed and the same ratings give the same page.
+    """
+    rows = session.connection().execute(_NEEDY, {"study_id": study_id, "worker_id": worker_id,
+                                                 "now": now(session)}).all()
+    if not rows or n <= 0:
+        return []
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    deficit = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    by_id = np.argsort(ids)
+    ids, deficit = ids[by_id], deficit[by_id]
+    order = np.lexsort((rng.random(len(ids)), -deficit))
+    return [int(i) for i in ids[order[:n]]]
+
+
+def any_stimulus_left(session: Session, study_id: int, worker_id: int) -> bool:
+    """Whether :func:`choose_stimuli` would find one stimulus for this worker now."""
+    return session.connection().execute(_ANY_LEFT, {"study_id": study_id, "worker_id": worker_id,
+                                                    "now": now(session)}).first() is not None
+
+
+def pick_checks(session: Session, study_id: int, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` quality checks (hidden references, degraded images) for one of the worker's pages.
+
+    Real stimuli never repeat for a worker, so a check that comes back marks itself: every pick is
+    one this worker has seen least often (unseen ones while any remain), then of the role and the
+    scene the worker has seen fewest checks of (both kinds of check, spread over the scenes), then at
+    random.
+    """
+    checks = session.connection().execute(_CHECKS, {"study_id": study_id}).all()
+    if not checks or n <= 0:
+        return []
+    seen = dict(session.connection().execute(_CHECKS_SEEN, {"worker_id": worker_id}).all())
+    times = {c.id: int(seen.get(c.id, 0)) for c in checks}
+    per_role: dict[str, int] = {}
+    per_scene: dict[str, int] = {}
+    for c in checks:
+        per_role[c.role] = per_role.get(c.role, 0) + times[c.id]
+        per_scene[c.scene] = per_scene.get(c.scene, 0) + times[c.id]
+    tie_break = dict(zip((c.id for c in checks), rng.random(len(checks))))
+    picks: list[int] = []
+    for _ in range(n):
+        pick = min(checks, key=lambda c: (times[c.id], per_role[c.role], per_scene[c.scene], tie_break[c.id]))
+        picks.append(int(pick.id))
+        times[pick.id] += 1
+        per_role[pick.role] += 1
+        per_scene[pick.scene] += 1
+    return picks
+
+
+def page_rows(method: str, real: list[int], checks: list[int], rng: np.random.Generator,
+              is_quiz: bool = False) -> list[dict]:
+    """A page's trial rows (without page, assignment and position): real stimuli and checks in a random
+    order; CCR draws per trial whether the reference is the first image (DCR shows it first always)."""
+    entries = [(sid, False) for sid in real] + [(sid, True) for sid in checks]
+    order = rng.permutation(len(entries))
+    first = rng.random(len(entries)) < 0.5
+    rows = []
+    for k, index in enumerate(order):
+        stimulus_id, is_check = entries[index]
+        rows.append({"stimulus_id": int(stimulus_id), "reference_first": bool(first[k]) if method == "ccr" else True,
+                     "is_gold": is_check or is_quiz, "is_quiz": is_quiz, "answered": False})
+    return rows

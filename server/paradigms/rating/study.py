@@ -1,0 +1,365 @@
+"""Rating study definitions: ``study.toml`` with ``[study] kind = "rating"`` -> a Study with its
+rating stimuli (:class:`~server.paradigms.rating.models.RatingStimulus`).
+
+A rating study reads the same prepared scenes as a paired-comparison study (``[study] manifests``
+from ``perceptlab stimuli prepare``), so one stimulus folder serves a PC and a DCR study. Every
+candidate of every scene becomes a stimulus ``<scene>/<candidate>``, shown as prepared
+(``[rating] stimulus``: "amplified" or "original"). ``STUDY_TEMPLATE`` (``perceptlab study
+template --kind rating``) documents every key.
+
+Quality checks (server/paradigms/rating/quality.py) need images of their own, written at creation
+under each scene's folder in ``rating/`` (deterministic: the same study file writes the same bytes):
+
+* ``rating/hidden_reference.png``: the reference's pixels, encoded at another PNG compression level,
+  so that its URL, ETag and size differ from the reference's while it shows the very same image;
+* ``rating/<stimulus>/gold_low_<k>.png``: strongly degraded copies (:func:`stimuli.gold.make_gold_pairs`'
+  worse images: the worst candidate's error scaled up to twice its IE), amplified like the candidates
+  when the study shows amplified images.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ...models import Study
+from ...stimulus_index import SALT_KEY, new_salt
+from ..display import POLICIES, WindowRequirement
+from ..params import (TEXT_PLACEHOLDER, EntryParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+                      study_template)
+from ..studyfile import StudyDefinitionError, common_root
+from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
+from .scales import METHODS
+
+KIND = "rating"
+STIMULI = ("amplified", "original")
+REFERENCE_ITEM = "__reference__"  # item_id of a scene's hidden reference (stimulus_id "<scene>/__reference__")
+CHECK_FOLDER = "rating"           # the quality checks' files, in each scene's folder
+GOLD_MARGIN = 2.0                 # a gold_low image's IE / the scene's worst candidate's (stimuli.gold)
+
+# The trial page's fixed chrome in CSS px around the images (rating_trial.js and perceptlab.css keep to
+# these sizes): the progress bar, the images' labels, the scale (buttons or slider) with its question and
+# the Next button, the padding and the gap between two images.
+RATING_CHROME: dict[str, int] = {"bar": 45, "label": 28, "scale": 120, "pad": 8, "gap": 24, "margin": 2}
+
+
+def gold_low_item(k: int) -> str:
+    """Item ID of a scene's ``k``-th strongly degraded image (1, 2, ...): in exports only."""
+    return f"__gold_low_{k}__"
+
+
+DEFAULT_CONSENT = """\
+This task is part of a research study on how people perceive image quality, run by {researcher}. \
+You will look at images and rate their quality on a scale. It takes {time}. It pays {pay}.
+
+Participation is voluntary: you may stop at any time by returning the task. We record your \
+ratings, response times, window size and your platform worker ID. Worker IDs are replaced by \
+pseudonyms in every exported data set and are never published.
+
+Some images have a known answer; workers who answer too many of them far from it are stopped.
+
+Questions about the study: {contact}."""
+
+_INSTRUCTIONS = {
+    "acr": "In every trial you see one image. Rate its quality: Excellent, Good, Fair, Poor or Bad.",
+    "dcr": "In every trial you see two images: the REFERENCE on the left and a TEST image on the right. Rate "
+           "how much the test image is impaired compared with the reference, from Imperceptible to Very annoying.",
+    "ccr": "In every trial you see two images, FIRST and SECOND. Rate how the second compares with the first, "
+           "from Much worse to Much better.",
+}
+_INSTRUCTIONS_ANSWER = ("Click an answer (or press its number key), then press Next (or Enter). There is no time "
+                        "limit, but please decide at your natural pace.")
+_INSTRUCTIONS_AMPLIFIED = "Differences have been amplified so they are easier to see."
+_INSTRUCTIONS_QUIZ = "First comes a short training with obvious cases: you must pass it to continue."
+
+
+# The HIT's texts over the [mturk] defaults (server/mturk.py), shown in the template.
+MTURK_TEXTS = {"title": "Rate the quality of images",
+               "description": "Look at images and rate their quality on a scale.",
+               "keywords": "image, quality, rating, perception, survey"}
+
+
+def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True) -> str:
+    """The instructions a study shows unless its file gives its own."""
+    parts = [_INSTRUCTIONS[method], _INSTRUCTIONS_ANSWER,
+             _INSTRUCTIONS_AMPLIFIED if stimulus == "amplified" else "", _INSTRUCTIONS_QUIZ if quiz else ""]
+    return "\n\n".join(part for part in parts if part)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatingSpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+    """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
+    stored as ``Study.config`` (with ``kind = "rating"``)."""
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "rating": "What is rated and on which scale (ITU-T P.910 / P.808).",
+        "quality": "Quality checks: a training quiz, hidden references and strongly degraded images with a known "
+                   "answer range, and straight-lining (server/paradigms/rating/quality.py).",
+        "display": "The images are shown side by side (DCR, CCR) or alone (ACR); `study create` prints the "
+                   "smallest inner window (CSS pixels) the study needs."}
+    kind: str = param(KIND, section="study", choices=(KIND,), doc="the paradigm: ratings")
+    manifests: tuple[str, ...] = param(
+        section="study", required=True, example=("prepared/manifest.json",),
+        doc="from `perceptlab stimuli prepare`, relative to this file; the same folder may serve a "
+            "paired-comparison study")
+    method: str = param("dcr", section="rating", choices=METHODS,
+                        doc='"acr": one image, Excellent..Bad; "dcr": reference then test, Imperceptible..Very '
+                            'annoying; "ccr": two images, the reference\'s side drawn at random per trial, Much '
+                            "worse..Much better (stored: positive = the test is better)")
+    slider: bool = param(False, section="rating", doc="true: a continuous slider over the same scale (labels at "
+                                                      "the ticks)")
+    stimulus: str = param("amplified", section="rating", choices=STIMULI,
+                          doc='candidate images shown: "amplified" (artefacts amplified) or "original"')
+    ratings_per_stimulus: int = param(24, section="rating", low=1,
+                                      doc="ratings each candidate gets (P.808: at least 24 per condition)")
+    question: str = param("", section="rating", doc='the question above the scale; "" = the method\'s own')
+    ratings_per_page: int = param(20, section="pages", low=2, doc="ratings per page, paid per page")
+    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
+    max_pages: int = param(10, section="pages", low=1,
+                           doc="cap on pages per worker (each worker rates a stimulus at most once)")
+    reward_per_page: str = param("0.90", section="pages", money=True,
+                                 doc="the HIT: 1 page of 20 DCR ratings (~3 min) + consent, instructions, training")
+    bonus_per_page: str = param("0.60", section="pages", money=True,
+                                doc="paid for every page after min_pages; both ~$12/h at the documented pace")
+    quiz_size: int = param(4, section="quality", low=0,
+                           doc="training trials with a known answer range; failing them disqualifies for good")
+    gold_rate: float = param(0.1, section="quality", low=0, below=1,
+                             doc="share of each page's trials that are hidden references and degraded images")
+    accuracy_threshold: float = param(0.7, section="quality", above=0, high=1,
+                                      doc="share of known-answer trials that must be in range (training, hidden)")
+    gold_min_answered: int = param(3, section="quality", low=0,
+                                   doc="hidden checks answered before the threshold is applied")
+    gold_per_scene: int = param(2, section="quality", low=1, high=20,
+                                doc="strongly degraded images made per scene (besides its hidden reference)")
+    straight_line_pages: int = param(1, section="quality", low=0,
+                                     doc="pages of identical answers (at least 5) that stop a worker; 0 = never")
+    assignment_timeout_minutes: int = param(60, section="quality", low=1,
+                                            doc="a page only polled (never answered) is held at most this long")
+    reservation_minutes: int = param(5, section="quality", low=1,
+                                     doc="an open page holds its stimuli this long after the worker's last rating")
+    policy: str = param("fit", section="display", choices=POLICIES,
+                        doc='"fit": scaled to the window, never above the prepared size nor below '
+                            'min_image_scale; "pixel_exact": one image pixel on one device pixel')
+    min_image_scale: float = param(0.5, section="display", above=0, high=1,
+                                   doc="fit: smaller than this, the trial is hidden and a larger window asked for")
+    min_window_width: int = param(1000, section="display", low=1,
+                                  doc="smallest window inside (CSS pixels) whatever the images need")
+    min_window_height: int = param(600, section="display", low=1, doc="... and its height")
+    consent: str = param(DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
+                         doc="plain text shown before the task; {researcher}, {contact}, {pay} and {time} are "
+                             "filled in")
+    instructions: str = param("", section="texts", placeholder=TEXT_PLACEHOLDER,
+                              fallback=lambda values, path: default_instructions(
+                                  values["method"], values["stimulus"], values["quiz_size"] > 0),
+                              doc="shown before the training (default: the method's own)")
+    base_dir: str = field(default=".", compare=False)
+
+    @property
+    def gold_per_page(self) -> int:
+        """Hidden quality checks per page: the rate rounded, at least one when the rate is positive."""
+        if self.gold_rate <= 0:
+            return 0
+        return max(1, int(round(self.gold_rate * self.ratings_per_page)))
+
+    @property
+    def has_checks(self) -> bool:
+        """Whether the study shows quality checks (a quiz or hidden ones), whose files creation writes."""
+        return self.quiz_size > 0 or self.gold_per_page > 0
+
+    def validate(self, fail) -> None:
+        """Rules between parameters."""
+        if self.max_pages < self.min_pages:
+            fail(f"pages.max_pages ({self.max_pages}) is below pages.min_pages ({self.min_pages})")
+        if self.gold_per_page >= self.ratings_per_page:
+            fail("quality.gold_rate leaves no real ratings on a page")
+        if len(self.question) > 300:
+            fail("rating.question must be at most 300 characters")
+        if any(not m for m in self.manifests):
+            fail("study.manifests must be a list of paths (non-empty strings)")
+
+
+STUDY_TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`",
+                                mturk=MTURK_TEXTS)
+
+
+def spec_from_toml(data: dict[str, Any], path: Path) -> RatingSpec:
+    """The :class:`RatingSpec` of a parsed study file read from ``path``; raise
+    :class:`StudyDefinitionError` naming the file and the problem."""
+    return parse_spec(RatingSpec, data, path)
+
+
+# ---------------------------------------------------------------- the window
+
+def images_shown(method: str) -> int:
+    """Images side by side in a trial: one for ACR, two for DCR and CCR."""
+    return 1 if method == "acr" else 2
+
+
+def window_for(spec: RatingSpec, sizes) -> WindowRequirement:
+    """The smallest inner window (CSS px) that shows every scene's images of ``sizes`` (``(width, height)``)
+    side by side at the study's smallest scale (``fit``) or 1:1 at devicePixelRatio 1 (``pixel_exact``)."""
+    factor = spec.min_image_scale if spec.policy == "fit" else 1.0
+    n = images_shown(spec.method)
+    c = RATING_CHROME
+    width, height = spec.min_window_width, spec.min_window_height
+    for w, h in sizes:
+        width = max(width, int(np.ceil(n * w * factor + (n - 1) * c["gap"] + 2 * c["pad"] + c["margin"])))
+        height = max(height, int(np.ceil(h * factor + c["bar"] + c["label"] + c["scale"] + 2 * c["pad"]
+                                         + c["margin"])))
+    floor = (spec.min_window_width, spec.min_window_height)
+    return WindowRequirement(min_window=(width, height), policy=spec.policy, min_image_scale=spec.min_image_scale,
+                             floor=floor)
+
+
+def window_requirement(spec: RatingSpec) -> WindowRequirement:
+    """:func:`window_for` the scenes of the spec's manifests (before the study exists)."""
+    return window_for(spec, [(m["image_size"]["width"], m["image_size"]["height"]) for _, m in scene_manifests(spec)])
+
+
+# ---------------------------------------------------------------- manifests -> rows
+
+def scene_manifests(spec: RatingSpec) -> list[tuple[Path, dict]]:
+    """``(scene folder, scene manifest)`` for every scene the spec's manifests name (a study manifest
+    names several, a scene manifest one); a clear :class:`StudyDefinitionError` for anything else."""
+    scenes: list[tuple[Path, dict]] = []
+    for name in spec.manifests:
+        path = Path(spec.base_dir) / name
+        manifest = _load_json(path)
+        if manifest.get("kind") == "study":
+            for entry in manifest.get("scenes", []):
+                if not isinstance(entry, dict) or not isinstance(entry.get("manifest"), str):
+                    raise StudyDefinitionError(f"{path}: a scene entry names no manifest")
+                scene_path = path.parent / entry["manifest"]
+                scenes.append((scene_path.parent, _checked_scene(scene_path, _load_json(scene_path))))
+        elif manifest.get("kind") == "scene":
+            scenes.append((path.parent, _checked_scene(path, manifest)))
+        else:
+            raise StudyDefinitionError(f"{path}: not a manifest written by `perceptlab stimuli prepare`")
+    ids = [m["scene_id"] for _, m in scenes]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise StudyDefinitionError(f"scene IDs appear twice across the manifests: {', '.join(duplicates)}")
+    if not scenes:
+        raise StudyDefinitionError("the manifests name no scenes")
+    return scenes
+
+
+def _checked_scene(path: Path, manifest: dict) -> dict:
+    """The scene manifest, once it has what a rating study reads of it."""
+    try:
+        ok = (isinstance(manifest["scene_id"], str) and isinstance(manifest["reference"]["path"], str)
+              and int(manifest["image_size"]["width"]) > 0 and int(manifest["image_size"]["height"]) > 0
+              and all(isinstance(c["id"], str) and all(isinstance(c[k], str) for k in STIMULI)
+                      for c in manifest["candidates"]))
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok or not manifest["candidates"]:
+        raise StudyDefinitionError(f"{path}: not a scene manifest of `perceptlab stimuli prepare` (scene_id, "
+                                   "image_size, reference and candidates with original and amplified images)")
+    return manifest
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StudyDefinitionError(f"{path}: no such manifest") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StudyDefinitionError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise StudyDefinitionError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise StudyDefinitionError(f"{path}: not a manifest written by `perceptlab stimuli prepare`")
+    return data
+
+
+def stimulus_root(spec: RatingSpec) -> Path:
+    """The folder every stored stimulus path is relative to: the common parent of the scenes."""
+    return common_root([folder.resolve() for folder, _ in scene_manifests(spec)])
+
+
+def create_study(session: Session, spec: RatingSpec) -> Study:
+    """Store a rating study with its stimuli (and write its quality checks' images); the caller commits.
+
+    Every image the study shows must exist: a missing file is an error now, not a broken image in a
+    worker's browser later.
+    """
+    if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
+        raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
+    scenes = scene_manifests(spec)
+    root = common_root([folder.resolve() for folder, _ in scenes])
+    config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
+    study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
+    session.add(study)
+    session.flush()
+    for folder, manifest in scenes:
+        session.add_all(scene_stimuli(study.id, spec, root, folder.resolve(), manifest))
+    session.flush()
+    return study
+
+
+def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, manifest: dict) -> list[RatingStimulus]:
+    """The rating stimuli of one scene: every candidate, and with quality checks its hidden reference and
+    ``gold_per_scene`` strongly degraded images (their files written here)."""
+    def rel(path: Path) -> str:
+        if not path.is_file():
+            raise StudyDefinitionError(f"{path}: listed in {folder / 'manifest.json'} but missing")
+        return path.relative_to(root).as_posix()
+
+    scene = manifest["scene_id"]
+    width, height = int(manifest["image_size"]["width"]), int(manifest["image_size"]["height"])
+    reference = rel(folder / manifest["reference"]["path"])
+
+    def stimulus(item_id: str, role: str, path: str) -> RatingStimulus:
+        real = role == TEST
+        return RatingStimulus(study_id=study_id, scene=scene, item_id=item_id, role=role, path=path,
+                              reference_path=reference, width=width, height=height,
+                              target_ratings=spec.ratings_per_stimulus if real else 0, is_gold=not real)
+
+    rows = [stimulus(c["id"], TEST, rel(folder / c[spec.stimulus])) for c in manifest["candidates"]]
+    if spec.has_checks:
+        hidden, degraded = write_check_images(spec, folder, manifest)
+        rows.append(stimulus(REFERENCE_ITEM, HIDDEN_REFERENCE, rel(hidden)))
+        rows.extend(stimulus(gold_low_item(k), GOLD_LOW, rel(path)) for k, path in enumerate(degraded, start=1))
+    return rows
+
+
+def write_check_images(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[Path, list[Path]]:
+    """Write a scene's hidden reference and its strongly degraded images (see the module docstring);
+    return their paths. Deterministic in the study's seed and the scene's files."""
+    from stimuli.amplify import amplify_with_alpha
+    from stimuli.gold import GoldError, make_gold_pairs
+    from stimuli.io import StimulusInputError, encode_png, read_image, write_bytes_atomic
+
+    scene = manifest["scene_id"]
+    parameters = manifest.get("parameters") or {}
+    compression = int(parameters.get("compression", 3))
+    try:
+        reference = read_image(folder / manifest["reference"]["path"])
+        candidates = {c["id"]: read_image(folder / c["original"]) for c in manifest["candidates"]}
+        gold = make_gold_pairs(reference, candidates, spec.gold_per_scene, margin=GOLD_MARGIN, seed=spec.seed)
+    except GoldError as exc:
+        raise StudyDefinitionError(f"scene {scene!r}: no strongly degraded image can be made ({exc}); set "
+                                   "[quality] quiz_size = 0 and gold_rate = 0 for a study without checks") from None
+    except (StimulusInputError, OSError) as exc:
+        raise StudyDefinitionError(f"scene {scene!r}: {exc}") from None
+    target = folder / CHECK_FOLDER
+    hidden = target / "hidden_reference.png"
+    degraded = [target / spec.stimulus / f"gold_low_{k}.png" for k in range(1, len(gold) + 1)]
+    try:
+        (target / spec.stimulus).mkdir(parents=True, exist_ok=True)
+        # Another zlib level than the scene's files: the same pixels in other bytes (size, hash, ETag).
+        write_bytes_atomic(hidden, encode_png(reference, 6 if compression != 6 else 4))
+        for path, pair in zip(degraded, gold):
+            image = pair.worse
+            if spec.stimulus == "amplified":
+                image = amplify_with_alpha(reference, image, float(parameters.get("alpha", 1.5)))[0]
+            write_bytes_atomic(path, encode_png(image, compression))
+    except OSError as exc:
+        raise StudyDefinitionError(f"{target}: cannot write the quality checks' images ({exc.strerror}); the "
+                                   "stimulus folder must be writable when the study is created") from None
+    return hidden, degraded
