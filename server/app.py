@@ -1,6 +1,6 @@
 """The application factory's body: configuration, database, secret key, blueprints.
 
-All Flask wiring lives here: the blueprints, the request session's teardown, error handlers,
+All Flask wiring lives here (each paradigm's own parts through server/paradigms/wiring.py): the blueprints, the request session's teardown, error handlers,
 security headers and the background work. The configuration arrives from the caller
 (:func:`server.create_app`), read once where the process started.
 """
@@ -82,15 +82,10 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
 
         app.wsgi_app = FastLane(app, app.wsgi_app, headers_for)
 
-    if server.get("live_scales_interval", 0) and not app.config["TESTING"]:
-        from .paradigms.paired.live_scales import start_background_refresh
+    # Every paradigm's templates, admin blueprint and background work (server/paradigms/wiring.py).
+    from .paradigms.wiring import install_paradigms
 
-        start_background_refresh(app)
-
-        @app.before_request
-        def _live_scales_thread_of_this_process():
-            # A process forked after start-up (gunicorn --preload) has no refresh thread: its first request starts it.
-            start_background_refresh(app)
+    install_paradigms(app)
     return app
 
 

@@ -270,7 +270,11 @@ _DRIVER_POOLS_LOCK = threading.Lock()
 
 
 def make_session_factory(engine: Engine, info: dict | None = None) -> sessionmaker[Session]:
-    """Sessions on ``engine``; ``info`` is copied into each session's ``info`` (e.g. an injected clock)."""
+    """Sessions on ``engine``; ``info`` is copied into each session's ``info`` (e.g. an injected clock).
+    Every paradigm's tables are mapped first (:func:`server.paradigms.load_models`)."""
+    from .paradigms import load_models
+
+    load_models()
     return sessionmaker(engine, expire_on_commit=False, info=info)
 
 

@@ -1,39 +1,33 @@
-"""Exports of a study's data: worker pseudonyms, votes.csv (ARCHITECTURE.md, File formats; paired comparison),
-per-worker metadata (every study), and :func:`export_study`, which asks the study's paradigm for
-its files (motion matching: :mod:`server.paradigms.motion.export`).
-
-Worker IDs are personal data (an MTurk WorkerId links to a public profile), so
-every export replaces them by default with a keyed pseudonym::
-
-    salt      = HMAC-SHA256(secret key, "perceptlab/worker-pseudonym/" + study slug)
-    pseudonym = "w_" + HMAC-SHA256(salt, raw worker ID).hex()[:12]
-
-The same worker gets the same pseudonym in every export of a study (so
-exports can be joined), different pseudonyms in different studies, and
-nobody without the server's secret key can test a guessed worker ID against
-a pseudonym. Raw IDs are an explicit opt-in (``--raw-worker-ids``).
+"""Exports of a study's data: votes.csv (ARCHITECTURE.md, File formats; paired comparison), per-worker
+metadata (every study), and :func:`export_study`, which asks the study's paradigm for its files
+(motion matching: :mod:`server.paradigms.motion.export`). Worker IDs are pseudonymised by default
+(:mod:`server.worker_records`, whose names this module re-exports).
 
 Rows are read with one query each; the CSV text is written by
 :mod:`analysis.formats`, so ``perceptlab analyze`` reads an export as it is.
 """
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import hmac
 from typing import Any
 
-from sqlalchemy import case, func, select, true
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .models import Assignment, GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, as_utc
+from .models import GoldResult, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
 from .paradigms import paradigm_for
 from .paradigms.stages import Stage
+from .worker_records import (WORKER_COLUMNS, environment_columns, iso_utc, pilot_filter, pseudonym, study_salt,
+                             worker_facts, worker_label, worker_records)
 from .worker_time import PaySettings
+
+__all__ = ["RECRUITER_COLUMNS", "VOTES_COLUMNS", "WORKERS_META_COLUMNS", "WORKER_COLUMNS", "environment_columns",
+           "export_study", "export_votes", "find_study", "pilot_filter", "pseudonym", "recruiter_columns",
+           "study_salt", "vote_counts", "vote_rows_query", "votes_csv_text", "worker_facts", "worker_label",
+           "worker_records", "worker_stats", "workers_csv_text", "workers_meta", "workers_meta_csv_text"]
 
 VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
                                          "created_at", "rt_ms")
@@ -44,30 +38,7 @@ WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
 
 
-# ---------------------------------------------------------------- pseudonyms
-
-def study_salt(secret_key: str, slug: str) -> bytes:
-    """The per-study pseudonym key, derived from the server's secret key and the study slug."""
-    return hmac.new(secret_key.encode(), b"perceptlab/worker-pseudonym/" + slug.encode(), hashlib.sha256).digest()
-
-
-def pseudonym(salt: bytes, raw_id: str) -> str:
-    """``"w_"`` + 12 hex digits of HMAC-SHA256(salt, raw ID): stable, unlinkable without the key."""
-    return "w_" + hmac.new(salt, raw_id.encode(), hashlib.sha256).hexdigest()[:12]
-
-
-def worker_label(raw_id: str, salt: bytes | None) -> str:
-    """The ID an export shows: the pseudonym, or the raw ID when ``salt`` is None."""
-    return raw_id if salt is None else pseudonym(salt, raw_id)
-
-
 # ---------------------------------------------------------------- votes
-
-def _iso(value: dt.datetime | None) -> str:
-    if value is None:
-        return ""
-    return as_utc(value).astimezone(dt.timezone.utc).isoformat()
-
 
 def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: bool = False):
     """The SELECT behind :func:`export_votes` (one row per vote, oldest first)."""
@@ -87,12 +58,6 @@ def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: boo
              .where(Vote.study_id == study_id, pilot_filter(include_pilot))
              .order_by(Vote.id))
     return query if include_gold else query.where(~Trial.is_gold)
-
-
-def pilot_filter(include_pilot: bool):
-    """A WHERE clause on :class:`~server.models.Worker`: every worker with ``include_pilot``, else only
-    those who are not pilot or simulated participants (:mod:`server.pilot`)."""
-    return true() if include_pilot else ~Worker.pilot
 
 
 def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
@@ -133,7 +98,7 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
                      "winner": winner, "position_a": "left" if left_is_a else "right", "trial_id": str(trial_id),
                      "is_gold": "1" if is_gold else "0", "is_quiz": "1" if is_quiz else "0",
                      "gold_winner": gold_winner if is_gold and gold_winner else "",
-                     "created_at": _iso(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id})
+                     "created_at": iso_utc(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id})
     return rows
 
 
@@ -145,29 +110,19 @@ def votes_csv_text(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- workers
 
 def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False) -> list[dict[str, Any]]:
-    """Per worker of a study: status, latest stage, pages, votes, gold and quiz scores, environment.
+    """Per worker of a paired-comparison study: :func:`worker_facts` with votes, gold and quiz scores.
 
-    Keys: ``db_id``, ``raw_id``, ``platform``, ``status``, ``stage``, ``assignments``, ``pages``,
-    ``n_votes`` (real pairs), ``gold_correct``/``gold_total`` (hidden gold), ``quiz_correct``/
-    ``quiz_total``, ``quiz`` ("passed", "failed", "in progress", "not taken" or "no quiz"), ``environment``
-    (of the latest assignment that reported one), ``first_seen``, ``pilot``. Ordered by first appearance.
-    Pilot and simulated participants only with ``include_pilot``.
+    Keys: those of :func:`worker_facts` but ``stages``, and ``n_votes`` (real pairs), ``gold_correct``/
+    ``gold_total`` (hidden gold), ``quiz_correct``/``quiz_total``, ``quiz`` ("passed", "failed", "in
+    progress", "not taken" or "no quiz").
     """
-    workers = session.scalars(select(Worker).where(Worker.study_id == study_id, pilot_filter(include_pilot))
-                              .order_by(Worker.id)).all()
-    stats = {w.id: {"db_id": w.id, "raw_id": w.external_id, "platform": w.platform, "status": w.status,
-                    "stage": None, "assignments": 0, "pages": 0, "n_votes": 0, "gold_correct": 0, "gold_total": 0,
-                    "quiz_correct": 0, "quiz_total": 0, "environment": None, "first_seen": _iso(w.created_at),
-                    "has_trials": False, "pilot": w.pilot} for w in workers}
-    for worker_id, stage, pages, environment in session.execute(
-            select(Assignment.worker_id, Assignment.stage, Assignment.pages_completed, Assignment.environment)
-            .where(Assignment.study_id == study_id).order_by(Assignment.id)):
-        if worker_id not in stats:  # a pilot's
-            continue
-        s = stats[worker_id]
-        s["stage"], s["assignments"], s["pages"] = stage, s["assignments"] + 1, s["pages"] + pages
-        s["environment"] = environment or s["environment"]
-        s["has_trials"] |= stage in (Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED, Stage.STOPPED)
+    stats = {}
+    for s in worker_facts(session, study_id, include_pilot=include_pilot):
+        stages = s.pop("stages")
+        stats[s["db_id"]] = {**s, "n_votes": 0, "gold_correct": 0, "gold_total": 0, "quiz_correct": 0,
+                             "quiz_total": 0,
+                             "has_trials": bool(stages & {Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED,
+                                                          Stage.STOPPED})}
     for worker_id, n in session.execute(
             select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
             .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
@@ -205,16 +160,12 @@ def workers_meta(session: Session, study_id: int, *, salt: bytes | None,
     """Records for workers_meta.csv (:data:`WORKERS_META_COLUMNS`); raw IDs only when ``salt`` is None."""
     records = []
     for s in worker_stats(session, study_id, include_pilot=include_pilot):
-        env = s["environment"] or {}
-        window, screen = env.get("window") or {}, env.get("screen") or {}
         records.append({"worker_id": worker_label(s["raw_id"], salt), "platform": s["platform"],
                         "status": s["status"], "stage": s["stage"] or "", "assignments": s["assignments"],
                         "pages": s["pages"], "n_votes": s["n_votes"], "gold_correct": s["gold_correct"],
                         "gold_total": s["gold_total"], "gold_accuracy": _ratio(s["gold_correct"], s["gold_total"]),
                         "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
-                        "window_width": window.get("width", ""), "window_height": window.get("height", ""),
-                        "dpr": window.get("dpr", ""), "screen_width": screen.get("width", ""),
-                        "screen_height": screen.get("height", ""), "first_seen": s["first_seen"]})
+                        **environment_columns(s["environment"]), "first_seen": s["first_seen"]})
     return records
 
 
@@ -225,13 +176,11 @@ def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
 def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                      pay_settings: PaySettings | None = None, include_pilot: bool = False) -> tuple[str, int]:
     """workers.csv of a study (the dashboard's download, workers_meta.csv of an export) and its number of
-    workers: the paradigm's own columns where it has them (motion: calibration, screening, trials), else
-    :data:`WORKERS_META_COLUMNS`; then time on task, pay and effective wage (:data:`server.wages.WORKER_COLUMNS`,
+    workers: the paradigm's columns (:meth:`~server.paradigms.core.Paradigm.workers_table`; motion: calibration,
+    screening, trials); then time on task, pay and effective wage (:data:`server.wages.WORKER_COLUMNS`,
     measured with ``pay_settings``). Pilot and simulated participants only with ``include_pilot`` (with
     blank pay columns: no wage counts them)."""
-    table = paradigm_for(study).workers_table(session, study.id, salt=salt, include_pilot=include_pilot)
-    columns, records = table or (WORKERS_META_COLUMNS, workers_meta(session, study.id, salt=salt,
-                                                                    include_pilot=include_pilot))
+    columns, records = paradigm_for(study).workers_table(session, study.id, salt=salt, include_pilot=include_pilot)
     recruited = {worker_label(p.external_id, salt): p for p in latest_per_worker(participants(session, study)).values()}
     pay = {worker_label(raw, salt): values
            for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}

@@ -7,7 +7,9 @@ from alembic import context
 
 from server.db import make_engine
 from server.models import Base
+from server.paradigms import load_models
 
+load_models()  # every paradigm package's tables (its models.py) join Base.metadata
 config = context.config
 target_metadata = Base.metadata
 

@@ -16,18 +16,24 @@ Layout::
     recruiters.py where plain-link participants come from and go back to (Prolific, a redirect URL)
     core.py       the Paradigm base class and the shared lifecycle (enter, lock, complete, stop, replay,
                   pages and trials)
-    paired.py, paired_study.py                     paired comparison ("pc", the default kind)
-    motion.py, motion_study.py, motion_export.py   motion matching ("motion")
+    wiring.py     what the app factory installs for every paradigm (templates, admin blueprints, init_app)
+    paired/       paired comparison ("pc", the default kind)
+    motion/       motion matching ("motion")
 
-Adding a paradigm (an ACR rating scale, a JND staircase): write its module and name it in
-:data:`PARADIGM_MODULES` (or call :func:`register` from a plugin). This module stays a leaf (it
-imports no paradigm and no database code at import time), so that every other module, the
-models included, may import :mod:`server.paradigms.stages`; a paradigm's module is imported the
-first time its kind is asked for.
+A paradigm package holds everything its paradigm owns (ARCHITECTURE.md, The paradigm contract):
+``__init__.py`` exposing ``PARADIGM``, ``models.py`` (its tables, on :class:`server.models.Base`;
+:func:`load_models` imports it wherever every table must be known), ``templates/`` (served as
+``"<kind>/<file>"``), its admin blueprint (:meth:`~server.paradigms.core.Paradigm.admin_blueprint`) and
+whatever else it needs. Adding a paradigm (an ACR rating scale, a JND staircase): write its package and
+name it in :data:`PARADIGM_MODULES` (or call :func:`register` from a plugin, before the app or the
+migrations start). This module stays a leaf (it imports no paradigm and no database code at import
+time), so that every other module, the models included, may import :mod:`server.paradigms.stages`; a
+paradigm's package is imported the first time its kind is asked for.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
     from .core import Paradigm
 
 __all__ = ["DEFAULT_KIND", "PARADIGM_MODULES", "Stage", "StudyDefinitionError", "all_paradigms", "create_study",
-           "paradigm_for", "paradigm_named", "paradigm_of_spec", "read_study_file", "register",
+           "load_models", "paradigm_for", "paradigm_named", "paradigm_of_spec", "read_study_file", "register",
            "spec_from_config", "stored_kind"]
 
 # Studies whose config (and study file) names no kind are paired comparison, as before kinds existed.
@@ -83,6 +89,25 @@ def known_kinds() -> list[str]:
 def all_paradigms() -> list[Paradigm]:
     """Every known paradigm (importing their modules)."""
     return [paradigm_named(kind) for kind in known_kinds()]
+
+
+def load_models() -> list[str]:
+    """Import the ``models`` module of every known paradigm's package, so that :class:`server.models.Base`'s
+    metadata and mappers hold every table: Alembic's environment, ``create_all`` and every session factory
+    (:func:`server.db.make_session_factory`) call this. A package without a ``models.py`` is skipped.
+
+    Returns
+    -------
+    list of str
+        The models modules imported, in the order of :func:`known_kinds`.
+    """
+    loaded = []
+    for paradigm in all_paradigms():
+        name = f"{paradigm.package}.models"
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+            loaded.append(name)
+    return loaded
 
 
 def stored_kind(config: dict[str, Any]) -> str:

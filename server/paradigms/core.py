@@ -15,6 +15,7 @@ import datetime as dt
 import hmac
 import re
 import secrets
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import paradigm_named, stored_kind
+from . import all_paradigms, paradigm_named, stored_kind
 from .. import validation as check
 from ..allocation import now
 from ..db import autocommit_driver_connection
@@ -102,7 +103,7 @@ def spec_for(session: Session, study_id: int):
 def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any,
                             now: dt.datetime) -> tuple[int, dict[str, Any]] | None:
     """Store a response of the kind ``name`` in one statement, on PostgreSQL, when its paradigm has a
-    handler for that kind (:attr:`Paradigm.one_statement_responses`) and the process knows the study
+    handler for that kind (:attr:`ResponseKind.one_statement`) and the process knows the study
     named by the token; return ``(HTTP status, body)``, or None when the regular path must decide.
 
     The handler's statement is its own transaction (autocommit: no BEGIN or COMMIT round trip) and
@@ -119,7 +120,8 @@ def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any
     if found is None:
         return None
     paradigm, spec = found
-    handler = paradigm.one_statement_responses.get(name)
+    kind = paradigm.response_kind(name)
+    handler = None if kind is None else kind.one_statement
     if handler is None:
         return None
     dbapi = engine.dialect.loaded_dbapi
@@ -184,7 +186,7 @@ def lock_assignment(session: Session, assignment_id: int) -> Assignment:
 class AssignmentRow(NamedTuple):
     """The columns of an assignment that most worker requests need, as a plain row.
 
-    A response handler (:attr:`Paradigm.responses`) gets this, locked, instead of the ORM object,
+    A response handler (:attr:`ResponseKind.record`) gets this, locked, instead of the ORM object,
     and :meth:`Paradigm.state` may get it unlocked: loading an :class:`~server.models.Assignment`
     through the ORM costs more CPU than the whole vote's SQL, and most requests only read these
     columns. Code that changes the assignment, or needs its other columns or its relations, loads
@@ -569,6 +571,131 @@ class StudyExport:
     warning: str | None = None
 
 
+@dataclass(frozen=True)
+class ResultsOptions:
+    """The options of ``perceptlab results`` that an analysis may use (:meth:`Paradigm.analyse_results`).
+
+    Attributes
+    ----------
+    n_boot : int or None
+        Bootstrap resamples (None: the analysis's configured default).
+    units : str or None
+        Unit of scales, where the analysis has such a choice (None: its default).
+    allow_disconnected : bool
+        Analyse designs that do not connect every item yet.
+    plots : bool
+        Draw the plots.
+    top : int
+        Rows of a ranking to print (0: none).
+    """
+    n_boot: int | None = None
+    units: str | None = None
+    allow_disconnected: bool = False
+    plots: bool = True
+    top: int = 10
+
+
+@dataclass
+class ResultsAnalysis:
+    """What ``perceptlab results`` runs after the export (:meth:`Paradigm.analyse_results`).
+
+    Attributes
+    ----------
+    source : str
+        The export file analysed, for the terminal ("votes.csv").
+    run : callable
+        ``run(folder)``: analyse into ``folder`` (made if missing), printing with ``click.echo``;
+        called after the database session is closed. A :class:`server.cli.base.UserError` it raises
+        is the command's one error line.
+    notes : list of str
+        Lines printed under the export's report (files the hook wrote beside the export, why one is missing).
+    """
+    source: str
+    run: Callable[[Path], None]
+    notes: list[str] = field(default_factory=list)
+
+
+RESPONSE_KIND_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+@dataclass(frozen=True)
+class ResponseKind:
+    """One kind of response a paradigm takes, declared once in :attr:`Paradigm.response_kinds`: the
+    worker API's route ``POST /api/v1/assignments/<id>/<name>`` (server/views/api.py), its entry in
+    the OpenAPI document (server/openapi.py), its body limit and, with ``one_statement``, the fast
+    lane's path (server/views/fast_lane.py) all come from this declaration.
+
+    Attributes
+    ----------
+    name : str
+        The URL segment (lower-case letters, digits and ``-``), unique among every known paradigm's kinds.
+    record : RecordResponse
+        The regular handler: ``(session, locked AssignmentRow, body) -> (HTTP status, body)``. Wrap it in
+        :func:`refused_after_the_end` (a worker turned away elsewhere is turned away here) and, for a
+        handler written for the ORM object, :func:`with_assignment_object`. A stored answer with
+        ``page_complete`` true gets the assignment's new State added by the view.
+    summary : str
+        One line for the OpenAPI document.
+    request_schema : dict
+        JSON Schema (2020-12) of the body; it may ``$ref`` ``#/components/schemas/<name>`` of the
+        shared document (server/openapi.yaml) or of ``schemas``.
+    response_schema : dict or None
+        JSON Schema of the stored answer (status ``stored_status``).
+    one_statement : OneStatementResponse or None
+        PostgreSQL's one-statement path of the common case (:func:`record_in_one_statement`); it returns
+        None, having changed nothing, for whatever ``record`` must decide.
+    max_body : int
+        The largest body in bytes (a larger one is a 413 before it is read).
+    operation_id : str
+        The OpenAPI operationId (default: ``post`` and the name in CamelCase).
+    stored_status : int
+        The HTTP status of a stored response (201; 200 for a kind whose retry answers the same).
+    operation : Mapping
+        More of the OpenAPI operation object (``description``; ``responses`` by status, replacing the
+        shared answers of that status).
+    schemas : Mapping
+        Named schemas the kind's schemas refer to (``#/components/schemas/<name>``), added to the document.
+    """
+    name: str
+    record: RecordResponse
+    summary: str
+    request_schema: dict
+    response_schema: dict | None = None
+    one_statement: OneStatementResponse | None = None
+    max_body: int = check.WORKER_BODY_BYTES
+    operation_id: str = ""
+    stored_status: int = 201
+    operation: Mapping[str, Any] = field(default_factory=dict)
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not RESPONSE_KIND_NAME.fullmatch(self.name):
+            raise ValueError(f"response kind {self.name!r}: a name is lower-case letters, digits and '-'")
+        if self.max_body <= 0:
+            raise ValueError(f"response kind {self.name!r}: max_body must be positive")
+        if not self.operation_id:
+            object.__setattr__(self, "operation_id",
+                               "post" + "".join(part.capitalize() for part in self.name.split("-")))
+
+
+def response_kinds() -> dict[str, tuple[Paradigm, ResponseKind]]:
+    """Every response kind of every known paradigm, by name, with the paradigm declaring it.
+
+    Raises
+    ------
+    ValueError
+        Two paradigms declare the same name (one route, one body limit and one OpenAPI entry per name).
+    """
+    found: dict[str, tuple[Paradigm, ResponseKind]] = {}
+    for paradigm in all_paradigms():
+        for kind in paradigm.response_kinds:
+            if kind.name in found:
+                raise ValueError(f"the response kind {kind.name!r} is declared by the {found[kind.name][0].kind!r} "
+                                 f"and the {paradigm.kind!r} paradigms")
+            found[kind.name] = (paradigm, kind)
+    return found
+
+
 # Built once: every entry runs both.
 _FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
                                     Worker.external_id == bindparam("external_id"))
@@ -603,13 +730,15 @@ class Paradigm:
     repeat_workers: ClassVar[bool] = False
     # Whether the worker must have a mouse (or touchpad): the entry pages turn away touch-only devices.
     needs_mouse: ClassVar[bool] = False
-    # Response endpoints of the worker API (``POST /api/v1/assignments/<id>/<name>``) -> handler. A
-    # handler gets the locked assignment as an AssignmentRow (with_assignment_object adapts one
-    # written for the ORM object).
-    responses: ClassVar[Mapping[str, RecordResponse]] = {}
-    # Response endpoints whose common case PostgreSQL stores in one statement -> handler (see
-    # record_in_one_statement); whatever such a handler leaves (returns None for) takes ``responses``.
-    one_statement_responses: ClassVar[Mapping[str, OneStatementResponse]] = {}
+    # The kinds of response the worker API takes for the paradigm's studies (see ResponseKind).
+    response_kinds: ClassVar[tuple[ResponseKind, ...]] = ()
+
+    def response_kind(self, name: str) -> ResponseKind | None:
+        """The declared :class:`ResponseKind` named ``name``, or None (a scan: a paradigm has a few)."""
+        for kind in self.response_kinds:
+            if kind.name == name:
+                return kind
+        return None
 
     # ------------------------------------------------------------ hooks: study file and creation
 
@@ -671,8 +800,9 @@ class Paradigm:
         return spec.instructions
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        """What the HIT preview and the instructions show as an example (template variables)."""
-        return {"example": None, "clip_example": None}
+        """Template variables of the HIT preview and the instructions page that the paradigm's
+        :attr:`worker_pages` macros show (an example image, a clip's frame). Default: none."""
+        return {}
 
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
         """Media the server renders for one of the assignment's trials (motion: an RDK dot movie)."""
@@ -698,10 +828,14 @@ class Paradigm:
         return self.export(session, study_id, salt=salt, include_pilot=include_pilot).files[name]
 
     def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
-                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]] | None:
-        """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)`` when the
-        paradigm has its own per-worker columns; None: :func:`server.exports.workers_meta`'s."""
-        return None
+                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """workers.csv (dashboard download; workers_meta.csv of an export) as ``(columns, records)``, one
+        record per worker keyed by ``worker_id`` (the label :func:`server.worker_records.worker_label` gives).
+        Default: what every study knows of its workers (:func:`server.worker_records.worker_records`: platform,
+        status, stage, assignments, pages, window, screen, first seen); a paradigm adds its own columns."""
+        from ..worker_records import WORKER_COLUMNS, worker_records
+
+        return WORKER_COLUMNS, worker_records(session, study_id, salt=salt, include_pilot=include_pilot)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """Headline figures of the study list: ``kind``, ``n_sets``, ``n_pairs``, ``n_votes``,
@@ -716,10 +850,12 @@ class Paradigm:
         """Template variables of :attr:`dashboard_template` beyond the study row."""
         return {}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any] | None:
-        """The JSON figures a paradigm's own study page refreshes itself with (``GET /admin/api/studies/<slug>/
-        summary``, beside the study row); None: the paired-comparison summary (sets, workers, scales)."""
-        return None
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
+        """The JSON figures the paradigm's study page refreshes itself with (``GET /admin/api/studies/<slug>/
+        summary``, beside the study row ``study`` and ``generated_at``); ``raw_ids``: the experimenter asked
+        for platform IDs beside the pseudonyms. Default: nothing beyond the study row."""
+        return {}
 
     def pay_unit(self, spec) -> PayUnit:
         """What one unit of pay is, and what it earns."""
@@ -735,6 +871,41 @@ class Paradigm:
         (:attr:`response_model`); a paradigm that logs more steps adds them (motion: the calibration)."""
         answers = self.response_model.__table__
         return select(answers.c.assignment_id, answers.c.created_at.label("at")).where(answers.c.study_id == study_id)
+
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """What ``perceptlab results`` analyses of the study's export (written to ``out``), or None when the
+        paradigm has no analysis. Called with the session open: read from the database what the analysis
+        needs beyond the export files (and write such files to ``out``); the returned
+        :class:`ResultsAnalysis` runs after the session is closed. Default: None."""
+        return None
+
+    # ------------------------------------------------------------ hooks: wiring into the app
+
+    @property
+    def package(self) -> str:
+        """The paradigm's package (``server.paradigms.paired``): where its ``models.py`` and ``templates/`` are."""
+        module = type(self).__module__
+        return module if Path(sys.modules[module].__file__).name == "__init__.py" else module.rpartition(".")[0]
+
+    @property
+    def template_folder(self) -> Path | None:
+        """The package's ``templates/`` folder, or None when it has none. The app's Jinja loader serves its
+        files under the paradigm's kind: ``<package>/templates/admin_study.html`` is ``"<kind>/admin_study.html"``
+        (:func:`server.paradigms.wiring.template_loader`)."""
+        folder = Path(sys.modules[type(self).__module__].__file__).parent / "templates"
+        return folder if folder.is_dir() else None
+
+    def admin_blueprint(self):
+        """The paradigm's experimenter routes as a Flask blueprint (registered by the app factory for every
+        known paradigm), or None. Its module calls :func:`server.views.admin.protect` on it (CSRF, no-store,
+        no framing) and guards each view with :func:`server.auth.login_required`, as every ``/admin``
+        blueprint does; its ``name`` must be unique (the kind + ``"_admin"``), its URLs live under ``/admin``."""
+        return None
+
+    def init_app(self, app) -> None:
+        """Wire what else the paradigm needs into a new app (background work such as running estimates),
+        after the blueprints are registered. Default: nothing."""
 
     def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]] | None:
         """``(MTurk worker ID, score 0..100)`` for a lab-wide screening qualification, or None when the

@@ -8,17 +8,19 @@ HTML pages
     GET  /admin/studies/<slug>                   one study, on its paradigm's page (paired comparison: figures
                                                  filled in by dashboard.js; motion: server-rendered, refreshed live)
     POST /admin/studies/<slug>/pause | /resume
-    GET  /admin/studies/<slug>/votes.csv         ?raw_worker_ids=1 &no_gold=1
-    GET  /admin/studies/<slug>/scales.csv        the running estimate
     GET  /admin/studies/<slug>/workers.csv       ?raw_worker_ids=1
     GET  /admin/studies/<slug>/motion/<name>     the files of the paradigm's downloads (motion studies:
                                                  motion.csv, rdk.csv, frames.csv, calibration.csv)
                                                  (?raw_worker_ids=1)
 JSON (``/admin/api``; 401 JSON when not logged in)
     GET  /admin/api/studies                      progress of every study
-    GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: everything the study page shows (a paradigm with
-                                                 a page of its own: Paradigm.dashboard_summary)
-    POST /admin/api/studies/<slug>/refresh       recompute the running estimate now
+    GET  /admin/api/studies/<slug>/summary       ?raw_ids=1: the study row and what its paradigm's page shows
+                                                 (Paradigm.dashboard_summary)
+
+A paradigm's own experimenter routes live in its package (Paradigm.admin_blueprint; paired comparison:
+votes.csv, scales.csv and the running estimate's refresh, server/paradigms/paired/admin.py), built with
+this module's helpers (:func:`protect`, :func:`admin_error`, :func:`study_or_404`, :func:`download_salt`,
+:func:`csv_download`, :func:`flag`).
 
 Every page needs a logged-in experimenter; every POST needs the session's CSRF
 token (form field ``csrf_token`` or header ``X-CSRF-Token``).
@@ -33,10 +35,9 @@ from flask import (Blueprint, Response, abort, current_app, jsonify, make_respon
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from .. import auth, codes, exports, wages
-from ..paradigms.paired import live_scales
+from .. import auth, exports, wages
 from ..db import db_session
-from ..models import Assignment, Pair, ScaleSnapshot, Study, StudySet, Vote, as_utc, utcnow
+from ..models import Assignment, Study, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
 from ..paradigms.stages import TERMINAL_STAGES
 from ..worker_time import PaySettings
@@ -45,7 +46,6 @@ bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-HISTOGRAM_BINS = 20
 
 
 def protect(blueprint: Blueprint) -> None:
@@ -65,7 +65,9 @@ protect(bp)
 
 
 @bp.errorhandler(HTTPException)
-def _error(exc: HTTPException):
+def admin_error(exc: HTTPException):
+    """Errors under ``/admin``: JSON under ``/admin/api/``, else the admin error page (a paradigm's admin
+    blueprint registers this too)."""
     if exc.code is None or exc.code < 400:  # routing redirects
         return exc
     if request.path.startswith("/admin/api/"):
@@ -138,7 +140,8 @@ def logout():
 
 # ---------------------------------------------------------------- pages
 
-def _study(slug: str) -> Study:
+def study_or_404(slug: str) -> Study:
+    """The study of a URL's slug, else a 404."""
     study = db_session().scalar(select(Study).where(Study.slug == slug))
     if study is None:
         abort(404, description=f"There is no study {slug!r}.")
@@ -164,7 +167,7 @@ def index():
 @bp.get("/studies/<slug>")
 @auth.login_required
 def study_page(slug: str):
-    study = _study(slug)
+    study = study_or_404(slug)
     session = db_session()
     paradigm = paradigm_for(study)
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
@@ -194,7 +197,7 @@ def resume(slug: str):
 
 def _set_status(slug: str, status: str):
     session = db_session()
-    study = _study(slug)
+    study = study_or_404(slug)
     study.status = status
     session.commit()
     current_app.logger.info("%s set study %s to %s", _user_name(), slug, status)
@@ -204,59 +207,33 @@ def _set_status(slug: str, status: str):
 
 # ---------------------------------------------------------------- downloads
 
-def _salt(study: Study, raw: bool) -> bytes | None:
+def download_salt(study: Study, raw: bool) -> bytes | None:
+    """The pseudonym key of a download, or None (logged) when the experimenter asked for raw worker IDs."""
     if raw:
         current_app.logger.info("%s downloaded raw worker IDs of study %s", _user_name(), study.slug)
         return None
     return exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
 
 
-def _csv(text: str, filename: str) -> Response:
+def csv_download(text: str, filename: str) -> Response:
+    """CSV text as a download named ``filename``."""
     return Response(text, mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-def _flag(name: str) -> bool:
+def flag(name: str) -> bool:
+    """Whether the query string sets ``name`` (1, true, yes, on)."""
     return request.args.get(name, "") in ("1", "true", "yes", "on")
-
-
-@bp.get("/studies/<slug>/votes.csv")
-@auth.login_required
-def votes_csv(slug: str):
-    study = _study(slug)
-    raw = _flag("raw_worker_ids")
-    rows = exports.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not _flag("no_gold"),
-                                salt=_salt(study, raw), include_pilot=_flag("include_pilot"))
-    return _csv(exports.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/workers.csv")
 @auth.login_required
 def workers_csv(slug: str):
-    study = _study(slug)
-    raw = _flag("raw_worker_ids")
-    text, _ = exports.workers_csv_text(db_session(), study, salt=_salt(study, raw), pay_settings=pay_settings(),
-                                       include_pilot=_flag("include_pilot"))
-    return _csv(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
-
-
-@bp.get("/studies/<slug>/scales.csv")
-@auth.login_required
-def scales_csv(slug: str):
-    from analysis.formats import table_csv
-
-    study_id = _study(slug).id
-    session = db_session()
-    if session.get(ScaleSnapshot, study_id) is None:
-        session.rollback()  # no transaction may stay open while the estimate is computed (SQLite's write lock)
-        live_scales.refresh_if_stale(current_app._get_current_object(), study_id)
-    snapshot = session.get(ScaleSnapshot, study_id)
-    records = [{"set_id": s["set_id"], **item} for s in (snapshot.payload["sets"] if snapshot else [])
-               for item in s["items"] if item["scale"] is not None]
-    columns = ("set_id", "item_id", "scale", "ci_low", "ci_high", "rank", "n_votes")
-    for r in records:
-        r.update({k: (float("nan") if r[k] is None else r[k]) for k in ("ci_low", "ci_high")})
-    return _csv(table_csv(columns, records), f"{slug}-scales-running.csv")
+    study = study_or_404(slug)
+    raw = flag("raw_worker_ids")
+    text, _ = exports.workers_csv_text(db_session(), study, salt=download_salt(study, raw), pay_settings=pay_settings(),
+                                       include_pilot=flag("include_pilot"))
+    return csv_download(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/motion/<name>")
@@ -264,14 +241,14 @@ def scales_csv(slug: str):
 def motion_csv(slug: str, name: str):
     """One of the study's paradigm downloads (motion.csv, rdk.csv, frames.csv or calibration.csv of a motion
     study; ``?raw_worker_ids=1``)."""
-    study = _study(slug)
+    study = study_or_404(slug)
     paradigm = paradigm_for(study)
     if name not in paradigm.downloads:
         abort(404, description=f"There is no {name} for study {slug!r}.")
-    raw = _flag("raw_worker_ids")
-    text = paradigm.export_file(db_session(), study.id, name, salt=_salt(study, raw),
-                                include_pilot=_flag("include_pilot"))
-    return _csv(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
+    raw = flag("raw_worker_ids")
+    text = paradigm.export_file(db_session(), study.id, name, salt=download_salt(study, raw),
+                                include_pilot=flag("include_pilot"))
+    return csv_download(text, f"{slug}-{name.removesuffix('.csv')}{'-raw-ids' if raw else ''}.csv")
 
 
 # ---------------------------------------------------------------- JSON
@@ -287,26 +264,11 @@ def api_studies():
 @bp.get("/api/studies/<slug>/summary")
 @auth.login_required
 def api_summary(slug: str):
-    study = _study(slug)
+    study = study_or_404(slug)
     session = db_session()
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
-    own = paradigm_for(study).dashboard_summary(session, study, salt)
-    if own is not None:  # a paradigm with figures of its own (motion: clips, calibrated workers)
-        return jsonify({"study": _study_row(session, study), **own, "generated_at": utcnow().isoformat()})
-    body = {"study": _study_row(session, study), "sets": pair_fill(session, study.id),
-            "workers": _workers(session, study, raw=_flag("raw_ids")), "scales": _scales(session, study),
-            "generated_at": utcnow().isoformat()}
-    return jsonify(body)
-
-
-@bp.post("/api/studies/<slug>/refresh")
-@auth.login_required
-def api_refresh(slug: str):
-    study = _study(slug)
-    study_id, session = study.id, db_session()
-    session.rollback()  # as in scales_csv: no open transaction during the computation
-    computed = live_scales.refresh_if_stale(current_app._get_current_object(), study_id)
-    return jsonify({"computed": computed, "scales": _scales(session, study, trigger=False)})
+    own = paradigm_for(study).dashboard_summary(session, study, salt, raw_ids=flag("raw_ids"))
+    return jsonify({"study": _study_row(session, study), **own, "generated_at": utcnow().isoformat()})
 
 
 # ---------------------------------------------------------------- summary pieces
@@ -340,78 +302,3 @@ def active_assignments(session, study: Study) -> int:
         select(func.count()).select_from(Assignment).outerjoin(last, last.c.assignment_id == Assignment.id)
         .where(Assignment.study_id == study.id, Assignment.stage.not_in(TERMINAL_STAGES), ~Assignment.pilot,
                func.coalesce(last.c.at, Assignment.created_at) > cutoff)))
-
-
-def pair_fill(session, study_id: int) -> list[dict]:
-    """Per set: items, pairs, votes against the target, min/median/max votes per pair and a histogram."""
-    counts = (select(Vote.pair_id, func.count().label("n")).join(Assignment, Assignment.id == Vote.assignment_id)
-              .where(Vote.study_id == study_id, ~Assignment.pilot).group_by(Vote.pair_id).subquery())
-    rows = session.execute(
-        select(StudySet.name, Pair.target_votes, func.coalesce(counts.c.n, 0))
-        .join(Pair, Pair.set_id == StudySet.id).outerjoin(counts, counts.c.pair_id == Pair.id)
-        .where(StudySet.study_id == study_id, ~Pair.is_gold).order_by(StudySet.id, Pair.id)).all()
-    per_set: dict[str, list[tuple[int, int]]] = {}
-    for name, target, n in rows:
-        per_set.setdefault(name, []).append((int(target), int(n)))
-    names = session.scalars(select(StudySet.name).where(StudySet.study_id == study_id).order_by(StudySet.id))
-    return [_fill_record(name, per_set.get(name, [])) for name in names]
-
-
-def _fill_record(name: str, pairs: list[tuple[int, int]]) -> dict:
-    votes = sorted(n for _, n in pairs)
-    target = sum(t for t, _ in pairs)
-    top = max([0] + votes + [t for t, _ in pairs])
-    width = max(1, math.ceil(top / HISTOGRAM_BINS))  # 0..target in at most 21 bins, one count each when it fits
-    bins = [0] * (top // width + 1)
-    for n in votes:
-        bins[n // width] += 1
-    middle = len(votes) // 2
-    median = None if not votes else (votes[middle] if len(votes) % 2 else (votes[middle - 1] + votes[middle]) / 2)
-    return {"set_id": name, "n_pairs": len(pairs), "n_votes": sum(votes), "target_votes": target,
-            "fill": sum(votes) / target if target else 0.0,
-            "per_pair": {"min": votes[0] if votes else None, "median": median, "max": votes[-1] if votes else None,
-                         "target": max((t for t, _ in pairs), default=0)},
-            "histogram": [{"low": k * width, "high": k * width + width - 1, "pairs": c} for k, c in enumerate(bins)]}
-
-
-def _workers(session, study: Study, *, raw: bool) -> list[dict]:
-    """The workers table: pseudonym (raw ID only when asked), one status (``state``:
-    :func:`server.codes.worker_state`; ``status`` and ``stage`` stay for API readers), pages, votes, gold,
-    quiz, TPR, kept."""
-    salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
-    snapshot = session.get(ScaleSnapshot, study.id)
-    screened = snapshot.payload.get("workers", {}) if snapshot else {}
-    out = []
-    for s in exports.worker_stats(session, study.id):
-        scores = screened.get(str(s["db_id"]), {})
-        record = {"worker_id": exports.pseudonym(salt, s["raw_id"]), "platform": s["platform"],
-                  "status": s["status"], "stage": s["stage"],
-                  "state": codes.worker_state(s["status"], s["stage"]),
-                  "pages": s["pages"], "n_votes": s["n_votes"],
-                  "gold_correct": s["gold_correct"], "gold_total": s["gold_total"],
-                  "gold_accuracy": s["gold_correct"] / s["gold_total"] if s["gold_total"] else None,
-                  "quiz": s["quiz"], "quiz_correct": s["quiz_correct"], "quiz_total": s["quiz_total"],
-                  "tpr": scores.get("tpr"), "kept": scores.get("kept"), "flags": scores.get("flags") or ""}
-        if raw:
-            record["raw_id"] = s["raw_id"]
-        out.append(record)
-    return out
-
-
-def _scales(session, study: Study, *, trigger: bool = True) -> dict:
-    """The stored running estimate with its freshness; starts a recomputation when it is stale."""
-    app = current_app._get_current_object()
-    snapshot = session.get(ScaleSnapshot, study.id)
-    n_votes = live_scales.vote_count(session, study.id)
-    stale = n_votes > 0 and (snapshot is None or snapshot.n_votes != n_votes)
-    if stale and trigger:
-        interval = float(current_app.config["SERVER"].get("live_scales_interval", 0) or 0)
-        min_age = interval if interval > 0 else 10.0
-        if snapshot is None or live_scales.snapshot_age(snapshot) >= min_age:
-            live_scales.refresh_in_background(app, study.id, min_age=0 if snapshot is None else min_age)
-    body = {"stale": stale, "computing": live_scales.is_computing(app, study.id), "votes_now": n_votes}
-    if snapshot is None:
-        return {**body, "available": False, "error": None if n_votes else "no votes yet", "sets": []}
-    # Per-worker figures go into the workers table instead (keyed by pseudonym there).
-    shown = {k: v for k, v in snapshot.payload.items() if k != "workers"}
-    return {**body, "available": True, "snapshot_votes": snapshot.n_votes, **shown}

@@ -1,27 +1,33 @@
-"""The worker API under ``/api/v1`` (documented in ``server/openapi.yaml``).
+"""The worker API under ``/api/v1`` (documented by :mod:`server.openapi`, served at ``/api/v1/openapi.yaml``).
 
 Every endpoint of an assignment needs ``Authorization: Bearer <token>``, the
 signed token of that very assignment. A request either commits everything it
 changed or, on any error, nothing.
+
+Responses take one route, ``POST /assignments/<id>/<kind>``, for every kind of response a paradigm
+declares (:class:`~server.paradigms.core.ResponseKind`): the route's last part matches only the
+declared names (another is a 404, as any unknown route), and the study's paradigm must declare the
+kind (else a 409 ``wrong_stage``).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from sqlalchemy import select
+from werkzeug.routing import BaseConverter
 
+from .. import openapi as api_document
 from ..allocation import renew_on_poll
 from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (AssignmentRow, assignment_row, check_nonce, lock_assignment, lock_assignment_row,
-                              record_environment, record_in_one_statement, spec_for, study_paradigm)
+from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check_nonce, lock_assignment,
+                              lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
+                              spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
-from ..validation import WORKER_BODY_BYTES, json_object_body, text
+from ..validation import json_object_body, text
 from .entry_limit import admission, per_app, shared_store
 from .stimuli import stimulus_urls_of
 
@@ -29,24 +35,35 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 ONE_STATEMENT_DECLINED = "perceptlab.one_statement_declined"
 """The request environ's flag, set by the fast lane (:mod:`server.views.fast_lane`), that the response
 was tried in one statement, which stored nothing: the view's regular path decides."""
-OPENAPI = Path(__file__).resolve().parent.parent / "openapi.yaml"
+# The other POST routes of an assignment: a response kind of that name could never be reached.
+_ASSIGNMENT_ROUTES = frozenset({"actions", "environment", "state", "motion-trials"})
 
 
-# A motion response carries its raw frame log: up to 20,000 rAF timestamps of about 11 bytes each
-# (server/paradigms/motion/paradigm.py MAX_TIMESTAMPS), which the worker-wide 64 kB would cut short.
-_BODY_BYTES = {"motion-responses": 256 * 1024}
+class ResponseKindConverter(BaseConverter):
+    """The ``<response_kind:...>`` part of a URL: one of the declared response kinds' names (as the
+    :class:`~server.paradigms.core.ResponseKind`); any other segment matches no route. The names are
+    read from every known paradigm when the blueprint is registered (a plugin registers first)."""
+
+    def __init__(self, url_map, *args, **kwargs):
+        super().__init__(url_map, *args, **kwargs)
+        self.kinds = {name: kind for name, (_, kind) in response_kinds().items()}
+        clash = sorted(_ASSIGNMENT_ROUTES & set(self.kinds))
+        if clash:
+            raise ValueError(f"a response kind may not be named {', '.join(clash)} (another route of the API)")
+        # No declared kind: a pattern that matches nothing.
+        self.regex = "|".join(sorted(self.kinds, key=len, reverse=True)) or "(?!)"
+
+    def to_python(self, value: str) -> ResponseKind:
+        return self.kinds[value]
+
+    def to_url(self, value: ResponseKind | str) -> str:
+        return value if isinstance(value, str) else value.name
 
 
-def body_limit(kind: str) -> int:
-    """The largest body the worker API takes for a response of ``kind`` (a route's last part)."""
-    return _BODY_BYTES.get(kind, WORKER_BODY_BYTES)
-
-
-def _json_body(kind: str = "") -> dict:
-    """The request's JSON object, read once and parsed strictly (size, Content-Length, depth, no
-    NaN/Infinity, NUL or duplicate keys): else a 4xx (:func:`server.validation.read_json_body`).
-    Endpoints with a token check it first: a body is never read for a request that will be refused."""
-    return json_object_body(body_limit(kind))
+@bp.record_once
+def _register_converter(state) -> None:
+    # Recorded before the routes, so it runs first when the blueprint is registered.
+    state.app.url_map.converters["response_kind"] = ResponseKindConverter
 
 
 def _bearer_token(assignment_id: str) -> TokenClaims:
@@ -157,7 +174,7 @@ def committed(func):
 @bp.post("/studies/<slug>/assignments")
 @committed
 def create_assignment(slug: str):
-    body = _json_body()
+    body = json_object_body()
     study = db_session().scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise ApiError(404, "not_found", f"no study {slug!r}")
@@ -198,7 +215,7 @@ def get_state(assignment_id: str):
 @committed
 def post_action(assignment_id: str):
     claims = _bearer_token(assignment_id)
-    body = _json_body()
+    body = json_object_body()
     assignment = authorised_row(claims)
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
@@ -213,33 +230,36 @@ def post_action(assignment_id: str):
 def post_environment(assignment_id: str):
     claims = _bearer_token(assignment_id)
     _limit_rate("environment", claims)
-    body = _json_body()
+    body = json_object_body()
     record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
 
-def _record(assignment_id: str, name: str):
-    """Store one response of the kind ``name`` with the handler the study's paradigm declares for it
-    (:attr:`~server.paradigms.core.Paradigm.responses`); a 409 when its paradigm takes none of that kind.
-    On PostgreSQL the common case may be one statement instead
+@bp.post("/assignments/<assignment_id>/<response_kind:kind>")
+@committed
+def post_response(assignment_id: str, kind: ResponseKind):
+    """Store one response of ``kind`` with the handler the study's paradigm declares for it
+    (:attr:`ResponseKind.record <server.paradigms.core.ResponseKind>`); a 409 when its paradigm takes no
+    response of that kind. On PostgreSQL the common case may be one statement instead
     (:func:`~server.paradigms.core.record_in_one_statement`). A stored response that completes its page
     (``page_complete``) carries the assignment's new State."""
     claims = _bearer_token(assignment_id)
-    body = _json_body(name)
+    body = json_object_body(kind.max_body)
     answer = None
     if not request.environ.get(ONE_STATEMENT_DECLINED):  # the fast lane (views/fast_lane.py) tried it already
         clock = current_app.extensions["perceptlab.clock"]
-        answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], name, claims, body, clock())
+        answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], kind.name, claims, body,
+                                         clock())
     if answer is not None:
         status, result = answer
     else:
         assignment = authorised_row(claims)
         session = db_session()
         paradigm, _ = study_paradigm(session, assignment.study_id)
-        record = paradigm.responses.get(name)
-        if record is None:
-            raise ApiError(409, "wrong_stage", f"a {paradigm.title} study takes no {name}")
-        status, result = record(session, assignment, body)
+        own = paradigm.response_kind(kind.name)
+        if own is None:
+            raise ApiError(409, "wrong_stage", f"a {paradigm.title} study takes no {kind.name}")
+        status, result = own.record(session, assignment, body)
     if status == 201 and result.get("page_complete"):
         # The response that completed its page: the browser would ask for the State next, so it comes
         # with it (one round trip fewer per page). Flushed first: the rare outcomes change the ORM object.
@@ -251,24 +271,6 @@ def _record(assignment_id: str, name: str):
 def state_after_response(claims: TokenClaims) -> dict:
     """The State of the token's assignment, read after a response was stored in this request."""
     return _state_body(authorised_row(claims, lock=False))
-
-
-@bp.post("/assignments/<assignment_id>/votes")
-@committed
-def post_vote(assignment_id: str):
-    return _record(assignment_id, "votes")
-
-
-@bp.post("/assignments/<assignment_id>/calibration")
-@committed
-def post_calibration(assignment_id: str):
-    return _record(assignment_id, "calibration")
-
-
-@bp.post("/assignments/<assignment_id>/motion-responses")
-@committed
-def post_motion_response(assignment_id: str):
-    return _record(assignment_id, "motion-responses")
 
 
 @bp.get("/assignments/<assignment_id>/motion-trials/<trial_id>/dots")
@@ -287,4 +289,5 @@ def get_rdk_dots(assignment_id: str, trial_id: str):
 
 @bp.get("/openapi.yaml")
 def openapi():
-    return Response(OPENAPI.read_text(), mimetype="application/yaml")
+    """The OpenAPI document: server/openapi.yaml and every declared response kind (:mod:`server.openapi`)."""
+    return Response(api_document.document_text(), mimetype="application/yaml")

@@ -7,7 +7,8 @@ and app contexts, routing, the header and response objects, the hooks, the teard
 CPU as the statement's whole handling. This WSGI middleware answers that common case itself:
 
 * ``POST /api/v1/assignments/<id>/<kind>`` for a response kind a paradigm stores in one
-  statement;
+  statement (a :class:`~server.paradigms.core.ResponseKind` with ``one_statement``: the path pattern
+  and each kind's body limit come from the declarations);
 * the token checked first, by the same function (a request with a bad one goes to Flask unread);
   the body read and parsed by the same function as the view's
   (:func:`server.validation.read_json_body`), which keeps the parsed body, or the 4xx refusing it,
@@ -32,16 +33,25 @@ from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
-from ..paradigms.core import record_in_one_statement
+from ..paradigms.core import ResponseKind, record_in_one_statement, response_kinds
 from ..tokens import TokenClaims
 from ..validation import read_json_body
-from .api import ONE_STATEMENT_DECLINED, bearer_claims, body_limit, committed, state_after_response
-
-# The response kinds of :func:`server.views.api._record`'s routes (a paradigm without a one-statement
-# handler for the kind sends it to Flask).
-_PATH = re.compile(r"/api/v1/assignments/([0-9]{1,19})/(votes|calibration|motion-responses)")
+from .api import ONE_STATEMENT_DECLINED, bearer_claims, committed, state_after_response
 
 StartResponse = Callable[..., Any]
+
+
+def one_statement_kinds() -> dict[str, ResponseKind]:
+    """The declared response kinds with a one-statement path, by name: those the fast lane tries."""
+    return {name: kind for name, (_, kind) in response_kinds().items() if kind.one_statement is not None}
+
+
+def path_pattern(names) -> re.Pattern[str] | None:
+    """``/api/v1/assignments/<id>/<name>`` for the response kinds ``names``; None when there is none."""
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    return re.compile(rf"/api/v1/assignments/([0-9]{{1,19}})/({alternatives})")
 
 
 class FastLane:
@@ -50,14 +60,18 @@ class FastLane:
     def __init__(self, app: Flask, wsgi_app: Callable[[dict, StartResponse], Iterable[bytes]],
                  headers: Callable[[str], list[tuple[str, str]]]):
         self.app, self.wsgi_app, self.headers = app, wsgi_app, headers
+        # Read once: the paradigms are known when the app is built (as the API's routes are).
+        self.kinds = one_statement_kinds()
+        self.path = path_pattern(self.kinds)
 
     def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
-        match = _PATH.fullmatch(environ.get("PATH_INFO", "")) if environ.get("REQUEST_METHOD") == "POST" else None
+        match = (self.path.fullmatch(environ.get("PATH_INFO", ""))
+                 if self.path is not None and environ.get("REQUEST_METHOD") == "POST" else None)
         if match is None:
             return self.wsgi_app(environ, start_response)
         try:
             claims = bearer_claims(environ.get("HTTP_AUTHORIZATION", ""), match[1], self.app.config["SECRET_KEY"])
-            body = read_json_body(environ, body_limit(match[2]))
+            body = read_json_body(environ, self.kinds[match[2]].max_body)
         except ApiError:  # Flask's view refuses the token before reading, or the body with the kept error
             return self.wsgi_app(environ, start_response)
         answer = self._store(environ, claims, match[2], body)

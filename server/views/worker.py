@@ -108,7 +108,7 @@ def stage_page(token: str):
     if stage == Stage.INSTRUCTIONS:
         text = paradigm.instructions(session, study, spec)  # e.g. no word of crops a study does not have
         return render_template("instructions.html", paragraphs=_paragraphs(text),
-                               example=paradigm.examples(session, study)["example"], **common)
+                               **paradigm.examples(session, study), **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (trials.html, motion.html)
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",
                                assignment_id=str(assignment.id), study_name=study.name, **common)

@@ -1,5 +1,6 @@
 """The worker API's OpenAPI checks shared by the server tests: :class:`SpecClient` checks every response
-(and accepted/refused JSON requests) against ``server/openapi.yaml``; database snapshots and error checks.
+(and accepted/refused JSON requests) against the document of :mod:`server.openapi` (``server/openapi.yaml``
+and the paradigms' response kinds); database snapshots and error checks.
 
 A support module, not a test module: test modules import it (they never import each other).
 """
@@ -7,22 +8,19 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from sqlalchemy import select
 
 from server.models import Base
+from server.openapi import document
 
-OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
-
-SPEC: dict = yaml.safe_load(OPENAPI_FILE.read_text())
+SPEC: dict = document()
 
 SPEC_URI = "urn:perceptlab:openapi"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from server.errors import ApiError
-from server.paradigms.core import lock_assignment_row, study_paradigm
+from server.pilot import pilot_signature
+from server.paradigms.core import study_paradigm
 from server.paradigms.rating.models import RatingStimulus, RatingTrial
 from server.paradigms.rating.quality import known_range
 
@@ -88,16 +88,17 @@ def shown_answer(app, trial_id: int, correct: bool = True) -> int:
 class RatingWorker:
     """A simulated worker of a rating study over the Flask test client.
 
-    Ratings go through the study's paradigm's own handler for ``ratings`` (``Paradigm.responses``), in
-    one transaction that commits or rolls back as the API's view does.
+    Ratings are posted to ``POST /api/v1/assignments/<id>/ratings`` (the paradigm's response kind).
     """
 
-    def __init__(self, client, slug: str, worker_id: str | None = None):
+    def __init__(self, client, slug: str, worker_id: str | None = None, pilot: bool = False):
         self.client = client
         self.app = client.application
         self.worker_id = worker_id or f"W{uuid.uuid4().hex[:10].upper()}"
         body = {"platform": "mturk", "worker_id": self.worker_id, "assignment_id": f"A{uuid.uuid4().hex[:12].upper()}",
                 "hit_id": "HIT1", "turk_submit_to": "https://workersandbox.mturk.com"}
+        if pilot:  # the study's pilot signature, as `perceptlab simulate` sends it (server/pilot.py)
+            body["pilot"] = pilot_signature(self.app.config["SECRET_KEY"], slug)
         response = client.post(f"/api/v1/studies/{slug}/assignments", json=body)
         assert response.status_code == 201, response.json
         self.assignment_id = response.json["assignment_id"]
@@ -128,16 +129,9 @@ class RatingWorker:
         """Post one rating; ``(status, body)``."""
         body = {"rating_id": rating_id or str(uuid.uuid4()), "trial_id": trial_id, "rating": rating, "rt_ms": rt_ms,
                 **extra}
-        with self.app.extensions["perceptlab.sessions"]() as session:
-            try:
-                row = lock_assignment_row(session, int(self.assignment_id))
-                paradigm, _ = study_paradigm(session, row.study_id)
-                status, answer = paradigm.responses["ratings"](session, row, body)
-            except ApiError as exc:
-                session.rollback()
-                return exc.status, exc.to_dict()
-            session.commit()
-            return status, answer
+        response = self.client.post(f"/api/v1/assignments/{self.assignment_id}/ratings", headers=self.headers,
+                                    json=body)
+        return response.status_code, response.json
 
     def answer_page(self, choose) -> dict:
         """Rate every open trial of the current page with ``choose(trial) -> rating``; return the last body."""

@@ -19,6 +19,7 @@ import yaml
 from sqlalchemy import func, select, update
 
 from server.models import Assignment, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
+from server.paradigms.core import response_kinds
 
 from .api_support import (API_PREFIX, METHODS, SPEC, SpecClient, _deref, db_snapshot, expect_error, request_errors,
                           response_errors)
@@ -69,13 +70,24 @@ def test_spec_is_valid_openapi_31_and_covers_every_route():
     assert SPEC["openapi"].startswith("3.1")
     app = Flask("routes")
     app.register_blueprint(api.bp)
+    kinds = response_kinds()
+    assert kinds, "no paradigm declares a response kind"
     routes = set()
     for rule in app.url_map.iter_rules():
         if rule.endpoint.startswith("api."):
-            template = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)[len(API_PREFIX):]
-            routes |= {(template, m.lower()) for m in rule.methods - {"HEAD", "OPTIONS"}}
+            # The response route stands for one path per declared response kind.
+            names = list(kinds) if "<response_kind:" in rule.rule else [None]
+            for name in names:
+                path = rule.rule if name is None else re.sub(r"<response_kind:[^>]+>", name, rule.rule)
+                template = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", path)[len(API_PREFIX):]
+                routes |= {(template, m.lower()) for m in rule.methods - {"HEAD", "OPTIONS"}}
     documented = {(path, m) for path, item in SPEC["paths"].items() for m in item if m in METHODS}
     assert routes == documented
+    for name, (_, kind) in kinds.items():  # each kind's operation says what the declaration says
+        operation = SPEC["paths"][f"/assignments/{{assignment_id}}/{name}"]["post"]
+        assert operation["operationId"] == kind.operation_id and operation["summary"] == kind.summary
+        assert operation["requestBody"]["content"]["application/json"]["schema"] == kind.request_schema
+        assert f"{kind.max_body // 1024} KiB" in _deref(operation["responses"]["413"], "")[0]["description"]
     assert SPEC["components"]["securitySchemes"]["workerToken"] == {
         **SPEC["components"]["securitySchemes"]["workerToken"], "type": "http", "scheme": "bearer"}
     error = SPEC["components"]["schemas"]["Error"]
@@ -675,4 +687,14 @@ def test_huge_bodies_unknown_routes_and_methods(app, study, client):
                  405, "method_not_allowed")
     expect_error(client.open("delete", f"/api/v1/assignments/{worker.assignment_id}/state", headers=worker.headers),
                  405, "method_not_allowed")
+    # The response route takes the declared kinds only: another name is an unknown route, and the
+    # assignment's other routes keep their methods.
+    expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/ratings", headers=worker.headers,
+                             json={"rating": 3}), 404, "not_found")
+    expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/state", headers=worker.headers,
+                             json={}), 405, "method_not_allowed")
+    # A kind another paradigm declares: refused by the study's paradigm, as at a wrong stage.
+    expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/calibration", headers=worker.headers,
+                             json={"card_width_px": 300, "card_height_px": 190, "refresh_intervals_ms": [16.7] * 60,
+                                   "fullscreen": True}), 409, "wrong_stage")
     assert db_snapshot(app) == before

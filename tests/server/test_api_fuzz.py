@@ -1,9 +1,10 @@
-"""schemathesis against ``server/openapi.yaml`` through the WSGI app (no network), issue 12 item 3.
+"""schemathesis against the worker API's OpenAPI document (:mod:`server.openapi`: ``server/openapi.yaml``
+and every response kind a paradigm declares) through the WSGI app (no network), issue 12 item 3.
 
 For both study kinds (paired comparison, motion matching) and both kinds of caller (a worker with
 the valid bearer token of its own assignment; a caller with no token or with the token of another
 assignment), schemathesis generates requests for every operation of the spec, valid ones
-(positive) and invalid ones (negative). Every response must be free of server errors (5xx) and
+(positive) and invalid ones (negative); every declared response kind is among them (checked). Every response must be free of server errors (5xx) and
 conform to the spec: documented status, documented content type, body valid for the schema.
 
 Bounded and reproducible: a fixed number of examples per operation and mode, Hypothesis
@@ -16,14 +17,13 @@ properties.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
@@ -36,15 +36,31 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from server.openapi import document
+from server.paradigms.core import response_kinds
+
 from .conftest import WorkerClient
 from .motion_support import MotionWorker
 
-OPENAPI_FILE = Path(__file__).resolve().parents[2] / "server" / "openapi.yaml"
 # Per operation and generation mode: about 8 x (8 + 6) requests per run. A deeper run:
 # PERCEPTLAB_FUZZ_EXAMPLES=100 pytest tests/server/test_api_fuzz.py -s
 EXAMPLES_PER_OPERATION = int(os.environ.get("PERCEPTLAB_FUZZ_EXAMPLES", "8"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
-TRIAL_OPERATIONS = {"postVote", "postMotionResponse"}
+# Every declared response kind's operation; those whose body names a trial get real trial IDs half of the time.
+RESPONSE_OPERATIONS = {kind.operation_id for _, kind in response_kinds().values()}
+
+
+def _names_a_trial(operation_id: str) -> bool:
+    for _, kind in response_kinds().values():
+        if kind.operation_id == operation_id:
+            schema = kind.request_schema
+            if "$ref" in schema:
+                schema = document()["components"]["schemas"][schema["$ref"].rpartition("/")[2]]
+            return "trial_id" in schema.get("properties", {})
+    return False
+
+
+TRIAL_OPERATIONS = {operation_id for operation_id in RESPONSE_OPERATIONS if _names_a_trial(operation_id)}
 
 
 @dataclasses.dataclass
@@ -72,7 +88,7 @@ class Caller:
 
 
 def _schema(app):
-    schema = schemathesis.openapi.from_dict(yaml.safe_load(OPENAPI_FILE.read_text()))
+    schema = schemathesis.openapi.from_dict(copy.deepcopy(document()))
     schema.app = app  # requests go to the WSGI app in-process
     return schema
 
@@ -141,7 +157,10 @@ def _report(record_property, label: str, figures: Figures) -> None:
     problems = figures.server_errors[:20] + figures.violations[:20]
     assert not figures.server_errors and not figures.violations, \
         figures.summary(label) + "\n" + "\n".join(problems)
-    assert figures.requests >= EXAMPLES_PER_OPERATION * 10  # it really ran (8 operations, 6 with bodies)
+    assert figures.requests >= EXAMPLES_PER_OPERATION * 10  # it really ran (9 operations, 7 with bodies)
+    fuzzed = {operation for operation, _ in figures.statuses}
+    assert RESPONSE_OPERATIONS <= fuzzed, f"response kinds never fuzzed: {sorted(RESPONSE_OPERATIONS - fuzzed)}"
+    assert len(TRIAL_OPERATIONS) >= 2  # votes and motion responses name trials
 
 
 def _outsider_callers(app, slug: str) -> list[Caller]:

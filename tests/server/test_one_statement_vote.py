@@ -10,6 +10,8 @@ prove nothing).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import re
 import uuid
@@ -172,7 +174,9 @@ def _play(database_url: str, tmp_path, demo_stimuli, clock: ManualClock, monkeyp
             return answer
 
         with monkeypatch.context() as patch:
-            patch.setattr(PairedComparison, "one_statement_responses", {"votes": counted} if fast else {})
+            patch.setattr(PairedComparison, "response_kinds", tuple(
+                dataclasses.replace(kind, one_statement=counted if fast else None)
+                for kind in PairedComparison.response_kinds))
             _script(script, app, client, slug, clock)
         play.snapshot = _snapshot(app)
     finally:

@@ -130,7 +130,10 @@ def test_every_worker_endpoint_reads_its_body_with_the_same_rules(app, worker):
 
 
 def test_a_motion_response_may_carry_a_frame_log_larger_than_64_kb():
-    from server.views.api import body_limit
+    from server.paradigms.core import response_kinds
+
+    def body_limit(name: str) -> int:
+        return response_kinds()[name][1].max_body
 
     assert body_limit("votes") == validation.WORKER_BODY_BYTES == 64 * 1024
     # 20,000 timestamps (the validated maximum) written as the browser rounds them (round3)

@@ -4,6 +4,8 @@ same study, and only those who earned a completion code have one (end page, ``co
 page, payment plan)."""
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 
 from click.testing import CliRunner
@@ -70,7 +72,8 @@ def test_votes_after_a_stop_are_refused_on_both_paths_and_counted_nowhere(app, s
     for k, trial in enumerate(still_open):
         with monkeypatch.context() as patch:
             if k % 2:  # every other vote takes the regular path (on PostgreSQL too)
-                patch.setattr(PairedComparison, "one_statement_responses", {})
+                patch.setattr(PairedComparison, "response_kinds", tuple(
+                    dataclasses.replace(kind, one_statement=None) for kind in PairedComparison.response_kinds))
             response = worker.vote(trial["trial_id"], "left")
         assert response.status_code == 409, response.json
         assert response.json["error"] == ENDED and "stopped" in response.json["message"]

@@ -45,6 +45,7 @@ from ... import validation as check
 from ...allocation import now, release_other_pages, renew_page, reservation_end
 from ...errors import ApiError, invalid, reject_unknown
 from ...exports import pseudonym
+from ...openapi import load_part
 from ...models import (
     Assignment,
     Calibration,
@@ -59,10 +60,10 @@ from ...models import (
     utcnow,
 )
 from . import export as motion_export, study as motion_study
-from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport,
-                   TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
-                   ended_error, new_page, open_trials, page_count, refused_after_the_end, seeded_rng, spec_for, stop,
-                   with_assignment_object)
+from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
+                   ResultsAnalysis, ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock,
+                   as_object, check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
+                   refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
 from .export import RDK_MOVIE_FRAMES, frame_timing
 from .study import MotionSpec
@@ -75,6 +76,9 @@ CARD_WIDTH_MM = 85.60   # ISO/IEC 7810 ID-1 (credit card)
 CARD_HEIGHT_MM = 53.98
 MAX_PHASES = 200
 MAX_TIMESTAMPS = 20_000
+# A motion response carries its raw frame log: up to MAX_TIMESTAMPS rAF timestamps of about 11 bytes
+# each, which the worker API's 64 kB would cut short.
+MOTION_RESPONSE_BYTES = 256 * 1024
 MAX_REFRESH_INTERVALS = 2_000
 MAX_RESPONSE_PPF = 180.0  # bound on |resp_u|, |resp_v| and speed (the panel gives at most max_speed_ppf)
 BLIND_SPOT_DEG = 13.5     # horizontal angle of the blind spot from the fixation point (jsPsych virtual-chinrest)
@@ -881,6 +885,11 @@ def example_clip(session: Session, study: Study) -> dict[str, Any] | None:
     return {"path": paths[len(paths) // 2], "width": clip.width, "height": clip.height}
 
 
+# The schemas and documented answers of the motion responses in the worker API's OpenAPI document
+# (server/openapi.py).
+_API = load_part(Path(__file__).with_name("openapi.yaml"))
+
+
 class MotionMatching(Paradigm):
     """Motion matching (HuPerFlow): adjust a noise patch until it moves like a point in a clip; screened by
     an RDK test; paid per session."""
@@ -903,8 +912,20 @@ class MotionMatching(Paradigm):
     }
     repeat_workers = True  # several sessions per worker, each with other clips
     needs_mouse = True     # answers are mouse movements: touch-only devices are told so at entry
-    responses = {"calibration": refused_after_the_end(with_assignment_object(record_calibration)),
-                 "motion-responses": refused_after_the_end(with_assignment_object(record_motion_response))}
+    response_kinds = (
+        ResponseKind(name="calibration", record=refused_after_the_end(with_assignment_object(record_calibration)),
+                     summary="Store the worker's display calibration (motion studies, stage calibration)",
+                     request_schema={"$ref": "#/components/schemas/CalibrationRequest"},
+                     response_schema={"$ref": "#/components/schemas/CalibrationResult"}, stored_status=200,
+                     operation=_API["operations"]["calibration"], schemas=_API["schemas"]),
+        ResponseKind(name="motion-responses",
+                     record=refused_after_the_end(with_assignment_object(record_motion_response)),
+                     summary="Store one adjustment response with its raw frame log (motion studies)",
+                     operation_id="postMotionResponse", max_body=MOTION_RESPONSE_BYTES,
+                     request_schema={"$ref": "#/components/schemas/MotionResponseRequest"},
+                     response_schema={"$ref": "#/components/schemas/MotionResponseStored"},
+                     operation=_API["operations"]["motion-responses"], schemas=_API["schemas"]),
+    )
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> MotionSpec:
         return motion_study.motion_spec_from_toml(data, path)
@@ -950,7 +971,7 @@ class MotionMatching(Paradigm):
         return stop_message(session, assignment)
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        return {"example": None, "clip_example": example_clip(session, study),
+        return {"clip_example": example_clip(session, study),
                 "min_window": self.min_window(session, study)}
 
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
@@ -1017,7 +1038,15 @@ class MotionMatching(Paradigm):
         return {"spec": spec_for(session, study.id), "progress": motion_progress(session, study.id), "clips": clips,
                 "workers": workers, "downloads": self.downloads}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """``perceptlab analyze-motion`` of motion.csv with the study's clips (:mod:`.results`)."""
+        from .results import analyse_results
+
+        return analyse_results(session, study, export, out, options)
+
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
         """What the motion study page refreshes (static/js/dashboard.js): headline, clips and workers tables."""
         context = self.dashboard_context(session, study, salt)
         return {key: context[key] for key in ("progress", "clips", "workers")}

@@ -663,6 +663,19 @@ def _loop(app, state: _ProcessState, interval: float) -> None:
             child.close_if_idle(CHILD_IDLE_SECONDS)  # votes stopped coming: give its memory back
 
 
+def init_app(app) -> None:
+    """Refresh the running estimates in the background of a serving app (``[server] live_scales_interval``
+    above 0; never under tests, which call :func:`refresh_if_stale` themselves)."""
+    if not app.config["SERVER"].get("live_scales_interval", 0) or app.config["TESTING"]:
+        return
+    start_background_refresh(app)
+
+    @app.before_request
+    def _live_scales_thread_of_this_process():
+        # A process forked after start-up (gunicorn --preload) has no refresh thread: its first request starts it.
+        start_background_refresh(app)
+
+
 def start_background_refresh(app) -> threading.Thread | None:
     """Start this process's refresh thread (every ``[server] live_scales_interval`` seconds); return it.
 

@@ -32,14 +32,16 @@ from ... import validation as check
 from ...allocation import (LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, now, release_other_pages,
                           reservation_end, reservation_end_at, retire_lapsed_pages)
 from ...errors import ApiError, invalid, reject_unknown
+from ...openapi import load_part
 from ...models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker, utcnow
 from ...pilot import recount_assignment_pairs
 from ...tokens import TokenClaims
 from . import active as paired_active, study as paired_study
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, StudyExport, StudyRef,
-                   TimePrior, UrlFor, add_trials, allocation_lock, as_object, check_replay, complete, completion_info,
-                   ended_error, fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end,
-                   seeded_rng, spec_for, stop, study_ref)
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
+                   ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
+                   allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
+                   fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
+                   spec_for, stop, study_ref)
 from ..display import PC_CHROME, WindowRequirement, pc_views
 from .study import StudySpec
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
@@ -846,6 +848,10 @@ def stimulus_paths(session: Session, study: Study) -> list[str]:
     return paths
 
 
+# The schemas and documented answers of the votes in the worker API's OpenAPI document (server/openapi.py).
+_API = load_part(Path(__file__).with_name("openapi.yaml"))
+
+
 class PairedComparison(Paradigm):
     """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
 
@@ -858,8 +864,12 @@ class PairedComparison(Paradigm):
     worker_pages = "paradigms/pc.html"
     dashboard_template = "admin_study.html"  # figures filled in by dashboard.js from the summary JSON
     response_model = Vote
-    responses = {"votes": refused_after_the_end(record_vote)}
-    one_statement_responses = {"votes": record_vote_in_one_statement}
+    response_kinds = (ResponseKind(
+        name="votes", record=refused_after_the_end(record_vote), one_statement=record_vote_in_one_statement,
+        summary="Store one forced-choice response", operation_id="postVote",
+        request_schema={"$ref": "#/components/schemas/VoteRequest"},
+        response_schema={"$ref": "#/components/schemas/VoteStored"},
+        operation=_API["operations"]["votes"], schemas=_API["schemas"]),)
 
     def spec_from_toml(self, data: dict[str, Any], path: Path) -> StudySpec:
         return paired_study.spec_from_toml(data, path)
@@ -909,7 +919,7 @@ class PairedComparison(Paradigm):
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
         """The first set: its overview (or reference) illustrates the instructions and the HIT preview."""
-        return {"example": study.sets[0] if study.sets else None, "clip_example": None}
+        return {"example": study.sets[0] if study.sets else None}
 
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         return stimulus_paths(session, study)
@@ -934,6 +944,38 @@ class PairedComparison(Paradigm):
             report=[("votes.csv", f"{counts['votes']} votes ({counts['gold']} gold) by {counts['workers']} workers "
                                   f"in {counts['sets']} sets")],
             warning=None if rows else "no votes yet: perceptlab analyze needs at least one")
+
+    def workers_table(self, session: Session, study_id: int, *, salt: bytes | None,
+                      include_pilot: bool = False) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """Pages, votes, gold and quiz scores per worker beside what every study knows of its workers."""
+        return exports.WORKERS_META_COLUMNS, exports.workers_meta(session, study_id, salt=salt,
+                                                                  include_pilot=include_pilot)
+
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
+        """Per-set pair fill, the workers table and the running scales (:mod:`.admin`)."""
+        from .admin import dashboard_summary
+
+        return dashboard_summary(session, study, salt, raw_ids=raw_ids)
+
+    def admin_blueprint(self):
+        """votes.csv, the running scales and their refresh (:mod:`.admin`)."""
+        from .admin import bp
+
+        return bp
+
+    def init_app(self, app) -> None:
+        """The running estimates' background refresh (:func:`.live_scales.init_app`)."""
+        from .live_scales import init_app
+
+        init_app(app)
+
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """machine_errors.csv, then ``perceptlab analyze`` of votes.csv and the top of the ranking (:mod:`.results`)."""
+        from .results import analyse_results
+
+        return analyse_results(session, study, export, out, options)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """:func:`study_progress` and the design that chooses the pairs (``design``:

@@ -15,9 +15,14 @@ trial_id,created_at,method,rt_ms`` and the extra columns ``set_id,item_id,raw_ra
   test image is better than the reference (``raw_rating`` is the answer on the scale as shown: CCR asks
   how the second image compares with the first, and the reference was first or second at random). With
   the slider, a number within the scale's range.
-* ``is_gold`` 1 for quality checks (training and hidden), ``is_quiz`` 1 for the training's; ``check``
-  names the kind (``hidden_reference``, ``gold_low``) and ``in_range`` whether the answer fell in its
-  known range (server/paradigms/rating/quality.py); both empty for real stimuli.
+* ``is_gold`` 1 for quality checks: the training's (``is_quiz`` 1) and the hidden ones, with their known
+  range ``gold_low``..``gold_high`` on the stored scale (server/paradigms/rating/quality.py); ``check``
+  names the kind (``hidden_reference``, ``gold_low``) and ``in_range`` whether the answer fell in the
+  range; the three are empty for real stimuli. One exception keeps ACR-HR possible: in an ACR study a
+  hidden reference shown among the real trials is data as well (P.910's ACR-HR rates it like any test),
+  so its rows have ``is_gold`` 0 (``check`` still says ``hidden_reference``, with its range and
+  ``in_range``), and ``perceptlab analyze-ratings --dmos`` finds every worker's reference rating.
+* ``method`` and ``scale`` both name the method (``acr``, ``dcr``, ``ccr``).
 * ``worker_id`` is a pseudonym (:func:`server.exports.worker_label`) unless raw IDs are asked for;
   pilots and simulated participants are left out unless ``include_pilot``.
 """
@@ -34,11 +39,13 @@ from analysis.formats import table_csv
 from ...exports import pilot_filter, worker_label
 from ...models import Assignment, Worker, as_utc
 from ..core import StudyExport, spec_for
-from .models import RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
+from .models import HIDDEN_REFERENCE, RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
+from .quality import known_range
 from .study import REFERENCE_ITEM
 
 RATINGS_COLUMNS = ("worker_id", "stimulus_id", "rating", "reference_id", "is_gold", "trial_id", "created_at",
-                   "method", "rt_ms", "set_id", "item_id", "raw_rating", "is_quiz", "check", "in_range")
+                   "method", "rt_ms", "scale", "gold_low", "gold_high", "set_id", "item_id", "raw_rating", "is_quiz",
+                   "check", "in_range")
 
 
 def stimulus_id(set_id: str, item_id: str) -> str:
@@ -58,7 +65,6 @@ def _number(value: float) -> int | float:
 def rating_rows(session: Session, study_id: int, *, salt: bytes | None, include_gold: bool = True,
                 include_pilot: bool = False) -> list[dict[str, Any]]:
     """Every rating of a study as ratings.csv records (:data:`RATINGS_COLUMNS`)."""
-    method = spec_for(session, study_id).method
     query = (select(Worker.external_id, RatingStimulus.scene, RatingStimulus.item_id, RatingStimulus.role,
                     RatingResponse.rating, RatingResponse.raw_rating, RatingTrial.is_gold, RatingTrial.is_quiz,
                     RatingResponse.trial_id, RatingResponse.created_at, RatingResponse.rt_ms, RatingGoldResult.correct)
@@ -69,20 +75,26 @@ def rating_rows(session: Session, study_id: int, *, salt: bytes | None, include_
              .outerjoin(RatingGoldResult, RatingGoldResult.response_id == RatingResponse.id)
              .where(RatingResponse.study_id == study_id, pilot_filter(include_pilot))
              .order_by(RatingResponse.id))
-    if not include_gold:
-        query = query.where(~RatingTrial.is_gold)
+    spec = spec_for(session, study_id)
+    method = spec.method
     labels: dict[str, str] = {}
     rows = []
     for (raw, scene, item, role, rating, raw_rating, is_gold, is_quiz, trial_id, created, rt_ms,
          correct) in session.execute(query):
+        # ACR-HR: a hidden reference among the real trials of an ACR study is data as well (module docstring).
+        gold = is_gold and not (method == "acr" and role == HIDDEN_REFERENCE and not is_quiz)
+        if gold and not include_gold:
+            continue
         if raw not in labels:
             labels[raw] = worker_label(raw, salt)
+        low, high = (tuple(_number(v) for v in known_range(method, role, spec.slider)) if is_gold
+                     else ("", ""))
         rows.append({"worker_id": labels[raw], "stimulus_id": stimulus_id(scene, item), "rating": _number(rating),
-                     "reference_id": stimulus_id(scene, REFERENCE_ITEM), "is_gold": "1" if is_gold else "0",
+                     "reference_id": stimulus_id(scene, REFERENCE_ITEM), "is_gold": "1" if gold else "0",
                      "trial_id": str(trial_id), "created_at": _iso(created), "method": method,
-                     "rt_ms": float(rt_ms), "set_id": scene, "item_id": item, "raw_rating": _number(raw_rating),
-                     "is_quiz": "1" if is_quiz else "0", "check": role if is_gold else "",
-                     "in_range": "" if correct is None else ("1" if correct else "0")})
+                     "rt_ms": float(rt_ms), "scale": method, "gold_low": low, "gold_high": high, "set_id": scene,
+                     "item_id": item, "raw_rating": _number(raw_rating), "is_quiz": "1" if is_quiz else "0",
+                     "check": role if is_gold else "", "in_range": "" if correct is None else ("1" if correct else "0")})
     return rows
 
 

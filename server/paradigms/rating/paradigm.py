@@ -32,7 +32,9 @@ from ... import validation as check
 from ...allocation import release_other_pages, reservation_end
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, Paradigm, PayUnit, StudyExport, TimePrior, UrlFor,
+from ...openapi import load_part
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, Paradigm, PayUnit, ResponseKind, StudyExport, TimePrior,
+                    UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, study_ref)
@@ -49,6 +51,7 @@ _trial, _stimulus, _response, _gold, _page, _assignment, _worker = (
     model.__table__ for model in (RatingTrial, RatingStimulus, RatingResponse, RatingGoldResult, Page, Assignment,
                                   Worker))
 
+_API = load_part(Path(__file__).with_name("openapi.yaml"))  # the kind's schemas and documented answers
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE)  # stages that show a page of trials (and take ratings)
 
 
@@ -482,7 +485,11 @@ class Rating(Paradigm):
     downloads = ("ratings.csv",)
     response_model = RatingResponse
     mturk_settings = rating_study.MTURK_TEXTS
-    responses = {"ratings": refused_after_the_end(record_rating)}
+    response_kinds = (ResponseKind(
+        name="ratings", record=refused_after_the_end(record_rating), summary="Store one rating",
+        operation_id="postRating", request_schema={"$ref": "#/components/schemas/RatingRequest"},
+        response_schema={"$ref": "#/components/schemas/RatingStored"},
+        operation=_API["operations"]["ratings"], schemas=_API["schemas"]),)
 
     # The pace workers are told before any has finished (server/worker_time.py): a rating of one image
     # (ACR) and of two side by side (DCR, CCR), and a minute for the consent and the instructions.
@@ -529,10 +536,6 @@ class Rating(Paradigm):
     def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
         return assignment_state(session, assignment, url_for)
 
-    def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        """No example image: every image of the study is one a worker will rate."""
-        return {"example": None, "clip_example": None}
-
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         """Every image the study's trials show: each scene's reference and every stimulus's image."""
         paths: list[str] = []
@@ -562,13 +565,19 @@ class Rating(Paradigm):
                 f"ratings ({p['fill']:.0%}), {p['n_workers']} workers")
 
     def dashboard_context(self, session: Session, study: Study, salt: bytes) -> dict[str, Any]:
-        """The study page's tables: ratings per scene and per stimulus, and workers' quality checks."""
-        return rating_export.dashboard_tables(session, study.id, salt=salt)
+        """The study page's tables (ratings per scene, workers with their quality checks) and the spec."""
+        return {"spec": spec_for(session, study.id), **rating_export.dashboard_tables(session, study.id, salt=salt)}
 
-    def dashboard_summary(self, session: Session, study: Study, salt: bytes) -> dict[str, Any] | None:
-        """The figures the study page refreshes itself with."""
-        return {"progress": rating_progress(session, study.id), **rating_export.dashboard_tables(session, study.id,
-                                                                                                 salt=salt)}
+    def dashboard_summary(self, session: Session, study: Study, salt: bytes, *,
+                          raw_ids: bool = False) -> dict[str, Any]:
+        """The figures the study page refreshes itself with: progress, scenes, workers."""
+        return {"progress": rating_progress(session, study.id),
+                **rating_export.dashboard_tables(session, study.id, salt=salt)}
+
+    def admin_blueprint(self):
+        """The ratings.csv download (:mod:`.admin`)."""
+        from .admin import bp
+        return bp
 
     def pay_unit(self, spec: RatingSpec) -> PayUnit:
         """A page: the HIT's reward covers ``min_pages`` pages, each later page earns ``bonus_per_page``."""

@@ -1,0 +1,32 @@
+"""What the app factory installs for every known paradigm (ARCHITECTURE.md, The paradigm contract):
+its templates in the app's Jinja loader, its admin blueprint, and its :meth:`~server.paradigms.core.Paradigm.init_app`.
+
+The app knows no paradigm by name: it calls :func:`install_paradigms` once, after its own blueprints.
+A paradigm registered by a plugin (:func:`server.paradigms.register`) must be registered before.
+"""
+from __future__ import annotations
+
+from flask import Flask
+from jinja2 import BaseLoader, ChoiceLoader, FileSystemLoader, PrefixLoader
+
+from . import all_paradigms
+
+
+def template_loader(app_loader: BaseLoader | None) -> BaseLoader:
+    """The app's own templates first, then every paradigm package's ``templates/`` under its kind:
+    ``server/paradigms/paired/templates/admin_study.html`` is the template ``"pc/admin_study.html"``."""
+    folders = {paradigm.kind: FileSystemLoader(str(paradigm.template_folder))
+               for paradigm in all_paradigms() if paradigm.template_folder is not None}
+    return ChoiceLoader([*([app_loader] if app_loader is not None else []), PrefixLoader(folders)])
+
+
+def install_paradigms(app: Flask) -> None:
+    """Every known paradigm's templates, admin blueprint (:meth:`~server.paradigms.core.Paradigm.admin_blueprint`)
+    and :meth:`~server.paradigms.core.Paradigm.init_app`, in ``app``."""
+    app.jinja_loader = template_loader(app.jinja_loader)
+    for paradigm in all_paradigms():
+        blueprint = paradigm.admin_blueprint()
+        if blueprint is not None:
+            app.register_blueprint(blueprint)
+    for paradigm in all_paradigms():
+        paradigm.init_app(app)
