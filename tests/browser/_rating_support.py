@@ -293,40 +293,27 @@ def rate(page, value, how: str = "mouse") -> str:
 
 # ---------------------------------------------------------------------- a real rating study
 
-def rating_study_file(folder: Path, demo_stimuli: Path, slug: str, method: str, *, slider: bool = False,
-                      **sections: dict[str, Any]) -> Path:
-    """A rating study.toml over the demo stimuli (``[study] kind = "rating"``, ``[rating] method``);
-    ``sections`` add or override keys, e.g. ``pages={"ratings_per_page": 6}``. Plain links and MTurk
-    entries without posted HITs are accepted, as in the paired tests' study files."""
-    tables: dict[str, dict[str, Any]] = {
-        "study": {"kind": "rating", "slug": slug, "name": f"Rating test ({method})",
-                  "manifests": [(demo_stimuli / "prepared" / "manifest.json").as_posix()]},
-        "rating": {"method": method, "slider": slider, "ratings_per_stimulus": 3},
-        "pages": {"ratings_per_page": 6, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
-                  "bonus_per_page": "0.40"},
-        "quality": {"quiz_size": 2, "gold_rate": 0.2, "gold_min_answered": 2},
-        "entry": {"external_hits": True},
-    }
+# Small studies: a training of 2 quality checks, pages of 6 ratings, at most 2 pages.
+SMALL_RATING_STUDY: dict[str, dict[str, Any]] = {
+    "rating": {"ratings_per_stimulus": 3},
+    "pages": {"ratings_per_page": 6, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
+              "bonus_per_page": "0.40"},
+    "quality": {"quiz_size": 2, "gold_rate": 0.2, "gold_min_answered": 2},
+}
+
+
+def create_rating_study(app, demo_stimuli: Path, folder: Path, slug: str, method: str, *, slider: bool = False,
+                        **sections: dict[str, Any]) -> str:
+    """A :data:`SMALL_RATING_STUDY` of ``method`` over a copy of the demo's prepared scenes (creating a
+    rating study writes its quality checks' images beside them); ``sections`` add or override keys."""
+    from tests.server.rating_support import copy_prepared, create_rating_study as create
+
+    tables = {name: dict(values) for name, values in SMALL_RATING_STUDY.items()}
+    tables["rating"].update(method=method, slider=slider)
     for name, values in sections.items():
         tables.setdefault(name, {}).update(values)
-    lines = []
-    for name, values in tables.items():
-        lines.append(f"[{name}]")
-        lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())  # JSON scalars/arrays are TOML
-    path = folder / f"{slug}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def create_rating_study(app, demo_stimuli: Path, folder: Path, slug: str, method: str, **options) -> str:
-    """Create the study of :func:`rating_study_file`; return its slug."""
-    from server.paradigms import create_study, read_study_file
-
-    spec = read_study_file(rating_study_file(folder, demo_stimuli, slug, method, **options))
-    with app.extensions["perceptlab.sessions"]() as session:
-        create_study(session, spec)
-        session.commit()
-    return slug
+    manifest = copy_prepared(demo_stimuli, folder / slug)
+    return create(app, manifest, folder, slug, **tables)
 
 
 def _session(app):

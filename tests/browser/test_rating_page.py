@@ -135,6 +135,8 @@ def test_keys_choose_without_sending_and_enter_sends_only_when_pressed_afresh(op
     page.keyboard.press("1")
     page.keyboard.down("Enter")  # a repeat of the held key
     assert pressed_values(page) == ["1"]
+    # Nothing was handed to the queue for the trial on screen (a send does that synchronously).
+    assert page.evaluate("[...window.assignmentDriver.answered].map(String)") == [first]
     assert page.locator("#trial").get_attribute("data-trial-id") == second
     page.keyboard.up("Enter")
     page.keyboard.press("Enter")
@@ -247,6 +249,7 @@ def test_pages_continue_and_finish(open_page):
         status(page, answered)
     assert status(page, answered) == "page_done"
     page.click("#btn-continue")
+    expect(page.locator("#page-done")).to_be_hidden()
     for _ in range(2):
         assert status(page, answered) == "trial"
         expect(page.locator("#progress")).to_contain_text("page 2")

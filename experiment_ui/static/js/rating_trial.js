@@ -68,7 +68,7 @@ export const RATING_CHROME = Object.freeze({
   pad: 8,           // .rating-trial padding (top, bottom, sides)
   gap: 24,          // between the two images
   scale: 72,        // the scale row (.rating-scale: 64 px) and the gap above it
-  scale_width: 720, // the scale row's smallest width (labels readable on up to three lines)
+  scale_width: 880, // the scale row's smallest width (every label of P.910's scales on two lines at most)
   margin: 2,        // kept free so that rounding never brings a scrollbar back
 });
 
@@ -291,7 +291,7 @@ export class RatingTrial {
       type: 'range', id: 'rating-slider', class: 'rating-slider', min: '0', max: String(n - 1), step: 'any',
       'aria-labelledby': 'rating-question', 'data-untouched': 'true',
     });
-    const ticks = el('div', { class: 'rating-ticks', 'aria-hidden': 'true' }, ...spec.values.map((value, i) => el('span', {
+    const ticks = el('div', { class: 'rating-ticks', 'aria-hidden': 'true', style: `--ticks: ${n}` }, ...spec.values.map((value, i) => el('span', {
       class: 'rating-tick', 'data-value': String(value), style: `--at: ${(i / (n - 1)).toFixed(6)}`,
     }, this.keys[i] && el('kbd', { text: this.keys[i] }), ' ', spec.labels[i] ?? String(value))));
     // Moving it (pointer or arrow keys) chooses; a click on the thumb's resting place moves nothing, so a
