@@ -259,3 +259,26 @@ def test_pages_continue_and_finish(open_page):
     expect(page.locator("main#done")).to_be_visible()  # the server's end page
     assert [r["rating"] for r in harness.stored] == [4, 4, 3, 3]
     assert len({r["rating_id"] for r in harness.stored}) == 4
+
+
+def test_the_page_computes_the_servers_window(open_page):
+    """rating_trial.js's ratingWindowNeeded (the trial page hides a trial below it) and the server's
+    window_for (the entry pages' device check, `study create`) give the same window for the same images."""
+    from types import SimpleNamespace
+
+    from server.paradigms.rating.study import window_for
+
+    page = open_page(RatingHarness(method="acr"))
+    for method, n in (("acr", 1), ("dcr", 2), ("ccr", 2)):
+        for policy, scale in (("fit", 0.5), ("fit", 0.37), ("pixel_exact", 1.0)):
+            for floor in ((1, 1), (1000, 600)):
+                for size in ((512, 512), (1920, 1080), (333, 250)):
+                    spec = SimpleNamespace(method=method, policy=policy, min_image_scale=scale,
+                                           min_window_width=floor[0], min_window_height=floor[1])
+                    server = window_for(spec, [size]).min_window
+                    browser = page.evaluate("""async ([sizes, policy, scale, floor]) => {
+                      const { ratingWindowNeeded } = await import('/static/js/rating_trial.js');
+                      const { policyFactor } = await import('/static/js/display.js');
+                      return ratingWindowNeeded(sizes, policyFactor(policy, scale, 1), floor);
+                    }""", [[list(size)] * n, policy, scale, list(floor)])
+                    assert (browser["width"], browser["height"]) == tuple(server), (method, policy, scale, floor, size)
