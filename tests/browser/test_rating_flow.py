@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser._rating_support import (RatingWalker, assignment_of, create_rating_study, fits_without_scrolling,
-                                           option, pressed_values, queued, status, stored_ratings)
+                                           option, pressed_values, queued, status, stored_ratings, trial_facts)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -192,3 +192,27 @@ def test_the_slider_stores_a_continuous_value(worker_page, app, live_server, dem
     assert stored[trial_id].raw_rating == pytest.approx(chosen, abs=1e-9)
     assert stored[trial_id].rating == stored[trial_id].raw_rating
     assert option(page, 1).count() == 0  # a slider study shows no buttons
+
+
+def test_a_failed_training_says_so_and_ends_on_the_servers_page(worker_page, app, live_server, demo_stimuli,
+                                                                  tmp_path, screenshot):
+    from server.paradigms.rating.quality import KNOWN_RANGES
+
+    slug = create_rating_study(app, demo_stimuli, tmp_path, "failed", "dcr")
+    page = worker_page(LAPTOP)
+    page.goto(f"{live_server}/s/{slug}?participant=P7")
+    _start(page)
+    walker = RatingWalker(page, app, "dcr", [3])
+    for _ in range(2):
+        assert walker.status() == "trial"
+        trial_id = page.locator("#trial").get_attribute("data-trial-id")
+        low, high = KNOWN_RANGES["dcr"][trial_facts(app, trial_id)["role"]]
+        wrong = 1 if low > 1 else 5  # outside the check's known range
+        walker.choices[trial_id] = wrong
+        option(page, wrong).click()
+        page.click("#rating-next")
+        expect(page.locator("#feedback")).to_have_attribute("data-kind", "wrong")
+    expect(page.locator("main#stopped")).to_be_visible()
+    screenshot(page, "disqualified")
+    assert assignment_of(app, "P7").stage == "disqualified"
+    assert {str(k): r.raw_rating for k, r in stored_ratings(app, assignment_of(app, "P7").id).items()} == walker.choices

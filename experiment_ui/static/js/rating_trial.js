@@ -626,7 +626,7 @@ export class RatingTrial {
     if (correct === true) {
       this.showFeedback('Correct', 'correct');
     } else if (correct === false) {
-      this.showFeedback(feedback.message || 'Not quite: look at the images again closely on the next ones', 'wrong');
+      this.showFeedback(feedback.message || 'Not quite: this one has a clear answer. Look closely before you rate.', 'wrong');
     } else {
       this.hideFeedback();
     }
