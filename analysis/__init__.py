@@ -8,7 +8,11 @@ across-set rankings and Pareto groups (:mod:`analysis.ranking`), active pair
 sampling and its offline replay (:mod:`analysis.active`, :mod:`analysis.active_replay`), the file
 formats of ARCHITECTURE.md (:mod:`analysis.formats`), the whole pipeline
 (:mod:`analysis.pipeline`), simulated crowds (:mod:`analysis.simulate`) and
-plots (:mod:`analysis.plots`). The solvers run with one BLAS thread
+plots (:mod:`analysis.plots`); rating studies (ACR, DCR, CCR): scores and intervals
+(:mod:`analysis.ratings`), worker screening (:mod:`analysis.rating_screening`), the P.913 subject
+model and the content-ambiguity model (:mod:`analysis.rating_models`,
+:mod:`analysis.rating_content_model`), the analysis and its files (:mod:`analysis.rating_report`,
+:mod:`analysis.rating_plots`) and the comparison with paired comparison (:mod:`analysis.protocols`). The solvers run with one BLAS thread
 (:mod:`analysis.threads`): their systems are small, and more threads only
 slow them down on a busy machine.
 """

@@ -1,11 +1,14 @@
 """Server CPU per stored vote, measured in-process: the vote request through the whole Flask app.
 
-Builds demo stimuli and one paired-comparison study per database (a SQLite file and a fresh
-PostgreSQL database on 127.0.0.1:5432), enters simulated workers through the JSON API and
-sends their votes straight into the WSGI application (no HTTP, no server process), so that
-what is timed is the app's own work for one ``POST /api/v1/assignments/<id>/votes``: routing,
-token check, JSON parsing, the assignment lock, the vote transaction, the response, the
-teardown. The request environ is built before the clock starts.
+Builds demo stimuli and one study per paradigm and database (a SQLite file and a fresh
+PostgreSQL database on 127.0.0.1:5432): a paired-comparison study, whose votes are
+``POST /api/v1/assignments/<id>/votes``, and a rating study (DCR), whose votes are
+``POST /api/v1/assignments/<id>/ratings`` (``--paradigm pc,rating``). It enters simulated workers
+through the JSON API and sends their votes straight into the WSGI application (no HTTP, no server
+process), so that what is timed is the app's own work for one vote: routing, token check, JSON
+parsing, the assignment lock, the vote transaction, the response, the teardown. The request environ
+is built before the clock starts. Paired votes take PostgreSQL's one-statement path; ratings the
+regular path on both databases.
 
 For each stored vote it records
 
@@ -31,7 +34,8 @@ of one vote. Profiled votes are not part of the timing figures.
 
 Target (issue 13): median CPU <= 1 ms per stored vote.
 
-Run: .venv/bin/python benchmarks/vote_cpu.py [--db sqlite,postgresql] [--votes 2000] [--json-out FILE]
+Run: .venv/bin/python benchmarks/vote_cpu.py [--paradigm pc,rating] [--db sqlite,postgresql] [--votes 2000]
+     [--json-out FILE]
 """
 from __future__ import annotations
 
@@ -78,6 +82,22 @@ def create_study(url: str, folder: Path, manifest: Path, slug: str, *, pairs_per
         f'[quality]\nquiz_size = 0\ngold_rate = {gold_rate}\n\n'
         '[texts]\nresearcher = "the vote CPU benchmark"\ncontact = "bench@perceptlab.invalid"\n\n'
         "[entry]\nexternal_hits = true\n")  # its workers enter as MTurk workers of an unposted HIT
+    subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml), "--database-url", url], check=True,
+                   cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def create_rating_study(url: str, folder: Path, manifest: Path, slug: str, *, ratings_per_page: int,
+                        gold_rate: float, ratings_per_stimulus: int) -> None:
+    """A DCR rating study over the demo stimuli, made by ``perceptlab study create``."""
+    toml = folder / f"{slug}.toml"
+    toml.write_text(
+        f'[study]\nkind = "rating"\nslug = "{slug}"\nname = "vote CPU benchmark (ratings)"\n'
+        f'manifests = ["{manifest.as_posix()}"]\nseed = 0\n\n'
+        f'[rating]\nmethod = "dcr"\nratings_per_stimulus = {ratings_per_stimulus}\n\n'
+        f'[pages]\nratings_per_page = {ratings_per_page}\nmin_pages = 1\nmax_pages = 1000\n\n'
+        f'[quality]\nquiz_size = 0\ngold_rate = {gold_rate}\n\n'
+        '[texts]\nresearcher = "the vote CPU benchmark"\ncontact = "bench@perceptlab.invalid"\n\n'
+        "[entry]\nexternal_hits = true\n")
     subprocess.run([str(VENV_BIN / "perceptlab"), "study", "create", str(toml), "--database-url", url], check=True,
                    cwd=ROOT, stdout=subprocess.DEVNULL)
 
@@ -129,9 +149,11 @@ class VoteSample:
 class Driver:
     """Workers of one study on one app; votes go straight into the WSGI app, the rest through the test client."""
 
-    def __init__(self, app, slug: str, active_workers: int, pages_per_worker: int, seed: int = 0):
+    def __init__(self, app, slug: str, active_workers: int, pages_per_worker: int, seed: int = 0,
+                 paradigm: str = "pc"):
         from sqlalchemy import event
 
+        self.paradigm = paradigm  # "pc": votes; "rating": ratings
         self.app = app
         self.client = app.test_client()
         self.slug = slug
@@ -222,6 +244,12 @@ class Driver:
 
     def _load_page(self, worker: SimWorker, state: dict) -> None:
         trials = [t for t in sorted(state["page"]["trials"], key=lambda t: t["position"]) if not t["answered"]]
+        if self.paradigm == "rating":
+            gold = self._rating_gold_answers([t["id"] for t in trials])
+            # Real stimuli get answers from the whole scale (a page of one answer would be straight-lined).
+            worker.open_trials = deque((t["id"], gold.get(t["id"], int(self.rng.integers(1, 6))), t["id"] in gold)
+                                       for t in trials)
+            return
         gold = self._gold_answers([int(t["trial_id"]) for t in trials])
         worker.open_trials = deque(
             (t["trial_id"], gold.get(int(t["trial_id"])) or ("left" if self.rng.random() < 0.5 else "right"),
@@ -240,6 +268,18 @@ class Driver:
             rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
         return {row.id: "left" if bool(row.a_wins) == bool(row.left_is_a) else "right" for row in rows}
 
+    def _rating_gold_answers(self, trial_ids: list[int]) -> dict[int, int]:
+        """An answer in the known range of each quality check among ``trial_ids`` (read as the server judges it)."""
+        from sqlalchemy import bindparam, text
+
+        from server.paradigms.rating.quality import known_range
+
+        query = text("SELECT t.id, s.role FROM rating_trial t JOIN rating_stimulus s ON s.id = t.stimulus_id "
+                     "WHERE t.is_gold AND t.id IN :ids").bindparams(bindparam("ids", expanding=True))
+        with self.app.extensions["perceptlab.engine"].begin() as conn:
+            rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
+        return {row.id: int(known_range("dcr", row.role)[1]) for row in rows}
+
     def _next_page(self, worker: SimWorker, state: dict | None) -> bool:
         """After a complete page (``state``: the State its last vote brought, as a browser gets it; None:
         ask for it): the next page, or finish (False) after ``pages_per_worker`` pages."""
@@ -257,13 +297,18 @@ class Driver:
         return True
 
     # -- the timed vote
-    def _vote_environ(self, worker: SimWorker, trial_id: str, choice: str) -> dict:
+    def _vote_environ(self, worker: SimWorker, trial_id, choice) -> dict:
         from werkzeug.test import EnvironBuilder
 
-        body = {"vote_id": str(uuid.uuid4()), "trial_id": trial_id, "choice": choice,
-                "rt_ms": round(float(self.rng.lognormal(7.6, 0.5)), 1), "input": "mouse",
-                "client_time": "2026-11-21T10:00:00.000Z", "window": WINDOW}
-        builder = EnvironBuilder(path=f"/api/v1/assignments/{worker.assignment_id}/votes", method="POST",
+        rt_ms = round(float(self.rng.lognormal(7.6, 0.5)), 1)
+        if self.paradigm == "rating":  # the body rating_trial.js sends
+            body = {"rating_id": str(uuid.uuid4()), "trial_id": trial_id, "rating": choice, "rt_ms": rt_ms}
+            kind = "ratings"
+        else:
+            body = {"vote_id": str(uuid.uuid4()), "trial_id": trial_id, "choice": choice, "rt_ms": rt_ms,
+                    "input": "mouse", "client_time": "2026-11-21T10:00:00.000Z", "window": WINDOW}
+            kind = "votes"
+        builder = EnvironBuilder(path=f"/api/v1/assignments/{worker.assignment_id}/{kind}", method="POST",
                                  headers={"Authorization": f"Bearer {worker.token}",
                                           "User-Agent": "perceptlab-bench"},
                                  data=json.dumps(body), content_type="application/json")
@@ -341,7 +386,7 @@ PHASES = (
     ("request JSON (strict parse)", (("json_object_body", "validation"), ("loads_strict", "validation"))),
     ("token check", (("read_token", "tokens"),)),
     ("assignment lock", (("lock_assignment", "server"), ("lock_assignment_row", "server"))),
-    ("vote function (record_vote)", (("record_vote", "server"),)),
+    ("vote function (record_vote, record_rating)", (("record_vote", "server"), ("record_rating", "server"))),
     # PostgreSQL: the common vote in one statement (migration 0009), lock and commit included.
     ("one-statement vote (PostgreSQL)", (("record_in_one_statement", "server"),)),
     ("commit", (("commit", "orm/session.py"),)),
@@ -387,19 +432,25 @@ def cprofile_report(profiler: cProfile.Profile, votes: int, top: int) -> tuple[s
 
 # ----------------------------------------------------------------------------- one backend
 
-def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Path, args) -> dict:
+def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Path, args,
+            paradigm: str = "pc") -> dict:
     from server import create_app
 
-    slug = f"votecpu-{backend}"
+    slug = f"votecpu-{paradigm}-{backend}"
     total_votes = args.warmup + args.votes + args.profile_votes
-    n_pairs = args.scenes * 78  # 13 methods per scene: 78 pairs (design degree 12 of 13 items)
-    votes_per_pair = max(20, -(-3 * total_votes // n_pairs))  # the study never fills during the run
-    create_study(url, work, manifest, slug, pairs_per_page=args.pairs_per_page, gold_rate=args.gold_rate,
-                 votes_per_pair=votes_per_pair)
+    if paradigm == "rating":
+        n_stimuli = args.scenes * 13  # 13 methods per scene, one stimulus each
+        create_rating_study(url, work, manifest, slug, ratings_per_page=args.pairs_per_page, gold_rate=args.gold_rate,
+                            ratings_per_stimulus=max(24, -(-3 * total_votes // n_stimuli)))
+    else:
+        n_pairs = args.scenes * 78  # 13 methods per scene: 78 pairs (design degree 12 of 13 items)
+        votes_per_pair = max(20, -(-3 * total_votes // n_pairs))  # the study never fills during the run
+        create_study(url, work, manifest, slug, pairs_per_page=args.pairs_per_page, gold_rate=args.gold_rate,
+                     votes_per_pair=votes_per_pair)
     app = create_app(database_url=url, instance_path=str(work / f"instance-{backend}"),
                      secret_key="bench-" + uuid.uuid4().hex, entry_limit=0, admission_rate=0,
                      live_scales_interval=0)
-    driver = Driver(app, slug, args.active_workers, args.pages_per_worker)
+    driver = Driver(app, slug, args.active_workers, args.pages_per_worker, paradigm=paradigm)
     try:
         for _ in range(args.warmup):
             driver.vote()
@@ -448,7 +499,7 @@ def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Pa
             by_kind[kind] = {"votes": len(chosen), "cpu_ms_median": float(np.median([s.cpu_ms for s in chosen])),
                              "statements_median": float(np.median([s.statements for s in chosen]))}
     return {
-        "backend": backend, "votes": len(samples), "active_workers": args.active_workers,
+        "paradigm": paradigm, "backend": backend, "votes": len(samples), "active_workers": args.active_workers,
         "pairs_per_page": args.pairs_per_page, "gold_rate": args.gold_rate,
         "cpu_ms_median": float(np.median(cpu)), "cpu_ms_p90": float(np.percentile(cpu, 90)),
         "cpu_ms_mean": float(cpu.mean()), "wall_ms_median": float(np.median(wall)),
@@ -469,6 +520,8 @@ def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Pa
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
+    parser.add_argument("--paradigm", default="pc,rating",
+                        help="comma-separated: pc (paired votes), rating (DCR ratings)")
     parser.add_argument("--votes", type=int, default=2000, help="timed votes per database")
     parser.add_argument("--warmup", type=int, default=200, help="untimed votes first (caches, pool, JIT-free warm-up)")
     parser.add_argument("--profile-votes", type=int, default=500, help="votes of the profiling pass (0 = none)")
@@ -477,7 +530,7 @@ def main(argv=None) -> int:
                         help="cProfile's clock: this thread's CPU time (default) or wall time")
     parser.add_argument("--top", type=int, default=15, help="profile entries to print")
     parser.add_argument("--active-workers", type=int, default=50, help="workers voting round-robin")
-    parser.add_argument("--pairs-per-page", type=int, default=20)
+    parser.add_argument("--pairs-per-page", type=int, default=20, help="trials per page (pairs or ratings)")
     parser.add_argument("--pages-per-worker", type=int, default=2,
                         help="pages each worker answers before finishing (then a new worker enters)")
     parser.add_argument("--gold-rate", type=float, default=0.1, help="hidden gold trials per page (fraction)")
@@ -493,31 +546,35 @@ def main(argv=None) -> int:
     results = []
     try:
         manifest = build_demo_stimuli(args.stimuli or work / "stimuli", args.scenes)
-        for backend in (b.strip() for b in args.db.split(",") if b.strip()):
-            dbname = None
-            if backend == "sqlite":
-                url = f"sqlite:///{work / 'votecpu.db'}"
-            elif backend == "postgresql":
-                dbname = f"perceptlab_votecpu_{os.getpid()}"
-                pg_admin(f'CREATE DATABASE "{dbname}"')
-                url = f"{args.postgres_url.rstrip('/')}/{dbname}"
-            else:
-                parser.error(f"unknown database {backend!r}")
-            try:
-                print(f"# {backend}: {args.warmup} warm-up + {args.votes} timed + {args.profile_votes} profiled votes, "
-                      f"{args.active_workers} workers round-robin", flush=True)
-                results.append(measure(backend, url, dbname, work, manifest, args))
-            finally:
-                if dbname:
-                    pg_admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        paradigms = [p.strip() for p in args.paradigm.split(",") if p.strip()]
+        if any(p not in ("pc", "rating") for p in paradigms):
+            parser.error(f"unknown paradigm in {args.paradigm!r} (pc, rating)")
+        for paradigm in paradigms:
+            for backend in (b.strip() for b in args.db.split(",") if b.strip()):
+                dbname = None
+                if backend == "sqlite":
+                    url = f"sqlite:///{work / f'votecpu-{paradigm}.db'}"
+                elif backend == "postgresql":
+                    dbname = f"perceptlab_votecpu_{paradigm}_{os.getpid()}"
+                    pg_admin(f'CREATE DATABASE "{dbname}"')
+                    url = f"{args.postgres_url.rstrip('/')}/{dbname}"
+                else:
+                    parser.error(f"unknown database {backend!r}")
+                try:
+                    print(f"# {paradigm} on {backend}: {args.warmup} warm-up + {args.votes} timed + "
+                          f"{args.profile_votes} profiled votes, {args.active_workers} workers round-robin", flush=True)
+                    results.append(measure(backend, url, dbname, work, manifest, args, paradigm))
+                finally:
+                    if dbname:
+                        pg_admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print()
     print(f"server CPU per stored vote, in-process (WSGI call, no HTTP); target: median <= {TARGET_CPU_MS:g} ms")
-    print_table(["database", "votes", "CPU p50 ms", "CPU p90 ms", "CPU mean ms", "wall p50 ms", "wall p90 ms",
+    print_table(["paradigm", "database", "votes", "CPU p50 ms", "CPU p90 ms", "CPU mean ms", "wall p50 ms", "wall p90 ms",
                  "SQL/vote p50", "SQL max", "DB CPU ms/vote", "calls/vote", "target"],
-                [[r["backend"], r["votes"], f"{r['cpu_ms_median']:.3f}", f"{r['cpu_ms_p90']:.3f}",
+                [[r["paradigm"], r["backend"], r["votes"], f"{r['cpu_ms_median']:.3f}", f"{r['cpu_ms_p90']:.3f}",
                   f"{r['cpu_ms_mean']:.3f}", f"{r['wall_ms_median']:.3f}", f"{r['wall_ms_p90']:.3f}",
                   f"{r['statements_median']:g}", r["statements_max"],
                   "-" if r["database_cpu_ms_per_vote"] is None else f"{r['database_cpu_ms_per_vote']:.3f}",
@@ -526,24 +583,24 @@ def main(argv=None) -> int:
     for r in results:
         kinds = ", ".join(f"{k}: {v['votes']} votes, CPU p50 {v['cpu_ms_median']:.3f} ms, "
                           f"{v['statements_median']:g} statements" for k, v in r["by_kind"].items())
-        print(f"  {r['backend']}: {kinds}")
+        print(f"  {r['paradigm']} {r['backend']}: {kinds}")
         others = r["other_requests"]
-        print(f"  {r['backend']}: other requests of the same workers (test client), CPU per vote in all "
+        print(f"  {r['paradigm']} {r['backend']}: other requests of the same workers (test client), CPU per vote in all "
               f"{sum(o['cpu_ms_per_vote'] for o in others.values()):.3f} ms: " + ", ".join(
                   f"{kind} {o['calls']}x p50 {o['cpu_ms_median']:.2f} ms" for kind, o in others.items()))
     for r in results:
         if r["profile_top"]:
-            print(f"\n{r['backend']}: top {args.top} by cumulative time ({args.profile_votes} profiled votes; "
+            print(f"\n{r['paradigm']} {r['backend']}: top {args.top} by cumulative time ({args.profile_votes} profiled votes; "
                   f"{args.profile_clock} clock; cProfile inflates times, compare entries with each other):")
             print(r["profile_top"], end="")
             total = sum(r["profile_self_us_by_area"].values())
             print("self time by area (us/vote, profiled): " + ", ".join(
                 f"{k} {v:.0f} ({100 * v / total:.0f}%)" for k, v in r["profile_self_us_by_area"].items()))
         if r["pyinstrument"]:
-            print(f"\n{r['backend']}: pyinstrument ({args.profile_votes} profiled votes):")
+            print(f"\n{r['paradigm']} {r['backend']}: pyinstrument ({args.profile_votes} profiled votes):")
             print(r["pyinstrument"])
         if args.show_sql:
-            print(f"\n{r['backend']}: the statements of one stored vote:")
+            print(f"\n{r['paradigm']} {r['backend']}: the statements of one stored vote:")
             for statement in r["one_vote_sql"]:
                 print(f"  {statement[:200]}")
     print("\nCPU: time.thread_time of the request (the app only); DB CPU: PostgreSQL backends' user+system CPU "

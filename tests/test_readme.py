@@ -89,8 +89,11 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     from analysis.motion_report import (EPE_BINS_COLUMNS, MODEL_PROBES_COLUMNS, OBSERVER_PROBES_COLUMNS,
                                         OBSERVERS_COLUMNS, PROBES_COLUMNS)
     from analysis.pipeline import WORKERS_EXTRA_COLUMNS
+    from analysis.protocols import COMPARISON_COLUMNS
+    from analysis.rating_report import RATING_WORKERS_COLUMNS, RATING_WORKERS_EXTRA_COLUMNS, SCORES_COLUMNS
     from server.exports import RECRUITER_COLUMNS, VOTES_COLUMNS, WORKERS_META_COLUMNS
     from server.paradigms.motion.export import MOTION_FILES, MOTION_WORKERS_COLUMNS
+    from server.paradigms.rating.export import RATINGS_COLUMNS
     from server.wages import WORKER_COLUMNS
 
     text = section(README.read_text(encoding="utf-8"), DICTIONARY)
@@ -103,7 +106,10 @@ def test_data_dictionary_names_every_column_of_every_output_file():
         **MOTION_FILES, "probes.csv": PROBES_COLUMNS, "observer_probes.csv": OBSERVER_PROBES_COLUMNS,
         "model_probes.csv": MODEL_PROBES_COLUMNS, "observers.csv": OBSERVERS_COLUMNS,
         "epe_by_property.csv": EPE_BINS_COLUMNS, "tables/<metric>_by_dataset.csv": tuple(TABLE_METRICS),
+        # analyze-ratings writes a workers.csv of its own columns; compare-protocols comparison.csv
+        "scores.csv": SCORES_COLUMNS, "comparison.csv": COMPARISON_COLUMNS, "ratings.csv": RATINGS_COLUMNS,
     }
+    columns["workers.csv"] += RATING_WORKERS_COLUMNS + RATING_WORKERS_EXTRA_COLUMNS
     missing = {name: [c for c in cols if c not in spans] for name, cols in columns.items()}
     assert {name: cols for name, cols in missing.items() if cols} == {}
     assert not [name for name in columns if name not in spans]
@@ -134,6 +140,22 @@ def test_data_dictionary_names_every_file_an_analysis_writes(tmp_path):
     run_analyze_motion(tmp_path / "motion.csv", tmp_path / "motion")
     names += [p.relative_to(tmp_path / "motion").as_posix() for p in (tmp_path / "motion").rglob("*") if p.is_file()]
     assert "tables/rho_uv_by_dataset.csv" in names and "plots/field_c1.pdf" in names
+
+    from analysis.protocols import compare_protocols, join_studies, write_comparison
+    from analysis.rating_models import simulate_ratings
+    from analysis.rating_report import RatingOptions, analyze_ratings, write_rating_results
+    from analysis.ratings import build_ratings
+
+    sim = simulate_ratings(12, 8, seed=1)
+    ratings = build_ratings(**sim.columns())
+    rating_files = write_rating_results(analyze_ratings(ratings, RatingOptions(n_boot=20)), tmp_path / "ratings")
+    (tmp_path / "scales.csv").write_text("set_id,item_id,scale\n" + "".join(
+        f"s,{stimulus},{k}\n" for k, stimulus in enumerate(sim.stimulus_ids)))
+    comparison = compare_protocols(join_studies(tmp_path / "scales.csv", tmp_path / "ratings" / "scores.csv"),
+                                   n_boot=20)
+    rating_files += write_comparison(comparison, tmp_path / "comparison")
+    names += [p.name for p in rating_files]
+    assert {"scores.csv", "workers.png", "comparison.pdf"} <= set(names)
     undocumented = [n for n in names if not (_documented(n, spans) or _documented(n.split("/", 1)[-1], spans))]
     assert undocumented == []
 

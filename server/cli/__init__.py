@@ -1,7 +1,9 @@
 """The ``perceptlab`` command line.
 
 Each ``cmd_*.py`` module in this package attaches its commands to :data:`cli`
-(defined in :mod:`server.cli.base`). Modules import their heavy dependencies inside
+(defined in :mod:`server.cli.base`), and so does the ``cli.py`` of each paradigm package
+(``server/paradigms/<package>/cli.py``, such as the rating paradigm's ``analyze-ratings``): those are
+found by their files, so that neither the paradigms nor their registry are imported to list them. Modules import their heavy dependencies inside
 the command functions, so ``perceptlab --help`` stays fast. The configuration is read
 once per run, by the group's callback, and handed to the commands through the click
 context (:func:`~server.cli.base.cli_config`).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 from .base import UserError, cli, cli_config, cli_database_url, cli_session
 
@@ -17,6 +20,10 @@ __all__ = ["UserError", "cli", "cli_config", "cli_database_url", "cli_session", 
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("cmd_")):
     importlib.import_module(f"{__name__}.{_module}")
+
+PARADIGMS_DIR = Path(__file__).resolve().parent.parent / "paradigms"
+for _package in sorted(p.parent.name for p in PARADIGMS_DIR.glob("*/cli.py") if p.parent.name.isidentifier()):
+    importlib.import_module(f"server.paradigms.{_package}.cli")
 
 
 def main() -> None:

@@ -72,6 +72,8 @@ def demo_command(out: Path, host: str, port: int, simulate_workers: int, seed: i
     click.echo(f"  HIT preview:           {base}/s/{DEMO_SLUG}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=DEMOHIT")
     click.echo(f"  motion study (plain):  {base}/s/{MOTION_DEMO_SLUG}?participant=demo-observer-1")
     click.echo(f"  active sampling:       {base}/s/{ACTIVE_DEMO_SLUG}?participant=demo-worker-2")
+    for demo in paradigm_demo_studies(seed):
+        click.echo(f"  {demo.label + ':':<22} {base}/s/{demo.slug}?participant=demo-worker-3")
     click.echo(f"  preview (counts in nothing): {preview_link(app.config['SECRET_KEY'], DEMO_SLUG, base)}")
     click.echo(f"  dashboard:             {base}/admin/   login: admin / {password}")
     for line in demo_next_steps(base, out, instance):
@@ -135,6 +137,14 @@ def active_demo_study(seed: int) -> str:
             + DEMO_TEXTS)
 
 
+def paradigm_demo_studies(seed: int):
+    """The studies every paradigm adds to the demo on its prepared scenes (Paradigm.demo_studies)."""
+    from server.paradigms import all_paradigms
+
+    return [demo for paradigm in all_paradigms()
+            for demo in paradigm.demo_studies("stimuli/prepared/manifest.json", seed, DEMO_TEXTS)]
+
+
 def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed: int) -> str:
     """Create the demo studies and the admin account if missing; return the admin password."""
     from sqlalchemy import select
@@ -177,6 +187,12 @@ def _prepare_demo_database(out: Path, database_url: str, stimuli_dir: Path, seed
             create_study(session, read_study_file(motion_file))
         if session.scalar(select(Study).where(Study.slug == ACTIVE_DEMO_SLUG)) is None:
             create_study(session, read_study_file(active_file))
+        for demo in paradigm_demo_studies(seed):
+            demo_file = out / f"demo_{demo.slug}.toml"
+            if not demo_file.exists():
+                demo_file.write_text(demo.text)
+            if session.scalar(select(Study).where(Study.slug == demo.slug)) is None:
+                create_study(session, read_study_file(demo_file))
         user = session.scalar(select(User).where(User.username == "admin"))
         if user is None or not password_file.exists():  # a lost password file gets a new password
             password = secrets.token_urlsafe(9)

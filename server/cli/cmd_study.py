@@ -66,7 +66,7 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
 
 
 @study_group.command("template")
-@click.option("--kind", default=None, help="The paradigm: pc (paired comparison, the default) or motion.")
+@click.option("--kind", default=None, help="The paradigm: pc (paired comparison, the default), motion or rating.")
 @click.option("--motion", "kind", flag_value="motion", help="A motion-matching study (clip manifests): --kind motion.")
 def template(kind: str | None) -> None:
     """Print a documented study.toml with every key at its default."""

@@ -572,6 +572,24 @@ class StudyExport:
 
 
 @dataclass(frozen=True)
+class DemoStudy:
+    """A study ``perceptlab demo`` creates on the demo's prepared scenes (:meth:`Paradigm.demo_studies`).
+
+    Attributes
+    ----------
+    slug : str
+        The study's slug (its worker link ``/s/<slug>``).
+    label : str
+        What the demo prints before the link ("rating study (DCR)").
+    text : str
+        The study file, written once into the demo folder as ``demo_<slug>.toml`` (paths relative to it).
+    """
+    slug: str
+    label: str
+    text: str
+
+
+@dataclass(frozen=True)
 class ResultsOptions:
     """The options of ``perceptlab results`` that an analysis may use (:meth:`Paradigm.analyse_results`).
 
@@ -895,6 +913,12 @@ class Paradigm:
         (:func:`server.paradigms.wiring.template_loader`)."""
         folder = Path(sys.modules[type(self).__module__].__file__).parent / "templates"
         return folder if folder.is_dir() else None
+
+    def demo_studies(self, manifests: str, seed: int, texts: str) -> list[DemoStudy]:
+        """Studies of this paradigm that ``perceptlab demo`` creates and serves beside its own, on the demo's
+        prepared scenes (``manifests``: their study manifest, relative to the demo folder), seeded with
+        ``seed``, ending with ``texts`` (the demo's ``[texts]`` and ``[entry]`` tables). Default: none."""
+        return []
 
     def admin_blueprint(self):
         """The paradigm's experimenter routes as a Flask blueprint (registered by the app factory for every

@@ -689,7 +689,7 @@ def test_huge_bodies_unknown_routes_and_methods(app, study, client):
                  405, "method_not_allowed")
     # The response route takes the declared kinds only: another name is an unknown route, and the
     # assignment's other routes keep their methods.
-    expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/ratings", headers=worker.headers,
+    expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/likert-answers", headers=worker.headers,
                              json={"rating": 3}), 404, "not_found")
     expect_error(client.post(f"/api/v1/assignments/{worker.assignment_id}/state", headers=worker.headers,
                              json={}), 405, "method_not_allowed")

@@ -49,6 +49,7 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
         assert oct((tmp_path / "demo" / "admin_password.txt").stat().st_mode & 0o777) == "0o600"
         check_motion_study(base, output, tmp_path)
         check_active_study(output)
+        check_rating_study(output, tmp_path)
         check_next_steps(output, tmp_path)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -85,6 +86,16 @@ def check_active_study(output: str) -> None:
     assert "/s/demo-active?participant=" in link
     consent = requests.get(link, timeout=HTTP_TIMEOUT)
     assert consent.status_code == 200 and 'id="consent"' in consent.text
+
+
+def check_rating_study(output: str, tmp_path) -> None:
+    """The rating paradigm's demo study ("demo-dcr", from its Paradigm.demo_studies hook) is served on the same
+    prepared scenes: its link leads to the consent page."""
+    link = re.search(r"rating study \(DCR\):\s+(\S+)", output).group(1)
+    assert "/s/demo-dcr?participant=" in link
+    consent = requests.get(link, timeout=HTTP_TIMEOUT)
+    assert consent.status_code == 200 and 'id="consent"' in consent.text and "rate" in consent.text
+    assert 'method = "dcr"' in (tmp_path / "demo" / "demo_demo-dcr.toml").read_text()
 
 
 def check_next_steps(output: str, tmp_path) -> None:

@@ -33,8 +33,8 @@ from ...allocation import release_other_pages, reservation_end
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
-from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, Paradigm, PayUnit, ResponseKind, StudyExport, TimePrior,
-                    UrlFor,
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
+                    ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, study_ref)
@@ -551,6 +551,12 @@ class Rating(Paradigm):
         return rating_export.export(session, study_id, salt=salt, include_gold=include_gold,
                                     include_pilot=include_pilot)
 
+    def analyse_results(self, session: Session, study: Study, export: StudyExport, out: Path,
+                        options: ResultsOptions) -> ResultsAnalysis | None:
+        """``perceptlab analyze-ratings`` of ratings.csv (:mod:`.results`)."""
+        from .results import analyse_results
+        return analyse_results(session, study, export, out, options)
+
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
         """The study list's columns read sets / pairs / answers: here scenes / stimuli / ratings."""
         p = rating_progress(session, study_id)
@@ -573,6 +579,10 @@ class Rating(Paradigm):
         """The figures the study page refreshes itself with: progress, scenes, workers."""
         return {"progress": rating_progress(session, study.id),
                 **rating_export.dashboard_tables(session, study.id, salt=salt)}
+
+    def demo_studies(self, manifests: str, seed: int, texts: str) -> list[DemoStudy]:
+        """A DCR study on the demo's scenes ("demo-dcr"): small pages, a short training."""
+        return [DemoStudy("demo-dcr", "rating study (DCR)", rating_study.demo_study_file(manifests, seed, texts))]
 
     def admin_blueprint(self):
         """The ratings.csv download (:mod:`.admin`)."""

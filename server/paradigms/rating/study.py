@@ -186,6 +186,18 @@ STUDY_TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `pe
                                 mturk=MTURK_TEXTS)
 
 
+def demo_study_file(manifests: str, seed: int, texts: str) -> str:
+    """The study file of the demo's DCR study over ``manifests`` (``perceptlab demo``): pages of 10 ratings,
+    a training of 4; about 2 minutes a page at the documented pace, plus consent and training: $0.60 a page
+    is $14.40 an hour, above the default wage floor."""
+    return (f'[study]\nkind = "rating"\nslug = "demo-dcr"\nname = "Demo: how impaired is each interpolated frame?"\n'
+            f'manifests = ["{manifests}"]\nseed = {seed}\n\n'
+            '[rating]\nmethod = "dcr"\nratings_per_stimulus = 10\n\n'
+            '[pages]\nratings_per_page = 10\nmin_pages = 1\nmax_pages = 5\nreward_per_page = "0.60"\n'
+            'bonus_per_page = "0.40"\n\n'
+            "[quality]\nquiz_size = 4\ngold_rate = 0.1\ngold_min_answered = 2\n\n" + texts)
+
+
 def spec_from_toml(data: dict[str, Any], path: Path) -> RatingSpec:
     """The :class:`RatingSpec` of a parsed study file read from ``path``; raise
     :class:`StudyDefinitionError` naming the file and the problem."""
