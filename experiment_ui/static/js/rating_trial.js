@@ -491,10 +491,7 @@ export class RatingTrial {
   resetChoice() {
     this.rating = null;
     delete this.trialEl.dataset.rating;
-    for (const button of this.buttons || []) {
-      button.setAttribute('aria-pressed', 'false');
-      delete button.dataset.state;
-    }
+    for (const button of this.buttons || []) button.setAttribute('aria-pressed', 'false');
     if (this.sliderEl) {
       this.sliderEl.dataset.untouched = 'true';
       this.sliderEl.value = String((this.values.length - 1) / 2);
@@ -603,9 +600,6 @@ export class RatingTrial {
     // feedback comes in the rating's answer, so it is awaited.
     const delivered = finish(body, { awaitAnswer: quiz });
     this.releaseFocus();
-    for (const button of this.buttons || []) {
-      if (button.getAttribute('aria-pressed') === 'true') button.dataset.state = 'sent';
-    }
     if (!quiz) return;
 
     this.mode = 'saving_quiz';
