@@ -93,7 +93,7 @@ class RatingWorker:
 
     def __init__(self, client, slug: str, worker_id: str | None = None, pilot: bool = False):
         self.client = client
-        self.app = client.application
+        self.app = client.application if hasattr(client, "application") else client.client.application  # SpecClient
         self.worker_id = worker_id or f"W{uuid.uuid4().hex[:10].upper()}"
         body = {"platform": "mturk", "worker_id": self.worker_id, "assignment_id": f"A{uuid.uuid4().hex[:12].upper()}",
                 "hit_id": "HIT1", "turk_submit_to": "https://workersandbox.mturk.com"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import collections
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from server.paradigms.rating.allocation import page_rows
-from server.paradigms.rating.models import RatingStimulus, RatingTrial
+from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
 
 from .rating_support import RatingWorker, create_rating_study
 
@@ -30,9 +30,12 @@ def _real_trials(app, worker: RatingWorker) -> list[int]:
 
 
 def _counts(app) -> dict[int, int]:
+    """Stored ratings per real stimulus (0 for those without)."""
     with app.extensions["perceptlab.sessions"]() as session:
-        return dict(session.execute(select(RatingStimulus.id, RatingStimulus.n_ratings)
-                                    .where(~RatingStimulus.is_gold)).all())
+        rated = dict(session.execute(select(RatingResponse.stimulus_id, func.count())
+                                     .group_by(RatingResponse.stimulus_id)).all())
+        return {sid: rated.get(sid, 0) for sid in session.scalars(select(RatingStimulus.id)
+                                                                   .where(~RatingStimulus.is_gold))}
 
 
 def test_a_worker_rates_each_stimulus_at_most_once(app, rating_manifest, tmp_path):

@@ -7,8 +7,11 @@ import uuid
 import pytest
 from sqlalchemy import select
 
+from server.paradigms.rating import PARADIGM
+from server.models import Assignment, Page
 from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
 
+from .api_support import SpecClient
 from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
 
 
@@ -23,7 +26,7 @@ def _responses(app) -> list[tuple]:
                                            ("ccr", ["first", "second"])])
 def test_the_state_is_the_wire_format_and_tells_no_check_apart(app, rating_manifest, tmp_path, method, roles):
     slug = create_rating_study(app, rating_manifest, tmp_path, slug=method, **{**SMALL, "rating": {"method": method}})
-    worker = RatingWorker(app.test_client(), slug)
+    worker = RatingWorker(SpecClient(app.test_client()), slug)  # every answer checked against the OpenAPI document
     state = worker.start()
     assert state["stage"] == "quiz"
     assert set(state) == {"assignment_id", "stage", "message", "completion", "progress", "scale", "display", "page"}
@@ -49,6 +52,8 @@ def test_the_state_is_the_wire_format_and_tells_no_check_apart(app, rating_manif
             assert image["url"].startswith(f"/stimuli/{slug}/") and "." in image["url"].rsplit("/", 1)[1]
             sizes.add((image["width"], image["height"]))
     assert sorted(t["position"] for t in page["trials"]) == list(range(8))
+    for trial in page["trials"]:  # two images of a trial never share a URL (a hidden reference has its own file)
+        assert len({image["url"] for image in trial["images"]}) == len(trial["images"])
     # Checks and real trials are on the page together, and look the same: no flag, no name in the URL.
     kinds = {trial_facts(app, t["id"])[0] for t in page["trials"]}
     assert "test" in kinds and kinds - {"test"}
@@ -164,7 +169,9 @@ def test_pilots_fill_no_target(app, rating_study):
     worker.pass_training()
     worker.answer_page(worker.honest)
     with app.extensions["perceptlab.sessions"]() as session:
-        counted = sum(session.scalars(select(RatingStimulus.n_ratings)))
-        real = session.scalar(select(RatingTrial.assignment_id).where(RatingTrial.is_quiz).limit(1))
-        assert real is not None
-    assert counted == 6  # the worker's six real ratings; none of the pilot's
+        study = session.scalar(select(RatingStimulus.study_id).limit(1))
+        assert PARADIGM.progress(session, study)["n_votes"] == 6  # the worker's six real ratings; none of the pilot's
+        # The pilot's pages reserve nothing (the worker's page does, until it is complete).
+        reserved = session.execute(select(Page.reserved_until).join(Assignment, Page.assignment_id == Assignment.id)
+                                   .where(Assignment.pilot, Page.kind == "trials")).scalars().all()
+    assert reserved == [None]

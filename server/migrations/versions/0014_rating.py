@@ -30,7 +30,6 @@ def upgrade() -> None:
         sa.Column('width', sa.Integer(), nullable=False),
         sa.Column('height', sa.Integer(), nullable=False),
         sa.Column('target_ratings', sa.Integer(), nullable=False),
-        sa.Column('n_ratings', sa.Integer(), server_default='0', nullable=False),
         sa.Column('is_gold', sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.ForeignKeyConstraint(['study_id'], ['study.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),

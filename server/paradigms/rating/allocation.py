@@ -3,10 +3,12 @@ quality checks the worker has seen least, in a random order seeded per page.
 
 A page of real trials reserves its stimuli while its reservation holds (``Page.reserved_until``,
 renewed by every rating and state request: :mod:`server.allocation`, whose reservation rules every
-paradigm shares): a stimulus's filled count is its stored ratings (``RatingStimulus.n_ratings``) plus
-its unanswered real trials on open pages whose reservation has not lapsed, so concurrent workers share
-out the remaining ratings and a page abandoned for a few minutes gives its stimuli back. Pilots'
-pages reserve nothing and their ratings fill no target (server/pilot.py). The caller holds the
+paradigm shares): a stimulus's filled count is its stored ratings by participants who are not pilots
+(:data:`COUNTED`, counted from the responses: a reset, a participant marked as a pilot later or deleted
+changes it with no counter to keep) plus its unanswered real trials on open pages whose reservation
+has not lapsed, so concurrent workers share out the remaining ratings and a page abandoned for a few
+minutes gives its stimuli back. Pilots' pages reserve nothing and their ratings fill no target
+(server/pilot.py). The caller holds the
 study's allocation lock (:func:`server.paradigms.core.allocation_lock`).
 """
 from __future__ import annotations
@@ -17,12 +19,18 @@ from sqlalchemy.orm import Session
 
 from ...allocation import NOW, now
 from ...models import Assignment, Page
-from .models import RatingStimulus, RatingTrial
+from .models import RatingResponse, RatingStimulus, RatingTrial
 
 RATING_ALLOCATION_LOCKS = 7_200_000  # advisory lock namespace (paired 7_000_000, motion 7_100_000)
 
-_stimulus, _trial, _page, _assignment = (RatingStimulus.__table__, RatingTrial.__table__, Page.__table__,
-                                         Assignment.__table__)
+_stimulus, _trial, _page, _assignment, _response = (RatingStimulus.__table__, RatingTrial.__table__, Page.__table__,
+                                                    Assignment.__table__, RatingResponse.__table__)
+
+COUNTED = (select(_response.c.stimulus_id, func.count().label("n"))
+           .join(_assignment, _response.c.assignment_id == _assignment.c.id)
+           .where(_response.c.study_id == bindparam("study_id"), ~_assignment.c.pilot)
+           .group_by(_response.c.stimulus_id).subquery())
+"""Ratings per stimulus of a study (columns ``stimulus_id``, ``n``) by participants who are not pilots."""
 
 # The study's open pages whose reservation holds at ``now``: about one per active worker. Found through the
 # study's assignments (each page by its assignment index), never by scanning the trials of the study.
@@ -33,8 +41,9 @@ _RESERVED = (select(_trial.c.stimulus_id, func.count().label("n"))
              .where(_trial.c.page_id.in_(_RESERVING_PAGES.scalar_subquery()), ~_trial.c.answered, ~_trial.c.is_gold)
              .group_by(_trial.c.stimulus_id).subquery())
 _SEEN_BY_WORKER = select(_trial.c.stimulus_id).where(_trial.c.worker_id == bindparam("worker_id"))
-_DEFICIT = _stimulus.c.target_ratings - _stimulus.c.n_ratings - func.coalesce(_RESERVED.c.n, 0)
+_DEFICIT = _stimulus.c.target_ratings - func.coalesce(COUNTED.c.n, 0) - func.coalesce(_RESERVED.c.n, 0)
 _NEEDY = (select(_stimulus.c.id, _DEFICIT)
+          .outerjoin(COUNTED, COUNTED.c.stimulus_id == _stimulus.c.id)
           .outerjoin(_RESERVED, _RESERVED.c.stimulus_id == _stimulus.c.id)
           .where(_stimulus.c.study_id == bindparam("study_id"), ~_stimulus.c.is_gold,
                  _stimulus.c.id.not_in(_SEEN_BY_WORKER), _DEFICIT > 0))

@@ -39,6 +39,7 @@ from analysis.formats import table_csv
 from ...exports import pilot_filter, worker_label
 from ...models import Assignment, Worker, as_utc
 from ..core import StudyExport, spec_for
+from .allocation import COUNTED
 from .models import HIDDEN_REFERENCE, RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
 from .quality import known_range
 from .study import REFERENCE_ITEM
@@ -114,12 +115,13 @@ def export(session: Session, study_id: int, *, salt: bytes | None, include_gold:
 def dashboard_tables(session: Session, study_id: int, *, salt: bytes | None) -> dict[str, Any]:
     """The study page's tables: ``scenes`` (ratings stored / targeted, mean rating per scene) and ``workers``
     (pseudonym, status, pages, ratings, hidden checks and training in range). Pilots left out."""
-    scenes = [{"scene": scene, "n_stimuli": int(n), "n_ratings": int(done), "target_ratings": int(target)}
+    scenes = [{"scene": scene, "n_stimuli": int(n), "n_ratings": int(done or 0), "target_ratings": int(target)}
               for scene, n, done, target in session.execute(
-                  select(RatingStimulus.scene, func.count(), func.sum(RatingStimulus.n_ratings),
+                  select(RatingStimulus.scene, func.count(), func.sum(COUNTED.c.n),
                          func.sum(RatingStimulus.target_ratings))
+                  .outerjoin(COUNTED, COUNTED.c.stimulus_id == RatingStimulus.id)
                   .where(RatingStimulus.study_id == study_id, ~RatingStimulus.is_gold)
-                  .group_by(RatingStimulus.scene).order_by(RatingStimulus.scene))]
+                  .group_by(RatingStimulus.scene).order_by(RatingStimulus.scene), {"study_id": study_id})]
     means = dict(session.execute(
         select(RatingStimulus.scene, func.avg(RatingResponse.rating))
         .join(RatingStimulus, RatingResponse.stimulus_id == RatingStimulus.id)

@@ -45,10 +45,10 @@ class RatingStimulus(Base):
     reference_path: Mapped[str] = mapped_column(Text)  # the scene's reference (shown by DCR and CCR)
     width: Mapped[int]
     height: Mapped[int]
-    target_ratings: Mapped[int]                        # 0 for quality checks: shown as often as needed
-    # Ratings stored for this stimulus (real stimuli, workers who are not pilots), kept by the rating
-    # transaction so that choosing a page's stimuli never counts the study's responses.
-    n_ratings: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # 0 for quality checks: shown as often as needed. The ratings a stimulus has are counted from the responses
+    # of participants who are not pilots (server/paradigms/rating/allocation.py), never kept in a counter that a
+    # reset, a pilot marked afterwards or a deleted participant would leave stale.
+    target_ratings: Mapped[int]
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, case, func, insert, select, update
+from sqlalchemy import bindparam, case, func, insert, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -41,7 +41,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
 from ..display import WindowRequirement
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
-from .allocation import RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, page_rows, pick_checks
+from .allocation import COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, page_rows, pick_checks
 from .models import RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
 from .quality import below_threshold, in_range, straight_lined
 from .scales import normalise, scale_of, valid_rating
@@ -170,8 +170,6 @@ def start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
     if other_assignments:  # one reserved page per worker
         release_other_pages(session, assignment.worker_id, assignment.id)
     counted = not assignment.pilot  # a pilot's page reserves nothing (server/pilot.py)
-    if not counted:
-        recount_ratings(session, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, index, reservation_end(session, spec) if counted else None)
     checks = pick_checks(session, study.id, assignment.worker_id, spec.gold_per_page, rng)
     add_trials(session, RatingTrial, page, assignment, page_rows(spec.method, real, checks, rng))
@@ -182,21 +180,6 @@ def _no_work_left(session: Session, assignment: Assignment | AssignmentRow, spec
     assignment = as_object(session, assignment)
     PARADIGM.no_work_left(assignment, spec)
     return assignment
-
-
-_COUNTED_RATINGS = (select(func.count()).select_from(_response.join(_assignment,
-                                                                    _response.c.assignment_id == _assignment.c.id))
-                    .where(_response.c.stimulus_id == _stimulus.c.id, ~_assignment.c.pilot).scalar_subquery())
-_RECOUNT = (update(_stimulus)
-            .where(_stimulus.c.id.in_(select(_trial.c.stimulus_id).where(
-                _trial.c.assignment_id == bindparam("assignment_id"), ~_trial.c.is_gold)))
-            .values(n_ratings=_COUNTED_RATINGS))
-
-
-def recount_ratings(session: Session, assignment_id: int) -> None:
-    """Count the ratings of the assignment's stimuli again from the ratings of participants who are not
-    pilots: a participant marked as a pilot after some ratings (server/pilot.py) no longer fills targets."""
-    session.connection().execute(_RECOUNT, {"assignment_id": assignment_id})
 
 
 # ---------------------------------------------------------------- ratings
@@ -230,9 +213,15 @@ _CLAIM_TRIAL = (update(_trial)
                            _trial.c.is_quiz))
 _INSERT_RESPONSE = insert(_response).returning(_response.c.id)
 _INSERT_GOLD = insert(_gold)
-_COUNT_RATING = update(_stimulus).where(_stimulus.c.id == bindparam("sid")).values(n_ratings=_stimulus.c.n_ratings + 1)
-_RENEW_PAGE = (update(_page).where(_page.c.id == bindparam("page_id"), _page.c.reserved_until.is_not(None))
-               .values(reserved_until=bindparam("until", type_=_page.c.reserved_until.type)))
+# Renew the page's reservation (when it has one: training and pilots' pages have none) and count its open
+# trials, in one statement: the count sees the trial claimed earlier in this transaction.
+_UPDATED_PAGE_ID = literal_column("page.id")
+_RENEW_PAGE_COUNT_OPEN = (
+    update(_page).where(_page.c.id == bindparam("page_id"))
+    .values(reserved_until=case((_page.c.reserved_until.is_not(None),
+                                 bindparam("until", type_=_page.c.reserved_until.type)), else_=None))
+    .returning(select(func.count()).select_from(_trial)
+               .where(_trial.c.page_id == _UPDATED_PAGE_ID, ~_trial.c.answered).scalar_subquery()))
 _OPEN_ON_PAGE = select(func.count()).select_from(_trial).where(_trial.c.page_id == bindparam("page_id"),
                                                                ~_trial.c.answered)
 _PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
@@ -284,12 +273,11 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
     stimulus = study_stimuli(session, assignment.study_id)[trial.stimulus_id]
     stored_rating = normalise(spec.method, rating["rating"], trial.reference_first)
     try:
-        with session.begin_nested():
-            response_id = connection.execute(_INSERT_RESPONSE, {
-                "client_rating_id": rating["rating_id"], "trial_id": rating["trial_id"], "assignment_id": assignment.id,
-                "worker_id": assignment.worker_id, "study_id": assignment.study_id, "stimulus_id": trial.stimulus_id,
-                "raw_rating": rating["rating"], "rating": stored_rating, "rt_ms": rating["rt_ms"],
-                "created_at": utcnow()}).scalar_one()
+        response_id = connection.execute(_INSERT_RESPONSE, {
+            "client_rating_id": rating["rating_id"], "trial_id": rating["trial_id"], "assignment_id": assignment.id,
+            "worker_id": assignment.worker_id, "study_id": assignment.study_id, "stimulus_id": trial.stimulus_id,
+            "raw_rating": rating["rating"], "rating": stored_rating, "rt_ms": rating["rt_ms"],
+            "created_at": utcnow()}).scalar_one()
     except IntegrityError:
         # Only the unique client_rating_id can clash (the trial is ours and locked): the browser reused a
         # rating ID for another trial. The caller rolls the whole request back.
@@ -300,10 +288,8 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
         connection.execute(_INSERT_GOLD, {"response_id": response_id, "worker_id": assignment.worker_id,
                                           "assignment_id": assignment.id, "is_quiz": trial.is_quiz,
                                           "correct": correct})
-    elif not assignment.pilot:  # a pilot's rating fills no target (server/pilot.py)
-        connection.execute(_COUNT_RATING, {"sid": trial.stimulus_id})
-    connection.execute(_RENEW_PAGE, {"page_id": trial.page_id, "until": reservation_end(session, spec)})
-    open_left = int(connection.execute(_OPEN_ON_PAGE, {"page_id": trial.page_id}).scalar_one())
+    open_left = int(connection.execute(_RENEW_PAGE_COUNT_OPEN, {"page_id": trial.page_id,
+                                                                "until": reservation_end(session, spec)}).scalar_one())
     stored = StoredRating(trial.page_id, trial.is_gold, trial.is_quiz, correct, open_left)
     stage = _after_rating(session, assignment, stored, spec)
     body = _answer(stage, rating["rating_id"], "stored", open_left)
@@ -459,11 +445,13 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
 
 def rating_progress(session: Session, study_id: int) -> dict[str, Any]:
     """Scenes, real stimuli, ratings stored and targeted (real stimuli, pilots left out), workers."""
-    n_scenes, n_stimuli, target, n_ratings = session.execute(
+    n_scenes, n_stimuli, target = session.execute(
         select(func.count(func.distinct(RatingStimulus.scene)), func.count(),
-               func.coalesce(func.sum(RatingStimulus.target_ratings), 0),
-               func.coalesce(func.sum(RatingStimulus.n_ratings), 0))
+               func.coalesce(func.sum(RatingStimulus.target_ratings), 0))
         .where(RatingStimulus.study_id == study_id, ~RatingStimulus.is_gold)).one()
+    n_ratings = session.scalar(select(func.coalesce(func.sum(COUNTED.c.n), 0))
+                               .join(RatingStimulus, RatingStimulus.id == COUNTED.c.stimulus_id)
+                               .where(~RatingStimulus.is_gold), {"study_id": study_id})
     n_workers = session.scalar(select(func.count()).select_from(Worker).where(Worker.study_id == study_id,
                                                                               ~Worker.pilot))
     return {"n_scenes": int(n_scenes), "n_stimuli": int(n_stimuli), "target_ratings": int(target),

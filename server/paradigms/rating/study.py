@@ -19,11 +19,11 @@ under each scene's folder in ``rating/`` (deterministic: the same study file wri
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -42,10 +42,17 @@ REFERENCE_ITEM = "__reference__"  # item_id of a scene's hidden reference (stimu
 CHECK_FOLDER = "rating"           # the quality checks' files, in each scene's folder
 GOLD_MARGIN = 2.0                 # a gold_low image's IE / the scene's worst candidate's (stimuli.gold)
 
-# The trial page's fixed chrome in CSS px around the images (rating_trial.js and perceptlab.css keep to
-# these sizes): the progress bar, the images' labels, the scale (buttons or slider) with its question and
-# the Next button, the padding and the gap between two images.
-RATING_CHROME: dict[str, int] = {"bar": 45, "label": 28, "scale": 120, "pad": 8, "gap": 24, "margin": 2}
+# The trial page's fixed chrome in CSS px around the images: the sizes rating.css sets, which rating_trial.js's
+# RATING_CHROME and ratingWindowNeeded use too (tests/browser/test_rating_page.py checks that both agree).
+RATING_CHROME: dict[str, int] = {
+    "bar": 45,          # the top bar (44 px and its 1 px border)
+    "label": 36,        # an image's label (28 px) and the gap below it; only when a trial shows two images
+    "pad": 8,           # the trial's padding (top, bottom, sides)
+    "gap": 24,          # between the two images
+    "scale": 72,        # the row of answers (buttons or slider) and Next (64 px), and the gap above it
+    "scale_width": 880,  # that row's smallest width (every P.910 label on two lines at most)
+    "margin": 2,        # kept free so that rounding never brings a scrollbar back
+}
 
 
 def gold_low_item(k: int) -> str:
@@ -211,17 +218,19 @@ def images_shown(method: str) -> int:
     return 1 if method == "acr" else 2
 
 
-def window_for(spec: RatingSpec, sizes) -> WindowRequirement:
+def window_for(spec, sizes) -> WindowRequirement:
     """The smallest inner window (CSS px) that shows every scene's images of ``sizes`` (``(width, height)``)
-    side by side at the study's smallest scale (``fit``) or 1:1 at devicePixelRatio 1 (``pixel_exact``)."""
+    side by side at the study's smallest scale (``fit``) or 1:1 at devicePixelRatio 1 (``pixel_exact``),
+    with the scale's row below them: rating_trial.js's ``ratingWindowNeeded`` of the same numbers."""
     factor = spec.min_image_scale if spec.policy == "fit" else 1.0
     n = images_shown(spec.method)
     c = RATING_CHROME
     width, height = spec.min_window_width, spec.min_window_height
+    width = max(width, c["scale_width"] + 2 * c["pad"] + c["margin"])
     for w, h in sizes:
-        width = max(width, int(np.ceil(n * w * factor + (n - 1) * c["gap"] + 2 * c["pad"] + c["margin"])))
-        height = max(height, int(np.ceil(h * factor + c["bar"] + c["label"] + c["scale"] + 2 * c["pad"]
-                                         + c["margin"])))
+        width = max(width, math.ceil(round(n * w * factor, 6)) + 2 * c["pad"] + (n - 1) * c["gap"] + c["margin"])
+        height = max(height, math.ceil(round(h * factor, 6)) + c["bar"] + c["pad"] + (c["label"] if n > 1 else 0)
+                     + c["scale"] + c["pad"] + c["margin"])
     floor = (spec.min_window_width, spec.min_window_height)
     return WindowRequirement(min_window=(width, height), policy=spec.policy, min_image_scale=spec.min_image_scale,
                              floor=floor)
