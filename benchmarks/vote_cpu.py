@@ -60,6 +60,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._common import build_demo_stimuli, print_table  # noqa: E402
+from server.services import app_services  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
@@ -167,7 +168,7 @@ class Driver:
         self.captured: list[str] | None = None
         self.recording = False  # keep the CPU of the other API calls (during the timed pass)
         self.other_cpu_ms: dict[str, list[float]] = {}
-        engine = app.extensions["perceptlab.engine"]
+        engine = app_services(app).engine
         event.listen(engine, "before_cursor_execute", self._on_statement)
         event.listen(engine, "commit", self._on_commit)
         self._count_one_statement_votes()
@@ -264,7 +265,7 @@ class Driver:
                      ).bindparams(bindparam("ids", expanding=True))
         # Ended by a COMMIT, not the ROLLBACK of connect(): psycopg forgets a connection's prepared
         # statements at every ROLLBACK, and this pooled connection is the app's too.
-        with self.app.extensions["perceptlab.engine"].begin() as conn:
+        with app_services(self.app).engine.begin() as conn:
             rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
         return {row.id: "left" if bool(row.a_wins) == bool(row.left_is_a) else "right" for row in rows}
 
@@ -487,7 +488,7 @@ def measure(backend: str, url: str, dbname: str | None, work: Path, manifest: Pa
         one_vote_sql = driver.captured
         driver.captured = None
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
 
     cpu = np.array([s.cpu_ms for s in samples])
     wall = np.array([s.wall_ms for s in samples])

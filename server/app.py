@@ -18,8 +18,8 @@ import experiment_ui
 from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
-from .models import utcnow
 from .paradigms.entry import BUSY
+from .services import Services, init_app
 from .validation import StrictJSONProvider
 
 
@@ -43,22 +43,10 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     app.json.sort_keys = False
     if server.get("auto_migrate", True):
         upgrade(url)
-    engine = make_engine(url)
-    app.extensions["perceptlab.engine"] = engine
-    # An injected clock (tests) drives page reservations and the entry rate limit (server/allocation.py).
-    app.extensions["perceptlab.sessions"] = make_session_factory(
-        engine, info={"clock": server["clock"]} if server.get("clock") else None)
-    app.extensions["perceptlab.clock"] = server.get("clock") or utcnow
-    # Rate limits shared by every process through Redis ([server] redis_url), else None: each process counts.
-    from .limits import store_from_config
+    engine = _init_services(app, config, server, url).engine
 
-    app.extensions["perceptlab.shared_limits"] = store_from_config(
-        server, (lambda: server["clock"]().timestamp()) if server.get("clock") else None)
-
-    from .storage import make_storage
     from .views import admin, admin_codes, admin_mturk, api, stimuli, worker
 
-    app.extensions["perceptlab.storage"] = make_storage(config)
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
@@ -87,6 +75,23 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
 
     install_paradigms(app)
     return app
+
+
+def _init_services(app: Flask, config: dict[str, Any], server: dict[str, Any], url: str) -> Services:
+    """The app's :class:`~server.services.Services`, installed (:func:`server.services.init_app`)."""
+    from .limits import store_from_config
+    from .storage import make_storage
+
+    clock = server.get("clock")  # an injected clock (tests): page reservations, limits, the vote's times
+    seconds = (lambda: clock().timestamp()) if clock else None
+    engine = make_engine(url)
+    return init_app(app, Services(
+        engine=engine,
+        sessions=make_session_factory(engine, info={"clock": clock} if clock else None),  # server/allocation.py
+        injected_clock=clock,
+        # Rate limits shared by every process through Redis ([server] redis_url), else None: each process counts.
+        shared_limits=store_from_config(server, seconds),
+        storage=make_storage(config)))
 
 
 ADMIN_CSP = "frame-ancestors 'none'; object-src 'none'; base-uri 'none'"

@@ -44,6 +44,7 @@ from .db import db_session
 from .limits import SharedLoginThrottle
 from .login_throttle import LoginThrottle
 from .models import LoginSession, User, as_utc, utcnow
+from .services import app_services
 
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024  # scrypt on megabytes of "password" would be a cheap denial of service
@@ -156,15 +157,12 @@ def throttle() -> LoginThrottle | SharedLoginThrottle:
     """The app's login throttle (one per app, so tests with fresh apps start clean): in this process, or
     with ``[server] redis_url`` on counts in Redis shared by every process (:mod:`server.limits`). It
     runs on the app's injected clock (``create_app(clock=...)``, aware datetimes; tests) when there is one."""
-    found = current_app.extensions.get("perceptlab.login_throttle")
-    if found is None:
-        clock = current_app.config["SERVER"].get("clock")
-        found = LoginThrottle(clock=(lambda: clock().timestamp()) if clock else time.monotonic)
-        store = current_app.extensions.get("perceptlab.shared_limits")
-        if store is not None:
-            found = SharedLoginThrottle(store, found)
-        found = current_app.extensions.setdefault("perceptlab.login_throttle", found)
-    return found
+    services = app_services()
+
+    def make() -> LoginThrottle | SharedLoginThrottle:
+        local = LoginThrottle(clock=services.seconds_clock() or time.monotonic)
+        return local if services.shared_limits is None else SharedLoginThrottle(services.shared_limits, local)
+    return services.made("login_throttle", make)
 
 
 def _device_serializer() -> URLSafeTimedSerializer:
@@ -282,7 +280,7 @@ def _session_user(db: Session) -> User | None:
 
 def _touch(session_id: int, now: dt.datetime) -> None:
     """Record activity in a separate short transaction (the request's own stays read-only here)."""
-    with current_app.extensions["perceptlab.sessions"]() as db:
+    with app_services().sessions() as db:
         db.execute(update(LoginSession).where(LoginSession.id == session_id).values(last_seen_at=now))
         db.commit()
 

@@ -18,11 +18,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flask import current_app, g
+from flask import g
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+from .services import app_services
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 URL_ENVIRONMENT_VARIABLE = "PERCEPTLAB_DATABASE_URL"
@@ -324,12 +326,12 @@ def session_scope(url: str, *, migrate: bool = True) -> Iterator[Session]:
 def db_session() -> Session:
     """The current web request's database session (opened on first use, closed at teardown).
 
-    The app factory keeps the session factory in ``app.extensions["perceptlab.sessions"]`` and
-    registers :func:`close_request_session` as a teardown.
+    The app factory keeps the session factory in the app's services
+    (:attr:`server.services.Services.sessions`) and registers :func:`close_request_session` as a teardown.
     """
     session = g.get("db_session")
     if session is None:
-        session = g.db_session = current_app.extensions["perceptlab.sessions"]()
+        session = g.db_session = app_services().sessions()
     return session
 
 

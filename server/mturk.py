@@ -46,7 +46,7 @@ from .models import (
 from .paradigms import paradigm_for, spec_from_config
 from .paradigms.entry import mturk_question_url
 from .paradigms.stages import TURNED_AWAY
-from .paradigms.studyfile import MTURK_DEFAULTS
+from .paradigms.params import MTURK_DEFAULTS
 from .payments import pay_unit
 
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"

@@ -29,8 +29,8 @@ or the pay rules by declaring themselves a pilot), and the CLI always sends it, 
 
 ``Assignment.pilot`` copies ``Worker.pilot`` (a vote reads only its locked assignment row). A pilot's
 token names no study, so that its votes take the regular path, which leaves the pair's count alone
-(the one-statement path of PostgreSQL counts every vote). A participant marked while answering a
-page may have had votes counted by that path: the pairs' counts are recounted when they are marked,
+(as the one-statement path of PostgreSQL does for a pilot's assignment since migration 0014). A
+participant marked while answering a page may have had votes counted before the marking: the pairs' counts are recounted when they are marked,
 when they complete a page on the regular path and at each of their page starts (:func:`recount_pair_votes`).
 """
 from __future__ import annotations

@@ -198,7 +198,8 @@ def _has_unstorable_string(value: Any) -> bool:
 
 WORKER_BODY_BYTES = 64 * 1024
 """The largest body the worker API takes (a vote is about 300 bytes, a refresh calibration of 2,000
-intervals about 16 kB); the motion responses' frame logs have their own bound (server/views/api.py)."""
+intervals about 16 kB); a response kind may declare its own bound (ResponseKind.max_body, server/paradigms/core.py:
+the motion responses with their frame logs)."""
 _BODY = "perceptlab.json_body"  # the environ's parsed body (or the error refusing it): parsed once per request
 
 

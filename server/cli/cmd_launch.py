@@ -257,10 +257,12 @@ def _is_prepared(folder: Path) -> bool:
 
 def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None,
                   **options) -> dict[tuple[str, str], Any]:
-    """(section, key) -> value of the study file, from the command's options (None = the template's)."""
-    sections = {"votes_per_pair": "design", "stimulus": "design", "pairs_per_page": "pages", "min_pages": "pages",
-                "max_pages": "pages",
-                "reward_per_page": "pages", "bonus_per_page": "pages", "researcher": "texts", "contact": "texts"}
+    """(section, key) -> value of the study file, from the command's options (None = the template's); each
+    key's section as the paired-comparison spec declares it."""
+    from server.paradigms import DEFAULT_KIND, paradigm_named
+    from server.paradigms.params import section_of
+
+    sections = section_of(paradigm_named(DEFAULT_KIND).spec_class)
     values: dict[tuple[str, str], Any] = {("study", "slug"): slug, ("study", "manifests"): [str(manifest)]}
     if seed is not None:
         values["study", "seed"] = seed

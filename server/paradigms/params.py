@@ -49,7 +49,8 @@ A spec for a rating paradigm (the rating paradigm's package holds the real one):
             if self.images_per_session > 1000:
                 fail("session.images_per_session above 1000 makes a session too long")
 
-    TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`")
+    TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`",
+                              examples={"slug": "ratings-2026", "mturk": {"title": "Rate images"}})
     spec = parse_spec(RatingSpec, {"study": {"kind": "rating", "images": ["m.json"]}}, Path("s.toml"))
     assert spec.slug == "s" and spec.scale_points == 5
 
@@ -81,6 +82,7 @@ COMMENT_COLUMN_CAP = 44  # a key line longer than this has its documentation on 
 # What the template shows, commented out, for a long text left at its default (``placeholder=``).
 TEXT_PLACEHOLDER = '"""..."""'
 
+# What a spec's ``validate`` hook gets: ``fail(message)`` raises StudyDefinitionError naming the file.
 Fail = Callable[[str], None]
 
 
@@ -369,7 +371,7 @@ def value_problem(value: Any, declared: Param) -> str | None:
     if declared.money and not (isinstance(value, str) and is_dollar_amount(value)):
         return f'must be a dollar amount like "0.50", got {value!r}'
     if declared.pattern is not None and not (isinstance(value, str) and re.fullmatch(declared.pattern[0], value)):
-        return f"must be {declared.pattern[1]}"
+        return f"must be {declared.pattern[1]}, got {value!r}"
     bounds = (declared.low, declared.high, declared.above, declared.below)
     if any(b is not None for b in bounds) and isinstance(value, (int, float)) and not _within(value, declared):
         return f"must be {_range_text(declared)}, got {value!r}"
@@ -400,8 +402,8 @@ def _one_of(choices: tuple[Any, ...]) -> str:
 
 # ---------------------------------------------------------------- the documented template
 
-def study_template(spec_class: type, *, header: str, mturk: Mapping[str, Any] | None = None,
-                   width: int = TEMPLATE_WIDTH) -> str:
+def study_template(spec_class: type, *, header: str, examples: Mapping[str, Any] | None = None,
+                   mturk: Mapping[str, Any] | None = None, width: int = TEMPLATE_WIDTH) -> str:
     """The documented study file of ``perceptlab study template``: every declared key at its default (or
     ``example``) with its documentation; keys with a ``placeholder`` or a ``fallback`` (and no ``example``)
     and table sections commented out, so that they keep their default.
@@ -412,9 +414,12 @@ def study_template(spec_class: type, *, header: str, mturk: Mapping[str, Any] | 
         The spec whose declarations make the file.
     header
         The file's first comment (lines become ``# ...`` lines).
+    examples
+        Field name -> the value shown instead of its declared ``example`` (or default): a paradigm's own
+        ``slug`` and ``name``; for a table field, the keys shown over the table's defaults (a paradigm's HIT
+        texts, ``Paradigm.mturk_settings``, over :data:`MTURK_DEFAULTS`).
     mturk
-        The paradigm's HIT texts over :data:`MTURK_DEFAULTS` (``Paradigm.mturk_settings``), shown in the
-        commented-out ``[mturk]`` table.
+        The paradigm's HIT texts shown in the ``[mturk]`` table: the same as ``examples={"mturk": ...}``.
     width
         The line width documentation is wrapped to.
 
@@ -425,13 +430,13 @@ def study_template(spec_class: type, *, header: str, mturk: Mapping[str, Any] | 
     """
     declared = declarations(spec_class)
     docs = section_docs(spec_class)
+    examples = {**(examples or {}), **({"mturk": mturk} if mturk else {})}
     lines = [f"# {line}" for line in header.splitlines()]
     for section in sections(spec_class):
         keys = [d for d in declared if d.param.section == section]
         table = next((d for d in keys if d.param.table is not None), None)
         if table is not None:
-            shown = {**defaults(table.param.table), **(mturk or {})} if section == "mturk" else defaults(
-                table.param.table)
+            shown = {**defaults(table.param.table), **examples.get(table.name, {})}
             entries = [(f"{d.name} = {toml_value(shown[d.name])}", d.param.doc)
                        for d in declarations(table.param.table)]
             lines += ["", *_key_lines([(f"[{section}]", docs.get(section, table.param.doc))], width, "# ")]
@@ -442,12 +447,13 @@ def study_template(spec_class: type, *, header: str, mturk: Mapping[str, Any] | 
             lines += [f"# {text}" for text in textwrap.wrap(docs[section], width - 2)]
         entries = []
         for d in keys:
-            if d.param.placeholder is not None or (d.param.fallback is not None and d.param.example is None):
+            example = examples.get(d.name, d.param.example)
+            if d.param.placeholder is not None or (d.param.fallback is not None and example is None):
                 # Left to its default or fallback: documented, commented out.
                 shown = d.param.placeholder if d.param.placeholder is not None else toml_value(d.default())
                 entries.append((f"# {d.name} = {shown}", d.param.doc))
             else:
-                value = d.param.example if d.param.example is not None else d.default()
+                value = example if example is not None else d.default()
                 entries.append((f"{d.name} = {toml_value(value)}", d.param.doc))
         lines += _key_lines(entries, width, "")
     return "\n".join(lines) + "\n"
@@ -506,8 +512,8 @@ class MTurkSettings:
                                  doc='"lab": one "took part" qualification keeps repeaters out across the lab\'s '
                                      'studies; "study": one per study')
     require_screening: int = param(0, section="mturk", low=0, high=100,
-                                   doc="above 0: only workers whose motion-screening score (r x 100) is at least "
-                                       "this (e.g. 90)")
+                                   doc="above 0: only workers whose screening score (r x 100, the lab's screening "
+                                       "qualification) is at least this (e.g. 90)")
 
 
 # The [mturk] defaults, over which a paradigm's HIT texts and a study file's [mturk] table go (server/mturk.py).
@@ -519,10 +525,10 @@ SLUG_PATTERN = ("[a-z0-9][a-z0-9-]{0,63}", "1-64 lowercase letters, digits or '-
 @dataclass(frozen=True, kw_only=True)
 class StudyParams(StoredSpec):
     """``[study]`` slug, name and seed: every study file's."""
-    slug: str = param(section="study", pattern=SLUG_PATTERN, example="interp-2026",
+    slug: str = param(section="study", pattern=SLUG_PATTERN, example="study-2026",
                       fallback=lambda values, path: slugify(path.stem),
                       doc="URL-safe name used in worker links (default: the file's name)")
-    name: str = param(section="study", example="Frame interpolation quality",
+    name: str = param(section="study", example="My study",
                       fallback=lambda values, path: values["slug"],
                       doc="the study's title for people (default: the slug)")
     seed: int = param(0, section="study", low=0, doc="seed of every random choice the study makes")
@@ -592,4 +598,5 @@ class MTurkParams:
     """The optional ``[mturk]`` table, kept as the keys a file gives (over :data:`MTURK_DEFAULTS` and the
     paradigm's HIT texts: server/mturk.py)."""
     mturk: dict[str, Any] = param({}, section="mturk", table=MTurkSettings,
-                                  doc="optional: HIT settings for `perceptlab mturk launch` (defaults shown)")
+                                  doc="optional: HIT settings for `perceptlab mturk launch` (defaults shown; "
+                                      "reward: the study's pay)")

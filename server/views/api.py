@@ -26,6 +26,7 @@ from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check
                               lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
                               spec_for, study_paradigm)
 from ..pilot import pilot_entry
+from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
 from .entry_limit import admission, per_app, shared_store
@@ -97,12 +98,10 @@ def _rate_limiter(name: str) -> RequestRate | SharedRequestRate:
     """The app's limiter of ``name`` requests per assignment (in Redis with ``[server] redis_url``)."""
     def make(server: dict) -> RequestRate | SharedRequestRate:
         rate, burst = REQUEST_RATES[name]
-        clock = server.get("clock")
-        local = RequestRate(float(server.get(rate, 0)), float(server.get(burst, 1)),
-                            (lambda: clock().timestamp()) if clock else None)
+        local = RequestRate(float(server.get(rate, 0)), float(server.get(burst, 1)), app_services().seconds_clock())
         store = shared_store()
         return local if store is None else SharedRequestRate(store, local, name)
-    return per_app(f"perceptlab.rate.{name}", make)
+    return per_app(f"rate.{name}", make)
 
 
 def _limit_rate(name: str, claims: TokenClaims) -> None:
@@ -247,9 +246,8 @@ def post_response(assignment_id: str, kind: ResponseKind):
     body = json_object_body(kind.max_body)
     answer = None
     if not request.environ.get(ONE_STATEMENT_DECLINED):  # the fast lane (views/fast_lane.py) tried it already
-        clock = current_app.extensions["perceptlab.clock"]
-        answer = record_in_one_statement(current_app.extensions["perceptlab.engine"], kind.name, claims, body,
-                                         clock())
+        services = app_services()
+        answer = record_in_one_statement(services.engine, kind.name, claims, body, services.clock())
     if answer is not None:
         status, result = answer
     else:

@@ -13,27 +13,25 @@ from ..limits import SharedAdmissionGate, SharedEntryLimiter, SharedStore
 from ..models import Study
 from ..paradigms.entry import (DEFAULT_ADMISSION_BURST, DEFAULT_ADMISSION_RATE, DEFAULT_ENTRY_LIMIT,
                                DEFAULT_ENTRY_WINDOW, AdmissionGate, EntryLimiter, rate_limited, server_busy)
+from ..services import app_services
 
 T = TypeVar("T")
 
 
 def _seconds_clock() -> Callable[[], float] | None:
     """The app's injected clock (if any) as seconds, as the limiters take it."""
-    clock = current_app.config["SERVER"].get("clock")
-    return (lambda: clock().timestamp()) if clock is not None else None
+    return app_services().seconds_clock()
 
 
 def shared_store() -> SharedStore | None:
     """The app's Redis store of shared limits (``[server] redis_url``), or None: limits count per process."""
-    return current_app.extensions.get("perceptlab.shared_limits")
+    return app_services().shared_limits
 
 
 def per_app(name: str, make: Callable[[dict], T]) -> T:
-    """The app's one ``name`` object, made on first use from its ``[server]`` settings (shared by its threads)."""
-    value = current_app.extensions.get(name)
-    if value is None:
-        value = current_app.extensions.setdefault(name, make(current_app.config["SERVER"]))
-    return value
+    """The app's limiter ``name``, made on first use from its ``[server]`` settings (shared by its threads:
+    :meth:`server.services.Services.limiter`)."""
+    return app_services().limiter(name, lambda: make(current_app.config["SERVER"]))
 
 
 def _limiter(limit: int, window: float) -> Any:
@@ -48,14 +46,14 @@ def _window(server: dict) -> float:
 
 def app_limiter() -> EntryLimiter | SharedEntryLimiter:
     """The app's entry limiter, from ``[server] entry_limit`` and ``entry_window_seconds``."""
-    return per_app("perceptlab.entry_limiter", lambda server: _limiter(
+    return per_app("entry_limiter", lambda server: _limiter(
         int(server.get("entry_limit", DEFAULT_ENTRY_LIMIT)), _window(server)))
 
 
 def study_limiter(limit: int) -> EntryLimiter | SharedEntryLimiter:
     """The entry limiter of studies with their own ``[entry] entry_limit`` of ``limit`` (their counts are
     kept per study and address: a lab's allowance in one study spends nothing of another's)."""
-    return per_app(f"perceptlab.entry_limiter.{limit}", lambda server: _limiter(limit, _window(server)))
+    return per_app(f"entry_limiter.{limit}", lambda server: _limiter(limit, _window(server)))
 
 
 def app_gate() -> AdmissionGate | SharedAdmissionGate:
@@ -66,7 +64,7 @@ def app_gate() -> AdmissionGate | SharedAdmissionGate:
                               float(server.get("admission_burst", DEFAULT_ADMISSION_BURST)), _seconds_clock())
         store = shared_store()
         return local if store is None else SharedAdmissionGate(store, local)
-    return per_app("perceptlab.admission_gate", make)
+    return per_app("admission_gate", make)
 
 
 def admission(study: Study, spec, platform: str, *, signed: bool = False) -> Callable[[], None]:

@@ -34,6 +34,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
 from ..paradigms.core import ResponseKind, record_in_one_statement, response_kinds
+from ..services import app_services
 from ..tokens import TokenClaims
 from ..validation import read_json_body
 from .api import ONE_STATEMENT_DECLINED, bearer_claims, committed, state_after_response
@@ -60,6 +61,7 @@ class FastLane:
     def __init__(self, app: Flask, wsgi_app: Callable[[dict, StartResponse], Iterable[bytes]],
                  headers: Callable[[str], list[tuple[str, str]]]):
         self.app, self.wsgi_app, self.headers = app, wsgi_app, headers
+        self.services = app_services(app)
         # Read once: the paradigms are known when the app is built (as the API's routes are).
         self.kinds = one_statement_kinds()
         self.path = path_pattern(self.kinds)
@@ -87,10 +89,8 @@ class FastLane:
     def _store(self, environ: dict, claims: TokenClaims, name: str, body: Any) -> tuple[int, dict] | None:
         if not isinstance(body, dict):
             return None
-        engine = self.app.extensions["perceptlab.engine"]
         try:
-            answer = record_in_one_statement(engine, name, claims, body,
-                                             self.app.extensions["perceptlab.clock"]())
+            answer = record_in_one_statement(self.services.engine, name, claims, body, self.services.clock())
         except Exception:  # noqa: BLE001 - the statement changed nothing; Flask's view meets the error again
             return None
         if answer is None:

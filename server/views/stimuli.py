@@ -22,6 +22,7 @@ from werkzeug.security import safe_join
 from ..db import db_session
 from ..models import Study
 from ..paradigms.core import fixed_study_facts
+from ..services import app_services
 from ..stimulus_index import IndexCache, StimulusIndex, naming_key, opaque_name
 from ..storage import content_type
 
@@ -66,9 +67,8 @@ def content_etag(data: bytes) -> str:
 
 def study_index(slug: str) -> StimulusIndex | None:
     """The current app's index of the study ``slug`` (built once per process), or None."""
-    app = current_app._get_current_object()
-    cache = app.extensions.setdefault("perceptlab.stimulus_index", IndexCache())
-    return cache.get(db_session(), slug, app.config["SECRET_KEY"])
+    cache = app_services().made("stimulus_index", IndexCache)
+    return cache.get(db_session(), slug, current_app.config["SECRET_KEY"])
 
 
 def stimulus_urls(study: Study) -> Callable[[str], str]:
@@ -93,5 +93,5 @@ def stimulus_urls_of(study_id: int) -> Callable[[str], str]:
 
 
 def _urls(slug: str, key: bytes) -> Callable[[str], str]:
-    storage = current_app.extensions["perceptlab.storage"]
+    storage = app_services().storage
     return lambda path: storage.url(slug, opaque_name(key, path))

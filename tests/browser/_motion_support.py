@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from server.services import app_services
+
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "experiment_ui" / "static"
 ORIGIN = "http://perceptlab.test"
@@ -193,7 +195,7 @@ def true_vector(app, trial_id: int) -> tuple[float, float]:
     from server.models import MotionClip, MotionProbe, MotionTrial
     from server.paradigms.motion.paradigm import trial_gt
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return trial_gt(session.execute(
             select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v, MotionClip.movie_frames)
             .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)

@@ -13,11 +13,12 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from server.models import Assignment, Vote
+from server.services import app_services
 from tests.server.conftest import gold_side
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 # What the page shows next (or "" while it is busy): a trial ready for a choice that is not

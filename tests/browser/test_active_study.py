@@ -11,6 +11,7 @@ from sqlalchemy import select
 from server.cli.cmd_server import ACTIVE_DEMO_SLUG, active_demo_study
 from server.models import Pair, Study, Trial
 from server.paradigms import create_study, paradigm_for, read_study_file
+from server.services import app_services
 from tests.server.conftest import WorkerClient
 from tests.server.allocation_support import work
 
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("gold_answer_key
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _design(app) -> dict:

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from server import auth
 from server.paradigms.paired import live_scales
 from server.models import Study
+from server.services import app_services
 from tests.server.conftest import WorkerClient
 from tests.server.simulated_votes import add_votes
 
@@ -16,7 +17,7 @@ PASSWORD = "correct horse battery"
 
 
 def _add_user(app) -> None:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", PASSWORD)
         session.commit()
 
@@ -140,7 +141,7 @@ def test_workers_with_a_targeted_bias_are_shown_excluded_with_the_item(page, app
     workers table says they were excluded and for which item, and the scales' status counts them."""
     _add_user(app)
     ids = add_votes(app, study, honest=8, biased=2)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == study))
         live_scales.compute_snapshot(session, study_id, bootstrap=20, seed=0)
     page.goto(f"{live_server}/admin/login")

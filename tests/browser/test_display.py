@@ -29,6 +29,7 @@ from sqlalchemy import func, select
 from server.cli import cli
 from server.models import Assignment, Vote
 from server.paradigms.display import LAPTOP_WINDOW, PC_CHROME, pc_requirement, window_needed
+from server.services import app_services
 from tests.server.conftest import gold_side, make_test_app
 
 pytestmark = pytest.mark.timeout(600)
@@ -142,7 +143,7 @@ def lab(tmp_path_factory, sqlite_template):
     yield {"app": app, "url": f"http://127.0.0.1:{server.server_port}", "outputs": outputs, "manifest": manifest}
     server.shutdown()
     thread.join(timeout=10)
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def _stated(output: str) -> tuple[int, int]:
@@ -261,7 +262,7 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
     assert shot is not None, "no trial of the 512x512 scene on the page"
     assert n_trials >= 5 + 10
     # Every arrow press was one vote; the view keys and buttons none.
-    with lab["app"].extensions["perceptlab.sessions"]() as session:
+    with app_services(lab["app"]).sessions() as session:
         votes = session.scalar(select(func.count()).select_from(Vote).join(Assignment, Vote.assignment_id == Assignment.id)
                                .where(Assignment.external_id == f"W{width}"))
     assert votes == n_trials

@@ -8,6 +8,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
+from server.services import app_services
 from tests.server.conftest import create_test_study, make_test_app
 
 
@@ -16,7 +17,7 @@ def app(database_url, tmp_path, clock):
     """One new participant per address and 10 minutes (overrides the shared app fixture for live_server)."""
     app = make_test_app(database_url, tmp_path / "instance", clock=clock, entry_limit=1, entry_window_seconds=600)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def test_the_limit_page_names_the_setting_and_fits(browser, live_server, app, demo_stimuli, tmp_path, screenshot):

@@ -8,6 +8,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from server import auth, exports
+from server.services import app_services
 from tests.server.motion_support import MotionWorker, create_motion_study
 
 PASSWORD = "correct horse battery"
@@ -17,7 +18,7 @@ SMALL = {"session": {"probes_per_clip": 2, "repetitions": 1},
 
 
 def _add_user(app) -> None:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", PASSWORD)
         session.commit()
 

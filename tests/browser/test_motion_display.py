@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select, update
 
 from server.models import Assignment, Calibration, MotionResponse, Worker
+from server.services import app_services
 from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study
@@ -123,7 +124,7 @@ def test_laptop_window_walks_from_calibration_into_the_movies(page, app, live_se
     page.on("pageerror", lambda error: errors.append(str(error)))
     _enter(page, live_server, slug, "PLAPTOP", width, height)
     screenshot(page, f"calibration-{width}x{height}")
-    with app.extensions["perceptlab.sessions"]() as session:  # passed the motion test before: movies next
+    with app_services(app).sessions() as session:  # passed the motion test before: movies next
         session.execute(update(Worker).where(Worker.external_id == "PLAPTOP").values(screening_passed=True))
         session.commit()
     _calibrate(page, width, height)
@@ -143,7 +144,7 @@ def test_laptop_window_walks_from_calibration_into_the_movies(page, app, live_se
             box = page.locator(".motion-feedback").bounding_box()
             assert box["x"] + box["width"] <= g["cx"] - g["panel"], box  # beside the panel
             screenshot(page, f"feedback-{width}x{height}")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         sizes = {(r.window_width, r.window_height) for r in session.scalars(select(MotionResponse))}
         assert sizes == {(width, height)}
         assert session.scalar(select(Assignment.stage).where(Assignment.worker_id == select(Worker.id).where(
@@ -195,7 +196,7 @@ def test_a_zoom_change_measures_the_card_again_and_keeps_the_answers(page, app, 
     assert page.evaluate("window.assignmentDriver.plugin.current.trial.trial_id") == second
     assert page.evaluate("devicePixelRatio") == pytest.approx(zoom)
     _assert_trial_fits(page, width, height)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.scalar(select(Calibration))
         assert stored.device_pixel_ratio == pytest.approx(zoom) and stored.accepted
         assert stored.card_width_px == pytest.approx(323.5 / zoom - 1, abs=0.1)
@@ -205,7 +206,7 @@ def test_a_zoom_change_measures_the_card_again_and_keeps_the_answers(page, app, 
     run_trial(page, cursor_for(*true_vector(app, second), centre=(width / 2, height / 2)))
 
     def responses() -> list[tuple[int, float]]:
-        with app.extensions["perceptlab.sessions"]() as session:
+        with app_services(app).sessions() as session:
             return [(r.trial_id, r.device_pixel_ratio)
                     for r in session.scalars(select(MotionResponse).order_by(MotionResponse.id))]
     assert tick_until(page, lambda: len(responses()) == 2)

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from server.models import Assignment, Calibration, FrameLog, MotionResponse, MotionTrial
+from server.services import app_services
 from tests.browser._motion_support import cursor_for, run_trial, status, to_calibration, true_vector
 from tests.browser.conftest import tick_until
 from tests.server.motion_support import SMALL, create_motion_study
@@ -123,7 +124,7 @@ def check_study_record(app, page, assignment_external_id: str, shown: list[dict]
     first, second = shown[0], shown[1]
     assert first["practice"] and "will be repeated" in first["feedback_text"]
     assert second["trial_id"] != first["trial_id"]
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         params = dict(session.execute(select(MotionTrial.id, MotionTrial.params).where(
             MotionTrial.id.in_((first["trial_id"], second["trial_id"])))).all())
     assert {k: params[second["trial_id"]][k] for k in ("direction_deg", "speed_ppf", "seed")} == {
@@ -141,7 +142,7 @@ def check_study_record(app, page, assignment_external_id: str, shown: list[dict]
     order = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
     assert order == [("rdk", True), ("rdk", False), ("main", True), ("main", False)]
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.scalar(select(Assignment).where(Assignment.external_id == assignment_external_id))
         assert assignment.stage == "completed"
         responses = session.scalars(select(MotionResponse).where(MotionResponse.assignment_id == assignment.id)).all()
@@ -218,7 +219,7 @@ def test_preview_and_a_refused_display(page, app, live_server, motion_clips, tmp
     text = page.text_content("main#stopped")
     assert "refreshes 62 times a second" in text and "at least 100" in text, text
     screenshot(page, "refused")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.scalar(select(Assignment).where(Assignment.external_id == "ASLOW1"))
         assert assignment.stage == "disqualified"
         assert not session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id)).accepted

@@ -22,6 +22,7 @@ from sqlalchemy import select
 from server import auth, exports
 from server.models import Assignment, Calibration
 from server.paradigms.motion.paradigm import blind_spot_distance
+from server.services import app_services
 from tests.browser._motion_support import cursor_for, open_harness, run_trial, status, to_calibration, true_vector
 from tests.server.conftest import WorkerClient
 from tests.server.motion_support import MotionWorker, create_motion_study
@@ -39,7 +40,7 @@ SIZES = ((1280, 600), (1366, 657))
 
 
 def _log_in(page, app, url: str) -> None:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", PASSWORD)
         session.commit()
     page.goto(url)
@@ -288,7 +289,7 @@ def test_worker_measures_distance_passes_screening_and_is_told(page, app, live_s
         assert page.locator("#motion-intro-start").bounding_box()["y"] + 40 < height
     page.set_viewport_size({"width": 1280, "height": 600})
     screenshot(page, "screening-passed")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.scalar(select(Assignment).where(Assignment.study_id.is_not(None)))
         calibration = session.scalar(select(Calibration).where(Calibration.assignment_id == assignment.id))
         assert assignment.stage == "main" and 55 < calibration.measured_distance_cm < 65
@@ -300,7 +301,7 @@ def test_worker_measures_distance_passes_screening_and_is_told(page, app, live_s
 def _completed_link_worker(app, study: str, pages: int) -> str:
     with app.test_client() as http:
         worker = WorkerClient(http, study, platform="link")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.scalar(select(Assignment).where(Assignment.id == int(worker.assignment_id)))
         row.stage, row.pages_completed, row.completion_code = "completed", pages, "7F3A9C21BE"
         session.commit()

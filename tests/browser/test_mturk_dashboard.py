@@ -13,6 +13,7 @@ from sqlalchemy import select
 from server import auth
 from server.models import Assignment, MTurkHit, Study
 from server.mturk import EXTERNAL_QUESTION_NS, make_client
+from server.services import app_services
 from tests.server.conftest import WorkerClient
 
 PASSWORD = "correct horse battery"
@@ -32,7 +33,7 @@ def mturk(app):
 def _completed_worker(app, study: str) -> tuple[str, str]:
     """A worker who started the study through MTurk and completed it: (assignment ID, worker ID)."""
     worker = WorkerClient(app.test_client(), study)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         study_id = db.scalar(select(Study.id).where(Study.slug == study))
         row = db.scalar(select(Assignment).where(Assignment.study_id == study_id))
         row.stage, row.pages_completed = "completed", 2
@@ -104,7 +105,7 @@ def test_launch_reconcile_and_approve_in_the_browser(page, app, live_server, stu
     expect(page.locator("#confirm-mode")).to_have_text("sandbox (no money)")
     expect(page.locator("#launch-total")).to_have_text("$1.20")  # $0.50 x 2 x 1.2
     expect(page.locator("#launch-form")).to_have_count(0)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         assert db.scalar(select(MTurkHit)) is None  # nothing posted yet
     launch_id = page.get_attribute("#confirm-form input[name=launch_id]", "value")
     screenshot(page, "confirm")
@@ -114,7 +115,7 @@ def test_launch_reconcile_and_approve_in_the_browser(page, app, live_server, stu
     expect(page.locator("#message")).to_contain_text("1 HIT(s) posted on the sandbox marketplace")
     expect(page.locator("#hits tbody tr")).to_have_count(1)
     expect(page.locator("#hits")).to_contain_text("HITB1")
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         assert db.scalar(select(MTurkHit.unique_request_token)) == f"{study}-0-{launch_id}"
     screenshot(page, "launched")
 

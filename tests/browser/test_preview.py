@@ -16,6 +16,7 @@ from server import exports
 from server.models import Assignment, Pair, Study, StudySet, Vote, Worker
 from server.payments import payment_plan
 from server.pilot import pilot_signature
+from server.services import app_services
 from server.worker_time import time_estimate
 from tests.server.conftest import gold_side
 
@@ -28,7 +29,7 @@ LEFT_OPEN = 4  # pairs still needing a vote when the preview starts: fewer than 
 def _fill_all_but(app, slug: str, left_open: int) -> list[int]:
     """Every real pair of the study but ``left_open`` at its target (the votes of earlier workers); returns
     the open pairs."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == slug))
         pairs = session.scalars(select(Pair.id).join(StudySet).where(StudySet.study_id == study_id, ~Pair.is_gold)
                                 .order_by(Pair.id)).all()
@@ -39,7 +40,7 @@ def _fill_all_but(app, slug: str, left_open: int) -> list[int]:
 
 
 def _pair_counts(app, slug: str) -> dict[int, tuple[int, int]]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return {pid: (n, held) for pid, n, held in session.execute(
             select(Pair.id, Pair.n_votes, Pair.n_held).join(StudySet).join(Study).where(Study.slug == slug))}
 
@@ -90,7 +91,7 @@ def test_the_preview_link_walks_through_what_a_worker_sees_and_records_nothing_t
     expect(page.locator("main#done")).to_be_visible()
     screenshot(page, "done")
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = session.scalar(select(Study).where(Study.slug == study))
         worker = session.scalar(select(Worker).where(Worker.study_id == s.id))
         assert worker.pilot and worker.platform == "pilot"
@@ -111,7 +112,7 @@ def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, stu
     from tests.server.conftest import WorkerClient
 
     password = "correct horse battery staple"
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", password)
         session.commit()
     colleague = WorkerClient(app.test_client(), study, worker_id="WCOLLEAGUE")
@@ -132,7 +133,7 @@ def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, stu
     expect(row).to_have_attribute("data-pilot", "1")
     expect(row).to_contain_text("pilot")
     screenshot(page, "participants")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(Worker.pilot).where(Worker.external_id == "WCOLLEAGUE"))
         assert session.scalar(select(func.sum(Pair.n_votes))) == 0
     page.goto(f"{live_server}/admin/studies/{study}")
@@ -141,5 +142,5 @@ def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, stu
     page.goto(f"{live_server}/admin/studies/{study}/participants")
     page.locator("#participants-table tbody tr").first.get_by_role("button", name="Count as real").click()
     expect(page.locator("#participants-table tbody tr").first).to_have_attribute("data-pilot", "0")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(func.sum(Pair.n_votes))) == 5

@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from server import auth
 from server.models import Assignment
+from server.services import app_services
 from tests.browser.conftest import pause_page_clock
 from tests.browser._worker_support import Walker, _any_side, _mouse_start, _page_action, correct_side
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -76,7 +77,7 @@ def test_a_prolific_participant_from_the_link_to_the_redirect(page, app, live_se
     expect(page.locator("#prolific")).to_be_visible()
     assert reached == [PROLIFIC_DONE]
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.scalar(select(Assignment))
         assert assignment.stage == "completed" and assignment.worker.external_id == PID
         assert assignment.entry_params == {"STUDY_ID": "64aa00bb11cc", "SESSION_ID": "5e5f6a7b8c9d0e1f2a3b4c5d"}
@@ -91,7 +92,7 @@ def test_the_dashboard_checks_submitted_codes(page, app, live_server, demo_stimu
     done.answer_page(done.correct_side)
     assert done.action("finish").json["stage"] == "completed"
     WorkerClient(app.test_client(), slug, worker_id="60aa00bb11cc22dd33ee44ff", platform="link").start()
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", PASSWORD)
         session.commit()
 

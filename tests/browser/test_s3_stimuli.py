@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from server.models import Study, Trial, Vote
+from server.services import app_services
 from server.stimulus_index import StimulusIndex
 from tests.server.conftest import SMALL_STUDY, create_test_study
 from tests.server.s3_fixture import seaweed_s3  # noqa: F401
@@ -47,16 +48,16 @@ def app(database_url, tmp_path, s3_config):
     app = create_app(s3_config, database_url=database_url, instance_path=str(tmp_path / "instance"),
                      secret_key="test-secret", testing=True)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 @pytest.fixture
 def study(app, demo_stimuli, tmp_path):
     slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         index = StimulusIndex.build(session, session.scalar(select(Study).where(Study.slug == slug)),
                                     app.config["SECRET_KEY"])
-    report = app.extensions["perceptlab.storage"].upload_files(index.root, slug, index.paths, progress=False)
+    report = app_services(app).storage.upload_files(index.root, slug, index.paths, progress=False)
     assert report.uploaded and not report.skipped
     return slug
 
@@ -74,7 +75,7 @@ def _assert_from_s3(page, selector: str, prefix: str) -> list[dict]:
 
 
 def test_trial_images_load_from_the_s3_bucket(page, app, live_server, study, seaweed_s3, screenshot):  # noqa: F811
-    storage = app.extensions["perceptlab.storage"]
+    storage = app_services(app).storage
     prefix = f"{seaweed_s3['endpoint_url']}/{seaweed_s3['bucket']}/{storage.prefix}/{study}/"
     from_s3, from_app = [], []
     page.on("requestfinished", lambda r: (from_s3 if r.url.startswith(prefix) else from_app).append(r.url))
@@ -98,14 +99,14 @@ def test_trial_images_load_from_the_s3_bucket(page, app, live_server, study, sea
 
     # A quiz trial: choose its right answer (read from the database: URLs tell nothing), the server says "correct".
     trial_id = trial.get_attribute("data-trial-id")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.get(Trial, int(trial_id))
         left = row.pair.stimulus_a_id if row.left_is_a else row.pair.stimulus_b_id
         side = "left" if left == row.pair.gold_winner_id else "right"
     page.click(f"#trial [data-side={side}]")
     expect(page.locator("#feedback")).to_have_attribute("data-kind", "correct")
     expect(page.locator("#pending")).to_have_attribute("data-pending", "0")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         votes = session.scalars(select(Vote)).all()
         assert [str(v.trial_id) for v in votes] == [trial_id]
     assert len(from_s3) >= len({i["src"] for i in images})

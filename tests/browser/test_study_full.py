@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from server.models import Assignment
+from server.services import app_services
 from tests.server.conftest import WorkerClient, create_test_study
 
 SANDBOX = "https://workersandbox.mturk.com"
@@ -42,5 +43,5 @@ def test_full_study_page_and_try_again(app, live_server, demo_stimuli, tmp_path,
     page.click("#btn-consent")
     page.click("#btn-start")  # the instructions, then a page of trials: the worker is in
     page.wait_for_url(f"{live_server}/w/**")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(Assignment.stage).where(Assignment.external_id == "AFULL1")) == "trials"

@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from server.models import Page, Trial, Vote
+from server.services import app_services
 from tests.browser.conftest import pause_page_clock, tick_until
 from tests.server.conftest import SMALL_STUDY, WorkerClient, create_test_study
 from tests.server.motion_support import SMALL as SMALL_MOTION
@@ -70,12 +71,12 @@ def _trial_votes(app, assignment_id):
 
 
 def _vote_count(app, assignment_id) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(_trial_votes(app, assignment_id).subquery()))
 
 
 def _votes(app, assignment_id) -> list[Vote]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         votes = session.scalars(_trial_votes(app, assignment_id).order_by(Vote.id)).all()
         session.expunge_all()
         return list(votes)

@@ -9,13 +9,14 @@ from sqlalchemy import func, select
 from server.models import Assignment, Vote
 from server.paradigms.core import stop
 from server.paradigms.stages import Stage
+from server.services import app_services
 from tests.server.conftest import WorkerClient
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _votes(app) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return int(session.scalar(select(func.count()).select_from(Vote)))
 
 
@@ -29,7 +30,7 @@ def test_a_click_after_a_stop_elsewhere_is_refused_quietly_and_the_stop_page_sho
     page.goto(live_server + here.entry["worker_url"])
     trial = page.locator("#trial")
     expect(trial).to_have_attribute("data-accepting", "true")
-    with app.extensions["perceptlab.sessions"]() as session:  # stopped by a quality rule in the other HIT
+    with app_services(app).sessions() as session:  # stopped by a quality rule in the other HIT
         stop(session.get(Assignment, int(elsewhere.assignment_id)), Stage.STOPPED,
              "Too many check questions were answered wrongly.")
         session.commit()

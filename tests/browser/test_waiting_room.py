@@ -8,6 +8,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
+from server.services import app_services
 from tests.browser.conftest import pause_page_clock
 from tests.server.conftest import create_test_study, make_test_app
 
@@ -19,7 +20,7 @@ def app(database_url, tmp_path, clock):
     """One new worker per second, one at a time (overrides the shared app fixture for live_server)."""
     app = make_test_app(database_url, tmp_path / "instance", clock=clock, admission_rate=1.0, admission_burst=1.0)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def test_deferred_worker_waits_then_enters_by_itself(browser, live_server, app, clock, demo_stimuli, tmp_path,

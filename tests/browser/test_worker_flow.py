@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from server.models import Assignment, GoldResult, Page, Trial, Vote, Worker
+from server.services import app_services
 from tests.browser._worker_support import (Walker, _any_side, _assignment, _mouse_start, _page_action, _status, _tab_to,
                                             _votes, correct_side)
 from tests.server.conftest import WorkerClient
@@ -34,7 +35,7 @@ VOTES_URL = "**/api/v1/assignments/*/votes"
 # ---------------------------------------------------------------- helpers: database
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _count(app, model, *where) -> int:

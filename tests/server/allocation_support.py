@@ -11,13 +11,14 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 
 from server.models import Pair, Trial, Worker
+from server.services import app_services
 
 from .api_support import SpecClient
 from .conftest import WorkerClient
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def start(worker: WorkerClient) -> dict:

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from server.models import Base
 from server.openapi import document
+from server.services import app_services
 
 SPEC: dict = document()
 
@@ -133,7 +134,7 @@ class SpecClient:
 
 def db_snapshot(app) -> dict[str, list[tuple]]:
     """Every row of every table, ordered by primary key: equal snapshots = nothing changed."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         snapshot = {}
         for table in Base.metadata.sorted_tables:
             rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()

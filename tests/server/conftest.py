@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from server.services import app_services
+
 POSTGRES_URL = os.environ.get("PERCEPTLAB_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TEMPLATE_DB = f"perceptlab_template_{os.getpid()}"
 _counter = itertools.count()
@@ -63,6 +65,19 @@ def postgres_url(postgres_template):
     yield _database_url(name)
     with _admin_connection() as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def two_postgres_urls(postgres_template):
+    """Two fresh migrated databases (copies of the same template: same sequences, same rows)."""
+    names = [f"perceptlab_t{os.getpid()}_{next(_counter)}" for _ in range(2)]
+    with _admin_connection() as connection:
+        for name in names:
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+    yield [_database_url(name) for name in names]
+    with _admin_connection() as connection:
+        for name in names:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 REDIS_URL = os.environ.get("PERCEPTLAB_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -173,7 +188,7 @@ def clock() -> ManualClock:
 def app(database_url, tmp_path, clock):
     app = make_test_app(database_url, tmp_path / "instance", clock=clock)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def write_study_file(folder: Path, demo_stimuli: Path, slug: str = "demo", **sections) -> Path:
@@ -200,7 +215,7 @@ def create_test_study(app, demo_stimuli: Path, folder: Path, slug: str = "demo",
     from server.paradigms import create_study, read_study_file
 
     spec = read_study_file(write_study_file(folder, demo_stimuli, slug, **sections))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = create_study(session, spec)
         session.commit()
         return study.slug
@@ -227,7 +242,7 @@ def user(app) -> str:
 
     from .admin_support import PASSWORD
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", PASSWORD)
         session.commit()
     return "alice"
@@ -261,7 +276,7 @@ def gold_side(app, trial: dict) -> str | None:
 
     from server.models import Pair, Trial
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
                               .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == int(trial["trial_id"]))).one()
     if not row.is_gold:
@@ -276,7 +291,7 @@ def held_count_problems(app) -> list[str]:
 
     from server.models import Page, Pair, Trial
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         held = dict(session.execute(select(Trial.pair_id, func.count()).join(Page, Trial.page_id == Page.id)
                                     .where(Page.held, ~Trial.answered, ~Trial.is_gold).group_by(Trial.pair_id)).all())
         return [f"pair {pair_id}: n_held {n_held}, {held.get(pair_id, 0)} unanswered trials on held pages"
@@ -411,7 +426,7 @@ def add_hit(app, slug: str, hit_id: str) -> None:
 
     from server.models import MTurkHit, Study
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == slug))
         session.add(MTurkHit(study_id=study_id, hit_id=hit_id, hit_type_id="T1", unique_request_token=uuid.uuid4().hex,
                              launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",

@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import select
 
 from server.models import MotionProbe, MotionTrial
+from server.services import app_services
 
 from .api_support import SpecClient
 
@@ -41,7 +42,7 @@ def create_motion_study(app, manifest: Path, folder: Path, slug: str = "motion",
     from server.paradigms import create_study, read_study_file
 
     spec = read_study_file(write_motion_study(folder, manifest, slug, **sections))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         create_study(session, spec)
         session.commit()
     return slug
@@ -133,7 +134,7 @@ class MotionWorker:
         from server.models import MotionClip as Clip
         from server.paradigms.motion.paradigm import trial_gt
 
-        with self.app.extensions["perceptlab.sessions"]() as session:
+        with app_services(self.app).sessions() as session:
             row = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v,
                                          Clip.movie_frames)
                                   .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)

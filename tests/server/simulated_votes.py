@@ -8,6 +8,7 @@ from scipy.special import ndtr
 from sqlalchemy import select
 
 from server.models import Assignment, GoldResult, Page, Pair, Stimulus, Study, StudySet, Trial, Vote, Worker
+from server.services import app_services
 
 # Latent quality of the demo's flow methods: the true flow is best, no motion compensation worst.
 QUALITY = {"true_flow": 2.0, "dis_medium": 1.2, "dis_fast": 1.0, "farneback_default": 0.8, "dis_medium_unrefined": 0.6,
@@ -28,7 +29,7 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
     """
     rng = np.random.default_rng(seed)
     ids = []
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         query = (select(Pair, StudySet.name).join(StudySet, Pair.set_id == StudySet.id)
                  .where(StudySet.study_id == study.id).order_by(Pair.id))

@@ -6,6 +6,7 @@ A support module, not a test module: test modules import it (they never import e
 from __future__ import annotations
 
 from server.models import Trial
+from server.services import app_services
 
 
 # What a path may give away: none of it may appear in a URL.
@@ -15,7 +16,7 @@ PATH_WORDS = ("gold", "degraded", "reference", "flow", "overview", "crop", "ampl
 
 def trial_paths(app, trial_id: str) -> dict[str, tuple[str, list[str]]]:
     """side -> (full, crops) of a paired trial, read from its rows."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         trial = session.get(Trial, int(trial_id))
         pair = trial.pair
         a, b = pair.stimulus_a, pair.stimulus_b

@@ -14,6 +14,7 @@ from server import auth, login_throttle
 from server.cli import cli
 from server.login_throttle import ACCOUNT, CLIENT, DEVICE, MAX_USERNAMES_PER_CLIENT, USERNAME_WINDOW
 from server.models import LoginSession
+from server.services import app_services
 
 from .admin_support import PASSWORD, csrf_of
 from .conftest import WorkerClient, make_test_app
@@ -37,7 +38,7 @@ def attempt(client, username: str = "alice", password: str = PASSWORD):
 
 
 def _sessions(app) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(LoginSession))
 
 
@@ -113,7 +114,7 @@ def test_the_owner_with_a_device_cookie_logs_in_during_an_attack(app, user, cloc
 
 
 def test_a_device_cookie_counts_only_for_its_own_account_and_only_when_signed(app, user, clock):
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "bob", "bobs long password")
         session.commit()
     bob = browser(app, "203.0.113.7")
@@ -203,7 +204,7 @@ def test_secure_cookie_settings_and_trusted_proxies(sqlite_url, tmp_path, settin
         response = app.test_client().get("/admin/login", headers=headers)
         assert ("Secure" in _cookies(response)["session"]) is secure
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
 
 
 def test_a_misspelt_secure_cookies_setting_is_refused_at_start(sqlite_url, tmp_path):
@@ -259,7 +260,7 @@ def test_idle_sessions_end(app, user):
 
     owner = browser(app)
     assert attempt(owner).status_code == 303
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.scalar(select(LoginSession))
         row.last_seen_at = row.last_seen_at - auth.SESSION_IDLE - dt.timedelta(minutes=1)
         session.commit()

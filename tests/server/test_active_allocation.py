@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from server.models import Page, Pair, Study, Trial
 from server.paradigms import StudyDefinitionError, paired, paired_active, paradigm_for, read_study_file
+from server.services import app_services
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id
 from .api_support import SpecClient
@@ -37,7 +38,7 @@ def active_study(votes_per_pair: int = 2, warmup: int = 1, pairs_per_page: int =
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def pair_rows(app) -> dict[int, tuple[int, int, int]]:
@@ -277,7 +278,7 @@ def second_app(database_url, tmp_path, clock):
     """Another app instance on the same database: its own engine, so its own selections."""
     other = make_test_app(database_url, tmp_path / "second", clock=clock)
     yield other
-    other.extensions["perceptlab.engine"].dispose()
+    app_services(other).engine.dispose()
 
 
 def _serve(app):

@@ -11,13 +11,14 @@ from server import auth, login_throttle
 from server.paradigms.paired import live_scales
 from server.cli import cli
 from server.models import Study, User
+from server.services import app_services
 
 from .admin_support import PASSWORD, csrf_of, log_in
 from .conftest import WorkerClient
 
 
 def _status(app, slug: str) -> str:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(Study.status).where(Study.slug == slug))
 
 
@@ -66,7 +67,7 @@ def test_accounts(app, user):
     """Usernames ignore case, passwords are scrypt hashes, a new password ends the other sessions."""
     client = app.test_client()
     assert log_in(client, username="ALICE").status_code == 303
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.scalar(select(User.password_hash))
         assert stored.startswith("scrypt:") and PASSWORD not in stored
         with pytest.raises(auth.AccountError, match="exists already"):
@@ -76,7 +77,7 @@ def test_accounts(app, user):
         with pytest.raises(auth.AccountError, match="username"):
             auth.create_user(session, "bob smith", "long enough")
     assert client.get("/admin/").status_code == 200
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.set_password(auth.find_user(session, "alice"), "a brand new password")
         session.commit()
     assert client.get("/admin/").status_code == 302

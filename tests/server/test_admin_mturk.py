@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from server import auth
 from server.models import MTurkAssignment, MTurkHit, Study
+from server.services import app_services
 
 from .admin_support import PASSWORD, csrf_of, log_in
 from .mturk_support import _create_params, _expect_hit_type, _hit
@@ -22,7 +23,7 @@ HTTPS = {"wsgi.url_scheme": "https"}
 def http(app, study, client):
     """A logged-in experimenter's test client; MTurk is the stubbed client (the mode it was asked for is kept)."""
     app.config["MTURK_CLIENT_FACTORY"] = lambda live: (app.config.setdefault("ASKED_LIVE", []).append(live), client)[1]
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         auth.create_user(db, "alice", PASSWORD)
         db.commit()
     http = app.test_client()
@@ -35,7 +36,7 @@ def _balance(client, amount="10000.00"):
 
 
 def _hits(app):
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         return [(h.hit_id, h.max_assignments) for h in db.scalars(select(MTurkHit).order_by(MTurkHit.id))]
 
 
@@ -129,7 +130,7 @@ def test_launch_refuses_bad_forms_and_a_changed_mode_without_calling_mturk(http,
 
 def test_notify_sends_chunks_of_100_and_reports_failures(http, client, app, study):
     path = f"/admin/mturk/studies/{study}"
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         study_id = db.scalar(select(Study.id).where(Study.slug == study))
         for i in range(250):
             db.add(MTurkAssignment(study_id=study_id, assignment_id=f"A{i:04d}", hit_id="H", worker_id=f"W{i:04d}",
@@ -176,7 +177,7 @@ def test_missing_credentials_give_a_readable_page(http, app, study, monkeypatch,
         response = http.post(f"{path}/{action}", data=data)
         assert response.status_code == 302, action
         assert "MTurk: no AWS credentials found" in http.get(response.location).get_data(as_text=True)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         assert db.scalar(select(func.count()).select_from(MTurkHit)) == 0
 
 

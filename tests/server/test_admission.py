@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from server.models import Assignment, Worker
 from server.paradigms.entry import AdmissionGate
+from server.services import app_services
 
 from .allocation_support import SMALL, Client, token_of
 from .conftest import create_test_study, make_test_app
@@ -41,11 +42,11 @@ def gated_app(database_url, tmp_path, clock):
     """An app that admits one new worker per second, one at a time."""
     app = make_test_app(database_url, tmp_path / "gated", clock=clock, admission_rate=1.0, admission_burst=1.0)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def _rows(app) -> tuple[int, int]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return (session.scalar(select(func.count()).select_from(Worker)),
                 session.scalar(select(func.count()).select_from(Assignment)))
 
@@ -89,7 +90,7 @@ def test_the_admission_rate_is_off_at_zero_and_on_by_default(database_url, tmp_p
         for k in range(6):
             token_of(client.page(f"/s/{slug}?participant=Q-{k}"))
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
 
 
 def test_an_address_over_its_entry_limit_takes_no_admission_token(database_url, tmp_path, clock, demo_stimuli):
@@ -109,4 +110,4 @@ def test_an_address_over_its_entry_limit_takes_no_admission_token(database_url, 
         # The token refilled for the worker is still there, and its deferral did not use up its address's one entry.
         assert worker.enter(slug, platform="link", worker_id="W-0").status_code == 201
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()

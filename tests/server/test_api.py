@@ -9,6 +9,7 @@ checked as well.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -20,6 +21,7 @@ from sqlalchemy import func, select, update
 
 from server.models import Assignment, GoldResult, Page, Pair, Study, Trial, Vote, as_utc
 from server.paradigms.core import response_kinds
+from server.services import app_services
 
 from .api_support import (API_PREFIX, METHODS, SPEC, SpecClient, _deref, db_snapshot, expect_error, request_errors,
                           response_errors)
@@ -29,7 +31,7 @@ from .conftest import WorkerClient, gold_side
 # ---------------------------------------------------------------- database helpers
 
 def count(app, model, *where) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(model).where(*where))
 
 
@@ -107,6 +109,30 @@ def test_spec_is_valid_openapi_31_and_covers_every_route():
                 assert "403" in operation["responses"], (path, method)
 
 
+def test_response_kind_declarations_are_checked(monkeypatch):
+    """One kind per name across paradigms, URL-safe names, none that another route of the API takes."""
+    from flask import Flask
+
+    from server.paradigms.core import ResponseKind
+    from server.paradigms.motion.paradigm import MotionMatching
+    from server.paradigms.paired.paradigm import PairedComparison
+    from server.views import api
+
+    votes = PairedComparison.response_kinds[0]
+    assert dataclasses.replace(votes, name="likert-answers", operation_id="").operation_id == "postLikertAnswers"
+    for bad in ("Votes", "votes/1", "", "-x"):
+        with pytest.raises(ValueError, match="name"):
+            ResponseKind(name=bad, record=votes.record, summary="x", request_schema={})
+    with monkeypatch.context() as patch:
+        patch.setattr(MotionMatching, "response_kinds", (*MotionMatching.response_kinds, votes))
+        with pytest.raises(ValueError, match="'votes'"):
+            response_kinds()
+    with monkeypatch.context() as patch:
+        patch.setattr(MotionMatching, "response_kinds", (dataclasses.replace(votes, name="actions"),))
+        with pytest.raises(ValueError, match="actions"):
+            Flask("routes").register_blueprint(api.bp)
+
+
 def test_spec_helper_rejects_wrong_shapes():
     """The checker itself must be able to fail."""
     assert response_errors("get", "/api/v1/assignments/1/state", 200, "application/json", {"stage": "trials"})
@@ -143,7 +169,7 @@ def test_happy_path_mturk(app, study, client):
     response = client.post(f"/api/v1/assignments/{worker.assignment_id}/environment", headers=worker.headers,
                            json=environment)
     assert response.status_code == 204 and response.data == b""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.get(Assignment, int(worker.assignment_id)).environment
     assert stored["window"] == environment["window"] and stored["screen"] == environment["screen"]
     assert stored["user_agent"] == "Mozilla/5.0 test"
@@ -369,7 +395,7 @@ def test_tokens(app, study, client):
     other = WorkerClient(client, study)
     mine.start()
     trial_id = mine.state()["page"]["trials"][0]["trial_id"]
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         nonce = session.get(Assignment, int(mine.assignment_id)).token_nonce
     forged_signature = mine.token[:-2] + ("AA" if not mine.token.endswith("AA") else "BB")
     other_secret = URLSafeSerializer("not-the-secret", salt=SALT).dumps([int(mine.assignment_id), nonce])
@@ -416,7 +442,7 @@ def test_a_replaced_nonce_revokes_a_token_already_in_use(app, study, client):
     url = f"/api/v1/assignments/{worker.assignment_id}/state"
     assert client.get(url, headers=worker.headers).status_code == 200
     assert client.get(url, headers=worker.headers).status_code == 200  # now a remembered token
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.get(Assignment, int(worker.assignment_id)).token_nonce = "f" * 16
         session.commit()
     expect_error(client.get(url, headers=worker.headers), 403, "bad_token")
@@ -435,7 +461,7 @@ def test_a_revoked_or_deleted_assignment_is_refused_before_its_body_is_judged(ap
     good = {"window": {"width": 1366, "height": 768, "dpr": 1.0}, "screen": {"width": 1920, "height": 1080},
             "user_agent": "Mozilla/5.0"}
     assert client.post(f"{base}/environment", headers=worker.headers, json=good).status_code == 204
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.get(Assignment, int(worker.assignment_id))
         assert assignment.environment["screen"] == good["screen"]
         assignment.token_nonce = "f" * 16
@@ -447,7 +473,7 @@ def test_a_revoked_or_deleted_assignment_is_refused_before_its_body_is_judged(ap
     expect_error(client.post(f"{base}/actions", headers=worker.headers, json={"action": "consent"}), 403,
                  "bad_token")
     assert db_snapshot(app) == before
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.delete(session.get(Assignment, int(worker.assignment_id)))
         session.commit()
     expect_error(client.get(f"{base}/state", headers=worker.headers), 403, "bad_token")
@@ -481,7 +507,7 @@ def test_vote_replays_conflicts_and_answered_trials(app, study, client):
     expect_error(client.post(url, headers=worker.headers, json=_vote_body(trials[0]["trial_id"], "right")),
                  409, "trial_already_answered")
     assert db_snapshot(app) == before and count(app, Vote) == n_votes
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.scalar(select(Vote).where(Vote.client_vote_id == body["vote_id"]))
         assert stored.chose_left is True and stored.trial_id == int(trials[0]["trial_id"])
         assert stored.rt_ms == 812 and stored.input == "keyboard" and stored.window_width == 1366
@@ -523,7 +549,7 @@ def test_a_stored_vote_writes_its_rows(app, study, client, clock):
     real = next(t for t in trials if gold_side(app, t) is None)
     gold = next(t for t in trials if gold_side(app, t) is not None)
     wrong = "right" if gold_side(app, gold) == "left" else "left"
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         page = session.scalar(select(Page).join(Trial, Trial.page_id == Page.id)
                               .where(Trial.id == int(real["trial_id"])))
         reserved_before = as_utc(page.reserved_until)
@@ -539,7 +565,7 @@ def test_a_stored_vote_writes_its_rows(app, study, client, clock):
         assert response.json == {"vote_id": body["vote_id"], "status": "stored", "stage": "trials",
                                  "page_complete": False}
         bodies[int(trial["trial_id"])] = body
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.get(Assignment, int(worker.assignment_id))
         for trial_id, body in bodies.items():
             pair_id, left_is_a, a, b, n_votes = shown[trial_id]
@@ -603,7 +629,7 @@ def test_actions_in_the_wrong_stage(app, study, client):
     assert worker.action("finish").json["stage"] == "completed"
     repeated("continue", "completed")
     # No trial of a completed assignment is open: a new vote ID on an answered trial is refused.
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         trial_id = session.scalar(select(Trial.id).where(Trial.assignment_id == int(worker.assignment_id)).limit(1))
     before = db_snapshot(app)
     expect_error(worker.vote(str(trial_id), "left"), 409, "trial_already_answered")
@@ -632,7 +658,7 @@ def test_unknown_and_paused_studies(app, study, client):
     body = {"platform": "link", "worker_id": "P1"}
     before = db_snapshot(app)
     expect_error(client.post("/api/v1/studies/no-such-study/assignments", json=body), 404, "not_found")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.execute(update(Study).values(status="paused"))
         session.commit()
     before = db_snapshot(app)
@@ -645,7 +671,7 @@ def test_paused_study_lets_started_workers_resume(app, study, client):
     body = {"platform": "mturk", "worker_id": "WPAUSE", "assignment_id": "APAUSE", "hit_id": "H",
             "turk_submit_to": "https://www.mturk.com"}
     first = client.post(f"/api/v1/studies/{study}/assignments", json=body)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.execute(update(Study).values(status="paused"))
         session.commit()
     # A new worker is turned away...

@@ -13,6 +13,7 @@ from collections import Counter
 from sqlalchemy import create_engine, func, select, text, update
 
 from server.models import Assignment, Pair, Trial, Vote, Worker
+from server.services import app_services
 
 from .concurrency_support import TIMEOUT, HttpWorker, together
 from .conftest import create_test_study, held_count_problems
@@ -24,7 +25,7 @@ def vote_body(trial_id: str, choice: str = "left") -> dict:
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 NO_QUIZ = {"quality": {"quiz_size": 0, "gold_rate": 0.0}}
@@ -116,7 +117,7 @@ def test_a_vote_waiting_for_the_assignment_lock_sees_the_committed_stage(app, li
     for trial in trials[:-1]:
         assert worker.vote(vote_body(trial["trial_id"])).status_code == 201
     assignment_id = int(worker.assignment_id)
-    engine = app.extensions["perceptlab.engine"]
+    engine = app_services(app).engine
     postgres = engine.dialect.name == "postgresql"
     result = {}
     with engine.connect() as connection:

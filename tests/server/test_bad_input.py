@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import Assignment, Calibration, MotionResponse, Vote
+from server.services import app_services
 from server.validation import MAX_JSON_DEPTH, JsonBodyError, json_depth, loads_strict
 
 from .api_support import SpecClient, db_snapshot, expect_error
@@ -136,7 +137,7 @@ def test_bad_client_time_of_a_vote_is_a_400_and_stores_nothing(app, study, clien
     assert db_snapshot(app) == before
     good = client.post(url, headers=worker.headers, json=_vote(trial_id))
     assert good.status_code == 201
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(Vote.client_time)) == "2026-11-21T10:00:00.000Z"
 
 
@@ -152,7 +153,7 @@ def test_bad_client_time_of_a_motion_response_is_a_400_and_stores_nothing(app, m
     assert db_snapshot(app) == before
     body["client_time"] = "2026-11-21T10:00:00.000Z"
     assert worker.client.post(worker.url("motion-responses"), headers=worker.headers, json=body).status_code == 201
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(MotionResponse.client_time)) == "2026-11-21T10:00:00.000Z"
 
 
@@ -184,7 +185,7 @@ def test_negative_or_huge_window_sizes_are_refused(app, study, client):
             expect_error(client.post(f"{base}/votes", headers=worker.headers, json=vote), 400, "invalid_request",
                          member)
     assert db_snapshot(app) == before
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.get(Assignment, int(worker.assignment_id)).environment is None
 
 
@@ -261,7 +262,7 @@ def test_motion_response_numbers_and_frame_logs_must_be_finite_and_bounded(app, 
         expect_error(_raw(worker.client, worker.url("motion-responses"), worker.headers, text), 400,
                      "invalid_request", ("frames[", "t: "))
     assert db_snapshot(app) == before
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(Calibration.refresh_hz)) == pytest.approx(60, abs=0.1)
 
 

@@ -15,6 +15,7 @@ from server.cli import cli
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.display import (LAPTOP_WINDOW, PC_CHROME, WindowRequirement, pc_chrome_size, pc_requirement,
                                       pc_views, window_needed)
+from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
 
@@ -126,7 +127,7 @@ def test_state_sends_the_numbers_the_trial_page_computes_the_window_from(app, st
     worker.start()
     state = worker.state()
     assert state["display"] == {"policy": "fit", "min_image_scale": 0.5, "floor": [1000, 600], "chrome": PC_CHROME}
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         from sqlalchemy import select
 
         from server.models import Study, StudySet

@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from server.models import Study
 from server.paradigms.entry import link_signature
+from server.services import app_services
 
 from .conftest import SMALL_STUDY, create_test_study, make_test_app
 
@@ -47,7 +48,7 @@ def test_the_429_names_the_setting_on_the_page_and_in_the_json(database_url, tmp
 def test_signed_links_are_not_limited_per_address(database_url, tmp_path, clock, demo_stimuli):
     app = _app(database_url, tmp_path, clock)
     slug = create_test_study(app, demo_stimuli, tmp_path, entry={"signed_links": True}, **SMALL_STUDY)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         secret = session.scalar(select(Study.entry_secret).where(Study.slug == slug))
     codes = [_page_entry(app, slug, f"L{i}", sig=link_signature(secret, slug, f"L{i}")).status_code
              for i in range(12)]
@@ -124,7 +125,7 @@ def test_an_entry_whose_signature_the_caller_checked_is_not_limited_per_address(
 
     app = _app(database_url, tmp_path, clock)
     slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         spec = spec_for(session, study.id)
     with app.test_request_context(environ_base={"REMOTE_ADDR": LAB}):

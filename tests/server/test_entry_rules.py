@@ -15,6 +15,7 @@ from server.models import Assignment, Study, Worker
 from server.paradigms import spec_from_config
 from server.paradigms.entry import mturk_question_url, mturk_signature
 from server.mturk import MTurkService
+from server.services import app_services
 
 from .conftest import SMALL_STUDY, add_hit, create_test_study, write_study_file
 
@@ -24,7 +25,7 @@ STRICT = {"external_hits": False}  # the default of a real study file (test stud
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _rows(app) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from analysis.pipeline import AnalysisOptions, analyze
 from server import exports
 from server.cli import cli
 from server.models import Study
+from server.services import app_services
 
 from .conftest import WorkerClient
 from .simulated_votes import QUALITY, add_votes
@@ -24,13 +25,13 @@ SECRET = "test-secret"  # make_test_app's secret key
 
 
 def _study_id(app, slug: str) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(Study.id).where(Study.slug == slug))
 
 
 def _export(app, slug: str, **kwargs) -> list[dict]:
     kwargs.setdefault("salt", exports.study_salt(SECRET, slug))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return exports.export_votes(session, _study_id(app, slug), **kwargs)
 
 

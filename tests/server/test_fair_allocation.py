@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from server.models import Assignment, Page, Pair, Study, Trial, Vote, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.entry import EntryLimiter, link_signature
+from server.services import app_services
 
 from .allocation_support import SMALL, Client, token_of
 from .conftest import add_hit, create_test_study, held_count_problems, make_test_app, write_study_file
@@ -26,7 +27,7 @@ SANDBOX = "https://workersandbox.mturk.com"
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def count(app, model, *where) -> int:
@@ -39,7 +40,7 @@ def limited_app(database_url, tmp_path, clock):
     """An app with a small entry limit: 5 new assignments per client address per 10 minutes."""
     app = make_test_app(database_url, tmp_path / "limited", clock=clock, entry_limit=5, entry_window_seconds=600)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 class ApiWorker:
@@ -563,6 +564,6 @@ def test_pages_are_the_same_on_sqlite_and_postgresql(sqlite_url, postgres_url, d
             (tmp_path / f"study-{name}").mkdir()
             pages.append(_walk_and_record_pages(app, demo_stimuli, tmp_path / f"study-{name}"))
         finally:
-            app.extensions["perceptlab.engine"].dispose()
+            app_services(app).engine.dispose()
     assert len(pages[0]) == 60 and len({pair for _, _, pair, _ in pages[0]}) > 30
     assert pages[0] == pages[1]

@@ -14,6 +14,7 @@ from sqlalchemy import event, func, select
 from werkzeug.test import Client
 
 from server.models import Vote
+from server.services import app_services
 from server.views import api, fast_lane
 from server.views.fast_lane import FastLane
 
@@ -24,11 +25,11 @@ from .conftest import SMALL_STUDY, WorkerClient, create_test_study, make_test_ap
 def pg_app(postgres_url, tmp_path, clock):
     app = make_test_app(postgres_url, tmp_path / "instance", clock=clock)
     yield app
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 def _votes(app) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(Vote))
 
 
@@ -156,7 +157,7 @@ def test_a_page_end_ends_its_transaction_with_a_commit(pg_app, voting_worker):
         rollbacks.append(connection)
 
     votes = [(trial["trial_id"], worker.correct_side(trial)) for trial in worker.state()["page"]["trials"]]
-    engine = pg_app.extensions["perceptlab.engine"]
+    engine = app_services(pg_app).engine
     event.listen(engine, "rollback", count)
     try:
         answers = [worker.vote(trial_id, side) for trial_id, side in votes]

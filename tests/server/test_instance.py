@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from server.cli import cli
 from server.config import load_config
+from server.services import app_services
 
 from .admin_support import PASSWORD, log_in
 from .conftest import SMALL_STUDY, WorkerClient, write_study_file
@@ -165,7 +166,7 @@ def test_dashboard_and_cli_exports_show_the_same_pseudonyms(tmp_path, demo_stimu
     lab = tmp_path / "lab"
     app = create_app(load_config({}, instance=lab), testing=True, entry_limit=0, live_scales_process=False)
     try:
-        with app.extensions["perceptlab.sessions"]() as session:
+        with app_services(app).sessions() as session:
             create_study(session, read_study_file(write_study_file(tmp_path, demo_stimuli, "demo", **STUDY)))
             auth.create_user(session, "alice", PASSWORD)
             session.commit()
@@ -183,7 +184,7 @@ def test_dashboard_and_cli_exports_show_the_same_pseudonyms(tmp_path, demo_stimu
         dashboard = {row["worker_id"] for row in summary["workers"]}
         download = admin.get("/admin/studies/demo/votes.csv").get_data(as_text=True)
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     assert len(dashboard) == 5 and not any(raw in json.dumps(summary) for raw in raw_ids)
 
     monkeypatch.chdir(tmp_path)

@@ -14,6 +14,7 @@ from server.cli import cli
 from server.cli.cmd_launch import serve_options
 from server.models import Pair, Stimulus, Study, StudySet
 from server.paradigms.paired.study import default_instructions
+from server.services import app_services
 
 from .conftest import WorkerClient, make_noisy_scenes
 
@@ -118,7 +119,7 @@ def test_page_done_says_whether_another_page_exists(app, study):
     assert body["stage"] == "page_done"
     assert worker.state()["progress"]["next_page"] is True
     # Every pair filled by others: "continue" would find nothing, and the state says so.
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.execute(update(Pair).values(n_votes=Pair.target_votes))
         session.commit()
     assert worker.state()["progress"]["next_page"] is False

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from server.cli import cli, cmd_mturk
 from server.config import load_config
 from server.models import Assignment, MTurkAssignment, MTurkHit, Study
+from server.services import app_services
 
 from . import simulated_votes
 from .conftest import WorkerClient, make_noisy_scenes
@@ -166,7 +167,8 @@ def test_launch_errors_are_one_line_and_leave_nothing(monkeypatch, client, envir
     cases = [
         (("launch", str(tmp_path / "missing"), "--url", "https://h.org"), "no such folder"),
         (("launch", str(scenes), "--url", "http://h.org"), "must start with https://"),
-        (("launch", str(scenes), "--url", "https://h.org", "--slug", "Bad Slug", *CONSENT), "study.slug 'Bad Slug'"),
+        (("launch", str(scenes), "--url", "https://h.org", "--slug", "Bad Slug", *CONSENT),
+         "study.slug must be 1-64 lowercase letters, digits or '-', got 'Bad Slug'"),
         (("launch", str(scenes), "--url", "https://h.org", "--reward-per-page", "lots", *CONSENT),
          "reward_per_page must be a dollar amount"),
         (("launch", str(scenes), "--url", "https://h.org", "--no-hits"), "researcher"),
@@ -216,9 +218,9 @@ def _take_part(instance: Path, slug: str, monkeypatch) -> tuple[str, str]:
         worker.answer_page(worker.correct_side)
         worker.answer_page(worker.correct_side)
         add_votes(app, slug, honest=4, seed=3)
-        with app.extensions["perceptlab.sessions"]() as session:
+        with app_services(app).sessions() as session:
             external = session.scalar(select(Assignment.external_id).where(
                 Assignment.id == int(worker.assignment_id)))
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     return worker.worker_id, external

@@ -15,22 +15,23 @@ from sqlalchemy import func, select
 
 from server.paradigms.paired import live_scales
 from server.models import ScaleSnapshot, Study, Vote, Worker
+from server.services import app_services
 
 from .simulated_votes import QUALITY, add_votes
 
 
 def _study_id(app, slug: str) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(Study.id).where(Study.slug == slug))
 
 
 def _compute(app, study_id: int, bootstrap: int = 40) -> dict:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return live_scales.compute_snapshot(session, study_id, bootstrap=bootstrap, seed=0)
 
 
 def _snapshot(app, study_id: int) -> ScaleSnapshot | None:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.get(ScaleSnapshot, study_id)
 
 
@@ -41,7 +42,7 @@ def test_snapshot_leaves_out_workers_who_favour_one_item_and_says_why(app, study
     study_id = _study_id(app, study)
     ids = add_votes(app, study, honest=8, biased=2)
     payload = _compute(app, study_id)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         raw = dict(session.execute(select(Worker.id, Worker.external_id)).all())
     workers = {raw[int(k)]: w for k, w in payload["workers"].items()}
     for worker_id in ids[8:]:
@@ -71,7 +72,7 @@ def test_snapshot_ranks_items_sensibly(app, study):
             # Votes of the kept workers (as in scales.csv): 6 pairs per item in the demo's degree-6 design.
             assert item["n_votes"] == 6 * payload["screening"]["kept_workers"]
     # Honest workers are kept; most random clickers are not.
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         raw = dict(session.execute(select(Worker.id, Worker.external_id)).all())
     kept = {raw[int(k)]: w["kept"] for k, w in payload["workers"].items()}
     assert all(kept[f"SIM0X{k:03d}"] for k in range(8))
@@ -170,7 +171,7 @@ def test_concurrent_refresh_computes_once(app, study, monkeypatch):
     assert live_scales.refresh_if_stale(app, study_id, min_age=3600) is False
     # A slow computation that finishes last never replaces a snapshot of more votes.
     newest = _snapshot(app, study_id).n_votes
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         live_scales.store_snapshot(session, study_id, newest - 1, {"sets": [], "tag": "old"})
         session.commit()
     assert "tag" not in _snapshot(app, study_id).payload
@@ -199,7 +200,7 @@ def test_other_process_computing_is_respected(app, study, database_url, tmp_path
         try:
             assert live_scales.refresh_if_stale(second, study_id) is False
         finally:
-            second.extensions["perceptlab.engine"].dispose()
+            app_services(second).engine.dispose()
 
 
 def test_background_thread_survives_errors(app, study, monkeypatch):
@@ -229,7 +230,7 @@ def test_background_thread_survives_errors(app, study, monkeypatch):
 
 
 def _vote_count(app, study_id: int) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(Vote).where(Vote.study_id == study_id))
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
 
 from server.db import alembic_config, make_engine, upgrade
 from server.models import Base
+from server.services import app_services
 
 
 def _url(url: str) -> str:
@@ -103,7 +104,7 @@ def test_sqlite_migrations_that_copy_tables_keep_every_row(empty_sqlite_url, dem
         assert worker.action("continue").status_code in (200, 409)
         worker.answer_page(worker.correct_side)  # a page of trials: votes on pairs
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     engine = make_engine(empty_sqlite_url)
     try:
         before = _row_counts(engine)

@@ -26,13 +26,14 @@ from server.models import (
     Study,
     Worker,
 )
+from server.services import app_services
 
 from .api_support import SpecClient
 from .motion_support import REFRESH_MS, SMALL, MotionWorker, create_motion_study, write_motion_study
 
 
 def count(app, model) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return int(session.scalar(select(func.count()).select_from(model)))
 
 
@@ -84,7 +85,7 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
 
     last = worker.answer_block()
     assert last["stage"] == "main" and last["screening"]["passed"] and last["screening"]["r"] > 0.95
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.scalar(select(Worker).where(Worker.external_id == worker.worker_id))
         assert stored.screening_passed and stored.screening_r == pytest.approx(last["screening"]["r"])
 
@@ -121,7 +122,7 @@ def test_full_default_session_of_80_main_trials(app, motion_clips, tmp_path):
     assert len(set(keys)) == 20 and all(keys.count(k) == 4 for k in set(keys))
     assert keys[:20] != sorted(keys)[:20]  # randomised order
     assert worker.answer_block(noise=1.0, rng=rng)["stage"] == "completed"
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         n_main = session.scalar(select(func.count()).select_from(MotionResponse).join(MotionTrial).where(
             MotionTrial.kind == "main", ~MotionTrial.practice))
     assert n_main == 80
@@ -145,7 +146,7 @@ def test_slow_or_irregular_display_is_refused(app, motion_study):
     refused = irregular.client.post(irregular.url("calibration"), headers=irregular.headers, json={
         "card_width_px": 320, "card_height_px": 200, "refresh_intervals_ms": intervals, "fullscreen": False})
     assert refused.status_code == 200 and not refused.json["accepted"] and "irregular" in refused.json["reason"]
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         rows = session.scalars(select(Calibration).order_by(Calibration.id)).all()
         assert [r.accepted for r in rows] == [False, False] and len(rows[1].refresh_intervals["ms"]) == 80
         # The display failed, not the worker: the worker may come back with another one.
@@ -271,7 +272,7 @@ def test_responses_are_idempotent_and_errors_store_nothing(app, motion_study):
                               content_type="application/json").status_code == 400
     assert count(app, MotionResponse) == 1 and count(app, FrameLog) == 1
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(func.count()).select_from(MotionTrial).where(MotionTrial.answered)) == 1
 
 
@@ -315,7 +316,7 @@ def test_timing_summary_and_repeat_policy(app, motion_clips, tmp_path):
     assert worker.dots(repeat["trial_id"]).data == worker.dots(tests[1]["trial_id"]).data and not repeat["practice"]
     again = worker.answer(tests[2], drops=1)
     assert again["frame_drops"] == 1 and not again["repeat_added"]  # max_timing_repeats reached
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         flagged = dict(session.execute(select(MotionResponse.trial_id, MotionResponse.timing_flagged)).all())
     assert flagged == {tests[0]["trial_id"]: False, tests[1]["trial_id"]: True, tests[2]["trial_id"]: True}
 
@@ -337,7 +338,7 @@ def test_timing_uses_the_calibrated_refresh(app, motion_study):
     worker.calibrate(interval_ms=1000 / 120)
     trial = [t for t in worker.state()["trials"] if not t["practice"]][0]
     body = worker.answer(trial)  # the log is at 60 Hz: every interval is 2 refreshes of 120 Hz
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         n_intervals = session.scalar(select(MotionResponse.n_intervals))
     assert body["frame_drops"] == n_intervals > 0
 
@@ -373,7 +374,7 @@ def test_motion_study_creation_stores_clips_and_probes(app, motion_clips, tmp_pa
     from server.paradigms import StudyDefinitionError, create_study, read_study_file
 
     create_motion_study(app, motion_clips, tmp_path)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == "motion"))
         clips = session.scalars(select(MotionClip).order_by(MotionClip.position)).all()
         assert study.config["kind"] == "motion" and study.config["noise"] == "noise.png"
@@ -388,7 +389,7 @@ def test_motion_study_creation_stores_clips_and_probes(app, motion_clips, tmp_pa
             create_study(session, read_study_file(tmp_path / "motion.toml"))
     # Without a noise texture in the manifest, one is generated beside the clips.
     create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="generated")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == "generated"))
         noise = Path(study.stimulus_root) / study.config["noise"]
         assert study.config["noise"].startswith("_perceptlab/") and noise.is_file()
@@ -457,7 +458,7 @@ def test_min_window_follows_the_geometry(app, motion_study):
     assert ms.min_window(replace(spec, min_window_width=1200, min_window_height=700), [(768, 432)]) == (1200, 700)
     assert ms.min_window(replace(spec, panel_diameter_px=500, rdk_aperture_px=500)) == (900, 500)
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == motion_study))
         clips = session.execute(select(MotionClip.width, MotionClip.height).where(MotionClip.study_id == study.id)).all()
         assert clips and all((w, h) == (768, 432) for w, h in clips)  # the demo's clips fit 1000 x 600
@@ -475,7 +476,7 @@ def test_study_min_window_counts_the_probes_a_session_shows(app, motion_clips, t
     from server.paradigms.motion import study as ms
 
     slug = create_motion_study(app, motion_clips, tmp_path, slug="edge", session={"probes_per_clip": 1})
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         spec = ms.MotionSpec.from_config(study.config)
         clip = session.scalar(select(MotionClip).where(MotionClip.study_id == study.id).limit(1))
@@ -513,7 +514,7 @@ def test_recalibration_after_a_zoom_keeps_the_answers_and_the_earlier_figures(ap
     state = worker.state()
     assert state["stage"] == "rdk" and state["block"]["practice_done"] == 1  # the answer is kept
     assert state["calibration"]["device_pixel_ratio"] == 1.25
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         rows = session.scalars(select(Calibration)).all()
         assert len(rows) == 1 and rows[0].device_pixel_ratio == 1.25
         earlier = rows[0].refresh_intervals["earlier"]

@@ -11,6 +11,7 @@ import requests
 from sqlalchemy import select
 
 from server.models import MotionClip, MotionProbe, MotionResponse, MotionTrial
+from server.services import app_services
 
 from .concurrency_support import checked
 from .motion_support import MotionWorker, create_motion_study, frame_log, vector_fields
@@ -39,7 +40,7 @@ def test_a_response_sent_many_times_at_once_is_stored_once(app, live_server, mot
     with ThreadPoolExecutor(8) as pool:
         statuses = Counter(r.status_code for r in pool.map(lambda _: _post(live_server, worker, body), range(8)))
     assert statuses == {201: 1, 200: 7}
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalars(select(MotionResponse.trial_id)).all() == [trial["trial_id"]]
 
 
@@ -63,7 +64,7 @@ def test_clips_are_never_given_to_more_observers_than_asked(app, live_server, mo
     assert all(r.status_code == 201 for r in results)
     stages = Counter(r.json()["stage"] for r in results)
     assert stages == {"main": 4, "full": 2}  # four clips, one observer each; the others are told it is full
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         per_clip = Counter(session.scalars(
             select(MotionClip.clip_id).join(MotionProbe).join(MotionTrial, MotionTrial.probe_id == MotionProbe.id)
             .where(~MotionTrial.practice)).all())

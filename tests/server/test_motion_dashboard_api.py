@@ -14,6 +14,7 @@ from server.models import Assignment, Calibration, Study
 from server.paradigms.motion import export as motion_export
 from server.paradigms.motion.paradigm import blind_spot_distance, motion_progress
 from server.paradigms.studyfile import StudyDefinitionError
+from server.services import app_services
 
 from .conftest import WorkerClient
 from .motion_support import MotionWorker, create_motion_study, write_motion_study
@@ -34,7 +35,7 @@ def _finished(app, slug: str, worker_id: str) -> MotionWorker:
 
 
 def _progress(app, slug: str) -> dict:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return motion_progress(session, session.scalar(select(Study.id).where(Study.slug == slug)))
 
 
@@ -129,7 +130,7 @@ def test_blind_spot_distance_is_validated_and_stored(app, motion_clips, tmp_path
     for extra, message in bad:
         response = RawCalibration(worker).calibrate(**extra)
         assert response.status_code == 400 and message in response.json["message"], (extra, response.json)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(func.count()).select_from(Calibration)) == 0  # nothing stored
 
     sweeps = _sweeps_for(58)
@@ -141,7 +142,7 @@ def test_blind_spot_distance_is_validated_and_stored(app, motion_clips, tmp_path
     assert worker.calibrate(blind_spot_px=_sweeps_for(70)).status_code == 409
     state = worker.state()
     assert state["calibration"]["measured_distance_cm"] == pytest.approx(58, abs=0.01)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.scalar(select(Calibration))
         assert stored.blind_spot_px == {"px": sweeps}
         assert stored.measured_distance_cm == pytest.approx(blind_spot_distance(sweeps, PX_PER_MM))
@@ -168,7 +169,7 @@ def test_blind_spot_settings_in_the_study_file(motion_clips, tmp_path):
     spec = read_study_file(write_motion_study(tmp_path, motion_clips, "ok", calibration={"blind_spot": True}))
     assert spec.blind_spot is True and spec.blind_spot_repetitions == 5
     assert read_study_file(write_motion_study(tmp_path, motion_clips, "off")).blind_spot is False
-    for values, message in (({"blind_spot_repetitions": 0}, "blind_spot_repetitions must be 1 to 20"),
+    for values, message in (({"blind_spot_repetitions": 0}, r"blind_spot_repetitions must be in \[1, 20\], got 0"),
                             ({"blind_spot": "yes"}, "calibration.blind_spot must be bool"),
                             ({"chinrest": True}, "unknown key calibration.chinrest")):
         with pytest.raises(StudyDefinitionError, match=message):
@@ -182,7 +183,7 @@ def test_done_page_shows_the_assignments_earnings(app, study):
 
     with app.test_client() as http:
         worker = WorkerClient(http, study, platform="link")
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         row = db.scalar(select(Assignment))
         row.stage, row.pages_completed, row.completion_code = "completed", 3, "C0DE12345A"
         db.commit()

@@ -15,6 +15,7 @@ from server import exports
 from server.cli import cli
 from server.paradigms.motion import export as motion_export
 from server.models import MotionClip, MotionProbe, MotionResponse, Study
+from server.services import app_services
 
 from .motion_support import SECRET, MotionWorker, _finished_worker
 
@@ -24,7 +25,7 @@ def _rows(text: str) -> list[dict]:
 
 
 def _tables(app, slug: str, salt: bytes | None) -> dict[str, list[dict]]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == slug))
         tables = motion_export.export_motion(session, study_id, salt=salt)
         tables["frames.csv"] = motion_export.export_frames(session, study_id, salt=salt)
@@ -71,7 +72,7 @@ def test_motion_exports_hold_the_right_rows(app, motion_study, tmp_path):
         assert 1 <= speed <= 20 and r["probe_x"] == ""
 
     frames = tables["frames.csv"]
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         responses = session.scalars(select(MotionResponse)).all()
     # One row per rAF callback of every logged phase; the server's per-trial summary adds up.
     assert len({r["trial_id"] for r in frames}) == len(responses)
@@ -165,7 +166,7 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):
     # The study list counts clips, probes and completed sessions for motion studies, not votes.
     row = next(s for s in admin.get("/admin/api/studies").json["studies"] if s["slug"] == motion_study)
     assert row["kind"] == "motion" and row["unit"] == "sessions"
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         n_probes = session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip).join(Study)
                                   .where(Study.slug == motion_study))
     assert row["n_sets"] == 2 and row["n_pairs"] == n_probes > 0

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import MotionProbe, MotionTrial
+from server.services import app_services
 from stimuli.rdk import rdk_dot_positions, rdk_vector
 
 from .motion_support import SMALL, MotionWorker, create_motion_study
@@ -39,7 +40,7 @@ def secrets_of(app, assignment_id: str) -> set[float]:
     """Every answer of the assignment's trials as stored: RDK direction, speed, seed and (u, v); probe (u, v).
     Integral values are left out (a static probe's 0.0 would match any count in State)."""
     values: set[float] = set()
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         rows = session.execute(select(MotionTrial.kind, MotionTrial.params, MotionProbe.gt_u, MotionProbe.gt_v)
                                .outerjoin(MotionProbe, MotionTrial.probe_id == MotionProbe.id)
                                .where(MotionTrial.assignment_id == int(assignment_id))).all()
@@ -71,7 +72,7 @@ def decode(data: bytes) -> tuple[np.ndarray, dict]:
 
 
 def stored_params(app, trial_id: int) -> dict:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(MotionTrial.params).where(MotionTrial.id == trial_id))
 
 

@@ -22,6 +22,7 @@ from server.mturk import (
     MTurkService,
     make_client,
 )
+from server.services import app_services
 
 from .conftest import WorkerClient
 from .mturk_support import URL, _assignment, _create_params, _expect_hit_type, _hit
@@ -29,7 +30,7 @@ from .mturk_support import URL, _assignment, _create_params, _expect_hit_type, _
 
 @pytest.fixture
 def db(app):
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         yield session
 
 
@@ -308,7 +309,7 @@ def test_cli_live_launch_asks_and_http_urls_fail(monkeypatch, client, database_u
 def test_cli_bonus_pays_approved_assignments_once(monkeypatch, client, app, database_url, study):
     with app.test_client() as http:
         worker = WorkerClient(http, study)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = _study(db, study)
         row = db.scalar(select(Assignment).where(Assignment.study_id == s.id))
         row.stage, row.pages_completed = "completed", 3
@@ -338,7 +339,7 @@ def test_dashboard_shows_hits_and_plan_and_acts_with_csrf(client, app, study):
     app.config["MTURK_CLIENT_FACTORY"] = lambda live: client
     with app.test_client() as http:
         worker = WorkerClient(http, study)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         auth.create_user(db, "alice", PASSWORD)
         s = _study(db, study)
         row = db.scalar(select(Assignment).where(Assignment.study_id == s.id))
@@ -424,7 +425,7 @@ def test_cli_approve_all_submitted_pays_only_assignments_that_earned_it(monkeypa
     can still submit on MTurk: "approve all" must leave them to the experimenter, not pay them."""
     with app.test_client() as http:
         workers = [WorkerClient(http, study) for _ in range(2)]
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = _study(db, study)
         rows = {r.worker.external_id: r for r in db.scalars(select(Assignment).where(Assignment.study_id == s.id))}
         done, turned_away = rows[workers[0].worker_id], rows[workers[1].worker_id]
@@ -448,6 +449,6 @@ def test_cli_approve_all_submitted_pays_only_assignments_that_earned_it(monkeypa
     assert f"{paid}: approved" in result.output
     for unpaid in (not_paid, "AHANDMADE"):
         assert f"{unpaid}: not approved" in result.output
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         statuses = dict(db.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)).all())
     assert statuses == {paid: "Approved", not_paid: "Submitted", "AHANDMADE": "Submitted"}

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from server.models import MTurkHit, Study
 from server.mturk import MTurkService, make_client
+from server.services import app_services
 
 pytestmark = pytest.mark.skipif(os.environ.get("PERCEPTLAB_MTURK_SANDBOX") != "1",
                                 reason="real MTurk sandbox test: set PERCEPTLAB_MTURK_SANDBOX=1 and AWS credentials "
@@ -33,7 +34,7 @@ def sandbox_client():
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_sandbox_balance_and_a_tiny_hit(sandbox_client, app, study):
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         service = MTurkService(sandbox_client, db)
         assert service.sandbox
         assert service.balance()  # "10000.00" in the sandbox

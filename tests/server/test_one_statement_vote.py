@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement vote (migration 0009, ``paired.record_vote_in_one_statement``) against
+"""PostgreSQL's one-statement vote (server/paradigms/paired/vote.sql, ``paired.record_vote_in_one_statement``) against
 the regular vote path (``paired.record_vote``).
 
 The fast path stores the common votes itself and hands every other case to the regular path; the
@@ -11,46 +11,20 @@ prove nothing).
 from __future__ import annotations
 
 import dataclasses
-
-import os
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from flask import request
-from sqlalchemy import DateTime, select
 
-from server.models import Assignment, Base
+from server.models import Assignment
 from server.paradigms.paired import paradigm as paired
 from server.paradigms.paired.paradigm import PairedComparison
+from server.services import app_services
 from server.tokens import make_token
 
-from .conftest import (SMALL_STUDY, ManualClock, WorkerClient, _admin_connection, _counter, _database_url,
-                       create_test_study, make_test_app)
-
-# Columns drawn at random (tokens, codes, MTurk IDs made by WorkerClient, the study's secrets and its
-# study-file folder in its config) or from the real clock: compared as "set or not". reserved_until
-# comes from the injected clock and is compared exactly.
-VARYING_COLUMNS = {"token_nonce", "completion_code", "external_id", "entry_secret", "config"}
-EXACT_TIMES = {"reserved_until"}
-MTURK_ASSIGNMENT = re.compile(r"A[0-9A-F]{12}")  # WorkerClient's random MTurk assignment IDs
-# Keys of API answers that carry random values: the token, links holding it, completion codes.
-RANDOM_KEYS = {"token", "worker_url", "code", "completion_code", "redirect", "submit_url"}
-
-
-@pytest.fixture
-def two_postgres_urls(postgres_template):
-    """Two fresh migrated databases (copies of the same template: same sequences, same rows)."""
-    names = [f"perceptlab_t{os.getpid()}_{next(_counter)}" for _ in range(2)]
-    with _admin_connection() as connection:
-        for name in names:
-            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
-    yield [_database_url(name) for name in names]
-    with _admin_connection() as connection:
-        for name in names:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+from .conftest import SMALL_STUDY, ManualClock, WorkerClient, create_test_study, make_test_app
+from .vote_paths_support import Scrubber, first_difference, snapshot
 
 
 @dataclass
@@ -64,40 +38,6 @@ class Play:
     votes_seen_by_flask: int = 0
 
 
-class _Scrubber:
-    """API answers with random values replaced; stimulus URLs (named with a random per-study key) by
-    their order of first appearance, so that the same image keeps the same name within a play."""
-
-    def __init__(self):
-        self.urls: dict[str, str] = {}
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: ("<random>" if k in RANDOM_KEYS and v is not None else self(v)) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self(v) for v in value]
-        if isinstance(value, str) and value.startswith("/stimuli/"):
-            return self.urls.setdefault(value, f"<image {len(self.urls)}>")
-        if isinstance(value, str) and MTURK_ASSIGNMENT.fullmatch(value):
-            return "<MTurk assignment ID>"
-        return value
-
-
-def _snapshot(app) -> dict[str, list[tuple]]:
-    """Every row of every table by primary key, random and real-clock values reduced to "set or not"."""
-    snapshot = {}
-    with app.extensions["perceptlab.sessions"]() as session:
-        for table in Base.metadata.sorted_tables:
-            rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
-            kept = []
-            for row in rows:
-                kept.append(tuple(
-                    (value is not None) if (column.name in VARYING_COLUMNS or (
-                        isinstance(column.type, DateTime) and column.name not in EXACT_TIMES)) else value
-                    for column, value in zip(table.columns, row)))
-            snapshot[table.name] = kept
-    return snapshot
-
 
 class _Script:
     """The scripted workers of one play; vote IDs come from a counter, so both plays send the same."""
@@ -105,7 +45,7 @@ class _Script:
     def __init__(self, app, client, play: Play):
         self.app, self.client, self.play = app, client, play
         self.next_vote = 0
-        self.scrub = _Scrubber()
+        self.scrub = Scrubber()
 
     def vote_id(self) -> str:
         self.next_vote += 1
@@ -178,9 +118,9 @@ def _play(database_url: str, tmp_path, demo_stimuli, clock: ManualClock, monkeyp
                 dataclasses.replace(kind, one_statement=counted if fast else None)
                 for kind in PairedComparison.response_kinds))
             _script(script, app, client, slug, clock)
-        play.snapshot = _snapshot(app)
+        play.snapshot = snapshot(app)
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     return play
 
 
@@ -202,7 +142,7 @@ def _script(script: _Script, app, client, slug: str, clock: ManualClock) -> None
     script.send("A unknown trial", a, "999999", "left")
     b_trial = script.state("B quiz", b)["page"]["trials"][0]["trial_id"]
     script.send("A trial of B", a, b_trial, "left")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assignment = session.get(Assignment, int(a.assignment_id))
         revoked = make_token(app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
         older = make_token(app.config["SECRET_KEY"], assignment.id, assignment.token_nonce)  # no study in it
@@ -225,14 +165,6 @@ def _script(script: _Script, app, client, slug: str, clock: ManualClock) -> None
     assert end["stage"] == "disqualified", end["stage"]
 
 
-def _first_difference(left: dict, right: dict) -> str:
-    for table in left:
-        for k, (x, y) in enumerate(zip(left[table], right[table])):
-            if x != y:
-                return f"{table} row {k}: {x} != {y}"
-        if len(left[table]) != len(right[table]):
-            return f"{table}: {len(left[table])} rows != {len(right[table])}"
-    return ""
 
 
 def test_both_vote_paths_give_the_same_answers_and_rows(two_postgres_urls, tmp_path, demo_stimuli, monkeypatch):
@@ -251,5 +183,5 @@ def test_both_vote_paths_give_the_same_answers_and_rows(two_postgres_urls, tmp_p
     for (label, *regular_answer), (_, *fast_answer) in zip(regular.answers, fast.answers):
         assert fast_answer == regular_answer, label
     assert len(fast.answers) == len(regular.answers)
-    assert fast.snapshot == regular.snapshot, _first_difference(regular.snapshot, fast.snapshot)
+    assert fast.snapshot == regular.snapshot, first_difference(regular.snapshot, fast.snapshot)
     assert any(row for row in fast.snapshot["pair"]), "the pairs' counters are part of the comparison"

@@ -10,6 +10,7 @@ from collections import Counter
 from sqlalchemy import func, select
 
 from server.models import GoldResult, Page, Pair, Stimulus, Study, Trial, Vote, Worker
+from server.services import app_services
 from server.stimulus_index import name_maker
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id
@@ -20,7 +21,7 @@ N_SMALL_PAIRS = 44
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
@@ -369,7 +370,7 @@ def test_a_page_start_reads_lapsed_pages_through_the_trial_index(postgres_url, d
         assert work(finished, pages=1)["progress"]["pages_completed"] == 1
         abandoned = WorkerClient(client, slug)
         assert start(abandoned)["stage"] == "trials"
-        engine = app.extensions["perceptlab.engine"]
+        engine = app_services(app).engine
         with engine.begin() as connection:
             assert connection.exec_driver_sql(
                 "SELECT count(*) FILTER (WHERE held), count(*) FILTER (WHERE held AND completed_at IS NULL) FROM page"
@@ -401,4 +402,4 @@ def test_a_page_start_reads_lapsed_pages_through_the_trial_index(postgres_url, d
         assert {deficit[p] for p in lapsed} == {2} and {deficit[p] for p in voted} == {1}
         assert not held_count_problems(app)
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()

@@ -3,7 +3,7 @@ paradigm added as a plugin, the Stage enum's values, and each paradigm's unit of
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,20 +17,16 @@ from server.paradigms.motion import PARADIGM as MOTION
 from server.paradigms.motion.study import MotionSpec
 from server.paradigms.paired import PARADIGM as PAIRED
 from server.paradigms.paired.study import StudySpec
+from server.paradigms.params import MTurkParams, StudyParams, param, parse_spec, study_template
 from server.paradigms.stages import TERMINAL_STAGES, Stage
-from server.paradigms.studyfile import StoredSpec, read_sections
 
 
-@dataclass(frozen=True)
-class RatingSpec(StoredSpec):
+@dataclass(frozen=True, kw_only=True)
+class RatingSpec(StudyParams, MTurkParams):
     """The spec of a toy ACR rating paradigm: enough to be read from a study file and stored."""
-    _TUPLE_FIELD = "images"
-    slug: str
-    name: str
-    images: tuple[str, ...]
-    kind: str = "acr"
-    reward_per_session: str = "1.00"
-    mturk: dict = field(default_factory=dict)
+    kind: str = param("acr", section="study", choices=("acr",), doc="the paradigm: absolute category rating")
+    images: tuple[str, ...] = param(section="study", required=True, doc="the images to rate")
+    reward_per_session: str = param("1.00", section="session", money=True, doc="the pay of one session")
 
 
 class Rating(Paradigm):
@@ -38,11 +34,10 @@ class Rating(Paradigm):
     kind = "acr"
     title = "absolute category rating"
     spec_class = RatingSpec
-    template = '[study]\nkind = "acr"\nslug = "acr"\nimages = []\n'
+    template = study_template(RatingSpec, header="an ACR study", examples={"images": ["a.png"]})
 
     def spec_from_toml(self, data, path: Path) -> RatingSpec:
-        values = read_sections(data, {"study": {"kind": str, "slug": str, "name": str, "images": list}}, path)
-        return RatingSpec(**{**values, "images": tuple(values["images"]), "name": values.get("name", values["slug"])})
+        return parse_spec(RatingSpec, data, path)
 
     def pay_unit(self, spec: RatingSpec) -> PayUnit:
         return PayUnit("session", Decimal(spec.reward_per_session), Decimal("0.00"), 1, 1)

@@ -3,6 +3,7 @@ file all come from the declarations of a spec class."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import tomllib
@@ -63,7 +64,7 @@ def test_the_template_reads_back_to_the_defaults_and_examples():
     for d in declarations(RatingSpec):
         if d.name != "instructions":  # its fallback: checked below
             assert getattr(spec, d.name) == (d.param.example if d.param.example is not None else d.default()), d.name
-    assert spec.slug == "interp-2026" and spec.images == ("images/manifest.json",) and spec.instructions == "Rate 5."
+    assert spec.slug == "study-2026" and spec.images == ("images/manifest.json",) and spec.instructions == "Rate 5."
 
 
 def test_the_template_documents_every_key_in_its_section():
@@ -79,10 +80,13 @@ def test_the_template_documents_every_key_in_its_section():
             assert line.startswith("# ") == left_out and (d.name in parsed[d.param.section]) != left_out, d.name
             assert d.param.doc.split()[0] in line, (d.name, line)
     # The [mturk] table: commented out, every key at its default (and what the paradigm's texts change).
-    text = study_template(RatingSpec, header="h", mturk={"title": "Rate images"})
+    text = study_template(RatingSpec, header="h", examples={"mturk": {"title": "Rate images"}, "slug": "r-1"})
     for key, value in MTURK_DEFAULTS.items():
         assert re.search(rf"^# {key} = ", text, re.M), key
     assert '# title = "Rate images"' in text and "mturk" not in tomllib.loads(text)
+    assert tomllib.loads(text)["study"]["slug"] == "r-1"
+    assert study_template(RatingSpec, header="h", mturk={"title": "Rate images"}) == study_template(
+        RatingSpec, header="h", examples={"mturk": {"title": "Rate images"}})
 
 
 def test_every_declared_key_is_documented_and_every_paradigm_declares_its_file():
@@ -220,3 +224,30 @@ def test_a_spec_reads_back_from_its_stored_config():
     assert config["images"] == ("m.json",) and config["reward_per_session"] == "2.50"
     stored = {**config, "images": list(config["images"]), "salt": "ignored"}  # as JSON gives it back
     assert RatingSpec.from_config(stored) == spec
+
+
+# ---------------------------------------------------------------- the paradigms' specs
+
+FILLED_IN_AT_CREATION = {"base_dir", "noise"}  # not keys of a study file
+
+
+@pytest.mark.parametrize("kind", ["pc", "motion"])
+def test_each_paradigm_declares_every_key_once_and_its_template_reads_back(kind, tmp_path):
+    from click.testing import CliRunner
+
+    from server.cli import cli
+    from server.paradigms import paradigm_named
+
+    paradigm = paradigm_named(kind)
+    spec_class = paradigm.spec_class
+    declared = {d.name for d in declarations(spec_class)}
+    assert {f.name for f in dataclasses.fields(spec_class)} - declared <= FILLED_IN_AT_CREATION
+    printed = CliRunner().invoke(cli, ["study", "template", "--kind", kind], catch_exceptions=False).output
+    assert printed == paradigm.template
+    (tmp_path / "study.toml").write_text(printed)
+    spec = paradigm.spec_from_toml(tomllib.loads(printed), tmp_path / "study.toml")
+    shown = {"slug", "name", "manifests", "clips", "mturk"}  # examples in the template; [mturk] commented out
+    for d in declarations(spec_class):
+        if d.name not in shown:
+            assert getattr(spec, d.name) == d.default(), d.name
+    assert spec.mturk == {} and spec_class.from_config(json.loads(json.dumps(spec.to_config()))) == spec

@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from server.models import Assignment, Bonus, MTurkAssignment, Study
 from server.payments import BONUS_REASON, fee, launch_cost, payment_plan
+from server.services import app_services
 
 from .conftest import WorkerClient
 
@@ -34,7 +35,7 @@ def test_payment_plan_pays_reward_and_extra_pages(app, study):
     # Three MTurk workers reach different stages; set their pages and stages directly.
     with app.test_client() as http:
         workers = [WorkerClient(http, study) for _ in range(4)]
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = db.scalar(select(Study).where(Study.slug == study))
         rows = list(db.scalars(select(Assignment).where(Assignment.study_id == s.id).order_by(Assignment.id)))
         for row, (stage, pages) in zip(rows, [("completed", 1), ("completed", 3), ("stopped", 2), ("trials", 1)]):

@@ -21,6 +21,7 @@ from server.models import Assignment, Page, Pair, Study, StudySet, Vote, Worker
 from server.paradigms.paired.paradigm import study_progress
 from server.payments import payment_plan
 from server.pilot import mark_pilot, pilot_signature
+from server.services import app_services
 from server.worker_time import assignment_times, time_estimate
 
 from .conftest import WorkerClient, held_count_problems
@@ -87,7 +88,7 @@ def test_simulated_and_preview_participants_count_in_nothing(app, study):
     again = app.test_client().get(f"/s/{study}?pilot={pilot_signature(SECRET, study)}")
     assert again.headers["Location"] != opened.headers["Location"]
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = _study(session, study)
         workers = {w.external_id: w for w in session.scalars(select(Worker).where(Worker.study_id == s.id))}
         assert workers["WREAL1"].pilot is False
@@ -143,12 +144,12 @@ def test_a_pilot_entry_needs_the_studys_signature(app, study, demo_stimuli, tmp_
     assert elsewhere.status_code == 403
     assert client.get(f"/s/{study}?pilot=abc").status_code == 403
     assert client.get(f"/s/{study}?participant=P1&simulated=1").status_code == 403
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(func.count()).select_from(Worker)) == 0
     # A real worker who adds nothing stays real; the same worker cannot become a pilot by re-entering.
     ok = _entry(client, study, "WREAL2")
     assert ok.status_code == 201
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(Worker.pilot).where(Worker.external_id == "WREAL2")) is False
 
 
@@ -158,7 +159,7 @@ def test_marking_a_participant_as_pilot_gives_their_votes_back_and_can_be_undone
     second = WorkerClient(app.test_client(), study, worker_id="WMARK2")
     second.start()
     second.answer_page(second.correct_side)  # quiz: now on a held page of trials
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = _study(session, study)
         assert sum(_pair_votes(session, s).values()) == 5
         assert session.scalar(select(func.sum(Pair.n_held)).join(StudySet).where(StudySet.study_id == s.id)) == 5
@@ -172,7 +173,7 @@ def test_marking_a_participant_as_pilot_gives_their_votes_back_and_can_be_undone
     # path counts them) are recounted at their next page start.
     second.answer_page(second.correct_side)
     assert second.action("continue").status_code == 200
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = _study(session, study)
         assert _pair_votes(session, s) == _real_votes_per_pair(session, s)
         assert sum(_pair_votes(session, s).values()) == 0
@@ -220,7 +221,7 @@ def _paid_study(app, study) -> None:
 
 
 def _counts(app, slug: str) -> tuple[int, int, int, int]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = _study(session, slug)
         if s is None:
             return -1, -1, -1, -1
@@ -266,7 +267,7 @@ def test_reset_and_delete_of_a_pilot_only_study_need_no_force(app, study, demo_s
     deleted = _cli(app, "study", "delete", other, "--yes", "--force")
     assert deleted.exit_code == 0 and re.search(r"doomed: deleted with 2 participant\(s\)", deleted.output)
     assert _counts(app, other) == (-1, -1, -1, -1)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         assert session.scalar(select(func.count()).select_from(Vote)) == 0
         assert session.scalar(select(func.count()).select_from(StudySet).join(Study).where(Study.slug == study)) > 0
     listed = _cli(app, "study", "list")
@@ -276,7 +277,7 @@ def test_reset_and_delete_of_a_pilot_only_study_need_no_force(app, study, demo_s
 def _logged_in(app):
     """A test client logged in as an experimenter."""
     password = "correct horse battery staple"
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         auth.create_user(session, "alice", password)
         session.commit()
     client = app.test_client()
@@ -290,14 +291,14 @@ def test_reset_and_delete_refuse_a_study_whose_hits_may_still_bring_workers(app,
     from server.models import MTurkHit
 
     _complete(_simulated(app, study, "SIMWHIT"))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.add(MTurkHit(study_id=_study(session, study).id, hit_id="HITOPEN", unique_request_token="t-open",
                              launch_id="L1", batch_index=0, max_assignments=9, reward="0.50", status="Assignable",
                              sandbox=True))
         session.commit()
     refused = _cli(app, "study", "reset", study, "--yes")
     assert refused.exit_code == 2 and "1 HIT(s) not expired: perceptlab mturk expire SLUG first" in refused.output
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         session.scalar(select(MTurkHit)).status = "expired"
         session.commit()
     assert _cli(app, "study", "reset", study, "--yes").exit_code == 0

@@ -80,7 +80,7 @@ def test_the_stored_spec_round_trips_and_the_template_parses(app, rating_manifes
 
 
 @pytest.mark.parametrize("sections, message", [
-    ({"rating": {"method": "mos"}}, "rating.method must be one of"),
+    ({"rating": {"method": "mos"}}, "rating.method must be 'acr', 'dcr' or 'ccr', got 'mos'"),
     ({"rating": {"stimulus": "blurred"}}, "rating.stimulus"),
     ({"rating": {"ratings_per_stimulus": 0}}, "rating.ratings_per_stimulus"),
     ({"pages": {"min_pages": 3, "max_pages": 2}}, "max_pages (2) is below"),

@@ -17,6 +17,7 @@ from server.cli import cli
 from server.models import Assignment, Study, Worker
 from server.paradigms import StudyDefinitionError, read_study_file
 from server.paradigms.studyfile import redirect_url_problem
+from server.services import app_services
 
 from .admin_support import csrf_of
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
@@ -27,7 +28,7 @@ PROLIFIC_QUERY = f"PROLIFIC_PID={PID}&STUDY_ID=64aa00bb11cc&SESSION_ID=5e5f6a7b8
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _prolific_study(app, demo_stimuli, tmp_path, slug="prolific", **entry) -> str:
@@ -55,7 +56,7 @@ def _complete(app, slug: str, participant: str, *, query: str = "") -> WorkerCli
 # ---------------------------------------------------------------- the study file
 
 @pytest.mark.parametrize("entry, message", [
-    ({"recruiter": "mturkk"}, "entry.recruiter must be one of link, prolific, redirect"),
+    ({"recruiter": "mturkk"}, "entry.recruiter must be 'link', 'prolific' or 'redirect', got 'mturkk'"),
     ({"recruiter": "prolific"}, "needs entry.completion_code"),
     ({**PROLIFIC, "signed_links": True}, "contradicts entry.signed_links"),
     ({**PROLIFIC, "allow_anonymous": True}, "contradicts entry.signed_links and entry.allow_anonymous"),

@@ -12,12 +12,13 @@ from sqlalchemy import func, select
 
 from server import validation
 from server.models import Vote
+from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
 
 
 def _votes(app) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(Vote))
 
 

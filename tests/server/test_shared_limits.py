@@ -14,6 +14,7 @@ from server.limits import (RequestRate, SharedAdmissionGate, SharedEntryLimiter,
                            SharedRequestRate, SharedStore)
 from server.login_throttle import ACCOUNT, LoginThrottle
 from server.paradigms.entry import AdmissionGate, EntryLimiter
+from server.services import app_services
 
 from .conftest import REDIS_URL, SMALL_STUDY, create_test_study, make_test_app
 
@@ -58,15 +59,15 @@ def test_two_instances_share_one_entry_limit_and_a_restart_forgets_nothing(datab
     assert _enter(first, slug, "P4", address="198.51.100.8").status_code == 201  # another address: its own count
     assert _enter(first, slug, "P0").status_code == 200  # a returning participant is never limited
     for app in (first, second):
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     restarted = make_test_app(database_url, tmp_path / "instance", redis_url=REDIS_URL, redis_prefix=redis_prefix,
                               entry_limit=3, entry_window_seconds=600)
     assert _enter(restarted, slug, "P5").status_code == 429  # the restart remembers the address's entries
-    restarted.extensions["perceptlab.engine"].dispose()
+    app_services(restarted).engine.dispose()
     # Without Redis each process counts alone, and a restart starts afresh (what redis_url is for).
     alone = make_test_app(database_url, tmp_path / "instance", entry_limit=3, entry_window_seconds=600)
     assert _enter(alone, slug, "P5").status_code == 201
-    alone.extensions["perceptlab.engine"].dispose()
+    app_services(alone).engine.dispose()
 
 
 def test_two_instances_share_one_admission_gate(database_url, tmp_path, demo_stimuli, redis_prefix, clock):
@@ -134,7 +135,7 @@ def test_state_and_environment_are_limited_per_assignment_in_process(database_ur
     assert [state(first) for _ in range(21)] == [200] * 20 + [429]  # state_requests_burst = 20
     clock.advance(seconds=1)  # 60 a minute: one more every second
     assert state(first) == 200
-    app.extensions["perceptlab.engine"].dispose()
+    app_services(app).engine.dispose()
 
 
 # ---------------------------------------------------------------- the scripts decide as the classes do

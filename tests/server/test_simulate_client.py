@@ -13,13 +13,14 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from server.models import Vote
+from server.services import app_services
 from server.simulate_client import (DEFAULT_NOISE_RMSE, ServerUnreachable, StudyNotFound, SimulationReport,
                                     run_simulation)
 
 
 def _stored_votes(app) -> tuple[Counter, Counter]:
     """(count per client vote_id, count per trial) of the votes in the database."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         rows = session.execute(select(Vote.client_vote_id, Vote.trial_id)).all()
     return Counter(r[0] for r in rows), Counter(r[1] for r in rows)
 
@@ -149,7 +150,7 @@ def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path, monkeypa
     data = json.loads(out.read_text())
     assert data["workers"] == 2 and data["votes_acknowledged"] == data["votes_sent"] > 0
     assert data["outcomes"] == {"completed": 2}
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         stored = session.execute(select(Worker.external_id, Worker.pilot, Worker.simulated)).all()
     assert len(stored) == 2 and all(pilot and simulated and raw.startswith("SIMW") for raw, pilot, simulated in stored)
 
@@ -226,7 +227,7 @@ def test_deferred_entries_are_waited_out_not_counted_as_errors(database_url, tmp
     finally:
         server.shutdown()
         thread.join(timeout=10)
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()
     assert report.deferred >= 1, report.to_dict()
     assert not report.errors and report.outcomes.get("error", 0) == 0, report.to_dict()
     assert len(report.entry_waits_s) == 8 and max(report.entry_waits_s) > 0

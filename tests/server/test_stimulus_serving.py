@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import select, update
 
 from server.models import MotionClip, Pair, Study, Trial
+from server.services import app_services
 from server.stimulus_index import SALT_KEY, name_maker
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -61,7 +62,7 @@ def assert_headers_tell_nothing(response, path: Path) -> None:
 
 
 def study_row(app, slug: str) -> Study:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         session.expunge(study)
         return study
@@ -69,7 +70,7 @@ def study_row(app, slug: str) -> Study:
 
 def gold_side(app, trial: dict) -> str:
     """The correct side of a gold trial, from the database (URLs must not tell)."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.get(Trial, int(trial["trial_id"]))
         pair: Pair = row.pair
         if pair.gold_winner_id is None:
@@ -111,7 +112,7 @@ def test_every_paired_state_and_page_url_serves_its_file(app, study, demo_stimul
     checked += check_page(app, client, study, root, state["page"])
     assert checked > 40
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         first_set = session.scalar(select(Study).where(Study.slug == study)).sets[0]
         reference, overview = first_set.reference["full"], first_set.overview
     preview = client.get(f"/s/{study}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
@@ -180,7 +181,7 @@ def test_gold_trials_show_only_urls_that_real_trials_show(app, study):
     client = app.test_client()
     row = study_row(app, study)
     name_of = name_maker(row, app.config["SECRET_KEY"])
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         real = session.scalars(select(Pair).join(StudySet).where(StudySet.study_id == row.id, ~Pair.is_gold)).all()
         shown = {stimulus_id for pair in real for stimulus_id in (pair.stimulus_a_id, pair.stimulus_b_id)}
         real_urls = set()
@@ -232,7 +233,7 @@ def test_unreferenced_files_path_urls_traversal_and_probing_404(app, study, demo
 
 
 def study_reference(app, slug: str) -> str:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(Study).where(Study.slug == slug)).sets[0].reference["full"]
 
 
@@ -258,7 +259,7 @@ def test_names_are_distinct_stable_across_restarts_and_legacy_studies_get_a_deri
             assert_serves(client, url, study, root / study_reference(restarted, study))
             return url
         finally:
-            restarted.extensions["perceptlab.engine"].dispose()
+            app_services(restarted).engine.dispose()
 
     root = Path(study_row(app, study).stimulus_root)
     before = preview_image("test-secret")
@@ -267,7 +268,7 @@ def test_names_are_distinct_stable_across_restarts_and_legacy_studies_get_a_deri
     assert preview_image("another-secret") == before   # the study's own salt: the server key does not matter
 
     # A study created before salts existed: its key derives from the server's secret key.
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         config = dict(session.scalar(select(Study.config).where(Study.slug == study)))
         del config[SALT_KEY]
         session.execute(update(Study).where(Study.slug == study).values(config=config))
@@ -284,7 +285,7 @@ def test_every_motion_url_serves_its_file_and_flow_files_404(app, motion_clips, 
     client = app.test_client()
     row = study_row(app, slug)
     root = Path(row.stimulus_root)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         clips = [clip.frames["paths"] for clip in session.scalars(select(MotionClip).where(MotionClip.study_id == row.id))]
 
     preview = client.get(f"/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")

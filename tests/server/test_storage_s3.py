@@ -17,6 +17,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 
+from server.services import app_services
 from server.storage import (
     CACHE_CONTROL,
     MD5_METADATA,
@@ -289,7 +290,7 @@ def _shown_by_study(app, slug: str) -> tuple[Path, dict[str, str]]:
 
     from server.models import Stimulus, Study, StudySet
 
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         paths = set()
         for study_set in study.sets:
@@ -343,7 +344,7 @@ def test_cli_upload_of_a_study_without_salt_uses_the_server_key_and_prunes(s3, a
 
     slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
     salted = _shown_by_study(app, slug)[1]
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         config = dict(session.scalar(select(Study.config).where(Study.slug == slug)))
         del config[SALT_KEY]
         session.execute(update(Study).where(Study.slug == slug).values(config=config))
@@ -382,7 +383,7 @@ def test_app_with_s3_backend_serves_presigned_urls(s3, database_url, demo_stimul
                      secret_key="test-secret", testing=True)
     try:
         slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
-        storage = app.extensions["perceptlab.storage"]
+        storage = app_services(app).storage
         assert isinstance(storage, S3Storage)
         root, shown = _shown_by_study(app, slug)
         storage.upload_files(root, slug, shown, progress=False)
@@ -405,4 +406,4 @@ def test_app_with_s3_backend_serves_presigned_urls(s3, database_url, demo_stimul
         trial = state["page"]["trials"][0]
         assert worker.state()["page"]["trials"][0]["left"]["full"] == trial["left"]["full"]  # cached URL
     finally:
-        app.extensions["perceptlab.engine"].dispose()
+        app_services(app).engine.dispose()

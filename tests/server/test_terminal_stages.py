@@ -18,6 +18,7 @@ from server.paradigms.core import ENDED, record_in_one_statement, stop
 from server.paradigms.paired.paradigm import PairedComparison
 from server.paradigms.stages import Stage
 from server.payments import payment_plan
+from server.services import app_services
 from server.tokens import read_token
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -27,7 +28,7 @@ SHARED_CODE = "C1PL4ABC"
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    return app_services(app).sessions()
 
 
 def _counted_votes(app) -> tuple[int, int]:
@@ -84,7 +85,7 @@ def test_votes_after_a_stop_are_refused_on_both_paths_and_counted_nowhere(app, s
     assert replay.status_code == 200 and replay.json["status"] == "duplicate"
     assert worker.state()["stage"] == "stopped"
 
-    engine = app.extensions["perceptlab.engine"]
+    engine = app_services(app).engine
     if engine.dialect.name == "postgresql":  # the function itself refuses: no Flask needed
         claims = read_token(app.config["SECRET_KEY"], worker.token)
         status, body = record_in_one_statement(engine, "votes", claims, _vote_body(still_open[0]["trial_id"]),

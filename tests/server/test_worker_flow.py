@@ -4,12 +4,13 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from server.models import GoldResult, Trial, Vote, Worker
+from server.services import app_services
 
 from .conftest import WorkerClient
 
 
 def _count(app, model, *where) -> int:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.scalar(select(func.count()).select_from(model).where(*where))
 
 
@@ -37,7 +38,7 @@ def test_quiz_pages_and_completion(app, study):
     assert _count(app, Vote) == 3 + 3 * 6
     # 6 trials per page with gold_rate 0.2 -> 1 hidden gold per page, never the same real pair twice.
     assert _count(app, GoldResult, ~GoldResult.is_quiz) == 3
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         pairs = session.scalars(select(Trial.pair_id).where(~Trial.is_gold)).all()
     assert len(pairs) == len(set(pairs)) == 3 * 5
 

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from server import exports, wages, worker_time
 from server.models import Assignment, MTurkAssignment, Study, Vote
 from server.payments import payment_plan
+from server.services import app_services
 from server.worker_time import PaySettings, time_estimate, time_on_task
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study
@@ -79,7 +80,7 @@ def _finished(app, slug: str, worker_id: str | None = None) -> WorkerClient:
 def _set_times(app, assignment_id, entered: float, votes: list[float]) -> None:
     """Move an assignment's entry and its votes (oldest first) to T0 + the given seconds."""
     assignment_id = int(assignment_id)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         db.execute(update(Assignment).where(Assignment.id == assignment_id)
                    .values(created_at=T0 + dt.timedelta(seconds=entered)))
         ids = db.scalars(select(Vote.id).where(Vote.assignment_id == assignment_id).order_by(Vote.id)).all()
@@ -94,7 +95,7 @@ def _study(db, slug: str) -> Study:
 
 
 def _vote_count(app, assignment_id) -> int:
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         return len(db.scalars(select(Vote.id).where(Vote.assignment_id == int(assignment_id))).all())
 
 
@@ -113,7 +114,7 @@ def test_sql_time_on_task_matches_numpy_and_wages_follow(app, study):
     _set_times(app, slow.assignment_id, 0.0, slow_votes)
     _set_times(app, one.assignment_id, 0.0, [42.5])
     settings = PaySettings(idle_cap_s=60, lead_in_cap_s=300)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = _study(db, study)
         times = worker_time.assignment_times(db, s, settings)
         for worker, votes in ((fast, fast_votes), (slow, slow_votes), (one, [42.5])):
@@ -151,7 +152,7 @@ def test_the_payment_plan_lists_time_and_wage(app, study):
     worker = _finished(app, study)
     n = _vote_count(app, worker.assignment_id)
     _set_times(app, worker.assignment_id, 0.0, [30.0 + 6 * k for k in range(n)])
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         plan = payment_plan(db, _study(db, study))
     (row,) = plan.rows
     active = 30 + 6 * (n - 1)
@@ -166,7 +167,7 @@ def test_a_motion_session_is_timed_from_its_calibration_and_responses(app, motio
     worker.calibrate()
     first = worker.state()["trials"][0]
     worker.respond(first, *worker.gt(first["trial_id"]))
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = _study(db, motion_study)
         (got,) = worker_time.assignment_times(db, s).values()
         assert got.n_events == 2                            # the calibration and one response
@@ -182,7 +183,7 @@ def test_a_motion_session_is_timed_from_its_calibration_and_responses(app, motio
 def test_the_estimate_follows_the_page_size_then_the_measured_median(app, study, demo_stimuli, tmp_path):
     big = create_test_study(app, demo_stimuli, tmp_path, slug="big",
                             pages={**SMALL_STUDY["pages"], "pairs_per_page": 12}, quality=SMALL_STUDY["quality"])
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         small_estimate, big_estimate = time_estimate(db, _study(db, study)), time_estimate(db, _study(db, big))
     assert (small_estimate.unit_s, big_estimate.unit_s) == (6 * 15.0, 12 * 15.0)
     assert small_estimate.setup_s == 60 + 3 * 15 and small_estimate.source == "prior"
@@ -194,7 +195,7 @@ def test_the_estimate_follows_the_page_size_then_the_measured_median(app, study,
         n = _vote_count(app, worker.assignment_id)
         _set_times(app, worker.assignment_id, 0.0, [10.0 + (4 + 4 * k) * j for j in range(n)])
     settings = PaySettings(estimate_min_finished=3)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         s = _study(db, study)
         assert time_estimate(db, s, PaySettings(estimate_min_finished=4)).source == "prior"  # 3 finished < 4
         measured = time_estimate(db, s, settings)
@@ -228,7 +229,7 @@ def _paid_worker(app, study: str, seconds_per_vote: float) -> WorkerClient:
 
 def test_the_dashboard_shows_wages_and_warns_below_the_floor(app, study, admin):
     _paid_worker(app, study, 5.0)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         pay = wages.study_pay(db, _study(db, study))
     wage = pay.median_wage
     app.config["SERVER"]["wage_floor_usd_per_hour"] = 0.0

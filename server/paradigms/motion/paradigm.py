@@ -904,12 +904,7 @@ class MotionMatching(Paradigm):
     dashboard_template = "admin_motion_study.html"  # rendered on the server
     downloads = tuple(motion_export.MOTION_FILES)
     response_model = MotionResponse
-    mturk_settings = {
-        "title": "Match the motion of a point in short video clips",
-        "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
-                       "(needs a mouse and a display of at least 60 Hz).",
-        "keywords": "motion, video, perception, psychophysics, mouse",
-    }
+    mturk_settings = motion_study.MTURK_TEXTS
     repeat_workers = True  # several sessions per worker, each with other clips
     needs_mouse = True     # answers are mouse movements: touch-only devices are told so at entry
     response_kinds = (

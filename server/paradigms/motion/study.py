@@ -3,8 +3,9 @@ with its clips and probes.
 
 A motion study file names clip manifests (``stimuli.motion_clips``, format
 ``perceptlab-motion-clips/1``) instead of paired-comparison manifests;
-``MOTION_STUDY_TEMPLATE`` (``perceptlab study template --motion``) documents
-every key. Only ``study.clips`` is required.
+:class:`MotionSpec` declares every key once (server/paradigms/params.py);
+``MOTION_STUDY_TEMPLATE`` (``perceptlab study template --motion``) is made from it.
+Only ``study.clips`` is required.
 
 The matching stimulus is a 1/f² noise texture: the first manifest's ``noise``
 file when it names one, otherwise one is generated at creation with
@@ -25,8 +26,9 @@ from sqlalchemy.orm import Session
 
 from ...models import MotionClip, MotionProbe, Study
 from ...stimulus_index import SALT_KEY, new_salt
-from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
-                        is_dollar_amount, load_study_toml, read_sections, slugify, validate_entry, validate_slug)
+from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+                      study_template)
+from ..studyfile import StudyDefinitionError, common_root, load_study_toml
 
 KIND = "motion"
 
@@ -58,154 +60,111 @@ marked point, then click (clicks count after three repetitions).
 Practice trials show the correct motion after your answer; they repeat until you get the hang of it."""
 
 
-MOTION_STUDY_TEMPLATE = '''\
-# perceptlab motion-matching study: `perceptlab study create study.toml`
-[study]
-kind = "motion"
-slug = "flow-2026"                 # URL-safe name used in worker links
-name = "Perceived optical flow"
-clips = ["clips/manifest.json"]    # clip manifests (perceptlab-motion-clips/1), relative to this file
-seed = 0
-
-[session]
-clips_per_session = 2        # clips a worker sees in one session (never the same clip twice)
-probes_per_clip = 10         # the first N probes of each clip (all when a clip has fewer)
-repetitions = 4              # 2 clips x 10 probes x 4 = 80 trials, randomised
-observers_per_clip = 4       # sessions wanted per clip (neediest clips are given out first)
-reward_per_session = "2.10"
-assignment_timeout_minutes = 90  # a session only polled (never answered) holds its clips at most this long
-reservation_minutes = 5      # an open session holds its clips this long after the worker's last response
-                             # or page load; then its clips are offered to other workers too
-
-[practice]
-practice_needed = 6          # passed practice trials before the main trials
-practice_max = 30            # at most this many practice trials per block
-practice_max_epe = 10.0      # a practice trial passes with EPE <= this (px/frame) ...
-practice_max_dir_deg = 30.0  # ... and a direction error <= this (degrees)
-
-[screening]
-rdk_practice = 6             # RDK practice trials with feedback (repeated until passed, like practice)
-rdk_trials = 80              # RDK test trials
-rdk_n_dots = 5000
-rdk_aperture_px = 600
-rdk_dot_px = 2
-rdk_speed_min = 1.0          # px/frame
-rdk_speed_max = 20.0
-screening_min_r = 0.90       # r (u and v pooled) of RDK responses against the truth needed to go on
-rdk_feedback = true          # show the true motion after RDK test trials too (HuPerFlow does)
-
-[timing]
-frame_rate_hz = 30
-cycle_ms = 3000              # movie + ISI 1 + matching + ISI 2
-isi1_ms = 1000
-matching_ms = 500
-cycles_required = 3          # clicks count once this many cycles were complete
-min_refresh_hz = 55          # slower displays are turned away
-max_refresh_irregular = 0.2  # ... and so are displays with more irregular refresh intervals than this share
-refresh_samples = 60         # requestAnimationFrame intervals the browser measures
-dropped_frames = "exclude"   # trials with frame drops: "exclude" (flagged), "repeat" (one repeat), "keep"
-max_timing_repeats = 10      # at most this many timing repeats per session
-
-[display]
-panel_diameter_px = 600
-aperture_px = 120            # matching noise aperture
-cue_diameter_px = 120
-placeholder_offset_px = 60
-placeholder_diameter_px = 10
-probe_diameter_px = 7
-cursor_diameter_px = 10
-px_per_degree = 50           # the viewing distance shown to the worker makes 50 px = 1 degree
-min_window_width = 0         # the window a trial needs comes from the clips, the RDK aperture and the
-min_window_height = 0        # panel (1000 x 600 with these sizes); a larger value here raises it
-
-[calibration]
-blind_spot = false           # true: after the card, measure the viewing distance with the blind-spot task
-                             # (virtual chinrest: one eye closed, a dot moving away from a square vanishes
-                             # at about 13.5 degrees); stored beside the card (calibration.csv, dashboard)
-blind_spot_repetitions = 5   # sweeps averaged (the distance must come out between 20 and 200 cm)
-
-''' + ENTRY_TEMPLATE + '''
-[texts]
-researcher = ""              # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
-contact = ""                 # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
-# consent = """..."""        # {researcher} and {contact} become the values above, {pay} the pay of [session]
-                             # ("$2.10 for 1 session"), {time} the time estimate ("about 11 minutes per
-                             # session of 46 trials"); `study create` refuses empty ones
-# instructions = """..."""
-
-# [mturk]                    # optional HIT settings for `perceptlab mturk launch` (motion defaults shown)
-# title = "Match the motion of a point in short video clips"
-# assignment_duration_minutes = 120, min_approval_rate = 98, min_approved_hits = 1000, locales = ["US"],
-# require_screening = 0        # e.g. 90: only workers whose screening score (r x 100) is at least 90
-'''
+# The HIT texts of motion studies over the [mturk] defaults (Paradigm.mturk_settings; the template shows them).
+MTURK_TEXTS = {
+    "title": "Match the motion of a point in short video clips",
+    "description": "Watch short clips and move the mouse until a noise pattern moves like a marked point "
+                   "(needs a mouse and a display of at least 60 Hz).",
+    "keywords": "motion, video, perception, psychophysics, mouse",
+}
 
 
-@dataclass(frozen=True)
-class MotionSpec(StoredSpec):
-    """Every parameter of a motion study, validated; stored as ``Study.config`` (with ``kind = "motion"``)."""
-    _TUPLE_FIELD = "clips"
-    slug: str
-    name: str
-    clips: tuple[str, ...]
-    seed: int = 0
-    kind: str = KIND
-    clips_per_session: int = 2
-    probes_per_clip: int = 10
-    repetitions: int = 4
-    observers_per_clip: int = 4
-    reward_per_session: str = "2.10"
-    assignment_timeout_minutes: int = 90
-    reservation_minutes: int = 5
-    practice_needed: int = 6
-    practice_max: int = 30
-    practice_max_epe: float = 10.0
-    practice_max_dir_deg: float = 30.0
-    rdk_practice: int = 6
-    rdk_trials: int = 80
-    rdk_n_dots: int = 5000
-    rdk_aperture_px: int = 600
-    rdk_dot_px: int = 2
-    rdk_speed_min: float = 1.0
-    rdk_speed_max: float = 20.0
-    screening_min_r: float = 0.90
-    rdk_feedback: bool = True
-    frame_rate_hz: int = 30
-    cycle_ms: int = 3000
-    isi1_ms: int = 1000
-    matching_ms: int = 500
-    cycles_required: int = 3
-    min_refresh_hz: float = 55.0
-    max_refresh_irregular: float = 0.2
-    refresh_samples: int = 60
-    dropped_frames: str = "exclude"
-    max_timing_repeats: int = 10
-    panel_diameter_px: int = 600
-    aperture_px: int = 120
-    cue_diameter_px: int = 120
-    placeholder_offset_px: int = 60
-    placeholder_diameter_px: int = 10
-    probe_diameter_px: int = 7
-    cursor_diameter_px: int = 10
-    px_per_degree: float = 50.0
-    min_window_width: int = 0       # 0: no floor beyond what min_window() computes from the geometry
-    min_window_height: int = 0
-    blind_spot: bool = False        # the [calibration] table: measure the viewing distance too
-    blind_spot_repetitions: int = 5
-    consent: str = DEFAULT_MOTION_CONSENT
-    instructions: str = DEFAULT_MOTION_INSTRUCTIONS
-    researcher: str = ""            # the consent's {researcher} and {contact} (server/paradigms/consent.py)
-    contact: str = ""
-    noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation)
-    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table (server/mturk.py)
-    allow_anonymous: bool = False   # the [entry] table (server/paradigms/entry.py)
-    signed_links: bool = False
-    access_key: str = ""
-    external_hits: bool = False    # admit MTurk entries while the study has no HIT posted by perceptlab
-    entry_limit: int = -1           # per address and window; -1 = [server] entry_limit, 0 = none
-    recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
-    completion_code: str = ""       # "" = one random code per participant
-    redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}
-    base_dir: str = field(default=".", compare=False)
+@dataclass(frozen=True, kw_only=True)
+class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+    """Every parameter of a motion study, declared once (server/paradigms/params.py) and validated; stored as
+    ``Study.config`` (with ``kind = "motion"``)."""
+    kind: str = param(KIND, section="study", choices=(KIND,), doc='"motion": a motion-matching study')
+    clips: tuple[str, ...] = param(section="study", required=True, example=("clips/manifest.json",),
+                                   doc="clip manifests (perceptlab-motion-clips/1), relative to this file")
+
+    clips_per_session: int = param(2, section="session", low=1,
+                                   doc="clips a worker sees in one session (never the same clip twice)")
+    probes_per_clip: int = param(10, section="session", low=1,
+                                 doc="the first N probes of each clip (all when a clip has fewer)")
+    repetitions: int = param(4, section="session", low=1, doc="2 clips x 10 probes x 4 = 80 trials, randomised")
+    observers_per_clip: int = param(4, section="session", low=1,
+                                    doc="sessions wanted per clip (neediest clips are given out first)")
+    reward_per_session: str = param("2.10", section="session", money=True, doc="the pay of one session (the HIT)")
+    assignment_timeout_minutes: int = param(
+        90, section="session", low=1, doc="a session only polled (never answered) holds its clips at most this long")
+    reservation_minutes: int = param(
+        5, section="session", low=1,
+        doc="an open session holds its clips this long after the worker's last response or page load; then its "
+            "clips are offered to other workers too")
+
+    practice_needed: int = param(6, section="practice", low=0, doc="passed practice trials before the main trials")
+    practice_max: int = param(30, section="practice", low=1,
+                              doc="at most this many practice trials per block (at least practice_needed and "
+                                  "rdk_practice)")
+    practice_max_epe: float = param(10.0, section="practice", above=0,
+                                    doc="a practice trial passes with EPE <= this (px/frame) ...")
+    practice_max_dir_deg: float = param(30.0, section="practice", above=0, high=180,
+                                        doc="... and a direction error <= this (degrees)")
+
+    rdk_practice: int = param(6, section="screening", low=0,
+                              doc="RDK practice trials with feedback (repeated until passed, like practice)")
+    rdk_trials: int = param(80, section="screening", low=2, doc="RDK test trials (a correlation needs two)")
+    rdk_n_dots: int = param(5000, section="screening", low=1, doc="dots of the random-dot kinematogram")
+    rdk_aperture_px: int = param(600, section="screening", low=1, doc="diameter of the RDK aperture")
+    rdk_dot_px: int = param(2, section="screening", low=1, doc="size of an RDK dot")
+    rdk_speed_min: float = param(1.0, section="screening", above=0, doc="slowest RDK speed (px/frame)")
+    rdk_speed_max: float = param(20.0, section="screening", above=0,
+                                 doc="fastest RDK speed (px/frame; at least rdk_speed_min)")
+    screening_min_r: float = param(0.90, section="screening", low=-1, high=1,
+                                   doc="r (u and v pooled) of RDK responses against the truth needed to go on")
+    rdk_feedback: bool = param(True, section="screening",
+                               doc="show the true motion after RDK test trials too (HuPerFlow does)")
+
+    frame_rate_hz: int = param(30, section="timing", low=1, doc="frames per second of the clips as shown")
+    cycle_ms: int = param(3000, section="timing", low=1,
+                          doc="movie + ISI 1 + matching + ISI 2 (holds a 15-frame movie, isi1_ms and matching_ms)")
+    isi1_ms: int = param(1000, section="timing", low=0, doc="blank interval between the movie and the matching noise")
+    matching_ms: int = param(500, section="timing", low=1, doc="how long the matching noise moves in each cycle")
+    cycles_required: int = param(3, section="timing", low=1, doc="clicks count once this many cycles were complete")
+    min_refresh_hz: float = param(55.0, section="timing", above=0, doc="slower displays are turned away")
+    max_refresh_irregular: float = param(
+        0.2, section="timing", low=0, high=1,
+        doc="... and so are displays with more irregular refresh intervals than this share")
+    refresh_samples: int = param(60, section="timing", low=60,
+                                 doc="requestAnimationFrame intervals the browser measures (a median of fewer than "
+                                     "60 is not reliable)")
+    dropped_frames: str = param("exclude", section="timing", choices=("exclude", "repeat", "keep"),
+                                doc='trials with frame drops: "exclude" (flagged), "repeat" (one repeat), "keep"')
+    max_timing_repeats: int = param(10, section="timing", low=0, doc="at most this many timing repeats per session")
+
+    panel_diameter_px: int = param(600, section="display", low=1, doc="the control panel the mouse works in")
+    aperture_px: int = param(120, section="display", low=1, doc="matching noise aperture")
+    cue_diameter_px: int = param(120, section="display", low=1, doc="the green circle around the probe")
+    placeholder_offset_px: int = param(60, section="display", low=0,
+                                       doc="distance of the four green dots from the probe")
+    placeholder_diameter_px: int = param(10, section="display", low=1, doc="size of the four green dots")
+    probe_diameter_px: int = param(7, section="display", low=1, doc="size of the dot flashed at the probe")
+    cursor_diameter_px: int = param(10, section="display", low=1, doc="size of the cursor in the control panel")
+    px_per_degree: float = param(50.0, section="display", above=0,
+                                 doc="the viewing distance shown to the worker makes 50 px = 1 degree")
+    min_window_width: int = param(
+        0, section="display", low=0,
+        doc="the window a trial needs comes from the clips, the RDK aperture and the panel (1000 x 600 with these "
+            "sizes); a larger value here raises it (0: no floor of its own)")
+    min_window_height: int = param(0, section="display", low=0, doc="see min_window_width")
+
+    blind_spot: bool = param(
+        False, section="calibration",
+        doc="true: after the card, measure the viewing distance with the blind-spot task (virtual chinrest: one "
+            "eye closed, a dot moving away from a square vanishes at about 13.5 degrees); stored beside the card "
+            "(calibration.csv, dashboard)")
+    blind_spot_repetitions: int = param(5, section="calibration", low=1, high=20,
+                                        doc="sweeps averaged (the distance must come out between 20 and 200 cm)")
+
+    consent: str = param(
+        DEFAULT_MOTION_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
+        doc='{researcher} and {contact} become the values above, {pay} the pay of [session] ("$2.10 for 1 '
+            'session"), {time} the time estimate ("about 11 minutes per session of 46 trials"); `study create` '
+            "refuses empty ones")
+    instructions: str = param(DEFAULT_MOTION_INSTRUCTIONS, section="texts", placeholder=TEXT_PLACEHOLDER,
+                              doc="shown before the calibration")
+    noise: str = ""  # the noise texture, relative to the stimulus root (filled in at creation, not in the file)
+    base_dir: str = field(default=".", compare=False)  # the study file's folder (clips are relative to it)
 
     @property
     def frame_ms(self) -> float:
@@ -227,26 +186,19 @@ class MotionSpec(StoredSpec):
         """Non-practice main trials of a full session (fewer when the clips have fewer probes)."""
         return self.clips_per_session * self.probes_per_clip * self.repetitions
 
+    def validate(self, fail: Fail) -> None:
+        """Rules between parameters (each parameter's own bounds are declared above)."""
+        if self.practice_needed > self.practice_max or self.rdk_practice > self.practice_max:
+            fail(f"practice.practice_max ({self.practice_max}) is below practice_needed or rdk_practice")
+        if self.rdk_speed_min > self.rdk_speed_max:
+            fail(f"screening.rdk_speed_min ({self.rdk_speed_min}) must be at most rdk_speed_max")
+        if self.isi2_ms(15) < 0:
+            fail(f"timing.cycle_ms ({self.cycle_ms}) is shorter than a 15-frame movie + isi1_ms + matching_ms")
 
-SECTIONS: dict[str, dict[str, type]] = {
-    "study": {"kind": str, "slug": str, "name": str, "clips": list, "seed": int},
-    "session": {"clips_per_session": int, "probes_per_clip": int, "repetitions": int, "observers_per_clip": int,
-                "reward_per_session": str, "assignment_timeout_minutes": int, "reservation_minutes": int},
-    "practice": {"practice_needed": int, "practice_max": int, "practice_max_epe": float,
-                 "practice_max_dir_deg": float},
-    "screening": {"rdk_practice": int, "rdk_trials": int, "rdk_n_dots": int, "rdk_aperture_px": int,
-                  "rdk_dot_px": int, "rdk_speed_min": float, "rdk_speed_max": float, "screening_min_r": float,
-                  "rdk_feedback": bool},
-    "timing": {"frame_rate_hz": int, "cycle_ms": int, "isi1_ms": int, "matching_ms": int, "cycles_required": int,
-               "min_refresh_hz": float, "max_refresh_irregular": float, "refresh_samples": int,
-               "dropped_frames": str, "max_timing_repeats": int},
-    "display": {"panel_diameter_px": int, "aperture_px": int, "cue_diameter_px": int, "placeholder_offset_px": int,
-                "placeholder_diameter_px": int, "probe_diameter_px": int, "cursor_diameter_px": int,
-                "px_per_degree": float, "min_window_width": int, "min_window_height": int},
-    "calibration": {"blind_spot": bool, "blind_spot_repetitions": int},
-    "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
-    "entry": ENTRY_SECTION,
-}
+
+MOTION_STUDY_TEMPLATE = study_template(
+    MotionSpec, header="perceptlab motion-matching study: `perceptlab study create study.toml`",
+    examples={"slug": "flow-2026", "name": "Perceived optical flow", "mturk": MTURK_TEXTS})
 
 
 def read_motion_study_file(path: str | Path) -> MotionSpec:
@@ -257,61 +209,7 @@ def read_motion_study_file(path: str | Path) -> MotionSpec:
 
 def motion_spec_from_toml(data: dict[str, Any], path: Path) -> MotionSpec:
     """The :class:`MotionSpec` of parsed TOML ``data`` read from ``path`` (for messages and relative paths)."""
-    values = read_sections(data, SECTIONS, path)
-    clips = values.get("clips")
-    if not clips:
-        raise StudyDefinitionError(f"{path}: study.clips is required (paths of clip manifests)")
-    if not all(isinstance(c, str) and c for c in clips):
-        raise StudyDefinitionError(f"{path}: study.clips must be a list of paths (strings)")
-    values.setdefault("slug", slugify(path.stem))
-    values.setdefault("name", values["slug"])
-    spec = MotionSpec(**{**values, "clips": tuple(clips)}, base_dir=str(path.parent.resolve()))
-    validate_motion_spec(spec, str(path))
-    return spec
-
-
-def validate_motion_spec(spec: MotionSpec, where: str = "study") -> None:
-    """Raise :class:`StudyDefinitionError` (prefixed with ``where``) for an impossible parameter."""
-    def fail(message: str) -> None:
-        raise StudyDefinitionError(f"{where}: {message}")
-
-    validate_slug(spec, fail)
-    for key in ("clips_per_session", "probes_per_clip", "repetitions", "observers_per_clip",
-                "assignment_timeout_minutes", "practice_max", "rdk_trials", "rdk_n_dots", "rdk_aperture_px",
-                "rdk_dot_px", "frame_rate_hz", "cycle_ms", "matching_ms", "cycles_required", "refresh_samples",
-                "panel_diameter_px", "aperture_px", "cue_diameter_px", "placeholder_diameter_px",
-                "probe_diameter_px", "cursor_diameter_px"):
-        if getattr(spec, key) < 1:
-            fail(f"{key} must be at least 1")
-    for key in ("seed", "practice_needed", "rdk_practice", "isi1_ms", "max_timing_repeats",
-                "placeholder_offset_px", "min_window_width", "min_window_height"):
-        if getattr(spec, key) < 0:
-            fail(f"{key} must not be negative")
-    if spec.practice_needed > spec.practice_max or spec.rdk_practice > spec.practice_max:
-        fail(f"practice_max ({spec.practice_max}) is below practice_needed or rdk_practice")
-    if not (spec.practice_max_epe > 0 and 0 < spec.practice_max_dir_deg <= 180):
-        fail("practice_max_epe must be positive and practice_max_dir_deg in (0, 180]")
-    if not 0 < spec.rdk_speed_min <= spec.rdk_speed_max:
-        fail(f"rdk_speed_min ({spec.rdk_speed_min}) must be positive and at most rdk_speed_max")
-    if not -1 <= spec.screening_min_r <= 1:
-        fail(f"screening_min_r must be in [-1, 1], got {spec.screening_min_r}")
-    if spec.rdk_trials < 2:
-        fail("rdk_trials must be at least 2 (a correlation needs two trials)")
-    if spec.isi2_ms(15) < 0:
-        fail(f"cycle_ms ({spec.cycle_ms}) is shorter than a 15-frame movie + isi1_ms + matching_ms")
-    if spec.min_refresh_hz <= 0 or not 0 <= spec.max_refresh_irregular <= 1:
-        fail("min_refresh_hz must be positive and max_refresh_irregular in [0, 1]")
-    if spec.refresh_samples < 60:
-        fail("refresh_samples must be at least 60 (a median of fewer is not reliable)")
-    if spec.dropped_frames not in ("exclude", "repeat", "keep"):
-        fail(f"timing.dropped_frames must be 'exclude', 'repeat' or 'keep', got {spec.dropped_frames!r}")
-    if spec.px_per_degree <= 0:
-        fail("px_per_degree must be positive")
-    if not 1 <= spec.blind_spot_repetitions <= 20:
-        fail(f"calibration.blind_spot_repetitions must be 1 to 20, got {spec.blind_spot_repetitions}")
-    validate_entry(spec, fail)
-    if not is_dollar_amount(spec.reward_per_session):
-        fail(f"reward_per_session must be a dollar amount like \"2.00\", got {spec.reward_per_session!r}")
+    return parse_spec(MotionSpec, data, path)
 
 
 # ---------------------------------------------------------------- the window a trial needs

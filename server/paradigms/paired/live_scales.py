@@ -65,6 +65,7 @@ from analysis.screening import DEFAULT_GOLD_ACCURACY
 
 from ...exports import export_votes
 from ...models import Assignment, ScaleSnapshot, Stimulus, Study, StudySet, Vote, as_utc, utcnow
+from ...services import app_services
 
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id
@@ -507,7 +508,7 @@ def _close_children() -> None:
 
 
 def _state(app) -> _ProcessState:
-    return app.extensions.setdefault("perceptlab.live_scales", _ProcessState())
+    return app_services(app).state_of(__name__, _ProcessState)
 
 
 def is_computing(app, study_id: int) -> bool:
@@ -554,11 +555,11 @@ def refresh_if_stale(app, study_id: int, *, min_age: float = 0.0) -> bool:
     if not lock.acquire(blocking=False):
         return False
     try:
-        sessions = app.extensions["perceptlab.sessions"]
+        sessions = app_services(app).sessions
         with sessions() as session:
             if not _stale(session, study_id, min_age):
                 return False
-        with _cross_process_lock(app.extensions["perceptlab.engine"], study_id) as got:
+        with _cross_process_lock(app_services(app).engine, study_id) as got:
             if not got:
                 return False
             with sessions() as session:
@@ -579,7 +580,7 @@ def _compute(app, study_id: int) -> None:
         _state(app).child_process(nice).compute(app.config["DATABASE_URL"], study_id, bootstrap=_bootstrap(app),
                                                 interval_method=_interval_method(app))
         return
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         compute_snapshot(session, study_id, bootstrap=_bootstrap(app), interval_method=_interval_method(app))
 
 
@@ -634,7 +635,7 @@ def refresh_all(app) -> list[int]:
     Paused studies are included: workers already in them may still be voting.
     A failure in one study is logged and the others still run. Returns the IDs computed.
     """
-    sessions = app.extensions["perceptlab.sessions"]
+    sessions = app_services(app).sessions
     with sessions() as session:
         counts = dict(session.execute(select(Vote.study_id, func.count())
                                       .join(Assignment, Assignment.id == Vote.assignment_id)

@@ -561,9 +561,9 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
     return 201, _vote_body(stage, stored, stored.winner_id, vote["vote_id"], "stored", stored.open_left)
 
 
-# PostgreSQL's one-statement vote: the function of migration 0009 (perceptlab_paired_vote, as migration
-# 0012 replaced it) locks the assignment, checks the token's nonce and stores the common votes with the
-# rules of record_vote and _after_vote; it answers "ended" for an open trial of an assignment that has
+# PostgreSQL's one-statement vote: the function perceptlab_paired_vote (its text: vote.sql beside this
+# module, installed by a migration that reads it) locks the assignment, checks the token's nonce and stores
+# the common votes with the rules of record_vote and _after_vote; it answers "ended" for an open trial of an assignment that has
 # ended (refused, nothing changed), and "defer", having changed nothing, for every case those decide
 # otherwise (a replay, a worker turned away in another assignment, ...).
 _CALL_VOTE_FUNCTION = ("SELECT outcome, stage, open_left, quiz_correct FROM perceptlab_paired_vote("

@@ -1,14 +1,15 @@
 """Paired-comparison study definitions: ``study.toml`` -> a Study with its sets, stimuli and pairs.
 
-``STUDY_TEMPLATE`` (``perceptlab study template``) documents every key. Only ``study.manifests``
-is required; a paired-comparison file names no ``[study] kind`` (or ``kind = "pc"``).
+:class:`StudySpec` declares every key once (server/paradigms/params.py); ``STUDY_TEMPLATE`` (``perceptlab
+study template``) is made from it. Only ``study.manifests`` is required; a paired-comparison file names no
+``[study] kind`` (or ``kind = "pc"``).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sqlalchemy import func, select
@@ -17,8 +18,9 @@ from sqlalchemy.orm import Session
 from ...models import Pair, Stimulus, Study, StudySet
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
-from ..studyfile import (ENTRY_SECTION, ENTRY_TEMPLATE, StoredSpec, StudyDefinitionError, common_root,
-                        is_dollar_amount, read_sections, slugify, validate_entry, validate_slug)
+from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+                      study_template)
+from ..studyfile import StudyDefinitionError, common_root
 
 KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
@@ -68,115 +70,89 @@ def default_instructions(stimulus: str = "amplified", crops: bool = True) -> str
 DEFAULT_INSTRUCTIONS = default_instructions()
 
 
-STUDY_TEMPLATE = '''\
-# perceptlab study definition: `perceptlab study create study.toml`
-[study]
-slug = "interp-2026"              # URL-safe name used in worker links
-name = "Frame interpolation quality"
-manifests = ["prepared/manifest.json"]  # from `perceptlab stimuli prepare`, relative to this file
-seed = 0
+@dataclass(frozen=True, kw_only=True)
+class StudySpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+    """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
+    ``Study.config``."""
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "display": "The trial page shows one view at a time, LEFT | REFERENCE | RIGHT: the whole images, or one "
+                   "zoom region (keys 1, 2, ... switch at once). `study create` prints the smallest inner window "
+                   "(CSS pixels) the study needs and refuses one above 1366 x 657 (a 1366x768 laptop) unless "
+                   "--allow-large-window; the HIT preview, consent and entry pages state it and turn away phones "
+                   "and smaller windows before consent."}
+    manifests: tuple[str, ...] = param(section="study", required=True, example=("prepared/manifest.json",),
+                                       doc="from `perceptlab stimuli prepare`, relative to this file")
 
-[design]
-degree = 0            # 0 = the design stored in each manifest; >0 = draw a new random regular design
-votes_per_pair = 20   # StudyMB 2.0: 20; StudyMB 1.0: 30
-stimulus = "amplified"   # candidate images shown: "amplified" (artefacts amplified) or "original"
-sampling = "regular"  # "regular": each pair of the design above gets votes_per_pair votes;
-                      # "active": every pair of a set is a candidate, and the study spends the same
-                      # budget (votes_per_pair x the design's pairs, per set; no pair gets more than
-                      # votes_per_pair) on the pairs whose next vote teaches the most (analysis.active)
-warmup_votes_per_pair = 1  # active only: each pair of the design gets this many votes first (a random
-                           # connected warm-up); then the set's pages carry pairs chosen from its votes
+    degree: int = param(0, section="design", low=0,
+                        doc="0 = the design stored in each manifest; >0 = draw a new random regular design")
+    votes_per_pair: int = param(20, section="design", low=1, doc="StudyMB 2.0: 20; StudyMB 1.0: 30")
+    stimulus: str = param("amplified", section="design", choices=("amplified", "original"),
+                          doc='candidate images shown: "amplified" (artefacts amplified) or "original"')
+    sampling: str = param(
+        "regular", section="design", choices=SAMPLINGS,
+        doc='"regular": each pair of the design above gets votes_per_pair votes; "active": every pair of a set '
+            "is a candidate, and the study spends the same budget (votes_per_pair x the design's pairs, per set; "
+            "no pair gets more than votes_per_pair) on the pairs whose next vote teaches the most "
+            "(analysis.active, server/paradigms/paired/active.py)")
+    warmup_votes_per_pair: int = param(
+        1, section="design",
+        doc="active only: each pair of the design gets this many votes first (a random connected warm-up; 0 to "
+            "votes_per_pair); then the set's pages carry pairs chosen from its votes")
 
-[pages]
-pairs_per_page = 20   # StudyMB 1.0: 20 pairs per page, paid per page
-min_pages = 1         # pages a worker must complete before submitting
-max_pages = 10        # cap on pages (and so on trials) per worker
-reward_per_page = "1.50"  # the HIT: 1 page of 20 comparisons (~5 min) + consent, instructions, quiz (~2 min)
-bonus_per_page = "1.00"   # paid for every page after min_pages (~5 min each); both are ~$12/h at the
-                          # documented pace, the default [server] wage_floor_usd_per_hour
+    pairs_per_page: int = param(20, section="pages", low=1, doc="StudyMB 1.0: 20 pairs per page, paid per page")
+    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
+    max_pages: int = param(10, section="pages", low=1,
+                           doc="cap on pages (and so on trials) per worker; at least min_pages")
+    reward_per_page: str = param(
+        "1.50", section="pages", money=True,
+        doc="the HIT: 1 page of 20 comparisons (~5 min) + consent, instructions, quiz (~2 min)")
+    bonus_per_page: str = param(
+        "1.00", section="pages", money=True,
+        doc="paid for every page after min_pages (~5 min each); both are ~$12/h at the documented pace, the "
+            "default [server] wage_floor_usd_per_hour")
 
-[quality]
-quiz_size = 5             # gold pairs in the quiz; failing it disqualifies for good
-gold_rate = 0.1           # share of each page's trials that are hidden gold pairs
-accuracy_threshold = 0.7  # quiz and hidden gold (StudyMB 1.0: more than 30% wrong stops a worker)
-gold_min_answered = 3     # hidden gold answers needed before the threshold is applied
-assignment_timeout_minutes = 60  # a page only polled (never answered) is held at most this long
-reservation_minutes = 5   # an open page holds its pairs this long after the worker's last vote or
-                          # page load; then its unanswered pairs are offered to other workers too
+    quiz_size: int = param(5, section="quality", low=0, doc="gold pairs in the quiz; failing it disqualifies for good")
+    gold_rate: float = param(0.1, section="quality", low=0, below=1,
+                             doc="share of each page's trials that are hidden gold pairs (at least one real pair "
+                                 "must remain on a page)")
+    accuracy_threshold: float = param(
+        0.7, section="quality", above=0, high=1,
+        doc="quiz and hidden gold (StudyMB 1.0: more than 30% wrong stops a worker)")
+    gold_min_answered: int = param(3, section="quality", low=0,
+                                   doc="hidden gold answers needed before the threshold is applied")
+    assignment_timeout_minutes: int = param(60, section="quality", low=1,
+                                            doc="a page only polled (never answered) is held at most this long")
+    reservation_minutes: int = param(
+        5, section="quality", low=1,
+        doc="an open page holds its pairs this long after the worker's last vote or page load; then its "
+            "unanswered pairs are offered to other workers too")
 
-[display]
-# The trial page shows one view at a time, LEFT | REFERENCE | RIGHT: the whole images, or one zoom
-# region (keys 1, 2, ... switch at once). `study create` prints the smallest inner window (CSS pixels)
-# the study needs and refuses one above 1366 x 657 (a 1366x768 laptop) unless --allow-large-window;
-# the HIT preview, consent and entry pages state it and turn away phones and smaller windows before consent.
-policy = "fit"           # "fit": scaled to the window, never above the prepared display size (scale 1)
-                         # nor below min_image_scale; "pixel_exact": one image pixel on one device pixel
-                         # (devicePixelRatio applied), zoom regions too (1:1), nothing ever rescaled
-min_image_scale = 0.5    # fit: smaller than this, the trial is hidden and the worker asked for a larger window
-min_window_width = 1000  # smallest window inside (CSS pixels) whatever the images need: keeps phones out;
-min_window_height = 600  # 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600
+    policy: str = param(
+        "fit", section="display", choices=POLICIES,
+        doc='"fit": scaled to the window, never above the prepared display size (scale 1) nor below '
+            'min_image_scale; "pixel_exact": one image pixel on one device pixel (devicePixelRatio applied), '
+            "zoom regions too (1:1), nothing ever rescaled (server/paradigms/display.py)")
+    min_image_scale: float = param(
+        0.5, section="display", above=0, high=1,
+        doc="fit: smaller than this, the trial is hidden and the worker asked for a larger window (1 = the "
+            "display size)")
+    min_window_width: int = param(1000, section="display", low=1,
+                                  doc="smallest window inside (CSS pixels) whatever the images need: keeps phones "
+                                      "out; 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600")
+    min_window_height: int = param(600, section="display", low=1, doc="see min_window_width")
 
-''' + ENTRY_TEMPLATE + '''
-[texts]
-researcher = ""             # REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")
-contact = ""                # REQUIRED by the default consent: whom workers may ask ("a.lee@x.edu")
-# consent = """..."""       # plain text shown before the task; blank lines separate paragraphs; {researcher}
-                            # and {contact} become the values above, {pay} the pay rules of [pages] ("$1.50
-                            # for 1 page, and a bonus of ..."), {time} the time estimate ("about 5 minutes
-                            # per page of 20 comparisons, ..."); `study create` refuses empty ones
-# instructions = """..."""  # shown before the quiz, beside the overview image
-
-# [mturk]                  # optional: HIT settings for `perceptlab mturk launch` (defaults shown)
-# title = "Compare the quality of images"
-# reward comes from [pages]; description, keywords, assignment_duration_minutes = 120,
-# auto_approval_days = 3, min_approval_rate = 98, min_approved_hits = 1000, locales = ["US"],
-# masters = false, took_part_scope = "lab" (or "study")
-'''
-
-
-@dataclass(frozen=True)
-class StudySpec(StoredSpec):
-    """Every parameter of a study, validated; stored as ``Study.config``."""
-    _TUPLE_FIELD = "manifests"
-    slug: str
-    name: str
-    manifests: tuple[str, ...]
-    seed: int = 0
-    degree: int = 0
-    votes_per_pair: int = 20
-    stimulus: str = "amplified"
-    sampling: str = "regular"       # regular | active (server/paradigms/paired/active.py)
-    warmup_votes_per_pair: int = 1  # active: votes of each design pair before the selector takes over
-    pairs_per_page: int = 20
-    min_pages: int = 1
-    max_pages: int = 10
-    reward_per_page: str = "1.50"
-    bonus_per_page: str = "1.00"
-    quiz_size: int = 5
-    gold_rate: float = 0.1
-    accuracy_threshold: float = 0.7
-    gold_min_answered: int = 3
-    assignment_timeout_minutes: int = 60
-    reservation_minutes: int = 5
-    min_window_width: int = 1000
-    min_window_height: int = 600
-    min_image_scale: float = 0.5  # smallest scale the trial page may show images and crops at (1 = display size)
-    policy: str = "fit"             # [display] policy: fit | pixel_exact (server/paradigms/display.py)
-    consent: str = DEFAULT_CONSENT
-    instructions: str = DEFAULT_INSTRUCTIONS
-    researcher: str = ""            # the consent's {researcher} and {contact} (server/paradigms/consent.py)
-    contact: str = ""
-    mturk: dict[str, Any] = field(default_factory=dict)  # the [mturk] table, over studyfile.MTURK_DEFAULTS
-    allow_anonymous: bool = False
-    signed_links: bool = False
-    access_key: str = ""
-    external_hits: bool = False    # admit MTurk entries while the study has no HIT posted by perceptlab
-    entry_limit: int = -1           # per address and window; -1 = [server] entry_limit, 0 = none
-    recruiter: str = "link"         # link | prolific | redirect (server/paradigms/recruiters.py)
-    completion_code: str = ""       # "" = one random code per participant
-    redirect_url: str = ""          # recruiter "redirect": https://... with {code} and {participant}
-    base_dir: str = field(default=".", compare=False)
-
+    consent: str = param(
+        DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
+        doc="plain text shown before the task; blank lines separate paragraphs; {researcher} and {contact} "
+            'become the values above, {pay} the pay rules of [pages] ("$1.50 for 1 page, and a bonus of ..."), '
+            '{time} the time estimate ("about 5 minutes per page of 20 comparisons, ..."); `study create` '
+            "refuses empty ones")
+    instructions: str = param(
+        DEFAULT_INSTRUCTIONS, section="texts", placeholder=TEXT_PLACEHOLDER,
+        fallback=lambda values, path: default_instructions(values["stimulus"]),
+        doc="shown before the quiz, beside the overview image (default: says whether the differences were "
+            "amplified, [design] stimulus)")
+    base_dir: str = field(default=".", compare=False)  # the study file's folder (manifests are relative to it)
 
     @property
     def gold_per_page(self) -> int:
@@ -185,75 +161,26 @@ class StudySpec(StoredSpec):
             return 0
         return max(1, int(round(self.gold_rate * self.pairs_per_page)))
 
+    def validate(self, fail: Fail) -> None:
+        """Rules between parameters (each parameter's own bounds are declared above)."""
+        if not 0 <= self.warmup_votes_per_pair <= self.votes_per_pair:
+            fail(f"design.warmup_votes_per_pair must be in [0, votes_per_pair = {self.votes_per_pair}], "
+                 f"got {self.warmup_votes_per_pair}")
+        if self.max_pages < self.min_pages:
+            fail(f"pages.max_pages ({self.max_pages}) is below min_pages ({self.min_pages})")
+        if self.gold_per_page >= self.pairs_per_page:
+            fail("quality.gold_rate leaves no real pairs on a page")
 
-SECTIONS: dict[str, dict[str, type]] = {
-    "study": {"slug": str, "name": str, "manifests": list, "seed": int},
-    "design": {"degree": int, "votes_per_pair": int, "stimulus": str, "sampling": str, "warmup_votes_per_pair": int},
-    "pages": {"pairs_per_page": int, "min_pages": int, "max_pages": int, "reward_per_page": str,
-              "bonus_per_page": str},
-    "quality": {"quiz_size": int, "gold_rate": float, "accuracy_threshold": float, "gold_min_answered": int,
-                "assignment_timeout_minutes": int, "reservation_minutes": int},
-    "display": {"policy": str, "min_window_width": int, "min_window_height": int, "min_image_scale": float},
-    "texts": {"consent": str, "instructions": str, "researcher": str, "contact": str},
-    "entry": ENTRY_SECTION,  # the same [entry] table in every kind of study
-}
+
+STUDY_TEMPLATE = study_template(StudySpec, header="perceptlab study definition: `perceptlab study create study.toml`",
+                                examples={"slug": "interp-2026", "name": "Frame interpolation quality"})
 
 
 def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
     """The :class:`StudySpec` of a parsed study file read from ``path`` (for messages and relative paths);
-    raise :class:`StudyDefinitionError` naming the problem."""
-    if isinstance(data.get("study"), dict) and data["study"].get("kind") == KIND:
-        # The registry chose this paradigm by the kind; the spec does not store the default kind.
-        data = {**data, "study": {k: v for k, v in data["study"].items() if k != "kind"}}
-    values = read_sections(data, SECTIONS, path)
-    if not all(isinstance(m, str) and m for m in values.get("manifests", [])):
-        raise StudyDefinitionError(f"{path}: study.manifests must be a list of paths (strings)")
-    if "manifests" not in values or not values["manifests"]:
-        raise StudyDefinitionError(f"{path}: study.manifests is required (paths from `perceptlab stimuli prepare`)")
-    values.setdefault("slug", slugify(path.stem))
-    values.setdefault("name", values["slug"])
-    values.setdefault("instructions", default_instructions(values.get("stimulus", "amplified")))
-    spec = StudySpec(**{**values, "manifests": tuple(values["manifests"])}, base_dir=str(path.parent.resolve()))
-    validate_spec(spec, str(path))
-    return spec
-
-
-def validate_spec(spec: StudySpec, where: str = "study") -> None:
-    """Raise :class:`StudyDefinitionError` (prefixed with ``where``) for an impossible parameter."""
-    def fail(message: str) -> None:
-        raise StudyDefinitionError(f"{where}: {message}")
-
-    validate_slug(spec, fail)
-    if spec.stimulus not in ("amplified", "original"):
-        fail(f"design.stimulus must be 'amplified' or 'original', got {spec.stimulus!r}")
-    if spec.sampling not in SAMPLINGS:
-        fail(f"design.sampling must be 'regular' or 'active', got {spec.sampling!r}")
-    if not 0 <= spec.warmup_votes_per_pair <= spec.votes_per_pair:
-        fail(f"design.warmup_votes_per_pair must be in [0, votes_per_pair = {spec.votes_per_pair}], "
-             f"got {spec.warmup_votes_per_pair}")
-    for key in ("votes_per_pair", "pairs_per_page", "min_pages", "max_pages", "assignment_timeout_minutes",
-                "reservation_minutes", "min_window_width", "min_window_height"):
-        if getattr(spec, key) < 1:
-            fail(f"{key} must be at least 1")
-    for key in ("degree", "quiz_size", "gold_min_answered", "seed"):
-        if getattr(spec, key) < 0:
-            fail(f"{key} must not be negative")
-    if spec.max_pages < spec.min_pages:
-        fail(f"max_pages ({spec.max_pages}) is below min_pages ({spec.min_pages})")
-    validate_entry(spec, fail)
-    if not 0 <= spec.gold_rate < 1:
-        fail(f"gold_rate must be in [0, 1), got {spec.gold_rate}")
-    if spec.policy not in POLICIES:
-        fail(f"display.policy must be 'fit' or 'pixel_exact', got {spec.policy!r}")
-    if not 0 < spec.min_image_scale <= 1:
-        fail(f"display.min_image_scale must be in (0, 1], got {spec.min_image_scale}")
-    if not 0 < spec.accuracy_threshold <= 1:
-        fail(f"accuracy_threshold must be in (0, 1], got {spec.accuracy_threshold}")
-    if spec.gold_per_page >= spec.pairs_per_page:
-        fail("gold_rate leaves no real pairs on a page")
-    for key in ("reward_per_page", "bonus_per_page"):
-        if not is_dollar_amount(getattr(spec, key)):
-            fail(f"{key} must be a dollar amount like \"0.50\", got {getattr(spec, key)!r}")
+    raise :class:`StudyDefinitionError` naming the problem. A paired-comparison file names no ``[study] kind``
+    or ``kind = "pc"`` (which the spec does not store: old and new configs agree)."""
+    return parse_spec(StudySpec, data, path, kind=KIND)
 
 
 def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:

@@ -92,8 +92,9 @@ MTURK_TEXTS = {"title": "Rate the quality of images",
 
 
 def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True) -> str:
-    """The instructions a study shows unless its file gives its own."""
-    parts = [_INSTRUCTIONS[method], _INSTRUCTIONS_ANSWER,
+    """The instructions a study shows unless its file gives its own (an unknown method, which the spec's check
+    refuses next, gets none of its own)."""
+    parts = [_INSTRUCTIONS.get(method, ""), _INSTRUCTIONS_ANSWER,
              _INSTRUCTIONS_AMPLIFIED if stimulus == "amplified" else "", _INSTRUCTIONS_QUIZ if quiz else ""]
     return "\n\n".join(part for part in parts if part)
 
