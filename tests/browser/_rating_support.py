@@ -306,18 +306,25 @@ def create_rating_study(app, demo_stimuli: Path, folder: Path, slug: str, method
                         **sections: dict[str, Any]) -> str:
     """A :data:`SMALL_RATING_STUDY` of ``method`` over a copy of the demo's prepared scenes (creating a
     rating study writes its quality checks' images beside them); ``sections`` add or override keys."""
-    from tests.server.rating_support import copy_prepared, create_rating_study as create
+    from server.paradigms import create_study, read_study_file
+    from tests.server.rating_support import copy_prepared, write_rating_study
 
     tables = {name: dict(values) for name, values in SMALL_RATING_STUDY.items()}
     tables["rating"].update(method=method, slider=slider)
     for name, values in sections.items():
         tables.setdefault(name, {}).update(values)
     manifest = copy_prepared(demo_stimuli, folder / slug)
-    return create(app, manifest, folder, slug, **tables)
+    spec = read_study_file(write_rating_study(folder, manifest, slug, **tables))
+    with _session(app) as session:
+        create_study(session, spec)
+        session.commit()
+    return slug
 
 
 def _session(app):
-    return app.extensions["perceptlab.sessions"]()
+    from server.services import app_services
+
+    return app_services(app).sessions()
 
 
 def trial_facts(app, trial_id: str | int) -> dict[str, Any]:
