@@ -277,7 +277,7 @@ class Driver:
 
         query = text("SELECT t.id, s.role FROM rating_trial t JOIN rating_stimulus s ON s.id = t.stimulus_id "
                      "WHERE t.is_gold AND t.id IN :ids").bindparams(bindparam("ids", expanding=True))
-        with self.app.extensions["perceptlab.engine"].begin() as conn:
+        with app_services(self.app).engine.begin() as conn:
             rows = conn.execute(query, {"ids": trial_ids}).all() if trial_ids else []
         return {row.id: int(known_range("dcr", row.role)[1]) for row in rows}
 

@@ -16,6 +16,7 @@ from server.pilot import pilot_signature
 from server.paradigms.core import study_paradigm
 from server.paradigms.rating.models import RatingStimulus, RatingTrial
 from server.paradigms.rating.quality import known_range
+from server.services import app_services
 
 
 def copy_prepared(demo_stimuli: Path, folder: Path) -> Path:
@@ -45,7 +46,7 @@ def create_rating_study(app, manifest: Path, folder: Path, slug: str = "rating",
     from server.paradigms import create_study, read_study_file
 
     spec = read_study_file(write_rating_study(folder, manifest, slug, **sections))
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         create_study(session, spec)
         session.commit()
     return slug
@@ -60,7 +61,7 @@ SMALL = {"pages": {"ratings_per_page": 8, "min_pages": 1, "max_pages": 3, "rewar
 
 def trial_facts(app, trial_id: int) -> tuple[str, str, bool, bool]:
     """``(role, method, reference_first, is_quiz)`` of a trial, read from the database as the server judges."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         row = session.execute(select(RatingStimulus.role, RatingStimulus.study_id, RatingTrial.reference_first,
                                      RatingTrial.is_quiz)
                               .join(RatingStimulus, RatingTrial.stimulus_id == RatingStimulus.id)

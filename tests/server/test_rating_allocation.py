@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from server.paradigms.rating.allocation import page_rows
 from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
+from server.services import app_services
 
 from .rating_support import RatingWorker, create_rating_study
 
@@ -23,7 +24,7 @@ def _varied(trial: dict) -> int:
 
 def _real_trials(app, worker: RatingWorker) -> list[int]:
     """Stimulus IDs of the worker's real trials, in page and position order."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return list(session.scalars(select(RatingTrial.stimulus_id)
                                     .where(RatingTrial.assignment_id == int(worker.assignment_id), ~RatingTrial.is_gold)
                                     .order_by(RatingTrial.page_id, RatingTrial.position)))
@@ -31,7 +32,7 @@ def _real_trials(app, worker: RatingWorker) -> list[int]:
 
 def _counts(app) -> dict[int, int]:
     """Stored ratings per real stimulus (0 for those without)."""
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         rated = dict(session.execute(select(RatingResponse.stimulus_id, func.count())
                                      .group_by(RatingResponse.stimulus_id)).all())
         return {sid: rated.get(sid, 0) for sid in session.scalars(select(RatingStimulus.id)

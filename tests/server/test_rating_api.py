@@ -10,13 +10,14 @@ from sqlalchemy import select
 from server.paradigms.rating import PARADIGM
 from server.models import Assignment, Page
 from server.paradigms.rating.models import RatingResponse, RatingStimulus, RatingTrial
+from server.services import app_services
 
 from .api_support import SpecClient
 from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
 
 
 def _responses(app) -> list[tuple]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         return session.execute(select(RatingResponse.trial_id, RatingResponse.raw_rating, RatingResponse.rating,
                                       RatingTrial.reference_first)
                                .join(RatingTrial, RatingResponse.trial_id == RatingTrial.id)).all()
@@ -168,7 +169,7 @@ def test_pilots_fill_no_target(app, rating_study):
     worker = RatingWorker(app.test_client(), rating_study)
     worker.pass_training()
     worker.answer_page(worker.honest)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(RatingStimulus.study_id).limit(1))
         assert PARADIGM.progress(session, study)["n_votes"] == 6  # the worker's six real ratings; none of the pilot's
         # The pilot's pages reserve nothing (the worker's page does, until it is complete).

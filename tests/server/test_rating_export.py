@@ -13,13 +13,14 @@ from server.cli import cli
 from server.exports import export_study, study_salt
 from server.models import Study
 from server.paradigms.rating.export import RATINGS_COLUMNS
+from server.services import app_services
 
 from .conftest import create_test_study
 from .rating_support import SMALL, RatingWorker, create_rating_study, trial_facts
 
 
 def _export(app, slug: str, **options) -> list[dict]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         files = export_study(session, study, salt=study_salt("test-secret", slug), **options).files
     assert set(files) == {"ratings.csv", "workers_meta.csv"}
@@ -83,7 +84,7 @@ def test_stimulus_ids_join_a_paired_studys_items(app, rating_manifest, demo_stim
 
     create_test_study(app, demo_stimuli, tmp_path, slug="pc")
     create_rating_study(app, rating_manifest, tmp_path, slug="dcr")
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         from server.models import Stimulus, StudySet
 
         pc_items = {f"{s}/{i}" for s, i in session.execute(

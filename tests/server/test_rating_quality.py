@@ -10,6 +10,7 @@ from sqlalchemy import select
 from server.paradigms.rating.models import RatingGoldResult
 from server.paradigms.rating.quality import below_threshold, in_range, known_range, straight_lined
 from server.paradigms.rating.scales import normalise, scale_of, valid_rating
+from server.services import app_services
 
 from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
 
@@ -71,7 +72,7 @@ def test_hidden_checks_out_of_range_stop_a_worker(app, rating_manifest, tmp_path
         assert status == 201 and "feedback" not in body  # hidden checks are never told apart
         wrong += is_check
     assert worker.state()["stage"] == "stopped" and wrong == 2  # stopped once two checks were answered wrongly
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         results = session.execute(select(RatingGoldResult.is_quiz, RatingGoldResult.correct)).all()
     assert results == [(False, False), (False, False)]
 

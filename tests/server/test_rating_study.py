@@ -12,13 +12,14 @@ from server.models import Study
 from server.paradigms import StudyDefinitionError, create_study, read_study_file
 from server.paradigms.rating.models import RatingStimulus
 from server.paradigms.rating.study import STUDY_TEMPLATE, RatingSpec
+from server.services import app_services
 from stimuli.io import read_image
 
 from .rating_support import create_rating_study, write_rating_study
 
 
 def _stimuli(app, slug: str) -> list[RatingStimulus]:
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
         rows = list(session.scalars(select(RatingStimulus).where(RatingStimulus.study_id == study.id)))
         session.expunge_all()
@@ -97,7 +98,7 @@ def test_bad_study_files_name_the_key(rating_manifest, tmp_path, sections, messa
 
 def test_bad_files_give_clear_errors_at_creation(app, rating_manifest, tmp_path):
     def create(path):
-        with app.extensions["perceptlab.sessions"]() as session:
+        with app_services(app).sessions() as session:
             create_study(session, read_study_file(path))
             session.commit()
 

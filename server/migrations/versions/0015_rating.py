@@ -1,8 +1,8 @@
 """The rating paradigm (kind "rating": ACR, DCR, CCR): its stimuli, trials, responses and gold results
 (server/paradigms/rating/models.py)
 
-Revision ID: 0014_rating
-Revises: 0013_pilot
+Revision ID: 0015_rating
+Revises: 0014_paired_vote_sql
 Create Date: 2026-11-28 11:00:00
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0014_rating'
-down_revision = '0013_pilot'
+revision = '0015_rating'
+down_revision = '0014_paired_vote_sql'
 branch_labels = None
 depends_on = None
 
