@@ -23,6 +23,7 @@ import { PairedComparison } from './pc_trial.js';
 import { PageDone } from './page_done.js';
 import { MotionMatching } from './motion_trial.js';
 import { ScreenCalibration } from './calibration.js';
+import { RatingTrial, trialIdOf } from './rating_trial.js';
 
 /** The open trials of State's current page, in display order. */
 function pageTrials(state) {
@@ -30,6 +31,9 @@ function pageTrials(state) {
   if (!page) return [];
   return [...page.trials].sort((a, b) => a.position - b.position).filter((t) => !t.answered);
 }
+
+/** The open trials of a rating page, each with the `trial_id` the driver tracks answers by. */
+const ratingTrials = (state) => pageTrials(state).map((t) => ({ ...t, trial_id: trialIdOf(t) }));
 
 /** The open trials of State's current block (the server sends them in order, repeats first). */
 const blockTrials = (state) => state.trials || [];
@@ -72,6 +76,24 @@ export const PARADIGMS = Object.freeze({
       calibration: { plugin: ScreenCalibration, trial: (state) => ({ params: state.params }) },
       rdk: { plugin: MotionMatching, trials: blockTrials, resync: 'each-trial' },
       main: { plugin: MotionMatching, trials: blockTrials, resync: 'each-trial' },
+    },
+  }),
+  rating: Object.freeze({
+    frame: {
+      root: 'rating-app',
+      header: { class: 'pc-bar' },
+      progress: { id: 'progress', class: 'pc-progress' },
+      prompt: { class: 'pc-bar-center' },
+      pending: { id: 'pending', class: 'pc-pending', shows: 'always' },
+      notice: { id: 'notice', class: 'pc-notice' },
+      status: { id: 'rating-status', class: 'pc-status' },
+      stage: { id: 'rating-stage', class: 'rating-stage' },
+    },
+    texts: { confirming: 'Waiting for the server to confirm this page…' },
+    stages: {
+      quiz: { plugin: RatingTrial, trials: ratingTrials },
+      trials: { plugin: RatingTrial, trials: ratingTrials },
+      page_done: { plugin: PageDone, trial: (state) => state.progress || {} },
     },
   }),
 });
