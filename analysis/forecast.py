@@ -536,6 +536,7 @@ class Forecast:
     max_votes: int
     n_boot: int
     checkpoints: list[list[int]]  # per replicate, the votes at which it was analysed
+    needed_model: np.ndarray      # (R, Q) votes by the fitted model alone (no inconsistency factor)
     seconds: float = 0.0
 
     def band(self, values: np.ndarray) -> dict:
@@ -552,6 +553,7 @@ class Forecast:
         out = self.band(self.needed[:, q])
         out["per_set"] = {s: self.band(self.needed_per_set[:, q, k]) for k, s in enumerate(self.set_ids)}
         out["reached"] = float(np.isfinite(self.needed[:, q]).mean())
+        out["model_only"] = self.band(self.needed_model[:, q])
         return out
 
 
@@ -578,7 +580,7 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
              sampling: str = "random", replicates: int = DEFAULT_REPLICATES, seed: int = 0,
              n_boot: int = DEFAULT_N_BOOT, confidence: float = 0.95, units: str = "jod",
              growth: float = DEFAULT_GROWTH, max_votes: int | None = None, votes_per_worker: float | None = None,
-             on_replicate: Callable[[int], None] | None = None) -> Forecast:
+             calibrate: bool = True, on_replicate: Callable[[int], None] | None = None) -> Forecast:
     """Simulate ``replicates`` studies continuing the pilot and find the votes that reach ``target``.
 
     Parameters
@@ -602,6 +604,9 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
         Mean scaling votes a simulated worker gives (the plan's pages per worker times votes per page);
         default: as many as the pilot's workers gave. A pilot cut from a running study has seen only the
         start of its workers' work, and fewer votes per worker make the screening weaker.
+    calibrate : bool
+        Multiply the simulated half-widths by the inconsistency factor (the pilot's half-widths over the
+        simulated crowd's on the pilot); False: report the factor but forecast from the fitted model alone.
     on_replicate : callable, optional
         Called with 1 after each replicate (progress bars).
     """
@@ -625,6 +630,7 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
     real_q = np.array([_quantile(real_all, q) for q in quantiles])
     real_set = np.array([[_quantile(h, q) for h in fit.halfwidths] for q in quantiles])  # (Q, S)
     needed = np.full((replicates, Q), np.inf)
+    needed_model = np.full((replicates, Q), np.inf)
     per_set = np.full((replicates, Q, S), np.inf)
     ratio = np.ones((replicates, Q))
     checkpoints = []
@@ -641,26 +647,33 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
             sim_q = np.array([_quantile(sim_all, q) for q in quantiles])
             sim_set = np.array([[_quantile(h, q) for h in half] for q in quantiles])
             if factor is None:  # the pilot itself: the real crowd against the simulated Case V crowd
-                factor = np.where(sim_q > 0, real_q / sim_q, 1.0)
+                factor = np.where(sim_q > 0, real_q / np.where(sim_q > 0, sim_q, 1.0), 1.0)
                 factor_set = np.where(sim_set > 0, real_set / np.where(sim_set > 0, sim_set, 1.0), 1.0)
+                ratio[r] = factor
+                if not calibrate:
+                    factor_set = np.ones_like(factor_set)
             votes_at.append(study.stream.length)
-            pooled.append(sim_q * factor)
+            pooled.append(sim_q)
             by_set.append((sim_set * factor_set, study.set_votes.copy()))
-            done = all(p <= target for p in pooled[-1]) and bool((by_set[-1][0] <= target).all())
+            applied = factor if calibrate else 1.0
+            done = (all(p <= target for p in pooled[-1] * applied) and all(p <= target for p in pooled[-1])
+                    and bool((by_set[-1][0] <= target).all()))
             if done or size >= cap:
                 break
             size = min(cap, int(np.ceil(size * growth)))
-        ratio[r] = factor
         checkpoints.append(votes_at)
         for q in range(Q):
-            needed[r, q] = _crossing(votes_at, [p[q] for p in pooled], target)
+            model = [p[q] for p in pooled]
+            needed_model[r, q] = _crossing(votes_at, model, target)
+            needed[r, q] = _crossing(votes_at, [m * factor[q] for m in model], target) if calibrate \
+                else needed_model[r, q]
             for s in range(S):
                 set_votes = [int(v[s]) for _, v in by_set]
                 per_set[r, q, s] = _crossing(set_votes, [w[q, s] for w, _ in by_set], target)
         if on_replicate is not None:
             on_replicate(1)
     return Forecast(quantiles, needed, per_set, ratio, [d.set_id for d in fit.designs], fit, float(target), units,
-                    sampling, confidence, cap, n_boot, checkpoints, time.perf_counter() - started)
+                    sampling, confidence, cap, n_boot, checkpoints, needed_model, time.perf_counter() - started)
 
 
 # --------------------------------------------------------------------------- votes -> people, dollars, hours

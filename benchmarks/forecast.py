@@ -7,7 +7,8 @@ bootstrap, 95 % t interval; 200 resamples) at checkpoints 15 % apart, until the 
 half-widths (JOD) reaches the target, interpolated log-log between checkpoints. The target is set a little
 above what the whole study reached at the 90 % quantile, so that the study reaches it. The *forecast* sees only
 the first ``--pilot-share`` of the votes (``analysis/forecast.py``: fit, then simulated studies continuing the
-pilot). Votes count the pilot's; cost follows from votes by the same pay rules (20 trials per page, 2 of them
+pilot), and the planned votes per worker (a prefix has seen only each worker's first votes). "model only" is
+the forecast without the pilot's inconsistency factor. Votes count the pilot's; cost follows from votes by the same pay rules (20 trials per page, 2 of them
 gold, $1.50 reward covering 1 page, $1.00 per further page, pages per worker from the pilot).
 
 Studies: StudyMB-sized (8 sets x 155 items, 6-regular design, 20 votes per pair, 300 workers), a small one
@@ -15,7 +16,7 @@ Studies: StudyMB-sized (8 sets x 155 items, 6-regular design, 20 votes per pair,
 design, then batches of ``analysis.active.plan_batch``, by the forecast's own simulator with the true crowd).
 No recorded votes ship with the repository, so there is no real study among them.
 
-Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large]   (about 10 minutes on 2 cores)
+Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large]   (about 10 minutes on 2 idle cores)
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from analysis.threads import limited_blas_threads  # noqa: E402
 from benchmarks._common import print_table  # noqa: E402
 
 QUANTILES = (0.9, 1.0)
+HEADER = ["study", "sampling", "votes", "pilot", "target JOD", "q", "actual", "forecast", "band (10-90 %)", "error",
+          "in band", "model only", "error", "actual $", "forecast $", "inconsistency", "seconds"]
 
 
 def regular_study(n_sets: int, n_items: int, n_workers: int, seed: int):
@@ -56,7 +59,7 @@ def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int,
     started = time.perf_counter()
     full, _ = halfwidths(votes, analysis_options("jod"), 200, 0.95, np.random.default_rng(seed))
     target = round(1.1 * float(np.quantile(np.concatenate(full), 0.9)), 2)
-    actual = votes_needed_by_study(votes, target, quantiles=QUANTILES, growth=1.15, seed=seed)
+    actual = votes_needed_by_study(votes, target, quantiles=QUANTILES, growth=1.15, n_boot=200, seed=seed)
     n_pilot = int(pilot_share * len(votes))
     pilot = votes.subset(np.arange(len(votes)) < n_pilot)
     fit = fit_pilot(pilot, "jod", seed=seed)
@@ -75,12 +78,16 @@ def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int,
         high = "not reached" if band["high"] is None else f"{band['high']:,}"
         error = (f"{100 * (band['total'] - truth) / truth:+.0f} %" if np.isfinite(truth) and band["total"] is not None
                  else "-")
+        model = band["model_only"]
+        model_text = "-" if model["total"] is None else f"{model['total']:,}"
+        model_error = (f"{100 * (model['total'] - truth) / truth:+.0f} %" if np.isfinite(truth)
+                       and model["total"] is not None else "-")
         inside = ("yes" if np.isfinite(truth) and band["low"] is not None and band["low"] <= truth
                   and (band["high"] is None or truth <= band["high"]) else "no" if np.isfinite(truth) else "-")
         cost_forecast = costs(band["total"], fit, plan)["dollars"]
         cost_actual = costs(truth, fit, plan)["dollars"] if np.isfinite(truth) else None
         rows.append([name, sampling, f"{len(votes):,}", f"{n_pilot:,}", f"{target:g}", f"{quantile:g}",
-                     truth_text, forecast_text, f"{low}-{high}", error, inside,
+                     truth_text, forecast_text, f"{low}-{high}", error, inside, model_text, model_error,
                      "-" if cost_actual is None else f"${cost_actual:,.0f}",
                      "-" if cost_forecast is None else f"${cost_forecast:,.0f}",
                      f"{float(np.median(result.inconsistency[:, q])):.2f}",
@@ -93,7 +100,7 @@ def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=8)
+    parser.add_argument("--replicates", type=int, default=6)
     parser.add_argument("--pilot-share", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
@@ -101,14 +108,15 @@ def main() -> None:
     studies = [("small", lambda: regular_study(3, 40, 120, args.seed + 1), "random"),
                ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active")]
     if not args.skip_large:
-        studies.insert(0, ("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
+        studies.append(("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
     rows = []
     with limited_blas_threads():
         for name, make, sampling in studies:
             rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed)
+            print_table(HEADER, rows[-len(QUANTILES):])
+            sys.stdout.flush()
     print()
-    print_table(["study", "sampling", "votes", "pilot", "target JOD", "q", "actual", "forecast", "band (10-90 %)",
-                 "error", "in band", "actual $", "forecast $", "inconsistency", "seconds"], rows)
+    print_table(HEADER, rows)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ RATING_COLUMNS = ("stimulus_id", "rating")
 @click.option("--bonus-per-page", type=click.FloatRange(min=0), default=None,
               help="Dollars per page after --min-pages (default: the study's, else 1.00).")
 @click.option("--pages-per-worker", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Mean pages per participant (default: the pilot's).")
+              help="Mean pages per participant (default: the pilot's). Simulated participants give as many votes: "
+                   "give it when the pilot's participants did fewer pages than the study's will.")
 @click.option("--platform-fee", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="The platform's commission as a share of pay (MTurk: 0.2).")
 @click.option("--seconds-per-trial", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -99,9 +100,10 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
         with limited_blas_threads():
             fit = fit_pilot(votes, units, n_boot=n_boot, confidence=confidence, seed=seed, rt_ms=rt_ms)
             with tqdm(total=replicates, desc="forecast", unit="study", leave=False, disable=None) as bar:
+                per_worker = None if pages_per_worker is None else pages_per_worker * plan.votes_per_page
                 result = forecast(fit, halfwidth, quantiles=quantiles, sampling=sampling, replicates=replicates,
                                   seed=seed, n_boot=n_boot, confidence=confidence, units=units, max_votes=max_votes,
-                                  on_replicate=bar.update)
+                                  votes_per_worker=per_worker, on_replicate=bar.update)
     except (ForecastInputError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # e.g. screening that would drop every worker
@@ -238,12 +240,13 @@ def _print(doc: dict) -> None:
                f"{100 * p['careless_share']:.0f} %, time per trial {seconds}")
     click.echo(f"target: half-width {t['halfwidth']:g} {t['units']} ({100 * t['confidence']:g} % t interval), "
                f"{t['sampling']} sampling, {doc['replicates']} simulated studies (band: 10th-90th percentile)")
-    rows = [("items", "votes (band)", "participants", "dollars", "worker-hours", "wall-clock h", "inconsistency")]
+    rows = [("items", "votes (band)", "participants", "dollars", "worker-hours", "wall-clock h", "inconsistency",
+             "model only")]
     for f in doc["forecasts"]:
         rows.append((f"{100 * f['quantile']:g} %", _band(f["votes_needed"], _count), _band(f["participants"], _count),
                      _band(f["dollars"], _money), _band(f["worker_hours"], _hours),
                      _band(f["wall_clock_hours"], _hours) if f["wall_clock_hours"]["total"] is not None else "-",
-                     f"{f['inconsistency']:.2f}"))
+                     f"{f['inconsistency']:.2f}", _band(f["votes_needed"]["model_only"], _count)))
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
