@@ -580,7 +580,7 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
              sampling: str = "random", replicates: int = DEFAULT_REPLICATES, seed: int = 0,
              n_boot: int = DEFAULT_N_BOOT, confidence: float = 0.95, units: str = "jod",
              growth: float = DEFAULT_GROWTH, max_votes: int | None = None, votes_per_worker: float | None = None,
-             calibrate: bool = True, on_replicate: Callable[[int], None] | None = None) -> Forecast:
+             calibrate: bool | None = None, on_replicate: Callable[[int], None] | None = None) -> Forecast:
     """Simulate ``replicates`` studies continuing the pilot and find the votes that reach ``target``.
 
     Parameters
@@ -604,9 +604,13 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
         Mean scaling votes a simulated worker gives (the plan's pages per worker times votes per page);
         default: as many as the pilot's workers gave. A pilot cut from a running study has seen only the
         start of its workers' work, and fewer votes per worker make the screening weaker.
-    calibrate : bool
+    calibrate : bool, optional
         Multiply the simulated half-widths by the inconsistency factor (the pilot's half-widths over the
         simulated crowd's on the pilot); False: report the factor but forecast from the fitted model alone.
+        Default: True for random sampling, False for active sampling, whose pilot pairs were chosen from
+        the pilot's own outcomes: a crowd answering them afresh does not reproduce that choice, and the
+        ratio measured the selection rather than the crowd (in ``benchmarks/forecast.py`` it doubled the
+        forecast of an active study).
     on_replicate : callable, optional
         Called with 1 after each replicate (progress bars).
     """
@@ -620,6 +624,8 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
         raise ForecastInputError(f"quantiles must be in (0, 1], got {quantiles}")
     if replicates < 1 or n_boot < 2 or not growth > 1:
         raise ForecastInputError("need replicates >= 1, n_boot >= 2 and growth > 1")
+    if calibrate is None:
+        calibrate = sampling == "random"
     pilot_votes = fit.n_votes
     cap = int(max_votes) if max_votes is not None else int(DEFAULT_MAX_MULTIPLE * pilot_votes)
     if cap < pilot_votes:
