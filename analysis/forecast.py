@@ -35,7 +35,7 @@ Sets grow in proportion to their pilot votes; workers take the stream of trials 
 many votes as the pilot worker they resample gave. At checkpoints growing by ``growth`` the votes so
 far are analysed exactly as the pilot was (screening, MLE, worker bootstrap with ``n_boot``
 resamples, the ``t`` interval at ``confidence``), half-widths are multiplied by the replicate's
-inconsistency factor, and the checkpoint where the ``q``-quantile of the items' half-widths (over every
+inconsistency factor (random sampling only; see :func:`forecast`'s ``calibrate``), and the checkpoint where the ``q``-quantile of the items' half-widths (over every
 set, and per set) falls to the target is found by log-log interpolation between checkpoints. The
 forecast is the median over replicates, the band their 10th to 90th percentile.
 
@@ -44,6 +44,12 @@ bootstrap's SD of a pilot of 15 % of the votes (3 votes per pair) was 1.8 times 
 at the median item (1.05 times at the full study), and far smaller at unanimous items, whose Fisher
 variance the ridge alone bounds; a constant calibration does not carry from the pilot to the study, so
 the simulation runs the analysis itself, with fewer resamples.
+
+Measured (``benchmarks/forecast.py``, pilots of the first 15 % of simulated studies, 90 % of the items):
+a random-design study of 3 x 40 items was forecast within 1 % (its need inside the band); an actively
+sampled one 28 % low. The fitted spread of the true scores runs low when a pilot holds many careless
+votes (about 0.8 of the truth at 15 % of a study with 30 % careless workers, 0.9 at 40 %), which the
+inconsistency factor corrects for random sampling but not for active sampling.
 """
 from __future__ import annotations
 

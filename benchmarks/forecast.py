@@ -55,7 +55,8 @@ def active_study(n_sets: int, n_items: int, n_workers: int, total: int, seed: in
     return simulate_votes(crowd, "active", total, rng)
 
 
-def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int, seed: int) -> list[list]:
+def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int, seed: int,
+           n_boot: int = 100) -> list[list]:
     started = time.perf_counter()
     full, _ = halfwidths(votes, analysis_options("jod"), 200, 0.95, np.random.default_rng(seed))
     target = round(1.1 * float(np.quantile(np.concatenate(full), 0.9)), 2)
@@ -66,7 +67,7 @@ def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int,
     # The plan's pages per worker (a pilot cut from a running study has seen only its workers' first votes).
     per_worker = len(votes) / len(np.unique(votes.worker))
     result = forecast(fit, target, quantiles=QUANTILES, sampling=sampling, replicates=replicates, seed=seed,
-                      max_votes=3 * len(votes), votes_per_worker=per_worker)
+                      max_votes=3 * len(votes), votes_per_worker=per_worker, n_boot=n_boot)
     plan = StudyPlan()
     rows = []
     for q, quantile in enumerate(QUANTILES):
@@ -103,16 +104,21 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=6)
     parser.add_argument("--pilot-share", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bootstrap", type=int, default=100, help="resamples at each checkpoint of the forecast")
+    parser.add_argument("--only", choices=["StudyMB", "small", "active"], help="replay one study")
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
     args = parser.parse_args()
     studies = [("small", lambda: regular_study(3, 40, 120, args.seed + 1), "random"),
                ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active")]
     if not args.skip_large:
         studies.append(("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
+    if args.only:
+        studies = [s for s in studies if s[0] == args.only] or [("StudyMB", lambda: regular_study(8, 155, 300,
+                                                                                                 args.seed), "random")]
     rows = []
     with limited_blas_threads():
         for name, make, sampling in studies:
-            rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed)
+            rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed, args.bootstrap)
             print_table(HEADER, rows[-len(QUANTILES):])
             sys.stdout.flush()
     print()
