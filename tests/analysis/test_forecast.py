@@ -1,0 +1,145 @@
+"""The forecast before launch (analysis/forecast.py): the noise fit, replays against whole simulated studies,
+the JSON report."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis.formats import build_votes, json_text
+from analysis.forecast import (ForecastInputError, StudyPlan, analysis_options, careless_share, costs, fit_pilot,
+                               forecast, halfwidths, known_crowd, report, seconds_per_trial, simulate_votes,
+                               votes_needed_by_study)
+from analysis.simulate import simulate_study
+
+
+def _prefix(votes, share: float):
+    return votes.subset(np.arange(len(votes)) < int(share * len(votes)))
+
+
+@pytest.mark.parametrize("random_clickers, left_clickers", [(0.25, 0.05), (0.0, 0.0), (0.4, 0.1)])
+def test_the_careless_share_is_recovered_from_a_whole_study(random_clickers, left_clickers):
+    study = simulate_study(n_sets=3, n_items=40, degree=6, votes_per_pair=20, n_workers=120, seed=4,
+                           random_clickers=random_clickers, left_clickers=left_clickers)
+    true_share = float(np.mean(study.worker_type != "honest"))
+    assert careless_share(study.votes) == pytest.approx(true_share, abs=0.06)
+
+
+def test_a_pilot_of_a_few_votes_per_worker_still_shows_its_careless_workers():
+    """15 % of a study: 3 votes per pair, about 9 per worker; the screening keeps most careless workers."""
+    study = simulate_study(n_sets=3, n_items=40, degree=6, votes_per_pair=20, n_workers=120, seed=3)
+    fit = fit_pilot(_prefix(study.votes, 0.15), "jod", n_boot=50)
+    assert fit.careless_source == "agreement"
+    assert 0.2 <= fit.careless_share <= 0.4  # 0.30 are careless
+    assert fit.careless_vote_share < 0.15  # what the screening of the pilot leaves out
+
+
+def test_a_pilot_without_repeated_pairs_falls_back_to_the_screening():
+    study = simulate_study(n_sets=2, n_items=30, degree=4, votes_per_pair=1, n_workers=40, seed=2)
+    assert careless_share(study.votes) is None
+    assert fit_pilot(study.votes, "z", n_boot=20).careless_source == "screening"
+
+
+def test_a_case_v_crowd_has_an_inconsistency_factor_near_one():
+    """The pilot's own half-widths against those of the simulated Case V crowd fitted to it."""
+    study = simulate_study(n_sets=2, n_items=20, degree=6, votes_per_pair=20, n_workers=40, seed=1)
+    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=100)
+    result = forecast(fit, 10.0, quantiles=[0.5, 0.9], replicates=4, n_boot=100)
+    assert np.all((0.7 < np.median(result.inconsistency, axis=0)) & (np.median(result.inconsistency, axis=0) < 1.4))
+
+
+def _replay(votes, sampling: str, seed: int, workers: int):
+    """Target a little above what the whole study reached at the 90 % quantile; forecast from its first 20 %."""
+    full, _ = halfwidths(votes, analysis_options("jod"), 100, 0.95, np.random.default_rng(seed))
+    target = round(1.1 * float(np.quantile(np.concatenate(full), 0.9)), 2)
+    actual = votes_needed_by_study(votes, target, quantiles=[0.9], growth=1.15, n_boot=100, seed=seed)["needed"][0]
+    fit = fit_pilot(_prefix(votes, 0.2), "jod", seed=seed)
+    result = forecast(fit, target, quantiles=[0.9], sampling=sampling, replicates=6, seed=seed,
+                      votes_per_worker=len(votes) / workers, max_votes=3 * len(votes))
+    return actual, result.votes_needed(0)
+
+
+def test_the_forecast_band_holds_what_a_random_design_study_needed():
+    study = simulate_study(n_sets=2, n_items=25, degree=6, votes_per_pair=20, n_workers=60, seed=11)
+    actual, band = _replay(study.votes, "random", 0, 60)
+    assert np.isfinite(actual)
+    assert band["low"] <= actual <= band["high"]
+    assert band["reached"] == 1.0 and set(band["per_set"]) == {"set01", "set02"}
+
+
+def test_the_forecast_of_an_actively_sampled_study_is_within_a_third_of_what_it_needed():
+    """Active sampling forecasts from the fitted model alone (the pilot's pairs were chosen from its own
+    outcomes, see analysis.forecast.forecast); the model's scale spread, fitted under a share of careless
+    voters, runs low at pilot size, and these forecasts came out 20-30 % low (benchmarks/forecast.py): the band
+    is narrower than that error, so this checks the error."""
+    warm = simulate_study(n_sets=2, n_items=25, degree=4, votes_per_pair=1, n_workers=60, seed=5)
+    honest = {w: t == "honest" for w, t in zip(warm.worker_ids, warm.worker_type)}
+    crowd = known_crowd(warm.votes, warm.truth, warm.item_ids, honest, {w: 50 for w in warm.worker_ids})
+    votes = simulate_votes(crowd, "active", 3000, 5)
+    actual, band = _replay(votes, "active", 1, len(np.unique(votes.worker)))
+    assert np.isfinite(actual)
+    assert abs(band["total"] - actual) <= actual / 3
+    assert band["model_only"] == {k: band[k] for k in ("total", "low", "high")}  # no factor applied
+
+
+def test_time_per_trial_comes_from_the_gaps_between_a_workers_votes_else_rt_ms():
+    stamps = ["2026-01-01T10:00:00+00:00", "2026-01-01T10:00:04+00:00", "2026-01-01T10:00:10+00:00",
+              "2026-01-01T11:00:00+00:00",  # a break: not a trial
+              "2026-01-01T10:00:00Z", "2026-01-01T10:00:05Z"]
+    votes = build_votes(["a", "a", "a", "a", "b", "b"], ["s"] * 6, ["x", "y", "x", "y", "x", "y"],
+                        ["y", "z", "z", "x", "y", "z"], ["x", "y", "z", "x", "x", "z"], extra={"created_at": stamps})
+    assert seconds_per_trial(votes) == (5.0, "created_at")  # gaps 4, 6 and 5 s
+    bare = build_votes(["a", "b"], ["s", "s"], ["x", "x"], ["y", "y"], ["x", "y"])
+    assert seconds_per_trial(bare, ["2000", "4000"]) == (3.0, "rt_ms")
+    assert seconds_per_trial(bare) == (None, "unknown")
+
+
+def test_costs_follow_the_pay_rules():
+    study = simulate_study(n_sets=2, n_items=20, degree=4, votes_per_pair=4, n_workers=30, seed=1)
+    fit = fit_pilot(study.votes, "z", n_boot=20)
+    plan = StudyPlan(pairs_per_page=20, gold_per_page=2, min_pages=1, max_pages=10, reward=1.5, bonus_per_page=1.0,
+                     pages_per_worker=3, seconds_per_trial=10, arrivals_per_hour=10)
+    out = costs(1800, fit, plan)  # 100 pages of 18 votes, 3 per worker: 33.3 workers
+    assert out["participants"] == 34
+    assert out["dollars"] == pytest.approx(100 / 3 * 1.5 + (100 - 100 / 3) * 1.0, abs=0.01)
+    assert out["worker_hours"] == pytest.approx(100 * 20 * 10 / 3600, abs=0.05)
+    assert out["wall_clock_hours"] == pytest.approx(100 / 3 / 10 + 3 * 20 * 10 / 3600, abs=0.05)
+    assert costs(None, fit, plan)["dollars"] is None
+    fee = costs(1800, fit, StudyPlan(pages_per_worker=3, platform_fee=0.2))["dollars"]
+    assert fee == pytest.approx(out["dollars"] / 0.8, abs=0.01)
+
+
+def test_the_report_has_every_documented_field_and_is_json():
+    study = simulate_study(n_sets=2, n_items=15, degree=4, votes_per_pair=6, n_workers=30, seed=2)
+    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=30)
+    result = forecast(fit, 1.0, quantiles=[1.0, 0.9], replicates=2, n_boot=30)
+    doc = json.loads(json_text(report(result, StudyPlan())))
+    assert {"target", "quantile", "votes_needed", "participants", "dollars", "worker_hours", "wall_clock_hours",
+            "forecasts", "pilot", "assumptions", "replicates", "band_percentiles", "max_votes", "seconds"} <= set(doc)
+    assert set(doc["votes_needed"]) == {"total", "low", "high", "per_set", "reached", "model_only"}
+    assert set(doc["votes_needed"]["per_set"]) == {"set01", "set02"}
+    assert [f["quantile"] for f in doc["forecasts"]] == [1.0, 0.9]
+    assert doc["votes_needed"] == doc["forecasts"][0]["votes_needed"]
+    for f in doc["forecasts"]:
+        band = f["votes_needed"]
+        if band["total"] is not None:
+            assert band["total"] >= fit.n_votes  # the pilot's votes count
+            assert band["low"] <= band["total"] and (band["high"] is None or band["total"] <= band["high"])
+    assert doc["pilot"]["votes"] == fit.n_votes and doc["target"]["units"] == "jod"
+
+
+def test_bad_input_raises_one_line_errors():
+    study = simulate_study(n_sets=1, n_items=10, degree=4, votes_per_pair=4, n_workers=20, seed=1)
+    fit = fit_pilot(study.votes, "z", n_boot=10)
+    for kwargs in ({"sampling": "greedy"}, {"quantiles": [1.5]}, {"replicates": 0}, {"max_votes": 3}):
+        with pytest.raises(ForecastInputError) as error:
+            forecast(fit, 0.5, **kwargs)
+        assert "\n" not in str(error.value)
+    with pytest.raises(ForecastInputError):
+        forecast(fit, 0.0)
+    lonely = build_votes(["a", "a"], ["s", "s"], ["x", "y"], ["y", "x"], ["x", "y"])
+    with pytest.raises(ForecastInputError, match="at least 2 workers"):
+        fit_pilot(lonely)
+    with pytest.raises(ForecastInputError):
+        StudyPlan(pairs_per_page=2, gold_per_page=2)
