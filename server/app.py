@@ -56,13 +56,14 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         server, (lambda: server["clock"]().timestamp()) if server.get("clock") else None)
 
     from .storage import make_storage
-    from .views import admin, admin_codes, admin_mturk, api, stimuli, worker
+    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, stimuli, worker
 
     app.extensions["perceptlab.storage"] = make_storage(config)
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_mturk.bp)
+    app.register_blueprint(admin_prolific.bp)
     app.register_blueprint(admin_codes.bp)
     app.register_blueprint(stimuli.bp)
     app.teardown_appcontext(close_request_session)
