@@ -690,7 +690,8 @@ class ProlificService:
 
     def bonus_plan(self, study: Study) -> list[BonusDue]:
         """Every bonus the study's pay rules give its Prolific participants: each unit of pay after the required
-        ones (up to the most that count) earns the unit's bonus (:mod:`server.payments`); pilots get none."""
+        ones (up to the most that count) earns the unit's bonus (:mod:`server.payments`); pilots and rejected
+        submissions get none."""
         from .payments import earns_pay, money, pay_unit
 
         if Recruiter.of(study.config).name != "prolific":
@@ -713,6 +714,8 @@ class ProlificService:
                 continue
             reason = BONUS_REASON.format(extra=extra, unit=pay.name, slug=study.slug)
             submission = by_participant.get(participant)
+            if submission is not None and submission.status == "REJECTED":  # a rejected submission earns nothing
+                continue
             due.append(BonusDue(participant, submission.submission_id if submission else None,
                                 submission.status if submission else None, amount, reason,
                                 ledger.get((participant, reason)) if record else None))

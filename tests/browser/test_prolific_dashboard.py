@@ -95,6 +95,7 @@ def test_create_publish_review_and_pay_in_the_browser(page, app, live_server, pr
     transport.inject("POST", "/pay/", "timeout")  # Prolific pays, the answer is lost
     page.click("#pay-bonuses")
     expect(page.locator("#message")).to_contain_text("2 pay call(s) without an answer")
+    expect(page.locator("#message")).not_to_contain_text("wait for their submission")  # the rejected one earns none
     expect(_row(page, "ledger", PIDS[0]).locator(".state")).to_have_text("paying")
     screenshot(page, "paying")
     page.click("#pay-bonuses")
