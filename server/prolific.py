@@ -331,7 +331,8 @@ class ProlificClient:
             following = ((page.get("_links") or {}).get("next") or {}).get("href")
             if not following:
                 return
-            page = self.send(Request("GET", following))
+            # A full URL or a path from the host's root: resolved against the API root either way.
+            page = self.send(Request("GET", str(self.http.base_url.join(following))))
 
     # ------------------------------------------------------------ endpoints
 

@@ -2,7 +2,7 @@
 Prolific's error shape, and a transport that injects faults.
 
 No offline Prolific exists. This one keeps its state in memory and follows the public API documentation
-(docs.prolific.com): ``Authorization: Token ...``; lists paginated with ``results``, ``_links.next.href`` and
+(docs.prolific.com): ``Authorization: Token ...``; lists paginated with ``results``, ``_links.next.href`` (a full URL or a path) and
 ``meta.count``; errors as ``{"error": {"status", "error_code", "title", "detail", ...}}``; study transitions
 PUBLISH / PAUSE / START / STOP; submission transitions APPROVE / REJECT (a category and a message of 100+
 characters), repeated requests ignored; bulk approve; bonuses set up from ``participant_id,amount`` lines and
@@ -92,11 +92,14 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
             return error(401, 140100, "Unauthorized", "Invalid token.")
         return None
 
-    def page(items: list[dict[str, Any]]):
+    def page(items: list[dict[str, Any]], *, full_urls: bool = True):
+        """One page of ``items``; the next page's link is a full URL, or (``full_urls`` False) a path from the
+        host's root: a client must follow either."""
         start = int(request.args.get("page", 1))
         size = state.page_size
         chunk = items[(start - 1) * size:start * size]
-        following = (f"{request.base_url}?page={start + 1}" if start * size < len(items) else None)
+        base = request.base_url if full_urls else request.path
+        following = (f"{base}?page={start + 1}" if start * size < len(items) else None)
         return jsonify({"results": chunk, "_links": {"self": {"href": request.url, "title": "Current"},
                                                      "next": {"href": following, "title": "Next"}},
                         "meta": {"count": len(items)}})
@@ -175,7 +178,7 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
         if missing:
             return missing
         return page([{k: v for k, v in s.items() if k != "bonus_payments"}
-                     for s in state.submissions.values() if s["study_id"] == study_id])
+                     for s in state.submissions.values() if s["study_id"] == study_id], full_urls=False)
 
     @app.get("/api/v1/submissions/<submission_id>/")
     def get_submission(submission_id):

@@ -436,6 +436,9 @@ def test_cli_create_publish_review_approve_reject_and_bonus(monkeypatch, fake, d
     assert result.exit_code == 0 and f"{sub}: rejected" in result.output
     result = _cli(monkeypatch, fake, database_url, "approve", pro, "--yes")
     assert result.exit_code == 0 and "2 approved, 0 left" in result.output
+    first = next(s["id"] for s in state.submissions.values() if s["participant_id"] == PIDS[0])
+    result = _cli(monkeypatch, fake, database_url, "approve", pro, first, "--yes")
+    assert result.exit_code == 0 and f"{first}: already approved" in result.output
 
     transport.inject("POST", "/pay/", "timeout")
     result = _cli(monkeypatch, fake, database_url, "bonus", pro, "--yes")
