@@ -2,8 +2,8 @@
 Prolific's error shape, and a transport that injects faults.
 
 No offline Prolific exists. This one keeps its state in memory and follows the public API documentation
-(docs.prolific.com): ``Authorization: Token ...``; lists paginated with ``results``, ``_links.next.href`` (a full URL or a path) and
-``meta.count``; errors as ``{"error": {"status", "error_code", "title", "detail", ...}}``; study transitions
+(docs.prolific.com): ``Authorization: Token ...``; lists paginated with ``results``, ``_links.next.href`` (a
+full URL or a path) and ``meta.count``; errors as ``{"error": {"status", "error_code", "title", "detail", ...}}``; study transitions
 PUBLISH / PAUSE / START / STOP; submission transitions APPROVE / REJECT (a category and a message of 100+
 characters), repeated requests ignored; bulk approve; bonuses set up from ``participant_id,amount`` lines and
 paid by ``/bulk-bonus-payments/{id}/pay/``, which pays again on every call (it is not idempotent), and each

@@ -373,7 +373,8 @@ def test_a_bonus_retried_after_a_timeout_pays_once(service, db, fake, pro):
     assert state.served("POST", "/pay/") == 1 and state.paid_to(PIDS[0]) == 80
 
 
-def test_a_pay_call_lost_before_prolific_got_it_pays_once_after_the_settling_time(service, db, fake, pro, service_clock):
+def test_a_pay_call_lost_before_prolific_got_it_pays_once_after_the_settling_time(service, db, fake, pro,
+                                                                                   service_clock):
     state, transport = fake
     study = _approved(service, db, fake, pro)
     transport.inject("POST", "/pay/", "timeout_before")
