@@ -180,7 +180,8 @@ class SubmissionInfo:
     entered_code: str = ""
     started_at: dt.datetime | None = None
     completed_at: dt.datetime | None = None
-    bonus_payments: tuple[int, ...] = ()  # cents, as Prolific lists them (the single view)
+    # Cents of the bonuses paid, as the single view lists them; None when the answer has no such list.
+    bonus_payments: tuple[int, ...] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubmissionInfo:
@@ -188,7 +189,8 @@ class SubmissionInfo:
                    status=str(data.get("status") or ""),
                    entered_code=str(data.get("study_code") or data.get("entered_code") or ""),
                    started_at=_time(data.get("started_at")), completed_at=_time(data.get("completed_at")),
-                   bonus_payments=tuple(int(round(float(b))) for b in data.get("bonus_payments") or ()))
+                   bonus_payments=(None if data.get("bonus_payments") is None
+                                   else tuple(int(round(float(b))) for b in data["bonus_payments"])))
 
 
 @dataclass(frozen=True)
@@ -794,7 +796,8 @@ class ProlificService:
     def reconcile_bonuses(self, study: Study) -> BonusRun:
         """Settle every ``paying`` row against Prolific's bonuses of its submission: the cents Prolific lists beyond
         the ledger's ``paid`` rows of that submission confirm ``paying`` rows, oldest first; a row still unseen
-        :attr:`settle` after its pay call goes back to ``recorded`` (a new bulk pays it), else it waits.
+        :attr:`settle` after its pay call goes back to ``recorded`` (a new bulk pays it), else it waits. When
+        Prolific's answer lists no bonuses at all, the rows wait for a person: nothing is paid on a guess.
         Commits."""
         run = BonusRun()
         paying = [b for b in self.ledger(study) if b.status == "paying"]
@@ -803,7 +806,14 @@ class ProlificService:
             by_submission.setdefault(bonus.submission_id, []).append(bonus)
         now = self.clock()
         for submission_id, rows in by_submission.items():
-            listed = sum(self.client.get_submission(submission_id).bonus_payments)
+            payments = self.client.get_submission(submission_id).bonus_payments
+            if payments is None:  # nothing to reconcile against: never pay again on a guess
+                for bonus in rows:
+                    bonus.note = ("pay call without an answer, and Prolific's submission lists no bonuses: check the "
+                                  "study's bonuses on Prolific")
+                    run.unconfirmed.append(bonus.key)
+                continue
+            listed = sum(payments)
             known = sum(cents(b.amount) for b in self.session.scalars(select(ProlificBonus).where(
                 ProlificBonus.submission_id == submission_id, ProlificBonus.status == "paid")))
             unexplained = listed - known

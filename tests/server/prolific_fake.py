@@ -52,6 +52,7 @@ class FakeState:
     payments: list[tuple[str, str, int]] = field(default_factory=list)  # (bulk ID, participant, cents): money moved
     calls: list[tuple[str, str]] = field(default_factory=list)          # (method, path) the app served
     page_size: int = 2
+    lists_bonuses: bool = True  # False: a submission's view leaves out ``bonus_payments``
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def new_id(self, prefix: str) -> str:
@@ -185,7 +186,8 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
         submission = state.submissions.get(submission_id)
         if submission is None:
             return error(404, 140400, "Not found", f"No submission {submission_id}.")
-        return jsonify({**{k: v for k, v in submission.items() if k != "participant_id"},
+        hidden = {"participant_id"} | (set() if state.lists_bonuses else {"bonus_payments"})
+        return jsonify({**{k: v for k, v in submission.items() if k not in hidden},
                         "participant": submission["participant_id"]})
 
     @app.post("/api/v1/submissions/<submission_id>/transition/")

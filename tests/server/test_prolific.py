@@ -387,6 +387,19 @@ def test_a_pay_call_lost_before_prolific_got_it_pays_once_after_the_settling_tim
     assert len(state.bulks) == 2 and db.scalar(select(ProlificBonus.status)) == "paid"
 
 
+def test_without_prolifics_list_of_bonuses_a_lost_pay_call_is_never_repeated(service, db, fake, pro,
+                                                                               service_clock):
+    state, transport = fake
+    state.lists_bonuses = False
+    study = _approved(service, db, fake, pro)
+    transport.inject("POST", "/pay/", "timeout_before")
+    service.pay_bonuses(study)
+    service_clock.now += 10 * SETTLE
+    run = service.pay_bonuses(study)
+    assert len(run.unconfirmed) == 1 and run.paid == [] and state.bulks[next(iter(state.bulks))]["pay_calls"] == 0
+    assert "check the study's bonuses on Prolific" in db.scalar(select(ProlificBonus.note))
+
+
 def test_a_refused_pay_call_leaves_the_bonus_to_be_set_up_again(service, db, fake, pro):
     state, _ = fake
     study = _approved(service, db, fake, pro)
