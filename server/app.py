@@ -45,12 +45,13 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         upgrade(url)
     engine = _init_services(app, config, server, url).engine
 
-    from .views import admin, admin_codes, admin_mturk, api, stimuli, worker
+    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, stimuli, worker
 
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_mturk.bp)
+    app.register_blueprint(admin_prolific.bp)
     app.register_blueprint(admin_codes.bp)
     app.register_blueprint(stimuli.bp)
     app.teardown_appcontext(close_request_session)

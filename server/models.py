@@ -232,3 +232,65 @@ class Bonus(Base):
     sandbox: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     sent_at: Mapped[dt.datetime | None]
+# ---------------------------------------------------------------- Prolific (server/prolific.py)
+
+class ProlificStudy(Base):
+    """The Prolific study of a perceptlab study (one each); the row exists (status "creating") before the create
+    call, named by ``internal_name`` (a deterministic key), so that a create whose answer was lost is found again
+    in Prolific's list of studies instead of being made twice."""
+    __tablename__ = "prolific_study"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), unique=True)
+    prolific_id: Mapped[str | None] = mapped_column(String(64), unique=True)  # None until Prolific answers
+    internal_name: Mapped[str] = mapped_column(String(200), unique=True)
+    # creating | UNPUBLISHED | SCHEDULED | ACTIVE | PAUSED | AWAITING REVIEW | COMPLETED (Prolific's states)
+    status: Mapped[str] = mapped_column(String(32), default="creating")
+    places: Mapped[int]
+    reward_cents: Mapped[int]
+    estimated_minutes: Mapped[int]
+    devices: Mapped[str] = mapped_column(String(64))  # "desktop,tablet"
+    external_url: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class ProlificSubmission(Base):
+    """Prolific's view of one submission (by its ID, the ``SESSION_ID`` of the study URL), as of the last
+    reconcile or action."""
+    __tablename__ = "prolific_submission"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    submission_id: Mapped[str] = mapped_column(String(64), unique=True)
+    participant_id: Mapped[str] = mapped_column(String(64), index=True)  # PROLIFIC_PID: PII
+    # RESERVED | ACTIVE | TIMED-OUT | AWAITING REVIEW | APPROVED | RETURNED | REJECTED | SCREENED OUT | ...
+    status: Mapped[str] = mapped_column(String(32))
+    entered_code: Mapped[str] = mapped_column(String(200), default="")
+    started_at: Mapped[dt.datetime | None]
+    completed_at: Mapped[dt.datetime | None]
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class ProlificBonus(Base):
+    """The bonus ledger: one row per bonus, written before any Prolific call for it.
+
+    ``recorded`` (the intent) -> ``set_up`` (Prolific holds an unpaid bulk bonus, ``bulk_id``) -> ``paying``
+    (committed just before the pay call, which is not idempotent) -> ``paid``. A ``paying`` row whose call
+    got no answer is settled by reconciling against the submission's bonuses on Prolific, never by paying
+    again blindly (server/prolific.py)."""
+    __tablename__ = "prolific_bonus"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("study.id", ondelete="SET NULL"), index=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)  # from the Prolific study, participant and reason
+    participant_id: Mapped[str] = mapped_column(String(64))
+    submission_id: Mapped[str] = mapped_column(String(64), index=True)
+    amount: Mapped[str] = mapped_column(String(16))  # "0.80", in the Prolific study's currency
+    reason: Mapped[str] = mapped_column(String(500))
+    status: Mapped[str] = mapped_column(String(16), default="recorded")  # recorded | set_up | paying | paid
+    bulk_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    pay_sent_at: Mapped[dt.datetime | None]
+    paid_at: Mapped[dt.datetime | None]

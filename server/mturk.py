@@ -364,6 +364,25 @@ class MTurkService:
         if hit is not None:
             hit.status, hit.expires_at = "expired", utcnow()
 
+    def expire_study(self, study: Study) -> int:
+        """Stop recruiting for the study: expire every open HIT (committing after each), the same stop rule as
+        Prolific's STOP (server/prolific.py). A HIT that MTurk no longer has counts as expired, and HITs already
+        expired are skipped, so a second call (or one after an interruption) expires the rest and fails on none.
+        Returns how many HITs this call expired."""
+        from botocore.exceptions import ClientError
+
+        count = 0
+        for hit in self.open_hits(study):
+            try:
+                self.expire_hit(hit.hit_id)
+            except ClientError as exc:
+                if "does not exist" not in _error_message(exc).lower():
+                    raise MTurkError(f"cannot expire HIT {hit.hit_id}: {_error_message(exc)}") from exc
+                hit.status, hit.expires_at = "expired", utcnow()
+            self.session.commit()
+            count += 1
+        return count
+
     def delete_hit(self, hit_id: str) -> None:
         """Delete an expired HIT whose assignments are all approved or rejected."""
         from botocore.exceptions import ClientError

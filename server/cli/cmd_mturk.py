@@ -318,12 +318,7 @@ def bonus(slug: str, live: bool, yes: bool, database_url: str | None) -> None:
 def expire(slug: str, live: bool, database_url: str | None) -> None:
     """Expire every HIT of the study now (workers who accepted one can still submit)."""
     with mturk_session(database_url, live) as (session, service):
-        study = _find(session, slug)
-        hits = service.open_hits(study)
-        for hit in _bar(hits, "expiring"):
-            service.expire_hit(hit.hit_id)
-            session.commit()
-        click.echo(f"{len(hits)} HIT(s) expired")
+        click.echo(f"{service.expire_study(_find(session, slug))} HIT(s) expired")
 
 
 @mturk_group.command("notify")

@@ -285,11 +285,7 @@ def bonus(slug: str):
 @auth.login_required
 def expire(slug: str):
     def action(service, study):
-        hits = service.open_hits(study)
-        for hit in hits:
-            service.expire_hit(hit.hit_id)
-            db_session().commit()
-        return f"{len(hits)} HIT(s) expired"
+        return f"{service.expire_study(study)} HIT(s) expired"
     return _run(slug, action)
 
 

@@ -452,3 +452,20 @@ def test_cli_approve_all_submitted_pays_only_assignments_that_earned_it(monkeypa
     with app_services(app).sessions() as db:
         statuses = dict(db.execute(select(MTurkAssignment.assignment_id, MTurkAssignment.status)).all())
     assert statuses == {paid: "Approved", not_paid: "Submitted", "AHANDMADE": "Submitted"}
+
+
+def test_expire_study_is_the_stop_rule_and_can_be_repeated(client, service, db, study):
+    """Every open HIT is expired once; a HIT MTurk no longer has counts as expired; a second call expires
+    nothing and fails on nothing (the same stop rule as Prolific's STOP, server/prolific.py)."""
+    s = _study(db, study)
+    for i, status in enumerate(["Assignable", "Assignable", "expired"]):
+        db.add(MTurkHit(study_id=s.id, hit_id=f"HITX{i}", unique_request_token=f"tx{i}", launch_id="L", batch_index=i,
+                        max_assignments=9, reward="0.50", status=status, sandbox=True))
+    db.commit()
+    client.stubber.add_response("update_expiration_for_hit", {}, {"HITId": "HITX0", "ExpireAt": PAST})
+    client.stubber.add_client_error("update_expiration_for_hit", "RequestError", "Hit HITX1 does not exist. (1700)",
+                                    expected_params={"HITId": "HITX1", "ExpireAt": PAST})
+    assert service.expire_study(s) == 2
+    assert set(db.scalars(select(MTurkHit.status))) == {"expired"}
+    assert service.expire_study(s) == 0  # nothing open: no request at all (the Stubber has none left)
+    client.stubber.assert_no_pending_responses()
