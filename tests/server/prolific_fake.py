@@ -327,6 +327,7 @@ def completed_participant(app, slug: str, participant_id: str, pages: int, *, st
     from sqlalchemy import select
 
     from server.models import Assignment, Study, Worker
+    from server.services import app_services
 
     response = app.test_client().post(f"/api/v1/studies/{slug}/assignments",
                                       json={"platform": "link", "worker_id": participant_id})
