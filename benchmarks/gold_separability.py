@@ -17,6 +17,12 @@ image a bad candidate's error scaled to twice the worst candidate's, the better 
 candidate's error halved): the gold perceptlab made before gold pairs became pairs of candidates,
 which is what ``stimuli prepare`` still falls back to for a scene with no plain candidate pair.
 
+For rating studies (kind ``rating``) over the same prepared scenes it writes each scene's quality
+checks (the hidden reference and the strongly degraded images, server/paradigms/rating/study.py) and
+prints the AUC of what a script computes from one downloaded image (its size, its size against the
+scene's median, dimensions, PNG header fields, chunk layout: :func:`stimuli.separability.image_separability`),
+the checks against the real candidates.
+
 Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4]`` (about 30 s).
 """
 from __future__ import annotations
@@ -31,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stimuli.demo import build_demo  # noqa: E402
 from stimuli.distortions import build_distortion_scenes  # noqa: E402
 from stimuli.prepare import prepare_study  # noqa: E402
-from stimuli.separability import STATISTICS, separability, shown_pairs  # noqa: E402
+from stimuli.separability import (IMAGE_STATISTICS, STATISTICS, image_separability, separability,  # noqa: E402
+                                  shown_pairs)
 
 NO_CANDIDATE_PAIR = 1e9  # a gold margin no candidate pair reaches: every scene gets synthetic gold
 
@@ -41,6 +48,24 @@ def measure(scene_root: Path, out: Path, synthetic: bool) -> dict:
     rules = {"gold_margin": NO_CANDIDATE_PAIR} if synthetic else {}
     prepare_study([scene_root], out, progress=False, overwrite=True, **rules)
     return {kind: separability(shown_pairs(out / "manifest.json", kind)) for kind in ("amplified", "original")}
+
+
+def measure_rating(prepared: Path, folder: Path, stimulus: str):
+    """The separability of a rating study's quality-check images over ``prepared``'s scenes."""
+    from server.paradigms import read_study_file
+    from server.paradigms.rating.study import scene_manifests, write_check_images
+
+    folder.mkdir(parents=True, exist_ok=True)
+    study = folder / f"rating-{stimulus}.toml"
+    study.write_text(f'[study]\nkind = "rating"\nslug = "sep-{stimulus}"\nname = "separability"\n'
+                     f'manifests = ["{(prepared / "manifest.json").as_posix()}"]\n'
+                     f'[rating]\nmethod = "dcr"\nstimulus = "{stimulus}"\n')
+    spec = read_study_file(study)
+    scenes = {}
+    for scene_folder, scene in scene_manifests(spec):
+        hidden, degraded = write_check_images(spec, scene_folder, scene)
+        scenes[scene["scene_id"]] = ([scene_folder / c[stimulus] for c in scene["candidates"]], [hidden, *degraded])
+    return image_separability(scenes)
 
 
 def main() -> None:
@@ -54,6 +79,9 @@ def main() -> None:
         build_distortion_scenes(root / "distorted", n_scenes=args.scenes)
         studies = {"demo": measure(root / "demo" / "scenes", root / "demo_prepared", args.synthetic),
                    "generated": measure(root / "distorted", root / "distorted_prepared", args.synthetic)}
+        ratings = {(study, kind): measure_rating(root / f"{folder}_prepared", root / "rating", kind)
+                   for study, folder in (("demo", "demo"), ("generated", "distorted"))
+                   for kind in ("amplified", "original")}
     gold = "synthetic (scaled candidate errors)" if args.synthetic else "pairs of candidates (default)"
     print(f"gold: {gold}; AUC of each statistic, gold against real pairs (0.5 = chance, 1 = told apart)")
     columns = [(study, kind) for study in studies for kind in ("amplified", "original")]
@@ -66,6 +94,16 @@ def main() -> None:
         name, value = result.best
         print(f"{study:>9} {kind:<9}: best single statistic AUC {value:.3f} ({name}); "
               f"{result.n_gold} gold and {result.n_real} real pairs")
+    print()
+    print("rating studies: AUC of each statistic of one image, quality checks (hidden references, degraded "
+          "images) against real candidates")
+    print(f"{'statistic':<22}" + "".join(f"{f'{study} {kind}':>20}" for study, kind in ratings))
+    for name in IMAGE_STATISTICS:
+        print(f"{name:<22}" + "".join(f"{result.aucs[name]:>20.3f}" for result in ratings.values()))
+    for (study, kind), result in ratings.items():
+        name, value = result.best
+        print(f"rating {study:>9} {kind:<9}: best single statistic AUC {value:.3f} ({name}); "
+              f"{result.n_gold} checks and {result.n_real} real candidates")
 
 
 if __name__ == "__main__":

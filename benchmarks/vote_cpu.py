@@ -7,8 +7,8 @@ PostgreSQL database on 127.0.0.1:5432): a paired-comparison study, whose votes a
 through the JSON API and sends their votes straight into the WSGI application (no HTTP, no server
 process), so that what is timed is the app's own work for one vote: routing, token check, JSON
 parsing, the assignment lock, the vote transaction, the response, the teardown. The request environ
-is built before the clock starts. Paired votes take PostgreSQL's one-statement path; ratings the
-regular path on both databases.
+is built before the clock starts. On PostgreSQL both take the one-statement path (the
+functions perceptlab_paired_vote and perceptlab_rating_response); on SQLite the regular path.
 
 For each stored vote it records
 

@@ -223,5 +223,53 @@ def separability(pairs: Iterable[ShownPair]) -> Separability:
     return Separability(aucs, len(gold), len(real))
 
 
-__all__ = ["STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix", "pair_statistics",
-           "separability", "shown_pairs"]
+# ---------------------------------------------------------------- rating studies: single images
+
+#: What a script computes from one image a rating trial shows (its download and its PNG header).
+IMAGE_STATISTICS = ("bytes", "bytes_in_scene", "width", "height", "bit_depth", "colour_type", "interlace",
+                    "chunk_types", "idat_chunk_size")
+
+
+def image_statistics(path: Path, scene_median: float) -> dict[str, float]:
+    """The :data:`IMAGE_STATISTICS` of one PNG file; ``bytes_in_scene`` is its size over the median size
+    of its scene's real candidates (what a script comparing the images of one scene sees)."""
+    import struct
+    import zlib
+
+    data = Path(path).read_bytes()
+    offset, kinds, idat = 8, [], []
+    while offset + 12 <= len(data):
+        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        kinds.append(kind)
+        if kind == b"IDAT":
+            idat.append(length)
+        offset += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    return {"bytes": len(data), "bytes_in_scene": len(data) / scene_median, "width": width, "height": height,
+            "bit_depth": depth, "colour_type": colour, "interlace": interlace,
+            "chunk_types": zlib.crc32(b"".join(dict.fromkeys(kinds))),
+            "idat_chunk_size": max(idat) if idat else 0}
+
+
+def image_separability(scenes: Mapping[str, tuple[Sequence[Path], Sequence[Path]]]) -> Separability:
+    """The AUC of every :data:`IMAGE_STATISTICS`, quality-check images against real candidates.
+
+    Parameters
+    ----------
+    scenes : mapping
+        scene -> (its real candidates' files as shown, its quality checks' files).
+    """
+    gold, real = [], []
+    for candidates, checks in scenes.values():
+        median = float(np.median([Path(p).stat().st_size for p in candidates]))
+        real += [image_statistics(p, median) for p in candidates]
+        gold += [image_statistics(p, median) for p in checks]
+    aucs = {}
+    for name in IMAGE_STATISTICS:
+        value = auc([s[name] for s in gold], [s[name] for s in real])
+        aucs[name] = max(value, 1.0 - value)
+    return Separability(aucs, len(gold), len(real))
+
+
+__all__ = ["IMAGE_STATISTICS", "STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix",
+           "image_separability", "image_statistics", "pair_statistics", "separability", "shown_pairs"]

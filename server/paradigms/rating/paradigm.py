@@ -19,6 +19,7 @@ and whether a trial is a hidden reference or a gold image, is never sent.
 """
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,10 +30,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ... import validation as check
-from ...allocation import release_other_pages, reservation_end
+from ...allocation import release_other_pages, reservation_end, reservation_end_at
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
+from ...tokens import TokenClaims
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
@@ -42,8 +44,8 @@ from ..display import WindowRequirement
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
 from .allocation import COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, page_rows, pick_checks
-from .models import RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
-from .quality import below_threshold, in_range, straight_lined
+from .models import GOLD_LOW, HIDDEN_REFERENCE, RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
+from .quality import STRAIGHT_LINE_MIN_TRIALS, below_threshold, in_range, known_range, straight_lined
 from .scales import normalise, scale_of, valid_rating
 from .study import RatingSpec
 
@@ -298,6 +300,47 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
     return 201, body
 
 
+# PostgreSQL's one-statement rating: the function perceptlab_rating_response (its text: rating.sql beside
+# this module, installed by a migration that reads it) locks the assignment, checks the token's nonce and
+# stores the common ratings with the rules of record_rating and _after_rating; it answers "ended" for an
+# open trial of an assignment that has ended (refused, nothing changed), and "defer", having changed
+# nothing, for every case those decide otherwise (a replay, the end of the training, a stop, the last page).
+_CALL_RATING_FUNCTION = ("SELECT outcome, stage, open_left, correct FROM perceptlab_rating_response("
+                         "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def record_rating_in_one_statement(connection, claims: TokenClaims, spec: RatingSpec, payload: Any,
+                                   moment: dt.datetime) -> tuple[int, dict[str, Any]] | None:
+    """:func:`record_rating`'s common case in one round trip (an autocommit psycopg ``connection``);
+    None, with nothing changed, when :func:`record_rating` must decide (see
+    :func:`~server.paradigms.core.record_in_one_statement`). The body is checked by :func:`parse_rating`
+    (the scale's rule has its one home there); one that does not parse is left to the regular path, so
+    that every refusal keeps its order of checks. Quality checks take this path as real stimuli do: a
+    worker cannot tell them apart by which path answered (the same body and headers either way)."""
+    try:
+        rating = parse_rating(payload, spec)
+    except ApiError:
+        return None
+    if rating["trial_id"] > MAX_ROW_ID:
+        return None
+    reference = known_range(spec.method, HIDDEN_REFERENCE, spec.slider)
+    gold = known_range(spec.method, GOLD_LOW, spec.slider)
+    outcome, stage, open_left, correct = connection.execute(_CALL_RATING_FUNCTION, (
+        claims.assignment_id, claims.nonce, claims.study_id, rating["trial_id"], rating["rating_id"],
+        rating["rating"], rating["rt_ms"], spec.method, *reference, *gold, utcnow(), reservation_end_at(moment, spec),
+        spec.max_pages, spec.accuracy_threshold, spec.gold_min_answered, spec.straight_line_pages,
+        STRAIGHT_LINE_MIN_TRIALS)).fetchone()
+    if outcome == "ended":  # an open trial of an assignment that has ended: refused, as record_rating does
+        error = ended_error(stage)
+        return error.status, error.to_dict()
+    if outcome != "stored":
+        return None
+    body = _answer(stage, rating["rating_id"], "stored", open_left)
+    if correct is not None:  # training only (the function tells no hidden check's result)
+        body["feedback"] = {"correct": bool(correct)}
+    return 201, body
+
+
 def _answer(stage: str, rating_id: str, status: str, open_left: int) -> dict[str, Any]:
     return {"rating_id": rating_id, "status": status, "stage": stage, "page_complete": open_left == 0}
 
@@ -475,7 +518,8 @@ class Rating(Paradigm):
     response_model = RatingResponse
     mturk_settings = rating_study.MTURK_TEXTS
     response_kinds = (ResponseKind(
-        name="ratings", record=refused_after_the_end(record_rating), summary="Store one rating",
+        name="ratings", record=refused_after_the_end(record_rating), one_statement=record_rating_in_one_statement,
+        summary="Store one rating",
         operation_id="postRating", request_schema={"$ref": "#/components/schemas/RatingRequest"},
         response_schema={"$ref": "#/components/schemas/RatingStored"},
         operation=_API["operations"]["ratings"], schemas=_API["schemas"]),)

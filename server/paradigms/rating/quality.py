@@ -9,10 +9,10 @@ indistinguishable from real trials on the wire (server/paradigms/rating/study.py
   its URL and bytes differ from the reference's). DCR: "Imperceptible" or "Perceptible but not
   annoying" (5 or 4); ACR: Fair or better (3-5, the reference of a natural scene); CCR: about the
   same (-1..1 normalised).
-* the **strongly degraded image** (``gold_low``): the scene's reference plus its worst candidate's
-  error scaled up to twice that candidate's interpolation error (:func:`stimuli.gold.make_gold_pairs`,
-  the paired studies' synthetic gold construction), amplified like every candidate. DCR and ACR: 1 or
-  2 (Very annoying / Annoying, Bad / Poor); CCR: worse than the reference (-3..-1 normalised).
+* the **strongly degraded image** (``gold_low``): the scene's reference blurred, washed out and darkened
+  to at least twice the worst candidate's interpolation error (:func:`stimuli.check_images.blurred_degradations`),
+  amplified like every candidate. DCR and ACR: 1 or 2 (Very annoying / Annoying, Bad / Poor); CCR: worse
+  than the reference (-3..-1 normalised).
 
 The **quiz** (training) is a page of such checks before the first page of real trials; a worker who
 answers fewer than ``accuracy_threshold`` of them in range is disqualified for good, like the paired

@@ -10,11 +10,15 @@ template --kind rating``) documents every key.
 Quality checks (server/paradigms/rating/quality.py) need images of their own, written at creation
 under each scene's folder in ``rating/`` (deterministic: the same study file writes the same bytes):
 
-* ``rating/hidden_reference.png``: the reference's pixels, encoded at another PNG compression level,
-  so that its URL, ETag and size differ from the reference's while it shows the very same image;
-* ``rating/<stimulus>/gold_low_<k>.png``: strongly degraded copies (:func:`stimuli.gold.make_gold_pairs`'
-  worse images: the worst candidate's error scaled up to twice its IE), amplified like the candidates
-  when the study shows amplified images.
+* ``rating/hidden_reference.png``: the reference's pixels, re-encoded (another zlib stream), so that its
+  URL, ETag and size differ from the reference's while it shows the very same image;
+* ``rating/<stimulus>/gold_low_<k>.png``: strongly degraded copies (blurred, washed out and darkened:
+  :func:`stimuli.check_images.blurred_degradations`, an error of at least twice the worst candidate's
+  IE), amplified like the candidates when the study shows amplified images.
+
+Each of these files is padded to a size drawn from the scene's candidates' sizes with the study's seed,
+in the candidates' PNG structure (:mod:`stimuli.check_images`): neither ``Content-Length`` nor the PNG
+header tells a check from a real stimulus (tests/server/test_rating_check_images.py).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -352,9 +357,13 @@ def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, man
 
 def write_check_images(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[Path, list[Path]]:
     """Write a scene's hidden reference and its strongly degraded images (see the module docstring);
-    return their paths. Deterministic in the study's seed and the scene's files."""
+    return their paths. Deterministic in the study's seed and the scene's files.
+
+    Every check image's file size is drawn from the scene's candidates' sizes (the images shown as
+    tests), and its PNG has their structure (:mod:`stimuli.check_images`): a script reading sizes or
+    headers cannot tell the checks from real stimuli."""
     from stimuli.amplify import amplify_with_alpha
-    from stimuli.gold import GoldError, make_gold_pairs
+    from stimuli.check_images import blurred_degradations, draw_sizes, pad_png, unpadded_size
     from stimuli.io import StimulusInputError, encode_png, read_image, write_bytes_atomic
 
     scene = manifest["scene_id"]
@@ -363,24 +372,29 @@ def write_check_images(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[
     try:
         reference = read_image(folder / manifest["reference"]["path"])
         candidates = {c["id"]: read_image(folder / c["original"]) for c in manifest["candidates"]}
-        gold = make_gold_pairs(reference, candidates, spec.gold_per_scene, margin=GOLD_MARGIN, seed=spec.seed)
-    except GoldError as exc:
+        shown_sizes = [(folder / c[spec.stimulus]).stat().st_size for c in manifest["candidates"]]
+        degraded_images = blurred_degradations(reference, candidates, spec.gold_per_scene, margin=GOLD_MARGIN)
+    except ValueError as exc:
         raise StudyDefinitionError(f"scene {scene!r}: no strongly degraded image can be made ({exc}); set "
                                    "[quality] quiz_size = 0 and gold_rate = 0 for a study without checks") from None
     except (StimulusInputError, OSError) as exc:
         raise StudyDefinitionError(f"scene {scene!r}: {exc}") from None
+    encoded = [encode_png(reference, compression)]
+    for image in degraded_images:
+        if spec.stimulus == "amplified":
+            image = amplify_with_alpha(reference, image, float(parameters.get("alpha", 1.5)))[0]
+        encoded.append(encode_png(image, compression))
+    # The study's seed and the scene: the same study file writes the same bytes.
+    rng = np.random.default_rng([spec.seed, *scene.encode("utf-8")])
+    targets = draw_sizes(shown_sizes, [unpadded_size(data) for data in encoded], rng)
+    files = [pad_png(data, int(size)) for data, size in zip(encoded, targets)]
     target = folder / CHECK_FOLDER
     hidden = target / "hidden_reference.png"
-    degraded = [target / spec.stimulus / f"gold_low_{k}.png" for k in range(1, len(gold) + 1)]
+    degraded = [target / spec.stimulus / f"gold_low_{k}.png" for k in range(1, len(degraded_images) + 1)]
     try:
         (target / spec.stimulus).mkdir(parents=True, exist_ok=True)
-        # Another zlib level than the scene's files: the same pixels in other bytes (size, hash, ETag).
-        write_bytes_atomic(hidden, encode_png(reference, 6 if compression != 6 else 4))
-        for path, pair in zip(degraded, gold):
-            image = pair.worse
-            if spec.stimulus == "amplified":
-                image = amplify_with_alpha(reference, image, float(parameters.get("alpha", 1.5)))[0]
-            write_bytes_atomic(path, encode_png(image, compression))
+        for path, data in zip([hidden, *degraded], files):
+            write_bytes_atomic(path, data)
     except OSError as exc:
         raise StudyDefinitionError(f"{target}: cannot write the quality checks' images ({exc.strerror}); the "
                                    "stimulus folder must be writable when the study is created") from None

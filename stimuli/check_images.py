@@ -1,0 +1,189 @@
+"""Quality-check images that cannot be told from real candidates by their bytes: a blur-type strong
+degradation, and PNG files padded to a size drawn from the real candidates' sizes.
+
+A rating study shows, beside each scene's candidates, hidden references and strongly degraded images
+(server/paradigms/rating/quality.py). A script reading ``Content-Length`` (or the PNG's structure) must
+not pick them out. So:
+
+* the degradation blurs, washes out and darkens the reference (:func:`blurred_degradations`): its error
+  to the reference is at least ``margin`` times the worst candidate's (the rule of
+  :func:`stimuli.gold.make_gold_pairs`), and such an image compresses smaller than the candidates;
+* its PNG (and the hidden reference's) is then padded to a size drawn from the scene's candidate sizes
+  (:func:`draw_sizes`, the study's seeded rng) by :func:`pad_png`. The padding lives inside the image
+  data's zlib stream (empty stored deflate blocks, which every decoder skips), re-cut into IDAT chunks of
+  8192 bytes as libpng (OpenCV's encoder, :func:`stimuli.io.encode_png`) writes them: the file has the
+  candidates' chunks (IHDR, IDAT..., IEND), header, dimensions, bit depth and colour type, and decodes
+  to the same pixels. A private ancillary chunk would have been a marker of its own.
+
+What this does not hide: a script that parses the deflate blocks of every image, or re-encodes the
+decoded pixels and compares, sees a stream no encoder of the candidates wrote. Pure functions over
+arrays and bytes (no server import).
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+IDAT_SIZE = 8192                      # libpng's IDAT chunk size, as in every candidate OpenCV wrote
+_EMPTY_STORED_BLOCK = b"\x00\x00\x00\xff\xff"  # BFINAL 0, BTYPE 00 (byte-aligned), LEN 0, NLEN 0xFFFF
+_FINAL_EMPTY_FIXED_BLOCK = b"\x03\x00"         # BFINAL 1, BTYPE 01, end-of-block: the stream's end
+
+
+class PngSizeError(ValueError):
+    """The bytes are not a PNG this module can pad."""
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """``(type, payload)`` of every chunk of a PNG file, in order."""
+    if not data.startswith(PNG_SIGNATURE):
+        raise PngSizeError("not a PNG file")
+    chunks, offset = [], len(PNG_SIGNATURE)
+    while offset + 12 <= len(data):
+        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        chunks.append((kind, data[offset + 8:offset + 8 + length]))
+        offset += 12 + length
+    if not chunks or chunks[-1][0] != b"IEND":
+        raise PngSizeError("the PNG file has no IEND chunk")
+    return chunks
+
+
+def _chunk(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+
+def _png(chunks: Sequence[tuple[bytes, bytes]], stream: bytes) -> bytes:
+    """The file with ``stream`` as its image data, in IDAT chunks of :data:`IDAT_SIZE` bytes."""
+    head = b"".join(_chunk(kind, payload) for kind, payload in chunks if kind not in (b"IDAT", b"IEND"))
+    idat = b"".join(_chunk(b"IDAT", stream[k:k + IDAT_SIZE]) for k in range(0, len(stream), IDAT_SIZE))
+    return PNG_SIGNATURE + head + idat + _chunk(b"IEND", b"")
+
+
+def _padded_stream(raw: bytes, level: int, n_blocks: int) -> bytes:
+    compressor = zlib.compressobj(level, zlib.DEFLATED, 15, 8, zlib.Z_FILTERED)
+    body = compressor.compress(raw) + compressor.flush(zlib.Z_SYNC_FLUSH)  # byte-aligned, not final
+    return body + _EMPTY_STORED_BLOCK * n_blocks + _FINAL_EMPTY_FIXED_BLOCK + struct.pack(">I", zlib.adler32(raw))
+
+
+def pad_png(data: bytes, size: int, level: int = 9) -> bytes:
+    """The PNG ``data`` re-written to ``size`` bytes (4 fewer at most): the same pixels, header and chunk
+    types, its image data recompressed at zlib ``level`` and padded with empty stored deflate blocks.
+
+    Parameters
+    ----------
+    data : bytes
+        A PNG file (IHDR, IDAT..., IEND; other chunks are kept, before the image data).
+    size : int
+        The wanted file size in bytes. One below what the unpadded file takes gets that file (the
+        smallest this function writes): callers draw sizes at or above :func:`unpadded_size`.
+    level : int
+        The zlib level of the recompression.
+    """
+    chunks = png_chunks(data)
+    raw = zlib.decompress(b"".join(payload for kind, payload in chunks if kind == b"IDAT"))
+    base = _padded_stream(raw, level, 0)
+    # Each IDAT chunk costs 12 bytes besides its data: count them for the padded stream's length.
+    fixed = len(_png(chunks, b""))  # signature, IHDR, IEND (no IDAT)
+
+    def file_size(stream_length: int) -> int:
+        return fixed + stream_length + 12 * max(1, -(-stream_length // IDAT_SIZE))
+
+    n_blocks = 0
+    if size > file_size(len(base)):
+        n_blocks = (size - file_size(len(base))) // len(_EMPTY_STORED_BLOCK)
+        while n_blocks and file_size(len(base) + len(_EMPTY_STORED_BLOCK) * n_blocks) > size:
+            n_blocks -= 1  # an extra IDAT chunk's 12 bytes
+    return _png(chunks, base[:-6] + _EMPTY_STORED_BLOCK * n_blocks + base[-6:])
+
+
+def unpadded_size(data: bytes, level: int = 9) -> int:
+    """The size :func:`pad_png` writes with no padding (the smallest file it makes of ``data``)."""
+    return len(pad_png(data, 0, level))
+
+
+def draw_sizes(sizes: Sequence[int], floors: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """One file size per image whose smallest possible size is ``floors[i]``, drawn together from the
+    smoothed empirical distribution of the real ``sizes`` (a kernel density: a size drawn at random plus
+    Gaussian noise of Silverman's bandwidth, within ``[min, max]`` of ``sizes``).
+
+    The images' sizes are drawn as one set of ``len(floors)`` independent draws, redrawn until its sorted
+    values are at least the sorted floors, and handed out by rank (the largest floor gets the largest
+    size): the set then looks like as many real candidates, not like draws each pushed above its own floor.
+    A floor above every real size (or no feasible set in 10000 tries) gets the floor itself.
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    floors = np.asarray(floors, dtype=float)
+    if sizes.size == 0:
+        raise ValueError("need real sizes to draw from")
+    low, high = float(sizes.min()), float(sizes.max())
+    bandwidth = 1.06 * float(sizes.std()) * sizes.size ** -0.2
+    order = np.argsort(floors, kind="stable")
+
+    def one_set() -> np.ndarray:
+        drawn = rng.choice(sizes, size=floors.size) + rng.normal(0.0, bandwidth, size=floors.size)
+        outside = (drawn < low) | (drawn > high)
+        while outside.any():  # redraw those outside the real range
+            drawn[outside] = rng.choice(sizes, size=int(outside.sum())) + rng.normal(0.0, bandwidth,
+                                                                                       size=int(outside.sum()))
+            outside = (drawn < low) | (drawn > high)
+        return np.sort(drawn)
+
+    out = np.empty(floors.size)
+    for _ in range(10_000):
+        drawn = one_set()
+        if np.all(drawn >= floors[order]):
+            out[order] = drawn
+            return np.round(out).astype(int)
+    out[order] = np.maximum(one_set(), floors[order])
+    return np.round(out).astype(int)
+
+
+def blurred_degradations(reference: np.ndarray, candidates: Mapping[str, np.ndarray], n: int,
+                         margin: float = 2.0) -> list[np.ndarray]:
+    """``n`` strongly degraded copies of ``reference`` (blurred, washed out and darkened together) whose
+    interpolation errors to it are at least ``margin``, ``1.25 margin``, ``1.5 margin``, ... times the
+    worst candidate's. Same shape and dtype as ``reference``.
+
+    One strength ``s`` in [0, 1] sets the three together: a Gaussian blur of sigma ``1 + 8 s``, the
+    contrast around the mean colour scaled by ``1 - 0.9 s``, the brightness by ``1 - 0.5 s``; each image's
+    ``s`` is found by bisection. All three lower the image's detail, so its PNG is smaller than the
+    candidates' (which carry the reference's detail and their own errors): padding then sets its size.
+
+    Raises
+    ------
+    ValueError
+        The strongest degradation does not reach the error (a flat reference).
+    """
+    import cv2
+
+    from .gold import candidate_errors
+    from .metrics import interpolation_error
+
+    worst = max(candidate_errors(reference, candidates).values())
+    top = float(np.iinfo(reference.dtype).max) if reference.dtype.kind in "ui" else 1.0
+    values = reference.astype(np.float64)
+    mean = values.mean(axis=(0, 1))
+
+    def degraded(strength: float) -> np.ndarray:
+        blurred = cv2.GaussianBlur(values, (0, 0), 1.0 + 8.0 * strength, borderType=cv2.BORDER_REFLECT)
+        image = (mean + (blurred - mean) * (1.0 - 0.9 * strength)) * (1.0 - 0.5 * strength)
+        return np.clip(np.rint(image) if top > 1 else image, 0, top).astype(reference.dtype)
+
+    out = []
+    for k in range(n):
+        target = margin * (1.0 + 0.25 * k) * worst
+        if interpolation_error(reference, degraded(1.0)) < target:
+            raise ValueError("no degradation of the reference reaches the error of a strongly degraded image")
+        low, high = 0.0, 1.0
+        for _ in range(14):
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if interpolation_error(reference, degraded(middle)) < target else (low, middle)
+        out.append(degraded(high))
+    return out
+
+
+__all__ = ["IDAT_SIZE", "PngSizeError", "blurred_degradations", "draw_sizes", "pad_png", "png_chunks",
+           "unpadded_size"]
