@@ -958,6 +958,12 @@ class PairedComparison(Paradigm):
 
         return dashboard_summary(session, study, salt, raw_ids=raw_ids)
 
+    def precision(self, session: Session, study: Study, spec):
+        """Per set, the items' half-widths now (``[stopping]``): server/paradigms/paired/precision.py."""
+        from .precision import study_precision
+
+        return study_precision(session, study, tuple(getattr(spec, "resolve", ())))
+
     def admin_blueprint(self):
         """votes.csv, the running scales and their refresh (:mod:`.admin`)."""
         from .admin import bp

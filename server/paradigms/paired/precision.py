@@ -1,0 +1,58 @@
+"""How precise a paired-comparison study's scales are now, for ``[stopping]`` (server/stopping.py): read off the
+latest running-scale snapshot (server/paradigms/paired/live_scales.py), never recomputed here.
+
+Half-widths are in the snapshot's unit, the live scales' and ``perceptlab analyze``'s default (anchored: each
+set's virtual worst anchor 0, best 1). A named pair counts as resolved when the two items' 95 % intervals do not
+overlap: then the interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no
+covariances)."""
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ...models import Assignment, Study
+from ..core import Precision, SetPrecision
+from .models import Pair, ScaleSnapshot, Vote
+
+UNIT = "scale units (anchored: worst anchor 0, best 1)"
+
+
+def real_votes(session: Session, study_id: int) -> int:
+    """Votes on real (non-gold) pairs by participants who are not pilots."""
+    return int(session.scalar(select(func.count()).select_from(Vote).join(Pair, Pair.id == Vote.pair_id)
+                              .join(Assignment, Assignment.id == Vote.assignment_id)
+                              .where(Vote.study_id == study_id, ~Pair.is_gold, ~Assignment.pilot)) or 0)
+
+
+def resolved(items: dict[str, tuple[float | None, float | None]], pair: str) -> bool | None:
+    """Whether ``"a|b"``'s intervals are disjoint; None when the set lacks either item."""
+    a, b = pair.split("|")
+    if a not in items or b not in items:
+        return None
+    (low_a, high_a), (low_b, high_b) = items[a], items[b]
+    if None in (low_a, high_a, low_b, high_b):
+        return False
+    return high_a < low_b or high_b < low_a
+
+
+def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) -> Precision:
+    """Per set: each item's half-width ((ci_high - ci_low) / 2; NaN without an interval), its real votes, and the
+    named pairs it holds."""
+    snapshot = session.get(ScaleSnapshot, study.id)
+    votes = real_votes(session, study.id)
+    if snapshot is None:
+        return Precision(UNIT, (), votes, note="no running scale estimate yet")
+    payload = snapshot.payload
+    sets = []
+    for record in payload.get("sets", []):
+        items = {i["item_id"]: (i["ci_low"], i["ci_high"]) for i in record["items"]}
+        widths = tuple((high - low) / 2 if low is not None and high is not None else math.nan
+                       for low, high in items.values())
+        pairs = {pair: ok for pair in resolve if (ok := resolved(items, pair)) is not None}
+        sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs))
+    note = payload.get("error") or ""
+    if snapshot.n_votes and votes:
+        note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
+    return Precision(UNIT, tuple(sets), votes, note=note)
