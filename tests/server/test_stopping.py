@@ -85,10 +85,11 @@ def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, 
 def test_the_vote_cap_wins_when_it_comes_first(app, demo_stimuli, tmp_path):
     slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.01, max_votes=300)
     study_id, _ = _study(app, slug)
-    add_votes(app, slug, honest=1, seed=3)
+    add_votes(app, slug, honest=1, seed=3, pairs_per_worker=100)
     _reanalyse(app, study_id)
-    assert _record(app, study_id).stopped_at is None
-    add_votes(app, slug, honest=3, seed=4, prefix="MORE")
+    early = _record(app, study_id)
+    assert early.stopped_at is None, (early.reason, early.measured)
+    add_votes(app, slug, honest=3, seed=4, prefix="MORE", pairs_per_worker=100)
     _reanalyse(app, study_id)
     record = _record(app, study_id)
     assert record.reason == "max_votes" and record.measured["counts"]["responses"] >= 300
@@ -150,7 +151,7 @@ def test_prolific_is_stopped_once(app, demo_stimuli, tmp_path):
         service.create(study, host="https://lab.example.org", places=5)
         service.publish(study)
         session.commit()
-    add_votes(app, slug, honest=2, seed=6)
+    add_votes(app, slug, honest=2, seed=6, pairs_per_worker=40)
     _reanalyse(app, study_id)
     for _ in range(3):
         stopping.check_in_app(app, study_id)

@@ -4,7 +4,8 @@ latest running-scale snapshot (server/paradigms/paired/live_scales.py), never re
 Half-widths are in the snapshot's unit, the live scales' and ``perceptlab analyze``'s default (anchored: each
 set's virtual worst anchor 0, best 1). A named pair counts as resolved when the two items' 95 % intervals do not
 overlap: then the interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no
-covariances)."""
+covariances). Intervals count only once :data:`MIN_WORKERS` workers are kept: the worker bootstrap of fewer
+is degenerate."""
 from __future__ import annotations
 
 import math
@@ -17,6 +18,8 @@ from ..core import Precision, SetPrecision
 from .models import Pair, ScaleSnapshot, Vote
 
 UNIT = "scale units (anchored: worst anchor 0, best 1)"
+# The intervals resample workers: with fewer kept workers they are degenerate (one worker: zero width).
+MIN_WORKERS = 3
 
 
 def real_votes(session: Session, study_id: int) -> int:
@@ -45,14 +48,16 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
     if snapshot is None:
         return Precision(UNIT, (), votes, note="no running scale estimate yet")
     payload = snapshot.payload
+    kept = (payload.get("screening") or {}).get("kept_workers") or 0
     sets = []
     for record in payload.get("sets", []):
         items = {i["item_id"]: (i["ci_low"], i["ci_high"]) for i in record["items"]}
-        widths = tuple((high - low) / 2 if low is not None and high is not None else math.nan
-                       for low, high in items.values())
+        widths = tuple((high - low) / 2 if low is not None and high is not None and kept >= MIN_WORKERS
+                       else math.nan for low, high in items.values())
         pairs = {pair: ok for pair in resolve if (ok := resolved(items, pair)) is not None}
         sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs))
-    note = payload.get("error") or ""
+    note = payload.get("error") or (f"intervals need {MIN_WORKERS} kept workers, {kept} so far"
+                                    if kept < MIN_WORKERS else "")
     if snapshot.n_votes and votes:
         note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
     return Precision(UNIT, tuple(sets), votes, note=note)
