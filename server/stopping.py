@@ -360,3 +360,54 @@ def check_soon(app, study_id: int) -> bool:
         _last_checks[key] = now
     check_in_app(app, study_id)
     return True
+
+
+def describe(record: StudyStopping | None) -> list[str]:
+    """Lines for people (``perceptlab study show``, ``perceptlab study check-stopping``): the decision, where each
+    set stands, what is still needed."""
+    if record is None or record.measured is None:
+        return ["stopping: not checked yet"]
+    m = record.measured
+    lines = []
+    if record.stopped_at is not None:
+        action = "would stop (notify_only: nothing changed)" if record.notify_only else "stopped taking participants"
+        lines.append(f"stopping: {action} at {record.stopped_at:%Y-%m-%d %H:%M} UTC: {record.message}")
+    else:
+        lines.append("stopping: still recruiting")
+    counts, caps = m["counts"], m["caps"]
+    lines.append(f"  responses {counts['responses']}" + (f" of {caps['max_votes']}" if caps["max_votes"] else "")
+                 + f", participants {counts['participants']}"
+                 + (f" of {caps['max_participants']}" if caps["max_participants"] else "")
+                 + f", cost ${counts['cost']}" + (f" of ${caps['max_cost']:.2f}" if caps["max_cost"] else ""))
+    target = m["target"]
+    for s in m["sets"]:
+        width = "n/a" if s["halfwidth"] is None else f"{s['halfwidth']:.3f}"
+        resolved = "".join(f", {p} {'resolved' if ok else 'not resolved'}" for p, ok in s["resolved"].items())
+        lines.append(f"  {s['name']}: {s['meeting']}/{s['needed']} items within {target['halfwidth']:g} "
+                     f"(quantile half-width {width} {m['unit'] or ''}){resolved}")
+    if record.projection:
+        p = record.projection
+        for key, label in (("responses", "responses"), ("participants", "participants"), ("cost", "dollars"),
+                           ("hours", "hours")):
+            if p.get(key):
+                b = p[key]
+                lines.append(f"  still needed: {b['estimate']:g} {label} ({b['low']:g}-{b['high']:g})")
+    if record.recruiter_note:
+        lines.append(f"  recruiters: {record.recruiter_note}")
+    return lines
+
+
+def cli_recruiters() -> Recruiters:
+    """The recruiters' clients as ``perceptlab mturk`` and ``perceptlab prolific`` make them (credentials from
+    the environment)."""
+    def mturk(live: bool):
+        from .mturk import make_client
+
+        return make_client(live=live)
+
+    def prolific():
+        from .prolific import ProlificClient
+
+        return ProlificClient()
+
+    return Recruiters(mturk=mturk, prolific=prolific)

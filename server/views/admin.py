@@ -175,7 +175,30 @@ def study_page(slug: str):
     return render_template(paradigm.dashboard_template, study=study, row=_study_row(session, study),
                            user=_user_name(), refresh_ms=_refresh_ms(),
                            pay=pay, pay_labels={w.raw_id: exports.pseudonym(salt, w.raw_id) for w in pay.workers},
+                           stopping=_stopping_record(session, study),
                            **paradigm.dashboard_context(session, study, salt))
+
+
+def _stopping_record(session, study: Study):
+    """The study's [stopping] record as last checked (server/stopping.py), or None without a target or cap; a
+    study never checked gets an empty record, so the panel still shows its button."""
+    from ..models import StudyStopping
+    from ..stopping import stopping_spec
+
+    if stopping_spec(study) is None:
+        return None
+    return session.get(StudyStopping, study.id) or StudyStopping(study_id=study.id)
+
+
+@bp.post("/studies/<slug>/check-stopping")
+@auth.login_required
+def check_stopping(slug: str):
+    """Check the study's [stopping] rules now (the study page's button)."""
+    from ..stopping import check_in_app
+
+    study = study_or_404(slug)
+    check_in_app(current_app._get_current_object(), study.id)
+    return redirect(url_for("admin.study_page", slug=slug), code=303)
 
 
 def pay_settings() -> PaySettings:
