@@ -196,8 +196,9 @@ def check_stopping(slug: str):
     """Check the study's [stopping] rules now (the study page's button)."""
     from ..stopping import check_in_app
 
-    study = study_or_404(slug)
-    check_in_app(current_app._get_current_object(), study.id)
+    study_id = study_or_404(slug).id
+    db_session().commit()  # the check runs in its own session (on SQLite every transaction holds the write lock)
+    check_in_app(current_app._get_current_object(), study_id)
     return redirect(url_for("admin.study_page", slug=slug), code=303)
 
 

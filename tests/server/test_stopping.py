@@ -194,3 +194,19 @@ def test_stopping_params_are_checked(tmp_path, demo_stimuli, app):
         _paired(app, demo_stimuli, tmp_path, resolve=["a|a"])
     with pytest.raises(StudyDefinitionError, match="stopping.quantile"):
         _paired(app, demo_stimuli, tmp_path, quantile=0.0)
+
+
+def test_the_study_page_shows_the_panel_and_checks_on_demand(app, demo_stimuli, tmp_path, admin):
+    from .admin_support import csrf_of
+
+    slug = _paired(app, demo_stimuli, tmp_path, max_votes=100)
+    study_id, _ = _study(app, slug)
+    html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
+    assert 'id="stopping-panel"' in html and "Not checked yet." in html
+    add_votes(app, slug, honest=2, seed=8, pairs_per_worker=60)
+    response = admin.post(f"/admin/studies/{slug}/check-stopping",
+                          data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
+    assert response.status_code == 303
+    html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
+    assert "Stopped taking new participants" in html and "the response cap is reached (120 of 100)" in html
+    assert _study(app, slug)[1] == "stopped" and _record(app, study_id).reason == "max_votes"
