@@ -210,3 +210,27 @@ def test_the_study_page_shows_the_panel_and_checks_on_demand(app, demo_stimuli, 
     html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
     assert "Stopped taking new participants" in html and "the response cap is reached (120 of 100)" in html
     assert _study(app, slug)[1] == "stopped" and _record(app, study_id).reason == "max_votes"
+
+
+def test_the_cli_checks_and_shows_where_the_study_stands(app, demo_stimuli, tmp_path):
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    def run(*args):
+        return CliRunner().invoke(cli, [*args, "--database-url", app.config["DATABASE_URL"]])
+
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.3, max_participants=3)
+    plain = create_test_study(app, demo_stimuli, tmp_path, slug="plain", **SMALL_STUDY)
+    refused = run("study", "check-stopping", plain)
+    assert refused.exit_code != 0 and "no [stopping] target or cap" in refused.output
+    assert "Traceback" not in refused.output
+    add_votes(app, slug, honest=2, seed=9, pairs_per_worker=30)
+    result = run("study", "check-stopping", slug)
+    assert result.exit_code == 0, result.output
+    assert "stopping: still recruiting" in result.output and "participants 2 of 3" in result.output
+    add_votes(app, slug, honest=1, seed=10, pairs_per_worker=30, prefix="THIRD")
+    result = run("study", "check-stopping", slug)
+    assert "stopped taking participants" in result.output and "participant cap is reached (3 of 3)" in result.output
+    shown = run("study", "show", slug)
+    assert "(stopped)" in shown.output and "participant cap is reached" in shown.output
