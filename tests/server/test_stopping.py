@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
@@ -234,3 +235,33 @@ def test_the_cli_checks_and_shows_where_the_study_stands(app, demo_stimuli, tmp_
     assert "stopped taking participants" in result.output and "participant cap is reached (3 of 3)" in result.output
     shown = run("study", "show", slug)
     assert "(stopped)" in shown.output and "participant cap is reached" in shown.output
+
+
+def test_evaluate_caps_win_and_the_target_needs_every_set_and_pair():
+    import datetime as dt
+    import math
+    from decimal import Decimal
+
+    from server.paradigms.core import Precision, SetPrecision
+    from server.paradigms.paired.study import StudySpec
+
+    spec = StudySpec(manifests=("m.json",), slug="s", name="s", halfwidth=0.3, quantile=0.5, resolve=("a|b",),
+                     max_votes=100)
+    counts = stopping.Counts(responses=40, participants=4, completed=4, cost=Decimal("8.00"), first_started=None)
+    narrow = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, math.nan), 40, {"a|b": True})
+    wide = SetPrecision("two", ("a", "b", "c"), (0.5, 0.6, 0.2), 40, {"a|b": True})
+    met = stopping.evaluate(spec, Precision("u", (narrow,), 40), counts)
+    assert met["reason"] == "target" and met["sets"][0]["meeting"] == 2 and met["sets"][0]["needed"] == 2
+    assert stopping.evaluate(spec, Precision("u", (narrow, wide), 40), counts)["reason"] is None
+    open_pair = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, 0.1), 40, {"a|b": False})
+    assert stopping.evaluate(spec, Precision("u", (open_pair,), 40), counts)["reason"] is None
+    capped = stopping.Counts(100, 4, 4, Decimal("8.00"), None)
+    assert stopping.evaluate(spec, Precision("u", (narrow,), 100), capped)["reason"] == "max_votes"
+    # Ratings' projection: n = (s t / h)^2 per stimulus, minus what each has; the band from the items' spread.
+    rating = SetPrecision("scene", ("x", "y"), (0.5, 0.8), 20, {}, (1.0, 2.0))
+    projected = stopping.projection(spec, Precision("MOS", (rating,), 20), counts,
+                                    dt.datetime.now(dt.timezone.utc))
+    need = np.maximum((1.959964 * np.array([1.0, 2.0]) / 0.3) ** 2 - 10, 0) * 2
+    assert projected["responses"]["estimate"] == round(float(np.percentile(need, 50)))
+    assert projected["responses"]["low"] <= projected["responses"]["estimate"] <= projected["responses"]["high"]
+    assert projected["participants"]["estimate"] == pytest.approx(projected["responses"]["estimate"] / 10, abs=0.1)
