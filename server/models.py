@@ -195,6 +195,8 @@ class StudyStopping(Base):
     prolific_told_at: Mapped[dt.datetime | None]
     recruiter_note: Mapped[str | None] = mapped_column(Text)  # what the recruiters answered (or an error)
     projection: Mapped[dict[str, Any] | None]     # what is still needed (server/stopping.py's projection)
+    forecast: Mapped[dict[str, Any] | None]       # the paradigm's simulation forecast, computed on demand
+    forecast_at: Mapped[dt.datetime | None]
 
 
 class MTurkHit(Base):

@@ -411,3 +411,71 @@ def cli_recruiters() -> Recruiters:
         return ProlificClient()
 
     return Recruiters(mturk=mturk, prolific=prolific)
+
+
+# ---------------------------------------------------------------- the simulation forecast (on demand)
+
+def forecast_now(session: Session, study_id: int, clock: Callable[[], dt.datetime] = utcnow) -> dict | None:
+    """Compute the paradigm's simulation forecast (``Paradigm.forecast``) and store it in the study's record.
+    Slow (seconds): the dashboard runs it in the background (:func:`forecast_in_background`)."""
+    study = session.get(Study, study_id)
+    spec = stopping_spec(study) if study is not None else None
+    if spec is None:
+        return None
+    result = paradigm_for(study).forecast(session, study, spec)
+    session.commit()
+    _ensure_row(session, study_id)
+    session.execute(update(StudyStopping).where(StudyStopping.study_id == study_id)
+                    .values(forecast=result, forecast_at=clock()))
+    session.commit()
+    return result
+
+
+class _ForecastThreads:
+    def __init__(self):
+        self.guard = threading.Lock()
+        self.running: dict[int, threading.Thread] = {}
+
+
+def _forecast_threads(app) -> _ForecastThreads:
+    from .services import app_services
+
+    return app_services(app).state_of(__name__, _ForecastThreads)
+
+
+def forecast_in_background(app, study_id: int) -> bool:
+    """Start :func:`forecast_now` in a daemon thread unless one runs for the study; True when started."""
+    from .services import app_services
+
+    state = _forecast_threads(app)
+
+    def run():
+        try:
+            with app_services(app).sessions() as session:
+                forecast_now(session, study_id, app_services(app).clock)
+        except Exception:  # noqa: BLE001 - shown as "no forecast"; the log says why
+            log.exception("stopping forecast of study %s failed", study_id)
+
+    with state.guard:
+        running = state.running.get(study_id)
+        if running is not None and running.is_alive():
+            return False
+        thread = threading.Thread(target=run, daemon=True, name=f"perceptlab-forecast-{study_id}")
+        state.running[study_id] = thread
+        thread.start()
+    return True
+
+
+def wait_for_forecasts(app, timeout: float = 120.0) -> None:
+    """Wait for this process's forecast threads (tests, shutdown)."""
+    state = _forecast_threads(app)
+    with state.guard:
+        threads = list(state.running.values())
+    for thread in threads:
+        thread.join(timeout)
+
+
+def is_forecasting(app, study_id: int) -> bool:
+    state = _forecast_threads(app)
+    thread = state.running.get(study_id)
+    return thread is not None and thread.is_alive()

@@ -977,6 +977,12 @@ class Paradigm:
         of ``[stopping]`` apply. Must be cheap: it runs after live re-analyses and page completions."""
         return None
 
+    def forecast(self, session: Session, study: Study, spec) -> dict[str, Any] | None:
+        """A simulation forecast of what the study still needs to reach ``[stopping] halfwidth`` (JSON-ready; slow:
+        server/stopping.py runs it on demand, in the background, and caches it). Default: None (the dashboard shows
+        the 1/sqrt(n) projection only)."""
+        return None
+
     def responses(self, session: Session, study: Study) -> int:
         """Responses so far (non-pilot, non-gold) for ``[stopping] max_votes`` when :meth:`precision` measures
         none. Default: 0."""

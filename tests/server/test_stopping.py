@@ -265,3 +265,23 @@ def test_evaluate_caps_win_and_the_target_needs_every_set_and_pair():
     assert projected["responses"]["estimate"] == round(float(np.percentile(need, 50)))
     assert projected["responses"]["low"] <= projected["responses"]["estimate"] <= projected["responses"]["high"]
     assert projected["participants"]["estimate"] == pytest.approx(projected["responses"]["estimate"] / 10, abs=0.1)
+
+
+def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, tmp_path, admin):
+    from .admin_support import csrf_of
+
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.05)
+    study_id, _ = _study(app, slug)
+    add_votes(app, slug, honest=4, seed=11, pairs_per_worker=40)
+    _reanalyse(app, study_id)
+    response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
+                          data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
+    assert response.status_code == 303
+    stopping.wait_for_forecasts(app)
+    record = _record(app, study_id)
+    forecast = record.forecast
+    assert forecast["votes_now"] == 160 and forecast["replicates"] == 8
+    still = forecast["votes_still_needed"]
+    assert still["total"] is None or still["low"] <= still["total"] <= still["high"]
+    html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
+    assert 'id="forecast-votes"' in html and "Simulation forecast" in html

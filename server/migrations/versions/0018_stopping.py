@@ -34,6 +34,8 @@ def upgrade() -> None:
     sa.Column('prolific_told_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('recruiter_note', sa.Text(), nullable=True),
     sa.Column('projection', sa.JSON(), nullable=True),
+    sa.Column('forecast', sa.JSON(), nullable=True),
+    sa.Column('forecast_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['study_id'], ['study.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('study_id'),
     )

@@ -61,3 +61,49 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
     if snapshot.n_votes and votes:
         note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
     return Precision(UNIT, tuple(sets), votes, note=note)
+
+
+FORECAST_REPLICATES = 8  # simulated studies of the dashboard's forecast (perceptlab forecast runs more)
+FORECAST_BOOT = 40       # worker-bootstrap resamples per checkpoint
+
+
+def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
+    """What the study still needs to reach ``[stopping] halfwidth`` by analysis/forecast.py, with the study's own
+    votes (non-pilot) as its pilot: the votes, participants, dollars and hours still needed (median of the
+    simulated studies, band their 10th to 90th percentile). Seconds of CPU: run on demand, in the background.
+    Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes."""
+    from analysis.formats import build_votes
+    from analysis.forecast import StudyPlan, fit_pilot, forecast, report
+    from analysis.threads import limited_blas_threads
+
+    from .live_scales import load_study_votes
+
+    if spec.halfwidth <= 0:
+        return None
+    rows = load_study_votes(session, study.id).rows
+    session.commit()
+    if not rows:
+        return None
+    column = {k: [r[k] for r in rows] for k in rows[0]}
+    votes = build_votes(column["worker_id"], column["set_id"], column["item_a"], column["item_b"], column["winner"],
+                        is_gold=column["is_gold"], gold_winner=column["gold_winner"],
+                        extra={"created_at": column["created_at"], "position_a": column["position_a"]},
+                        path=f"study {study.slug}")
+    plan = StudyPlan(pairs_per_page=spec.pairs_per_page, gold_per_page=spec.gold_per_page, min_pages=spec.min_pages,
+                     max_pages=spec.max_pages, reward=float(spec.reward_per_page),
+                     bonus_per_page=float(spec.bonus_per_page))
+    sampling = "active" if spec.sampling == "active" else "random"
+    with limited_blas_threads():
+        fit = fit_pilot(votes, "anchored", n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
+        result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
+                          replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units="anchored")
+    document = report(result, plan)
+    have = fit.n_votes
+
+    def still(band: dict) -> dict:
+        return {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
+
+    return {"votes_now": have, "votes_still_needed": still(document["votes_needed"]),
+            "votes_needed": document["votes_needed"], "participants": document["participants"],
+            "dollars": document["dollars"], "wall_clock_hours": document["wall_clock_hours"],
+            "replicates": document["replicates"], "sampling": sampling}
