@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from .paradigms import all_paradigms
 from .paradigms.core import ResponseKind, response_kinds
 
 SHARED_PART = Path(__file__).resolve().parent / "openapi.yaml"
@@ -64,9 +65,16 @@ def operation(kind: ResponseKind, tag: str) -> dict[str, Any]:
             "responses": dict(sorted(responses.items()))}
 
 
-def build(shared: dict[str, Any], kinds: dict[str, tuple[Any, ResponseKind]]) -> dict[str, Any]:
+# The operations whose answer is the assignment's State: (path, method, status).
+STATE_ANSWERS = (("/assignments/{assignment_id}/state", "get", "200"),
+                 ("/assignments/{assignment_id}/actions", "post", "200"))
+
+
+def build(shared: dict[str, Any], kinds: dict[str, tuple[Any, ResponseKind]],
+          paradigms: list[Any] = ()) -> dict[str, Any]:
     """The document: ``shared`` with an operation and the named schemas of every kind in ``kinds``
-    (``name -> (paradigm, kind)``, as :func:`server.paradigms.core.response_kinds` gives them).
+    (``name -> (paradigm, kind)``, as :func:`server.paradigms.core.response_kinds` gives them), and the
+    State answers (:data:`STATE_ANSWERS`) as one of the ``state_schema`` of every paradigm in ``paradigms``.
 
     Raises
     ------
@@ -88,13 +96,18 @@ def build(shared: dict[str, Any], kinds: dict[str, tuple[Any, ResponseKind]]) ->
         if not any(tag.get("name") == paradigm.kind for tag in tags):
             tags.append({"name": paradigm.kind, "description": f"Responses of {paradigm.title} studies."})
         paths[path] = {"post": operation(kind, paradigm.kind)}
+    states = [_ref("schemas", p.state_schema) for p in paradigms if p.state_schema]
+    for path, method, status in STATE_ANSWERS:
+        if states and path in paths:
+            answer = paths[path][method]["responses"][status]["content"]["application/json"]
+            answer["schema"] = {"oneOf": states}
     return spec
 
 
 @functools.cache
 def document() -> dict[str, Any]:
     """The worker API's OpenAPI document (a dict; built once per process: treat it as read-only)."""
-    return build(yaml.safe_load(SHARED_PART.read_text(encoding="utf-8")), response_kinds())
+    return build(yaml.safe_load(SHARED_PART.read_text(encoding="utf-8")), response_kinds(), all_paradigms())
 
 
 @functools.cache

@@ -155,62 +155,64 @@ def _is_ratings(path: Path) -> bool:
 
 def _study_settings(path: Path) -> dict:
     """``sampling``, ``pairs_per_page``, ``gold_per_page``, ``min_pages``, ``max_pages``, ``reward_per_page`` and
-    ``bonus_per_page`` of a paired-comparison study file."""
-    from server.paradigms.paired.study import KIND, SECTIONS, StudySpec
-    from server.paradigms.studyfile import StudyDefinitionError, file_kind, load_study_toml, read_sections
+    ``bonus_per_page`` of a study file, read by its paradigm (the registry: ``[study] kind``)."""
+    from server.paradigms import StudyDefinitionError, read_study_file
 
     try:
-        data = load_study_toml(path)
-        kind = file_kind(data)
-        if kind not in (None, KIND):
-            raise UserError(f"{path}: a study of kind {kind!r}; forecasts cover paired-comparison studies only")
-        values = read_sections(data, SECTIONS, path)
-        spec = StudySpec(**{"slug": "forecast", "name": "forecast", "manifests": (), **values})
-    except (StudyDefinitionError, TypeError, ValueError) as exc:
+        spec = read_study_file(path)
+    except StudyDefinitionError as exc:
         raise UserError(str(exc)) from None
-    return _spec_settings(spec)
+    return _spec_settings(spec, str(path))
 
 
-def _spec_settings(spec) -> dict:
+# What a forecast reads of a study's spec: the pages and pay of a paired-comparison study.
+PLAN_FIELDS = ("sampling", "pairs_per_page", "gold_per_page", "min_pages", "max_pages", "reward_per_page",
+               "bonus_per_page")
+
+
+def _spec_settings(spec, where: str) -> dict:
+    """The forecast's settings from a spec that has pages of pairs (else one error line naming ``where``)."""
+    if not all(hasattr(spec, name) for name in PLAN_FIELDS):
+        raise UserError(f"{where}: forecasts cover studies with pages of pairs (paired comparison) only")
     return {"sampling": "active" if spec.sampling == "active" else "random", "pairs_per_page": spec.pairs_per_page,
             "gold_per_page": spec.gold_per_page, "min_pages": spec.min_pages, "max_pages": spec.max_pages,
             "reward_per_page": float(spec.reward_per_page), "bonus_per_page": float(spec.bonus_per_page)}
 
 
 def _study_pilot(slug: str, database_url: str | None):
-    """The votes of a stored study's pilot participants (as `perceptlab export --include-pilot` reads them, only the
-    pilots kept), their rt_ms, and the study's settings."""
+    """The votes of a stored study's pilot participants (its paradigm's export with pilots, as `perceptlab export
+    --include-pilot` writes it, only the pilots' rows kept), their rt_ms, and the study's settings."""
+    import csv
+    import io
+    import tempfile
+
     from sqlalchemy import select
 
-    from analysis.formats import VotesFormatError, build_votes
-    from server import exports
     from server.cli.base import cli_session
     from server.cli.cmd_study import _find
     from server.models import Worker
-    from server.paradigms.paired.study import StudySpec
+    from server.paradigms import paradigm_for, spec_from_config
 
     with cli_session(database_url) as session:
         study = _find(session, slug)
-        pilots = set(session.scalars(select(Worker.id).where(Worker.study_id == study.id, Worker.pilot)))
-        rows = [r for r in exports.export_votes(session, study.id, pseudonymise=False, include_pilot=True)
-                if r["_worker_db_id"] in pilots]
-        config = dict(study.config or {})
-    if not rows:
+        settings = _spec_settings(spec_from_config(dict(study.config or {})), f"study {slug}")
+        pilots = set(session.scalars(select(Worker.external_id).where(Worker.study_id == study.id, Worker.pilot)))
+        files = paradigm_for(study).export(session, study.id, salt=None, include_pilot=True).files
+    text = files.get("votes.csv")
+    if text is None:
+        raise UserError(f"study {slug}: its export has no votes.csv; forecasts cover paired comparison only")
+    rows = list(csv.reader(io.StringIO(text)))
+    column = rows[0].index("worker_id") if rows else -1
+    kept = [row for row in rows[1:] if row and row[column].lstrip("'") in pilots]
+    if not kept:
         raise UserError(f"study {slug!r} has no votes of pilot participants (perceptlab study links {slug} --preview, "
                         "perceptlab study pilot, or perceptlab simulate make some)")
-    column = {k: [r[k] for r in rows] for k in rows[0]}
-    try:
-        votes = build_votes(column["worker_id"], column["set_id"], column["item_a"], column["item_b"], column["winner"],
-                            is_gold=column["is_gold"], gold_winner=column["gold_winner"],
-                            extra={"created_at": column["created_at"], "position_a": column["position_a"]},
-                            path=f"study {slug}")
-    except VotesFormatError as exc:
-        raise UserError(str(exc)) from None
-    try:
-        settings = _spec_settings(StudySpec.from_config(config))
-    except (TypeError, ValueError):
-        settings = {}
-    return votes, column["rt_ms"], settings
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{slug}-pilot-votes.csv"
+        with path.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f, lineterminator="\n").writerows([rows[0], *kept])
+        votes, rt_ms = _read_pilot(path)
+    return votes, rt_ms, settings
 
 
 def _money(x) -> str:

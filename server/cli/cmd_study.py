@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from ..paradigms import DEFAULT_KIND, PARADIGM_MODULES
 from .base import UserError, cli
 from .window import ALLOW_OPTION_HELP
 
@@ -66,7 +67,7 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
 
 
 @study_group.command("template")
-@click.option("--kind", default=None, help="The paradigm: pc (paired comparison, the default), motion or rating.")
+@click.option("--kind", default=None, help=f"The paradigm: {', '.join(PARADIGM_MODULES)} (default {DEFAULT_KIND}).")
 @click.option("--motion", "kind", flag_value="motion", help="A motion-matching study (clip manifests): --kind motion.")
 def template(kind: str | None) -> None:
     """Print a documented study.toml with every key at its default."""

@@ -758,6 +758,9 @@ class Paradigm:
     """
 
     kind: ClassVar[str]                   # Study.config["kind"] and [study] kind of its study files
+    # The name of its State's schema in the OpenAPI document (the shared server/openapi.yaml or its package's
+    # openapi.yaml part): GET .../state and POST .../actions answer one of every paradigm's (server/openapi.py).
+    state_schema: ClassVar[str | None] = None
     title: ClassVar[str]                  # for people: "paired comparison"
     spec_class: ClassVar[type]            # a frozen dataclass with StoredSpec's to_config/from_config
     template: ClassVar[str]               # the documented study file (perceptlab study template)

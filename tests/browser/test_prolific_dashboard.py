@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from server.services import app_services
 from server import auth
 from server.models import ProlificBonus
 from server.prolific import ProlificClient
@@ -35,7 +36,7 @@ def pro(app, demo_stimuli, tmp_path) -> str:
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="pro", entry=PROLIFIC_ENTRY, **SMALL_STUDY)
     for pid, pages in zip(PIDS, [3, 3, 1, 3]):
         completed_participant(app, slug, pid, pages)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         auth.create_user(db, "alice", PASSWORD)
         db.commit()
     return slug
@@ -103,7 +104,7 @@ def test_create_publish_review_and_pay_in_the_browser(page, app, live_server, pr
     expect(_row(page, "ledger", PIDS[0]).locator(".state")).to_have_text("paid")
     assert state.served("POST", "/pay/") == 1
     assert [state.paid_to(pid) for pid in PIDS] == [80, 80, 0, 0]
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         assert sorted(db.scalars(select(ProlificBonus.status))) == ["paid", "paid"]
 
     page.click("#stop")

@@ -327,11 +327,12 @@ def completed_participant(app, slug: str, participant_id: str, pages: int, *, st
     from sqlalchemy import select
 
     from server.models import Assignment, Study, Worker
+    from server.services import app_services
 
     response = app.test_client().post(f"/api/v1/studies/{slug}/assignments",
                                       json={"platform": "link", "worker_id": participant_id})
     assert response.status_code == 201, response.json
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         study_id = db.scalar(select(Study.id).where(Study.slug == slug))
         row = db.scalar(select(Assignment).join(Worker, Worker.id == Assignment.worker_id)
                         .where(Assignment.study_id == study_id, Worker.external_id == participant_id))

@@ -20,9 +20,11 @@ from server.services import app_services
 
 
 def copy_prepared(demo_stimuli: Path, folder: Path) -> Path:
-    """A copy of the demo's prepared scenes under ``folder``; returns its study manifest."""
+    """A copy of the demo's prepared scenes under ``folder``, without the quality-check images a rating study
+    wrote beside them (``<scene>/rating/``: the demo's own DCR study writes them into the shared fixture);
+    returns its study manifest."""
     target = folder / "prepared"
-    shutil.copytree(demo_stimuli / "prepared", target)
+    shutil.copytree(demo_stimuli / "prepared", target, ignore=shutil.ignore_patterns("rating"))
     return target / "manifest.json"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from server.services import app_services
 from server import auth
 from server.models import ProlificStudy
 from server.prolific import ProlificClient
@@ -33,7 +34,7 @@ def pro(app, demo_stimuli, tmp_path) -> str:
 
 @pytest.fixture
 def http(app, pro):
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         auth.create_user(db, "alice", PASSWORD)
         db.commit()
     http = app.test_client()
@@ -51,7 +52,7 @@ def _post(http, slug, action, **form):
 def test_the_page_needs_a_login_and_a_known_study(app, pro, fake):
     anonymous = app.test_client()
     assert anonymous.get(f"/admin/prolific/studies/{pro}").status_code in (302, 303)
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         auth.create_user(db, "alice", PASSWORD)
         db.commit()
     log_in(anonymous)
@@ -64,7 +65,7 @@ def test_a_missing_token_and_bad_forms_are_readable_messages(http, app, pro, mon
     assert 'id="create-form"' in html and "Real money" in html  # no Prolific call to show the page
     assert "Prolific: set PROLIFIC_TOKEN" in _post(http, pro, "create", places="5", url="https://lab.example.org")
     assert "Places must be a whole number." in _post(http, pro, "create", places="many", url="https://h")
-    with app.extensions["perceptlab.sessions"]() as db:
+    with app_services(app).sessions() as db:
         assert db.scalar(select(func.count()).select_from(ProlificStudy)) == 0
 
 

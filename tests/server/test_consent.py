@@ -113,7 +113,7 @@ def test_demo_studies_fill_the_consent(demo_stimuli, motion_clips, tmp_path):
     _prepare_demo_database(out, url, demo_stimuli, seed=0)
     with session_scope(url) as session:
         specs = [spec_from_config(study.config) for study in session.query(Study).all()]
-    assert len(specs) == 3  # demo, demo-motion, demo-active
+    assert sorted(spec.slug for spec in specs) == ["demo", "demo-active", "demo-dcr", "demo-motion"]
     for spec in specs:
         check_consent_filled(spec)
         assert "demo" in spec.researcher and spec.contact

@@ -12,6 +12,7 @@ from analysis.simulate import simulate_study
 from server.cli import cli
 from server.models import Study, Worker
 from server.pilot import mark_pilot
+from server.services import app_services
 
 from .conftest import WorkerClient, write_study_file
 
@@ -65,7 +66,9 @@ def test_one_quantile_and_a_study_file_set_the_pay_and_the_sampling(tmp_path, de
             a["min_pages"]) == (10, 1, 9, 2.0, 0.5, 2)
 
 
-def test_bad_input_is_one_error_line(tmp_path):
+def test_bad_input_is_one_error_line(tmp_path, rating_manifest):
+    from .rating_support import write_rating_study
+
     pilot = _pilot_csv(tmp_path)
     ratings = tmp_path / "ratings.csv"
     ratings.write_text("worker_id,stimulus_id,rating\nw1,s1,4\nw2,s1,5\n")
@@ -73,13 +76,15 @@ def test_bad_input_is_one_error_line(tmp_path):
     broken.write_text("worker_id,set_id,item_a,item_b\nw1,s,a,b\n")
     motion = tmp_path / "motion.toml"
     motion.write_text('[study]\nkind = "motion"\nslug = "m"\n')
+    rating = write_rating_study(tmp_path, rating_manifest)  # a valid study file without pages of pairs
     cases = [
         (["--halfwidth", "1"], "give the pilot"),
         (["--pilot", str(pilot), "--study", "demo", "--halfwidth", "1"], "give the pilot"),
         (["--pilot", str(ratings), "--halfwidth", "1"], "paired-comparison votes only"),
         (["--pilot", str(broken), "--halfwidth", "1"], "missing column winner"),
         (["--pilot", str(tmp_path / "none.csv"), "--halfwidth", "1"], "cannot read"),
-        ([str(motion), "--pilot", str(pilot), "--halfwidth", "1"], "paired-comparison studies only"),
+        ([str(motion), "--pilot", str(pilot), "--halfwidth", "1"], "study.clips is required"),
+        ([str(rating), "--pilot", str(pilot), "--halfwidth", "1"], "paired comparison) only"),
         (["--pilot", str(pilot), "--halfwidth", "1", "--max-votes", "5"], "below the pilot's"),
     ]
     for args, message in cases:
@@ -107,7 +112,7 @@ def test_a_stored_study_forecasts_from_its_pilot_participants_only(app, study, t
     for worker_id in pilots:
         _work(app, study, worker_id, pages=3)
     _work(app, study, "WREAL", pages=1)
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         s = session.scalar(select(Study).where(Study.slug == study))
         mark_pilot(session, s, list(session.scalars(select(Worker).where(Worker.study_id == s.id,
                                                                          Worker.external_id.in_(pilots)))))

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from server.services import app_services
 from server.models import ProlificBonus, ProlificStudy, ProlificSubmission, Study
 from server.prolific import (SETTLE, ProlificClient, ProlificError, ProlificService, RetryPolicy, StudyDraft,
                              devices)
@@ -69,7 +70,7 @@ def pro(app, demo_stimuli, tmp_path) -> str:
 
 @pytest.fixture
 def db(app):
-    with app.extensions["perceptlab.sessions"]() as session:
+    with app_services(app).sessions() as session:
         yield session
 
 

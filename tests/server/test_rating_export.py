@@ -85,7 +85,7 @@ def test_stimulus_ids_join_a_paired_studys_items(app, rating_manifest, demo_stim
     create_test_study(app, demo_stimuli, tmp_path, slug="pc")
     create_rating_study(app, rating_manifest, tmp_path, slug="dcr")
     with app_services(app).sessions() as session:
-        from server.models import Stimulus, StudySet
+        from server.paradigms.paired.models import Stimulus, StudySet
 
         pc_items = {f"{s}/{i}" for s, i in session.execute(
             select(StudySet.name, Stimulus.item_id).join(Stimulus, Stimulus.set_id == StudySet.id)

@@ -885,6 +885,7 @@ class MotionMatching(Paradigm):
 
     kind = motion_study.KIND
     title = "motion matching"
+    state_schema = "MotionState"
     spec_class = MotionSpec
     template = motion_study.MOTION_STUDY_TEMPLATE
     app_stages = frozenset({Stage.CALIBRATION, *BLOCK_STAGES})

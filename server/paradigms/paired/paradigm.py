@@ -857,6 +857,7 @@ class PairedComparison(Paradigm):
 
     kind = paired_study.KIND
     title = "paired comparison"
+    state_schema = "State"
     spec_class = StudySpec
     template = paired_study.STUDY_TEMPLATE
     app_stages = frozenset(PAGE_STAGES)

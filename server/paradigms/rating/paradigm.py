@@ -464,6 +464,7 @@ class Rating(Paradigm):
 
     kind = rating_study.KIND
     title = "ratings"
+    state_schema = "RatingState"
     spec_class = RatingSpec
     template = rating_study.STUDY_TEMPLATE
     app_stages = frozenset(PAGE_STAGES)
