@@ -45,7 +45,7 @@ class Study(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16), default="active")  # active | paused
+    status: Mapped[str] = mapped_column(String(16), default="active")  # active | paused | stopped (server/stopping.py)
     seed: Mapped[int] = mapped_column(Integer)
     # The parsed study.toml (every parameter, with defaults filled in) and where its stimuli live.
     config: Mapped[dict[str, Any]]
@@ -175,6 +175,28 @@ class MTurkQualification(Base):
     qualification_type_id: Mapped[str] = mapped_column(String(200))
     sandbox: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class StudyStopping(Base):
+    """What ``[stopping]`` decided for a study (server/stopping.py): the latest measurement and, once a target was
+    met or a cap reached, why and when the study stopped taking new participants and when each recruiter was
+    told. ``*_told_at`` is written (and committed) before the recruiter's call, so a crash never repeats it."""
+    __tablename__ = "study_stopping"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
+    checked_at: Mapped[dt.datetime | None]
+    measured: Mapped[dict[str, Any] | None]       # the latest evaluation (server/stopping.py's Evaluation)
+    reason: Mapped[str | None] = mapped_column(String(32))  # target | max_votes | max_participants | max_cost
+    message: Mapped[str | None] = mapped_column(Text)
+    stopped_at: Mapped[dt.datetime | None]
+    notify_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    at_stop: Mapped[dict[str, Any] | None]        # what was measured when it stopped
+    mturk_told_at: Mapped[dt.datetime | None]
+    prolific_told_at: Mapped[dt.datetime | None]
+    recruiter_note: Mapped[str | None] = mapped_column(Text)  # what the recruiters answered (or an error)
+    projection: Mapped[dict[str, Any] | None]     # what is still needed (server/stopping.py's projection)
+    forecast: Mapped[dict[str, Any] | None]       # the paradigm's simulation forecast, computed on demand
+    forecast_at: Mapped[dt.datetime | None]
 
 
 class MTurkHit(Base):

@@ -1,4 +1,4 @@
-"""``perceptlab study create | list | show | pause | resume | template | links | pilot | reset | delete``."""
+"""``perceptlab study create | list | show | check-stopping | pause | resume | template | links | pilot | reset | delete``."""
 from __future__ import annotations
 
 import click
@@ -120,6 +120,29 @@ def show(slug: str, as_json: bool, database_url: str | None) -> None:
         for key, value in study.config.items():
             if key not in ("consent", "instructions", "base_dir", "stimulus_salt"):
                 click.echo(f"  {key} = {value!r}")
+        from server import stopping
+        from server.models import StudyStopping
+
+        if stopping.stopping_spec(study) is not None:
+            for line in stopping.describe(session.get(StudyStopping, study.id)):
+                click.echo(line)
+
+
+@study_group.command("check-stopping")
+@click.argument("slug")
+@DATABASE_OPTION
+def check_stopping(slug: str, database_url: str | None) -> None:
+    """Check the study's [stopping] target and caps now; stop it and tell MTurk and Prolific when one is reached."""
+    from server import stopping
+    from server.cli.base import cli_session
+
+    with cli_session(database_url) as session:
+        study = _find(session, slug)
+        if stopping.stopping_spec(study) is None:
+            raise UserError(f"study {slug!r} has no [stopping] target or cap")
+        record = stopping.check(session, study.id, recruiters=stopping.cli_recruiters())
+        for line in stopping.describe(record):
+            click.echo(line)
 
 
 @study_group.command("pause")

@@ -614,6 +614,32 @@ class ResultsOptions:
     top: int = 10
 
 
+@dataclass(frozen=True)
+class SetPrecision:
+    """How precise one set's estimates are now (a paradigm's :meth:`Paradigm.precision`; server/stopping.py).
+
+    ``halfwidths`` are the items' 95 % interval half-widths in the paradigm's unit (NaN: no estimate yet, which
+    meets no target); ``spreads`` the per-item SD of one response where the paradigm knows it (ratings), for the
+    projection of what is still needed; ``resolved`` says, for each ``"itemA|itemB"`` of ``[stopping] resolve``
+    whose items both belong to the set, whether the interval of their difference excludes 0."""
+    name: str
+    item_ids: tuple[str, ...]
+    halfwidths: tuple[float, ...]
+    responses: int
+    resolved: dict[str, bool] = field(default_factory=dict)
+    spreads: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A study's precision now: per set (the whole study is one set for a paradigm without sets), the unit of
+    the half-widths, and the responses (non-pilot, non-gold) it was measured on."""
+    unit: str
+    sets: tuple[SetPrecision, ...]
+    responses: int
+    note: str = ""
+
+
 @dataclass
 class ResultsAnalysis:
     """What ``perceptlab results`` runs after the export (:meth:`Paradigm.analyse_results`).
@@ -948,6 +974,23 @@ class Paradigm:
         """Wire what else the paradigm needs into a new app (background work such as running estimates),
         after the blueprints are registered. Default: nothing."""
 
+    def precision(self, session: Session, study: Study, spec) -> Precision | None:
+        """How precise the study's estimates are now (:class:`Precision`), for ``[stopping]`` targets and the
+        dashboard's stopping panel (server/stopping.py); None: the paradigm measures none, so only the caps
+        of ``[stopping]`` apply. Must be cheap: it runs after live re-analyses and page completions."""
+        return None
+
+    def forecast(self, session: Session, study: Study, spec) -> dict[str, Any] | None:
+        """A simulation forecast of what the study still needs to reach ``[stopping] halfwidth`` (JSON-ready; slow:
+        server/stopping.py runs it on demand, in the background, and caches it). Default: None (the dashboard shows
+        the 1/sqrt(n) projection only)."""
+        return None
+
+    def responses(self, session: Session, study: Study) -> int:
+        """Responses so far (non-pilot, non-gold) for ``[stopping] max_votes`` when :meth:`precision` measures
+        none. Default: 0."""
+        return 0
+
     def screening_scores(self, session: Session, study: Study) -> list[tuple[str, int]] | None:
         """``(MTurk worker ID, score 0..100)`` for a lab-wide screening qualification, or None when the
         paradigm screens no one."""
@@ -1021,6 +1064,9 @@ class Paradigm:
             if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
             return assignment, False
+        if study.status == "stopped" and platform != PILOT_PLATFORM:  # [stopping]: its target or a cap was reached
+            raise ApiError(409, "study_stopped", "This study has all the participants it needs and takes no new "
+                                                 "ones. Thank you for your interest.")
         if study.status != "active" and platform != PILOT_PLATFORM:  # the experimenter may preview a paused study
             raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
         if admit_new is not None:

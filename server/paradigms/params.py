@@ -76,7 +76,7 @@ from .studyfile import RECRUITERS, StoredSpec, StudyDefinitionError, is_dollar_a
 PARAM_KEY = "perceptlab.param"
 # Sections every template ends with, in this order (shared mixins); [study] always comes first.
 LEADING_SECTIONS = ("study",)
-TRAILING_SECTIONS = ("entry", "texts", "mturk")
+TRAILING_SECTIONS = ("entry", "texts", "stopping", "mturk")
 TEMPLATE_WIDTH = 112     # characters per template line that wrapping aims for
 COMMENT_COLUMN_CAP = 44  # a key line longer than this has its documentation on the lines below it
 # What the template shows, commented out, for a long text left at its default (``placeholder=``).
@@ -600,3 +600,47 @@ class MTurkParams:
     mturk: dict[str, Any] = param({}, section="mturk", table=MTurkSettings,
                                   doc="optional: HIT settings for `perceptlab mturk launch` (defaults shown; "
                                       "reward: the study's pay)")
+
+
+RESOLVE_PATTERN = re.compile(r"[^|\s][^|]*\|[^|\s][^|]*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoppingParams:
+    """The ``[stopping]`` table: recruit until the numbers are good enough, within a budget (server/stopping.py).
+
+    A paradigm that inherits it reports its precision through ``Paradigm.precision``; the unit of ``halfwidth``
+    is that paradigm's (paired comparison: the analysis's scale unit, JOD by default; ratings: points of the
+    rating scale, a MOS half-width)."""
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "stopping": "When the study stops taking new participants by itself: a precision target met, or a budget "
+                    "cap reached (a cap always wins). Workers already in finish and are paid as usual; MTurk HITs "
+                    "are expired and the Prolific study stopped, once. 0 = no target / no cap."}
+    halfwidth: float = param(0.0, section="stopping", low=0,
+                             doc="stop when the 95 % interval half-width of the items is at most this (paired "
+                                 "comparison: scale units, JOD by default; ratings: MOS points); 0 = no target")
+    quantile: float = param(1.0, section="stopping", above=0, high=1,
+                            doc="the share of items (per set) that must meet halfwidth, in (0, 1]; 1 = every item")
+    resolve: tuple[str, ...] = param((), section="stopping", example=(),
+                                     doc='pairs of items that must be resolved ("itemA|itemB": the 95 % interval of '
+                                         "their difference excludes 0, in every set holding both)")
+    max_votes: int = param(0, section="stopping", low=0,
+                           doc="cap: stop at this many responses (votes or ratings, non-pilot, non-gold); 0 = none")
+    max_participants: int = param(0, section="stopping", low=0,
+                                  doc="cap: stop once this many participants (non-pilot) have started; 0 = none")
+    max_cost: str = param("0", section="stopping", money=True,
+                          doc='cap: stop once the pay earned so far reaches this many dollars ("0" = none)')
+    notify_only: bool = param(False, section="stopping",
+                              doc="true: record and show that the study would stop, change nothing")
+
+    def validate(self, fail: Fail) -> None:
+        """Each ``resolve`` entry names two different items."""
+        for entry in self.resolve:
+            if not RESOLVE_PATTERN.fullmatch(entry) or len(set(entry.split("|"))) != 2:
+                fail(f'stopping.resolve entries must be "itemA|itemB" (two different items), got {entry!r}')
+
+    @property
+    def stopping_configured(self) -> bool:
+        """True when the study file sets a target or a cap."""
+        return bool(self.halfwidth > 0 or self.resolve or self.max_votes or self.max_participants
+                    or float(self.max_cost) > 0)

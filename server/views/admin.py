@@ -175,7 +175,57 @@ def study_page(slug: str):
     return render_template(paradigm.dashboard_template, study=study, row=_study_row(session, study),
                            user=_user_name(), refresh_ms=_refresh_ms(),
                            pay=pay, pay_labels={w.raw_id: exports.pseudonym(salt, w.raw_id) for w in pay.workers},
+                           stopping=_stopping_record(session, study), stopping_forecasting=_forecasting(study),
+                           stopping_can_forecast=_can_forecast(paradigm),
                            **paradigm.dashboard_context(session, study, salt))
+
+
+def _stopping_record(session, study: Study):
+    """The study's [stopping] record as last checked (server/stopping.py), or None without a target or cap; a
+    study never checked gets an empty record, so the panel still shows its button."""
+    from ..models import StudyStopping
+    from ..stopping import stopping_spec
+
+    if stopping_spec(study) is None:
+        return None
+    return session.get(StudyStopping, study.id) or StudyStopping(study_id=study.id)
+
+
+@bp.post("/studies/<slug>/stopping-forecast")
+@auth.login_required
+def stopping_forecast(slug: str):
+    """Start the simulation forecast of what the study still needs (the panel's button; runs in the background)."""
+    from ..stopping import forecast_in_background
+
+    study_id = study_or_404(slug).id
+    db_session().commit()
+    forecast_in_background(current_app._get_current_object(), study_id)
+    return redirect(url_for("admin.study_page", slug=slug), code=303)
+
+
+def _can_forecast(paradigm) -> bool:
+    """Whether the paradigm offers a simulation forecast (overrides ``Paradigm.forecast``)."""
+    from ..paradigms.core import Paradigm
+
+    return type(paradigm).forecast is not Paradigm.forecast
+
+
+def _forecasting(study: Study) -> bool:
+    from ..stopping import is_forecasting
+
+    return is_forecasting(current_app._get_current_object(), study.id)
+
+
+@bp.post("/studies/<slug>/check-stopping")
+@auth.login_required
+def check_stopping(slug: str):
+    """Check the study's [stopping] rules now (the study page's button)."""
+    from ..stopping import check_in_app
+
+    study_id = study_or_404(slug).id
+    db_session().commit()  # the check runs in its own session (on SQLite every transaction holds the write lock)
+    check_in_app(current_app._get_current_object(), study_id)
+    return redirect(url_for("admin.study_page", slug=slug), code=303)
 
 
 def pay_settings() -> PaySettings:

@@ -11,7 +11,7 @@ kind (else a 409 ``wrong_stage``).
 """
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, g, jsonify, request
+from flask import Blueprint, Response, after_this_request, current_app, g, jsonify, request
 from sqlalchemy import select
 from werkzeug.routing import BaseConverter
 
@@ -221,7 +221,21 @@ def post_action(assignment_id: str):
     reject_unknown(body, ("action",))
     session = db_session()
     paradigm, _ = study_paradigm(session, assignment.study_id)
+    check_stopping_after(assignment.study_id)
     return state_response(paradigm.perform_action(session, assignment, body["action"]))
+
+
+def check_stopping_after(study_id: int) -> None:
+    """Check the study's ``[stopping]`` rules once this request is committed (throttled: server/stopping.py)."""
+    app = current_app._get_current_object()
+
+    @after_this_request
+    def _check(response):
+        if response.status_code < 400:
+            from ..stopping import check_soon
+
+            check_soon(app, study_id)
+        return response
 
 
 @bp.post("/assignments/<assignment_id>/environment")
@@ -262,7 +276,9 @@ def post_response(assignment_id: str, kind: ResponseKind):
         # The response that completed its page: the browser would ask for the State next, so it comes
         # with it (one round trip fewer per page). Flushed first: the rare outcomes change the ORM object.
         db_session().flush()
-        result["state"] = state_after_response(claims)
+        row = authorised_row(claims, lock=False)
+        result["state"] = _state_body(row)
+        check_stopping_after(row.study_id)  # a page done: ratings' precision may have reached [stopping]'s target
     return jsonify(result), status
 
 

@@ -569,6 +569,9 @@ def refresh_if_stale(app, study_id: int, *, min_age: float = 0.0) -> bool:
                     return False
                 session.rollback()
             _compute(app, study_id)
+        from ...stopping import check_in_app
+
+        check_in_app(app, study_id)  # the new estimate may meet the study's [stopping] target
         return True
     finally:
         lock.release()

@@ -959,6 +959,18 @@ class PairedComparison(Paradigm):
 
         return dashboard_summary(session, study, salt, raw_ids=raw_ids)
 
+    def precision(self, session: Session, study: Study, spec):
+        """Per set, the items' half-widths now (``[stopping]``): server/paradigms/paired/precision.py."""
+        from .precision import study_precision
+
+        return study_precision(session, study, tuple(getattr(spec, "resolve", ())))
+
+    def forecast(self, session: Session, study: Study, spec):
+        """analysis/forecast.py on the study's own votes (server/paradigms/paired/precision.py)."""
+        from .precision import simulation_forecast
+
+        return simulation_forecast(session, study, spec)
+
     def admin_blueprint(self):
         """votes.csv, the running scales and their refresh (:mod:`.admin`)."""
         from .admin import bp

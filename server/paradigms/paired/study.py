@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
-from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
 from ..studyfile import StudyDefinitionError, common_root
 from .models import Pair, Stimulus, StudySet
@@ -72,7 +72,7 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 
 @dataclass(frozen=True, kw_only=True)
-class StudySpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {

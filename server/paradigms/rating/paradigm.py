@@ -617,6 +617,12 @@ class Rating(Paradigm):
         """A DCR study on the demo's scenes ("demo-dcr"): small pages, a short training."""
         return [DemoStudy("demo-dcr", "rating study (DCR)", rating_study.demo_study_file(manifests, seed, texts))]
 
+    def precision(self, session: Session, study: Study, spec):
+        """Per set, the items' half-widths now (``[stopping]``): server/paradigms/rating/precision.py."""
+        from .precision import study_precision
+
+        return study_precision(session, study, tuple(getattr(spec, "resolve", ())))
+
     def admin_blueprint(self):
         """The ratings.csv download (:mod:`.admin`)."""
         from .admin import bp

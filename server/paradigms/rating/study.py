@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement
-from ..params import (TEXT_PLACEHOLDER, EntryParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
+from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
 from ..studyfile import StudyDefinitionError, common_root
 from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
@@ -105,7 +105,7 @@ def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RatingSpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {

@@ -1,0 +1,109 @@
+"""How precise a paired-comparison study's scales are now, for ``[stopping]`` (server/stopping.py): read off the
+latest running-scale snapshot (server/paradigms/paired/live_scales.py), never recomputed here.
+
+Half-widths are in the snapshot's unit, the live scales' and ``perceptlab analyze``'s default (anchored: each
+set's virtual worst anchor 0, best 1). A named pair counts as resolved when the two items' 95 % intervals do not
+overlap: then the interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no
+covariances). Intervals count only once :data:`MIN_WORKERS` workers are kept: the worker bootstrap of fewer
+is degenerate."""
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ...models import Assignment, Study
+from ..core import Precision, SetPrecision
+from .models import Pair, ScaleSnapshot, Vote
+
+UNIT = "scale units (anchored: worst anchor 0, best 1)"
+# The intervals resample workers: with fewer kept workers they are degenerate (one worker: zero width).
+MIN_WORKERS = 3
+
+
+def real_votes(session: Session, study_id: int) -> int:
+    """Votes on real (non-gold) pairs by participants who are not pilots."""
+    return int(session.scalar(select(func.count()).select_from(Vote).join(Pair, Pair.id == Vote.pair_id)
+                              .join(Assignment, Assignment.id == Vote.assignment_id)
+                              .where(Vote.study_id == study_id, ~Pair.is_gold, ~Assignment.pilot)) or 0)
+
+
+def resolved(items: dict[str, tuple[float | None, float | None]], pair: str) -> bool | None:
+    """Whether ``"a|b"``'s intervals are disjoint; None when the set lacks either item."""
+    a, b = pair.split("|")
+    if a not in items or b not in items:
+        return None
+    (low_a, high_a), (low_b, high_b) = items[a], items[b]
+    if None in (low_a, high_a, low_b, high_b):
+        return False
+    return high_a < low_b or high_b < low_a
+
+
+def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) -> Precision:
+    """Per set: each item's half-width ((ci_high - ci_low) / 2; NaN without an interval), its real votes, and the
+    named pairs it holds."""
+    snapshot = session.get(ScaleSnapshot, study.id)
+    votes = real_votes(session, study.id)
+    if snapshot is None:
+        return Precision(UNIT, (), votes, note="no running scale estimate yet")
+    payload = snapshot.payload
+    kept = (payload.get("screening") or {}).get("kept_workers") or 0
+    sets = []
+    for record in payload.get("sets", []):
+        items = {i["item_id"]: (i["ci_low"], i["ci_high"]) for i in record["items"]}
+        widths = tuple((high - low) / 2 if low is not None and high is not None and kept >= MIN_WORKERS
+                       else math.nan for low, high in items.values())
+        pairs = {pair: ok for pair in resolve if (ok := resolved(items, pair)) is not None}
+        sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs))
+    note = payload.get("error") or (f"intervals need {MIN_WORKERS} kept workers, {kept} so far"
+                                    if kept < MIN_WORKERS else "")
+    if snapshot.n_votes and votes:
+        note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
+    return Precision(UNIT, tuple(sets), votes, note=note)
+
+
+FORECAST_REPLICATES = 8  # simulated studies of the dashboard's forecast (perceptlab forecast runs more)
+FORECAST_BOOT = 40       # worker-bootstrap resamples per checkpoint
+
+
+def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
+    """What the study still needs to reach ``[stopping] halfwidth`` by analysis/forecast.py, with the study's own
+    votes (non-pilot) as its pilot: the votes, participants, dollars and hours still needed (median of the
+    simulated studies, band their 10th to 90th percentile). Seconds of CPU: run on demand, in the background.
+    Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes."""
+    from analysis.formats import build_votes
+    from analysis.forecast import StudyPlan, fit_pilot, forecast, report
+    from analysis.threads import limited_blas_threads
+
+    from .live_scales import load_study_votes
+
+    if spec.halfwidth <= 0:
+        return None
+    rows = load_study_votes(session, study.id).rows
+    session.commit()
+    if not rows:
+        return None
+    column = {k: [r[k] for r in rows] for k in rows[0]}
+    votes = build_votes(column["worker_id"], column["set_id"], column["item_a"], column["item_b"], column["winner"],
+                        is_gold=column["is_gold"], gold_winner=column["gold_winner"],
+                        extra={"created_at": column["created_at"], "position_a": column["position_a"]},
+                        path=f"study {study.slug}")
+    plan = StudyPlan(pairs_per_page=spec.pairs_per_page, gold_per_page=spec.gold_per_page, min_pages=spec.min_pages,
+                     max_pages=spec.max_pages, reward=float(spec.reward_per_page),
+                     bonus_per_page=float(spec.bonus_per_page))
+    sampling = "active" if spec.sampling == "active" else "random"
+    with limited_blas_threads():
+        fit = fit_pilot(votes, "anchored", n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
+        result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
+                          replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units="anchored")
+    document = report(result, plan)
+    have = fit.n_votes
+
+    def still(band: dict) -> dict:
+        return {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
+
+    return {"votes_now": have, "votes_still_needed": still(document["votes_needed"]),
+            "votes_needed": document["votes_needed"], "participants": document["participants"],
+            "dollars": document["dollars"], "wall_clock_hours": document["wall_clock_hours"],
+            "replicates": document["replicates"], "sampling": sampling}
