@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 
 revision = '0018_stopping'
-down_revision = '0016_prolific'  # TEMPORARY for this branch's tests: the lead re-chains it after '0017_rating_sql'
+down_revision = '0017_rating_sql'
 branch_labels = None
 depends_on = None
 
