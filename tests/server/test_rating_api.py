@@ -111,19 +111,27 @@ def test_ratings_are_idempotent_and_conflicts_refused(app, rating_study):
     assert len(_responses(app)) == 1 + 3  # the training's three and the one rating
 
 
-@pytest.mark.parametrize("body, problem", [
+MALFORMED = [
     ({"rating": 6}, "rating must be one of 5, 4, 3, 2, 1"), ({"rating": 2.5}, "rating must be one of"),
     ({"rating": True}, "rating must be"), ({"rating": "4"}, "rating must be"),
     ({"rt_ms": -1}, "rt_ms"), ({"rating_id": "x"}, "rating_id must be a UUID"),
     ({"trial_id": "17"}, "trial_id must be"), ({"colour": 1}, "colour"),
-])
-def test_malformed_ratings_are_refused_with_a_400(app, rating_study, body, problem):
+]
+
+
+def test_malformed_ratings_are_refused_with_a_400(app, rating_study):
+    # One study for every malformed body (creating one writes its check images): each is refused and stores
+    # nothing, so the trial stays open for the next.
     worker = RatingWorker(app.test_client(), rating_study)
     trial = worker.pass_training()["page"]["trials"][0]
-    payload = {"rating_id": str(uuid.uuid4()), "trial_id": trial["id"], "rating": 3, "rt_ms": 1000.0, **body}
-    status, answer = worker.rate(payload.pop("trial_id"), payload.pop("rating"), payload.pop("rating_id"),
-                                 payload.pop("rt_ms"), **payload)
-    assert status == 400 and problem in answer["message"]
+    stored = len(_responses(app))
+    for body, problem in MALFORMED:
+        payload = {"rating_id": str(uuid.uuid4()), "trial_id": trial["id"], "rating": 3, "rt_ms": 1000.0, **body}
+        status, answer = worker.rate(payload.pop("trial_id"), payload.pop("rating"), payload.pop("rating_id"),
+                                     payload.pop("rt_ms"), **payload)
+        assert status == 400 and problem in answer["message"], (body, answer)
+    assert len(_responses(app)) == stored
+    assert worker.rate(trial["id"], 3)[0] == 201  # the trial is still open
 
 
 def test_the_slider_takes_numbers_within_the_scale(app, rating_manifest, tmp_path):

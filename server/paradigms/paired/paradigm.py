@@ -40,6 +40,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, 
                    allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
                    spec_for, stop, study_ref)
+from ..paged import WORKER_TRIAL_PAGES, PageSteps, paged_action, worker_trial_pages
 from ..display import PC_CHROME, WindowRequirement, pc_views
 from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
@@ -60,48 +61,14 @@ _ALLOCATION_LOCKS = PAIR_ALLOCATION_LOCKS  # advisory lock namespace of pair all
 
 def perform_action(session: Session, assignment: Assignment | AssignmentRow,
                    action: str) -> Assignment | AssignmentRow:
-    """Move the (locked) assignment on: consent, instructions_done, continue (another page), finish.
+    """Move the (locked) assignment on (:func:`server.paradigms.paged.paged_action`): consent,
+    instructions_done, continue (another page), finish.
 
     Returns the assignment after the action (:meth:`Paradigm.perform_action`). Given a row, the
     common steps are statements on it; the rare ones (finish, a worker stopped, no work left) load
     the ORM object and return it.
     """
-    spec = spec_for(session, assignment.study_id)
-    expected = {"consent": Stage.CONSENT, "instructions_done": Stage.INSTRUCTIONS, "continue": Stage.PAGE_DONE,
-                "finish": Stage.PAGE_DONE}
-    if action not in expected:
-        raise invalid(f"unknown action {action!r}")
-    if assignment.stage != expected[action]:
-        if _already_done(assignment.stage, action):
-            return assignment  # a repeated click or a retried request: the first one did it
-        raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {assignment.stage}")
-    if action == "consent":
-        return move_to(session, assignment, Stage.INSTRUCTIONS)
-    if action == "instructions_done":
-        # A worker who passed the quiz in an earlier assignment of the study does not take it again.
-        # (Without a quiz nothing is asked here: the page start counts the worker's pages itself.)
-        if spec.quiz_size == 0 or _worker_trial_pages(session, assignment.worker_id):
-            return _start_trials_page(session, assignment, spec)
-        _allocate_quiz_page(session, assignment, spec)
-        return move_to(session, assignment, Stage.QUIZ)
-    if action == "continue":
-        if assignment.pages_completed >= spec.max_pages:
-            raise ApiError(409, "wrong_stage", "the page limit of this study is reached")
-        return _start_trials_page(session, assignment, spec)
-    if assignment.pages_completed < spec.min_pages:
-        raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
-    assignment = as_object(session, assignment)
-    complete(assignment)
-    return assignment
-
-
-def _already_done(stage: str, action: str) -> bool:
-    order = [Stage.CONSENT, Stage.INSTRUCTIONS, Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED]
-    first = {"consent": Stage.INSTRUCTIONS, "instructions_done": Stage.QUIZ, "finish": Stage.COMPLETED,
-             "continue": Stage.TRIALS}[action]
-    if stage in (*TURNED_AWAY, Stage.FULL):
-        return True
-    return stage in order and order.index(stage) >= order.index(first)
+    return paged_action(session, assignment, action, spec_for(session, assignment.study_id), _PAGE_STEPS)
 
 
 # ---------------------------------------------------------------- the study's fixed layout
@@ -158,9 +125,6 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 
 # ---------------------------------------------------------------- allocation statements, built once
 
-_WORKER_TRIAL_PAGES = (select(func.count())
-                       .select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
-                       .where(_assignment.c.worker_id == bindparam("worker_id"), _page.c.kind == Stage.TRIALS.value))
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
               .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
@@ -168,7 +132,7 @@ _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker
 # trials did they get in the study, which index the assignment's next page has, and whether the
 # worker has other assignments (other HITs) whose pages the new one must release.
 _PAGE_START_FACTS = _WORKER_STATUS.add_columns(
-    _WORKER_TRIAL_PAGES.scalar_subquery(),
+    WORKER_TRIAL_PAGES.scalar_subquery(),
     select(func.count()).select_from(_page).where(_page.c.assignment_id == bindparam("assignment_id"))
     .scalar_subquery(),
     select(func.count()).select_from(_assignment).where(_assignment.c.worker_id == bindparam("worker_id"),
@@ -197,11 +161,6 @@ def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.Act
     """An active study's sets as index arrays (:mod:`server.paradigms.paired.active`), from its layout."""
     layout = study_layout(session, study_id)
     return paired_active.active_sets(session, study_id, layout.pairs, layout.gold)
-
-
-def _worker_trial_pages(session: Session, worker_id: int) -> int:
-    """Pages of trials the worker was given in any assignment of the study (only quiz passers get one)."""
-    return int(session.connection().execute(_WORKER_TRIAL_PAGES, {"worker_id": worker_id}).scalar_one())
 
 
 def _gold_pairs(session: Session, study: Study | StudyRef) -> dict[int, int]:
@@ -852,6 +811,10 @@ def stimulus_paths(session: Session, study: Study) -> list[str]:
 _API = load_part(Path(__file__).with_name("openapi.yaml"))
 
 
+# The two steps of the paged lifecycle (server/paradigms/paged.py) that are this paradigm's own.
+_PAGE_STEPS = PageSteps(start_page=_start_trials_page, allocate_quiz=_allocate_quiz_page)
+
+
 class PairedComparison(Paradigm):
     """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
 
@@ -881,7 +844,7 @@ class PairedComparison(Paradigm):
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
         """Whether the study could give this worker a page now (below the page cap, a pair left)."""
         spec = spec_for(session, study.id)
-        if _worker_trial_pages(session, worker_id) >= spec.max_pages:
+        if worker_trial_pages(session, worker_id) >= spec.max_pages:
             return False
         if spec.sampling == "active":
             return paired_active.work_left(session, study, worker_id, spec, _active_sets(session, study.id))

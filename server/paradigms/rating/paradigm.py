@@ -40,6 +40,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, study_ref)
+from ..paged import WORKER_TRIAL_PAGES, PageSteps, paged_action, worker_trial_pages
 from ..display import WindowRequirement
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
@@ -85,59 +86,20 @@ def study_stimuli(session: Session, study_id: int) -> dict[int, StimulusLayout]:
 
 # ---------------------------------------------------------------- stage actions
 
-_ACTION_STAGES = {"consent": Stage.CONSENT, "instructions_done": Stage.INSTRUCTIONS, "continue": Stage.PAGE_DONE,
-                  "finish": Stage.PAGE_DONE}
-_ORDER = [Stage.CONSENT, Stage.INSTRUCTIONS, Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED]
-_FIRST_AFTER = {"consent": Stage.INSTRUCTIONS, "instructions_done": Stage.QUIZ, "finish": Stage.COMPLETED,
-                "continue": Stage.TRIALS}
-
-
 def perform_action(session: Session, assignment: Assignment | AssignmentRow,
                    action: str) -> Assignment | AssignmentRow:
-    """Move the (locked) assignment on: consent, instructions_done, continue (another page), finish."""
-    spec = spec_for(session, assignment.study_id)
-    if action not in _ACTION_STAGES:
-        raise invalid(f"unknown action {action!r}")
-    if assignment.stage != _ACTION_STAGES[action]:
-        stage = assignment.stage
-        if stage in (*TURNED_AWAY, Stage.FULL) or (
-                stage in _ORDER and _ORDER.index(stage) >= _ORDER.index(_FIRST_AFTER[action])):
-            return assignment  # a repeated click or a retried request: the first one did it
-        raise ApiError(409, "wrong_stage", f"cannot {action.replace('_', ' ')} at stage {stage}")
-    if action == "consent":
-        return move_to(session, assignment, Stage.INSTRUCTIONS)
-    if action == "instructions_done":
-        # A worker who passed the training in an earlier assignment of the study does not take it again.
-        if spec.quiz_size == 0 or _worker_trial_pages(session, assignment.worker_id):
-            return start_trials_page(session, assignment, spec)
-        _allocate_quiz_page(session, assignment, spec)
-        return move_to(session, assignment, Stage.QUIZ)
-    if action == "continue":
-        if assignment.pages_completed >= spec.max_pages:
-            raise ApiError(409, "wrong_stage", "the page limit of this study is reached")
-        return start_trials_page(session, assignment, spec)
-    if assignment.pages_completed < spec.min_pages:
-        raise ApiError(409, "wrong_stage", f"complete at least {spec.min_pages} page(s) before finishing")
-    assignment = as_object(session, assignment)
-    complete(assignment)
-    return assignment
+    """Move the (locked) assignment on (:func:`server.paradigms.paged.paged_action`): consent,
+    instructions_done (the training, or the first page), continue (another page), finish."""
+    return paged_action(session, assignment, action, spec_for(session, assignment.study_id), _PAGE_STEPS)
 
 
-_WORKER_TRIAL_PAGES = (select(func.count())
-                       .select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
-                       .where(_assignment.c.worker_id == bindparam("worker_id"), _page.c.kind == Stage.TRIALS.value))
-_PAGE_START_FACTS = (select(_worker.c.status, _worker.c.status_reason, _WORKER_TRIAL_PAGES.scalar_subquery(),
+_PAGE_START_FACTS = (select(_worker.c.status, _worker.c.status_reason, WORKER_TRIAL_PAGES.scalar_subquery(),
                             select(func.count()).select_from(_page)
                             .where(_page.c.assignment_id == bindparam("assignment_id")).scalar_subquery(),
                             select(func.count()).select_from(_assignment)
                             .where(_assignment.c.worker_id == bindparam("worker_id"),
                                    _assignment.c.id != bindparam("assignment_id")).scalar_subquery())
                      .where(_worker.c.id == bindparam("worker_id")))
-
-
-def _worker_trial_pages(session: Session, worker_id: int) -> int:
-    """Pages of real trials the worker was given in any assignment of the study (only training passers get one)."""
-    return int(session.connection().execute(_WORKER_TRIAL_PAGES, {"worker_id": worker_id}).scalar_one())
 
 
 def _allocate_quiz_page(session: Session, assignment: Assignment | AssignmentRow, spec: RatingSpec) -> None:
@@ -502,6 +464,10 @@ def rating_progress(session: Session, study_id: int) -> dict[str, Any]:
             "n_workers": int(n_workers)}
 
 
+# The two steps of the paged lifecycle (server/paradigms/paged.py) that are this paradigm's own.
+_PAGE_STEPS = PageSteps(start_page=start_trials_page, allocate_quiz=_allocate_quiz_page)
+
+
 class Rating(Paradigm):
     """Ratings of single images or of images against their reference (ACR, DCR, CCR); paid per page."""
 
@@ -551,7 +517,7 @@ class Rating(Paradigm):
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
         """Whether the study could give this worker a page now (below the page cap, a stimulus left)."""
         spec = spec_for(session, study.id)
-        if _worker_trial_pages(session, worker_id) >= spec.max_pages:
+        if worker_trial_pages(session, worker_id) >= spec.max_pages:
             return False
         return any_stimulus_left(session, study.id, worker_id)
 
