@@ -10,7 +10,6 @@ nginx is installed by the test set-up (``make nginx``, a dependency of ``make te
 from __future__ import annotations
 
 import os
-import statistics
 
 import pytest
 
@@ -19,7 +18,10 @@ from benchmarks.slow_clients import NGINX, Stack
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 SLOW_CLIENTS = 32
-VOTES = 15  # per median
+VOTES = 15
+# Seconds an honest vote may take while the slow clients are held: far above a loaded machine's vote (tens of
+# milliseconds), far below the slow clients' hold (until the test lets them go).
+STALL_GUARD_S = 20.0
 
 
 @pytest.fixture
@@ -65,16 +67,17 @@ def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
     assert vote.status_code == 201, vote.text
 
 
-def test_slow_clients_do_not_delay_votes_through_nginx(stack):
-    # Through nginx: the honest worker's votes without, then with, 32 slow clients held. (Against gunicorn
-    # alone the same clients hold every thread, so that an honest vote waits until they let go: a fact
-    # about gunicorn whose timing a loaded machine blurs, measured by benchmarks/slow_clients.py instead.)
-    # With `proxy_request_buffering off` in the recipe this test fails.
+def test_slow_clients_do_not_stall_votes_through_nginx(stack):
+    # Through nginx, an honest worker's votes are all stored while 32 slow clients are held: nginx buffers
+    # their bodies, so none of gunicorn's 4 threads waits on them. Without buffering
+    # (`proxy_request_buffering off`) the slow clients, which trickle for as long as they are held, take every
+    # thread, and the first honest vote gets no answer within STALL_GUARD_S: vote() raises. The guard is a
+    # bound on a stall, not a speed figure; how fast votes are with and without the slow clients is
+    # benchmarks/slow_clients.py's to measure (a loaded machine blurs it; it failed a 2x median bound once).
     honest, attacker = stack.worker(through_nginx=True), stack.worker(through_nginx=True)
     honest.votes(3)  # warm up: connections, the study known to the process
-    without = honest.votes(VOTES)
     with stack.slow_clients(SLOW_CLIENTS, through_nginx=True, token_of=attacker) as slow:
-        with_slow = honest.votes(VOTES)
+        stored = [honest.vote(timeout=STALL_GUARD_S) for _ in range(VOTES)]  # each a 201, else it raises
         held = slow.held()
+    assert len(stored) == VOTES
     assert held == SLOW_CLIENTS  # nginx still holds every one of them: none gave up or was answered
-    assert statistics.median(with_slow) <= 2 * statistics.median(without), (without, with_slow)
