@@ -59,7 +59,7 @@ benchmark above, with every method.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.special import ndtri, stdtrit
@@ -82,6 +82,8 @@ class SetIntervals:
     samples: np.ndarray  # (B, n) reported-unit scale of every resample
     method: str = DEFAULT_INTERVAL_METHOD
     n_units: int = 0     # resampling units (kept workers or kept votes) behind the set
+    # Further units (``also_units`` of :func:`bootstrap_sets`) -> (scale_low, scale_high) from the same resamples.
+    also: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def ranks_descending(values: np.ndarray) -> np.ndarray:
@@ -205,7 +207,7 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
                    vote_worker: np.ndarray, kept_workers: np.ndarray, n_boot: int = 1000,
                    unit: str = "worker", confidence: float = 0.95,
                    seed: int | np.random.Generator | None = 0, progress: bool | None = None,
-                   method: str = DEFAULT_INTERVAL_METHOD) -> list[SetIntervals]:
+                   method: str = DEFAULT_INTERVAL_METHOD, also_units: tuple[str, ...] = ()) -> list[SetIntervals]:
     """Bootstrap intervals of every set's reported scale values and ranks.
 
     Parameters
@@ -219,22 +221,34 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
         Show a progress bar (None: only on a terminal).
     method : "t" (default), "basic" or "percentile"
         Interval method (see the module docstring).
+    also_units : tuple of "anchored", "jod", "z"
+        Further units whose scale intervals (:attr:`SetIntervals.also`) come from the same resamples: each
+        resample's raw fit is reported in each unit, so an interval is the one a bootstrap reporting in that
+        unit with the same seed gives (the fits never depend on the unit). Their samples are not kept.
     """
     check_interval_method(method)
+    also = {u: replace(options, units=u) for u in also_units}
+    for other in also.values():
+        other.check_units()
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     wins_of = resample_wins(unit, n_boot, rng, vote_worker, kept_workers, designs)
     samples = [np.empty((n_boot, d.n_items)) for d in designs]
+    also_samples = [{u: np.empty((n_boot, d.n_items)) for u in also} for d in designs]
     with tqdm(total=n_boot * len(designs), desc="bootstrap", unit="fit", leave=False,
               disable=None if progress is None else not progress) as bar:
         for start in range(0, n_boot, CHUNK):
             stop = min(start + CHUNK, n_boot)
-            for design, raw, wins, out in zip(designs, raws, wins_of(start, stop), samples):
+            for design, raw, wins, out, others in zip(designs, raws, wins_of(start, stop), samples, also_samples):
                 fitted = fit_set_batch(design, options, wins, init=raw)
                 out[start:stop] = reported(fitted, design, options)
+                for u, other in others.items():
+                    other[start:stop] = reported(fitted, design, also[u])
                 bar.update(stop - start)
     intervals = []
-    for design, raw, sample, n_units in zip(designs, raws, samples,
-                                            set_units(unit, designs, vote_worker, kept_workers)):
+    for design, raw, sample, others, n_units in zip(designs, raws, samples, also_samples,
+                                                    set_units(unit, designs, vote_worker, kept_workers)):
         bounds = interval_bounds(sample, reported(raw, design, options), n_units, method, confidence)
-        intervals.append(SetIntervals(*bounds, sample, method, n_units))
+        extra = {u: interval_bounds(other, reported(raw, design, also[u]), n_units, method, confidence)[:2]
+                 for u, other in others.items()}
+        intervals.append(SetIntervals(*bounds, sample, method, n_units, extra))
     return intervals

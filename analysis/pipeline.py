@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,12 +54,18 @@ class AnalysisOptions:
     bias_test: bool = True          # test kept workers for a bias for or against single items
     exclude_biased: bool = True     # leave workers with a targeted bias out of the scales
     bias_fdr: float = DEFAULT_BIAS_FDR
+    # Further units of every scale record (``scale_<unit>``, ``ci_low_<unit>``, ``ci_high_<unit>``; not in
+    # scales.csv), their intervals from the same resamples (analysis/bootstrap.py ``also_units``): the running
+    # scales' JOD for [stopping].
+    also_units: tuple[str, ...] = ()
 
     def __post_init__(self):
         check_interval_method(self.interval_method)
         if not 0 < self.bias_fdr < 1:
             raise ValueError(f"bias_fdr must be in (0, 1), got {self.bias_fdr}")
         self.scaling.check_units()
+        for unit in self.also_units:
+            replace(self.scaling, units=unit).check_units()  # also an unknown unit: ScalingOptions refuses it
 
 
 @dataclass
@@ -107,7 +113,9 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     if options.n_boot > 0:
         intervals = bootstrap_sets(designs, raws, so, votes.worker, kept, n_boot=options.n_boot,
                                    unit=options.bootstrap_unit, confidence=options.confidence,
-                                   seed=options.seed, progress=options.progress, method=options.interval_method)
+                                   seed=options.seed, progress=options.progress, method=options.interval_method,
+                                   also_units=options.also_units)
+    also = {unit: replace(so, units=unit) for unit in options.also_units}
     scales, set_scales, plot_sets, proportions = [], {}, [], []
     for k, (design, raw) in enumerate(zip(designs, raws)):
         value = reported(raw, design, so)
@@ -119,13 +127,17 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
         nan = np.full(design.n_items, np.nan)
         iv = intervals[k] if intervals else None
         ids = votes.item_ids[design.items]
+        also_values = {unit: reported(raw, design, other) for unit, other in also.items()}
         for j in np.argsort(rank, kind="stable"):
-            scales.append({"set_id": design.set_id, "item_id": str(ids[j]), "scale": float(value[j]),
-                           "ci_low": float(iv.scale_low[j]) if iv else nan[j],
-                           "ci_high": float(iv.scale_high[j]) if iv else nan[j],
-                           "rank": int(rank[j]), "n_votes": int(n_votes[j]),
-                           "rank_ci_low": int(iv.rank_low[j]) if iv else "",
-                           "rank_ci_high": int(iv.rank_high[j]) if iv else "", "unit": so.unit})
+            record = {"set_id": design.set_id, "item_id": str(ids[j]), "scale": float(value[j]),
+                      "ci_low": float(iv.scale_low[j]) if iv else nan[j],
+                      "ci_high": float(iv.scale_high[j]) if iv else nan[j],
+                      "rank": int(rank[j]), "n_votes": int(n_votes[j]),
+                      "rank_ci_low": int(iv.rank_low[j]) if iv else "",
+                      "rank_ci_high": int(iv.rank_high[j]) if iv else "", "unit": so.unit}
+            for unit, values in also_values.items():
+                record.update(_also_record(unit, values, iv, j))
+            scales.append(record)
         set_scales[design.set_id] = dict(zip(map(str, ids), value.tolist()))
         plot_sets.append({"set_id": design.set_id, "items": [str(i) for i in ids], "scale": value,
                           "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value,
@@ -141,6 +153,13 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                        time.perf_counter() - started)
     return AnalysisResult(scales, overall, workers, summary, screening, kept, bias, machine, pareto, reranking,
                           {"sets": plot_sets, "proportions": np.concatenate(proportions)})
+
+
+def _also_record(unit: str, values: np.ndarray, intervals, j: int) -> dict[str, float]:
+    """Item ``j``'s value and interval in a further unit (``also_units``); NaN bounds without a bootstrap."""
+    low, high = intervals.also[unit] if intervals else (None, None)
+    return {f"scale_{unit}": float(values[j]), f"ci_low_{unit}": float(low[j]) if low is not None else np.nan,
+            f"ci_high_{unit}": float(high[j]) if high is not None else np.nan}
 
 
 def interval_description(options: AnalysisOptions) -> dict | None:

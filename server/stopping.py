@@ -15,7 +15,8 @@ at once, or a check after a crash, never tell a recruiter twice (a call that fai
 stop``, both idempotent).
 
 Who checks: paired comparison after each live re-analysis (server/paradigms/paired/live_scales.py), every
-paradigm after a page's action (the API's actions view, throttled per study: :func:`check_soon`), and
+paradigm after a page's action and after a response that completes a page (the API's views and the fast lane,
+throttled per study: :func:`check_soon`), and
 ``perceptlab study check-stopping SLUG``. This module names no paradigm's table (ARCHITECTURE.md, The paradigm
 contract): per-paradigm numbers come through ``Paradigm.precision``.
 
@@ -362,6 +363,14 @@ def check_soon(app, study_id: int) -> bool:
     return True
 
 
+def check_soon_if_set(app, study_id: int, spec) -> bool:
+    """:func:`check_soon` when ``spec`` (the study's spec, as the request paths hold it) sets ``[stopping]``; for
+    any other study nothing, without a query. True when it checked."""
+    if not (isinstance(spec, StoppingParams) and spec.stopping_configured):
+        return False
+    return check_soon(app, study_id)
+
+
 def describe(record: StudyStopping | None) -> list[str]:
     """Lines for people (``perceptlab study show``, ``perceptlab study check-stopping``): the decision, where each
     set stands, what is still needed."""
@@ -380,18 +389,21 @@ def describe(record: StudyStopping | None) -> list[str]:
                  + (f" of {caps['max_participants']}" if caps["max_participants"] else "")
                  + f", cost ${counts['cost']}" + (f" of ${caps['max_cost']:.2f}" if caps["max_cost"] else ""))
     target = m["target"]
+    unit = m["unit"] or ""
+    if m.get("note"):
+        lines.append(f"  precision in {unit}: {m['note']}")
     for s in m["sets"]:
         width = "n/a" if s["halfwidth"] is None else f"{s['halfwidth']:.3f}"
         resolved = "".join(f", {p} {'resolved' if ok else 'not resolved'}" for p, ok in s["resolved"].items())
-        lines.append(f"  {s['name']}: {s['meeting']}/{s['needed']} items within {target['halfwidth']:g} "
-                     f"(quantile half-width {width} {m['unit'] or ''}){resolved}")
+        lines.append(f"  {s['name']}: {s['meeting']}/{s['needed']} items within {target['halfwidth']:g} {unit} "
+                     f"(quantile half-width {width}){resolved}")
     if record.projection:
         p = record.projection
         for key, label in (("responses", "responses"), ("participants", "participants"), ("cost", "dollars"),
                            ("hours", "hours")):
             if p.get(key):
                 b = p[key]
-                lines.append(f"  still needed: {b['estimate']:g} {label} ({b['low']:g}-{b['high']:g})")
+                lines.append(f"  still needed: {b['estimate']:.12g} {label} ({b['low']:.12g}-{b['high']:.12g})")
     if record.recruiter_note:
         lines.append(f"  recruiters: {record.recruiter_note}")
     return lines

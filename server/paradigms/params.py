@@ -602,6 +602,8 @@ class MTurkParams:
                                       "reward: the study's pay)")
 
 
+# [stopping] units of paired comparison: the units `perceptlab analyze --units` reports (analysis/scaling.py UNITS).
+SCALE_UNITS = ("jod", "z", "anchored")
 RESOLVE_PATTERN = re.compile(r"[^|\s][^|]*\|[^|\s][^|]*")
 
 
@@ -609,16 +611,21 @@ RESOLVE_PATTERN = re.compile(r"[^|\s][^|]*\|[^|\s][^|]*")
 class StoppingParams:
     """The ``[stopping]`` table: recruit until the numbers are good enough, within a budget (server/stopping.py).
 
-    A paradigm that inherits it reports its precision through ``Paradigm.precision``; the unit of ``halfwidth``
-    is that paradigm's (paired comparison: the analysis's scale unit, JOD by default; ratings: points of the
-    rating scale, a MOS half-width)."""
+    A paradigm that inherits it reports its precision through ``Paradigm.precision`` in the unit ``units`` names:
+    paired comparison offers :data:`SCALE_UNITS` (JOD by default, as ``perceptlab forecast --units``); a paradigm
+    with one unit redefines the field with its own default and single choice (ratings: ``"points"`` of the rating
+    scale, a MOS half-width), so another value is the study file's one error line."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
         "stopping": "When the study stops taking new participants by itself: a precision target met, or a budget "
                     "cap reached (a cap always wins). Workers already in finish and are paid as usual; MTurk HITs "
                     "are expired and the Prolific study stopped, once. 0 = no target / no cap."}
     halfwidth: float = param(0.0, section="stopping", low=0,
-                             doc="stop when the 95 % interval half-width of the items is at most this (paired "
-                                 "comparison: scale units, JOD by default; ratings: MOS points); 0 = no target")
+                             doc="stop when the 95 % interval half-width of the items is at most this, in units; "
+                                 "0 = no target")
+    units: str = param("jod", section="stopping", choices=SCALE_UNITS,
+                       doc='the unit of halfwidth: "jod" (a difference of 1 JOD means 75 % of observers prefer the '
+                           'higher item; perceptlab forecast\'s default), "z" (Thurstone z, JOD / 1.4826) or '
+                           '"anchored" (each set\'s virtual worst anchor 0, best 1)')
     quantile: float = param(1.0, section="stopping", above=0, high=1,
                             doc="the share of items (per set) that must meet halfwidth, in (0, 1]; 1 = every item")
     resolve: tuple[str, ...] = param((), section="stopping", example=(),

@@ -104,3 +104,33 @@ def test_default_unit_follows_the_anchors_and_anchored_needs_them(tmp_path):
                                       "--units", "anchored"])
     assert result.exit_code == 2 and "--units anchored needs the virtual anchors" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_further_units_come_from_the_same_resamples_and_leave_the_files_alone(tmp_path):
+    """``also_units`` (the running scales' JOD for [stopping]): each resample's raw fit reported in the further
+    unit, so its interval is the one an analysis reporting in that unit gives with the same seed; scales.csv is
+    byte for byte the one without them."""
+    from analysis.pipeline import write_results
+
+    votes = simulate_study(n_sets=2, n_items=8, degree=4, votes_per_pair=6, n_workers=24, seed=5).votes
+    both = analyze(votes, AnalysisOptions(n_boot=50, seed=3, also_units=("jod", "z"), progress=False))
+    plain = analyze(votes, AnalysisOptions(n_boot=50, seed=3, progress=False))
+    for unit in ("jod", "z"):
+        alone = analyze(votes, AnalysisOptions(scaling=ScalingOptions(units=unit), n_boot=50, seed=3,
+                                               progress=False))
+        for record, other in zip(both.scales, alone.scales, strict=True):
+            assert (record["set_id"], record["item_id"]) == (other["set_id"], other["item_id"])
+            for column in ("scale", "ci_low", "ci_high"):
+                assert record[f"{column}_{unit}"] == pytest.approx(other[column], rel=1e-9, abs=1e-12)
+            assert record[f"ci_high_{unit}"] > record[f"ci_low_{unit}"]
+    for record in both.scales:
+        assert record["ci_high_jod"] - record["ci_low_jod"] == pytest.approx(
+            (record["ci_high_z"] - record["ci_low_z"]) * JOD_PER_Z, rel=1e-9)
+    assert not any(key.endswith("_jod") for key in plain.scales[0])  # the default analysis computes none
+    write_results(both, tmp_path / "both", plots=False)
+    write_results(plain, tmp_path / "plain", plots=False)
+    assert (tmp_path / "both" / "scales.csv").read_text() == (tmp_path / "plain" / "scales.csv").read_text()
+    with pytest.raises(ValueError, match="anchored units need the virtual anchors"):
+        AnalysisOptions(scaling=ScalingOptions(anchors=False), also_units=("anchored",))
+    with pytest.raises(ValueError, match="units must be one of"):
+        AnalysisOptions(also_units=("mos",))

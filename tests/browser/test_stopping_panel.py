@@ -36,7 +36,8 @@ def test_the_stopping_panel_shows_the_target_and_the_decision(page, app, live_se
     panel = page.locator("#stopping-panel")
     expect(panel.get_by_role("heading", name="Stopping rule")).to_be_visible()
     expect(page.locator("#stopping-decision")).to_have_text("Still recruiting.")
-    expect(page.locator("#stopping-target")).to_contain_text("half-width at most 0.01")
+    expect(page.locator("#stopping-target")).to_contain_text("half-width at most 0.01 JOD")  # [stopping] units
+    expect(page.locator("#stopping-sets thead")).to_contain_text("Half-width at the quantile (JOD)")
     expect(page.locator("#stopping-target")).to_contain_text("180 / 400 responses")
     expect(page.locator("#stopping-sets tbody tr")).to_have_count(4)
     expect(page.locator("#stopping-projection .projection-responses")).to_contain_text(

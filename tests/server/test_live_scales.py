@@ -89,12 +89,42 @@ def test_snapshot_ranks_items_sensibly(app, study):
     assert not any(w for w in json.dumps(stored.payload).split('"') if w.startswith("SIM0X"))  # no raw IDs
 
 
+def test_the_snapshots_jod_intervals_are_the_analysis_in_jod(app, study):
+    """The JOD fields ([stopping]'s default unit) are what an analysis reporting in JOD gives on the same votes
+    with the same bootstrap and seed, not anchored intervals stretched by a factor; the anchored fields stay."""
+    from analysis.formats import build_votes
+    from analysis.pipeline import AnalysisOptions, analyze
+    from analysis.scaling import ScalingOptions
+
+    study_id = _study_id(app, study)
+    add_votes(app, study, honest=6, random=2)
+    payload = _compute(app, study_id, bootstrap=40)
+    with app_services(app).sessions() as session:
+        rows = live_scales.load_study_votes(session, study_id).rows
+    votes = build_votes(*([r[c] for r in rows] for c in ("worker_id", "set_id", "item_a", "item_b", "winner")),
+                        is_gold=[r["is_gold"] for r in rows], gold_winner=[r["gold_winner"] for r in rows])
+    options = dict(n_boot=40, seed=0, progress=False)
+    jod = analyze(votes, AnalysisOptions(scaling=ScalingOptions(allow_disconnected=True, units="jod"), **options))
+    anchored = analyze(votes, AnalysisOptions(scaling=ScalingOptions(allow_disconnected=True), **options))
+    expected = {(r["set_id"], r["item_id"]): r for r in jod.scales}
+    expected_anchored = {(r["set_id"], r["item_id"]): r for r in anchored.scales}
+    ratios = []
+    for record in payload["sets"]:
+        for item in record["items"]:
+            key = (record["set_id"], item["item_id"])
+            for column in ("scale", "ci_low", "ci_high"):
+                assert item[f"{column}_jod"] == pytest.approx(expected[key][column], rel=1e-9, abs=1e-12)
+                assert item[column] == pytest.approx(expected_anchored[key][column], rel=1e-9, abs=1e-12)
+            ratios.append((item["ci_high_jod"] - item["ci_low_jod"]) / (item["ci_high"] - item["ci_low"]))
+    assert max(ratios) / min(ratios) > 1.05  # each set's anchors move per resample: no one factor converts them
+
+
 def test_sparse_data_is_reported_not_raised(app, study):
     study_id = _study_id(app, study)
     payload = _compute(app, study_id)
     assert payload["error"].startswith("not enough votes yet")
     assert {s["status"] for s in payload["sets"]} == {"no_votes"}
-    assert all(i["scale"] is None for s in payload["sets"] for i in s["items"])
+    assert all(i["scale"] is None and i["ci_low_jod"] is None for s in payload["sets"] for i in s["items"])
 
     # Gold votes alone give no scale either.
     add_votes(app, study, honest=1, pairs_per_worker=0, prefix="GOLD")
@@ -118,6 +148,7 @@ def test_sparse_data_is_reported_not_raised(app, study):
     record = next(s for s in _compute(app, study_id, bootstrap=0)["sets"]
                   if s["set_id"] == "scene_02_immunohistochemistry")
     assert record["status"] == "ok" and all(i["ci_low"] is None and i["scale"] is not None for i in record["items"])
+    assert all(i["ci_low_jod"] is None and i["scale_jod"] is not None for i in record["items"])
     assert _snapshot(app, study_id).payload["intervals"] is None
 
 

@@ -14,13 +14,14 @@ from server import stopping
 from server.models import MTurkHit, Study, StudyStopping
 from server.mturk import PAST
 from server.paradigms.paired import live_scales
+from server.paradigms.paired.models import ScaleSnapshot
 from server.paradigms.studyfile import StudyDefinitionError
 from server.prolific import ProlificClient, ProlificService
 from server.services import app_services
 
-from .conftest import SMALL_STUDY, WorkerClient, create_test_study
+from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
 from .prolific_fake import BASE_URL, PROLIFIC_ENTRY, TOKEN, FaultyTransport, make_fake
-from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
+from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts, write_rating_study
 from .simulated_votes import add_votes
 
 
@@ -50,7 +51,7 @@ def _reanalyse(app, study_id):
 
 
 def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, tmp_path, client):
-    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.2, quantile=0.5)
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=1.0, quantile=0.5)  # JOD, [stopping] units' default
     study_id, _ = _study(app, slug)
     app.config["MTURK_CLIENT_FACTORY"] = lambda live: client
     with app_services(app).sessions() as session:
@@ -61,8 +62,9 @@ def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, 
     assert _reanalyse(app, study_id)
     first = _record(app, study_id)
     assert first.stopped_at is None and first.measured["reason"] is None and not first.measured["target_met"]
+    assert first.measured["unit"] == "JOD" and all(s["halfwidth"] > 1.0 for s in first.measured["sets"])
     assert _study(app, slug)[1] == "active"
-    # More honest workers narrow the intervals until half the items of every set are within 0.2.
+    # More honest workers narrow the intervals until half the items of every set are within 1 JOD.
     client.stubber.add_response("update_expiration_for_hit", {}, {"HITId": "HITS1", "ExpireAt": PAST})
     for round_ in range(2, 12):
         add_votes(app, slug, honest=4, seed=round_, prefix=f"R{round_}")
@@ -71,7 +73,7 @@ def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, 
             break
     record = _record(app, study_id)
     assert record.reason == "target" and record.measured["target_met"]
-    assert all(s["halfwidth"] <= 0.2 for s in record.at_stop["sets"])
+    assert all(s["halfwidth"] <= 1.0 for s in record.at_stop["sets"])
     assert _study(app, slug)[1] == "stopped"
     assert record.mturk_told_at is not None and "1 HIT(s) expired" in record.recruiter_note
     # Checked again (and again concurrently): nothing more is told (the Stubber has no response left).
@@ -270,7 +272,7 @@ def test_evaluate_caps_win_and_the_target_needs_every_set_and_pair():
 def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, tmp_path, admin):
     from .admin_support import csrf_of
 
-    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.05)
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.3)  # JOD
     study_id, _ = _study(app, slug)
     add_votes(app, slug, honest=4, seed=11, pairs_per_worker=40)
     _reanalyse(app, study_id)
@@ -285,3 +287,79 @@ def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, 
     assert still["total"] is None or still["low"] <= still["total"] <= still["high"]
     html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
     assert 'id="forecast-votes"' in html and "Simulation forecast" in html
+
+
+def test_stopping_units_are_each_paradigms_and_a_wrong_one_is_one_error_line(app, demo_stimuli, rating_manifest,
+                                                                             tmp_path):
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    def create(path):
+        return CliRunner().invoke(cli, ["study", "create", str(path), "--database-url", app.config["DATABASE_URL"]])
+
+    rating = create(write_rating_study(tmp_path, rating_manifest, slug="mos-jod",
+                                       stopping={"halfwidth": 0.3, "units": "jod"}))
+    assert rating.exit_code != 0 and "Traceback" not in rating.output
+    assert rating.output.strip().splitlines() == [
+        f"error: {tmp_path / 'mos-jod.toml'}: stopping.units must be 'points', got 'jod'"]
+    paired = create(write_study_file(tmp_path, demo_stimuli, "pc-points", stopping={"halfwidth": 0.3,
+                                                                                    "units": "points"}))
+    assert paired.exit_code != 0 and len(paired.output.strip().splitlines()) == 1
+    assert "stopping.units must be 'jod', 'z' or 'anchored', got 'points'" in paired.output
+    # The templates show the key at each paradigm's default, with its documentation.
+    template = CliRunner().invoke(cli, ["study", "template"]).output
+    assert 'units = "jod"' in template and "Thurstone z, JOD / 1.4826" in template
+    assert 'units = "points"' in CliRunner().invoke(cli, ["study", "template", "--kind", "rating"]).output
+
+
+def test_the_target_is_measured_in_the_units_the_study_file_names(app, demo_stimuli, tmp_path):
+    from analysis.thurstone import JOD_PER_Z
+    from server.paradigms.paired.precision import study_precision
+
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=0.05, units="anchored")
+    study_id, _ = _study(app, slug)
+    add_votes(app, slug, honest=4, seed=12, pairs_per_worker=30)
+    _reanalyse(app, study_id)
+    assert _record(app, study_id).measured["unit"] == "anchored units (worst anchor 0, best 1)"
+    with app_services(app).sessions() as session:
+        study = session.get(Study, study_id)
+        measured = {units: study_precision(session, study, (), units) for units in ("jod", "z", "anchored")}
+        items = {(s["set_id"], i["item_id"]): i for s in session.get(ScaleSnapshot, study_id).payload["sets"]
+                 for i in s["items"]}
+    assert [measured[u].unit for u in ("jod", "z")] == ["JOD", "z units"]
+    for jod, z, anchored in zip(*(measured[u].sets for u in ("jod", "z", "anchored")), strict=True):
+        for item, h_jod, h_z, h_anchored in zip(jod.item_ids, jod.halfwidths, z.halfwidths, anchored.halfwidths):
+            snapshot = items[(jod.name, item)]
+            assert h_jod == pytest.approx((snapshot["ci_high_jod"] - snapshot["ci_low_jod"]) / 2)
+            assert h_z == pytest.approx(h_jod / JOD_PER_Z, rel=1e-12)
+            assert h_anchored == pytest.approx((snapshot["ci_high"] - snapshot["ci_low"]) / 2)
+
+
+def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(app, demo_stimuli, tmp_path):
+    """A running estimate stored before the JOD fields existed: no half-width (never a crash, never met), a note
+    saying why; the next re-analysis brings them."""
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=50.0)  # met by any interval at all
+    study_id, _ = _study(app, slug)
+    add_votes(app, slug, honest=4, seed=13, pairs_per_worker=30)
+    with app_services(app).sessions() as session:
+        live_scales.compute_snapshot(session, study_id, bootstrap=40)
+        snapshot = session.get(ScaleSnapshot, study_id)
+        old = {**snapshot.payload, "sets": [{**s, "items": [{k: v for k, v in i.items() if not k.endswith("_jod")}
+                                                            for i in s["items"]]} for s in snapshot.payload["sets"]]}
+        snapshot.payload = old
+        session.commit()
+    record = stopping.check_in_app(app, study_id)
+    assert record.stopped_at is None and not record.measured["target_met"]
+    assert "no JOD intervals yet: recomputed with the next votes" in record.measured["note"]
+    assert all(s["halfwidth"] is None and s["meeting"] == 0 for s in record.measured["sets"])
+    shown = CliRunner().invoke(cli, ["study", "check-stopping", slug, "--database-url", app.config["DATABASE_URL"]])
+    assert shown.exit_code == 0 and "precision in JOD: the running estimate has no JOD intervals yet" in shown.output
+    add_votes(app, slug, honest=1, seed=14, pairs_per_worker=10, prefix="NEXT")
+    _reanalyse(app, study_id)
+    record = _record(app, study_id)
+    assert record.reason == "target" and "recomputed" not in record.measured["note"]

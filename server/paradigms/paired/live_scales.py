@@ -71,6 +71,11 @@ from ...services import app_services
 log = logging.getLogger("perceptlab.live_scales")
 ADVISORY_KEY_BASE = 8_100_000  # + study id; paradigms use 7_000_000 (pairs) and 7_100_000 (clips) + study id
 DEFAULT_BOOTSTRAP = 200
+# Units each item carries besides the anchored scale: JOD for [stopping] (server/paradigms/paired/precision.py),
+# bootstrapped from the same resamples; the fields ``scale_jod``, ``ci_low_jod``, ``ci_high_jod``.
+ALSO_UNITS = ("jod",)
+SCALE_FIELDS = ("scale", "ci_low", "ci_high",
+                *(f"{key}_{unit}" for unit in ALSO_UNITS for key in ("scale", "ci_low", "ci_high")))
 CHILD_NICE = 10  # niceness added to the computing process (``[server] live_scales_nice``): votes come first
 CHILD_IDLE_SECONDS = 600.0  # a computing process idle this long is let go (the next snapshot starts another)
 
@@ -122,8 +127,9 @@ def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, se
         ``ci_low``/``ci_high`` were made; None without bootstrap), ``error`` (None, or why
         there are no scales at all), ``notes``, ``screening``, ``sets`` (per set ``set_id``, ``status`` "ok" | "disconnected" |
         "no_votes", ``connected``, ``message``, ``n_votes``, ``items``: ``item_id``,
-        ``scale``, ``ci_low``, ``ci_high``, ``rank``, ``n_votes``; items without votes have
-        null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``, ``flags``: why the
+        ``scale``, ``ci_low``, ``ci_high`` (anchored), ``scale_jod``, ``ci_low_jod``, ``ci_high_jod`` (JOD,
+        the same resamples reported in JOD: :data:`ALSO_UNITS`), ``rank``, ``n_votes``; items without votes
+        have null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``, ``flags``: why the
         analysis flags them, as in workers.csv, e.g. ``favours:ITEM`` for a targeted bias).
     """
     started = time.perf_counter()
@@ -179,7 +185,7 @@ def _analyze(rows, bootstrap, seed, gold_threshold, payload, interval_method):
     for keep in ("auto", "none"):
         options = AnalysisOptions(scaling=scaling, keep=keep, gold_threshold=gold_threshold if keep == "auto"
                                   else None, n_boot=bootstrap, interval_method=interval_method, seed=seed,
-                                  progress=False)
+                                  progress=False, also_units=ALSO_UNITS)
         try:
             return analyze(votes, options), votes
         except ValueError as exc:
@@ -205,22 +211,23 @@ def _set_records(result, votes) -> dict[str, dict[str, Any]]:
              "so scale values of different groups are not comparable until more votes link them"),
             "n_votes": int(len(design.votes)), "items": []}
     for r in result.scales:
-        records[r["set_id"]]["items"].append({"item_id": r["item_id"], "scale": _num(r["scale"]),
-                                              "ci_low": _num(r["ci_low"]), "ci_high": _num(r["ci_high"]),
+        records[r["set_id"]]["items"].append({"item_id": r["item_id"], **{key: _num(r[key]) for key in SCALE_FIELDS},
                                               "rank": int(r["rank"]), "n_votes": int(r["n_votes"])})
     return records
 
 
 def _add_unvoted(record: dict[str, Any], ids: list[str]) -> None:
     seen = {item["item_id"] for item in record["items"]}
-    record["items"].extend({"item_id": i, "scale": None, "ci_low": None, "ci_high": None, "rank": None,
-                            "n_votes": 0} for i in ids if i not in seen)
+    record["items"].extend(_unvoted(i) for i in ids if i not in seen)
+
+
+def _unvoted(item_id: str) -> dict[str, Any]:
+    return {"item_id": item_id, **dict.fromkeys(SCALE_FIELDS), "rank": None, "n_votes": 0}
 
 
 def _empty_set(name: str, ids: list[str]) -> dict[str, Any]:
     return {"set_id": name, "status": "no_votes", "connected": False, "message": "no votes yet",
-            "n_votes": 0, "items": [{"item_id": i, "scale": None, "ci_low": None, "ci_high": None, "rank": None,
-                                     "n_votes": 0} for i in ids]}
+            "n_votes": 0, "items": [_unvoted(i) for i in ids]}
 
 
 def _screening(analysis) -> dict[str, Any]:

@@ -926,7 +926,7 @@ class PairedComparison(Paradigm):
         """Per set, the items' half-widths now (``[stopping]``): server/paradigms/paired/precision.py."""
         from .precision import study_precision
 
-        return study_precision(session, study, tuple(getattr(spec, "resolve", ())))
+        return study_precision(session, study, spec.resolve, spec.units)
 
     def forecast(self, session: Session, study: Study, spec):
         """analysis/forecast.py on the study's own votes (server/paradigms/paired/precision.py)."""

@@ -1,23 +1,42 @@
 """How precise a paired-comparison study's scales are now, for ``[stopping]`` (server/stopping.py): read off the
 latest running-scale snapshot (server/paradigms/paired/live_scales.py), never recomputed here.
 
-Half-widths are in the snapshot's unit, the live scales' and ``perceptlab analyze``'s default (anchored: each
-set's virtual worst anchor 0, best 1). A named pair counts as resolved when the two items' 95 % intervals do not
-overlap: then the interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no
-covariances). Intervals count only once :data:`MIN_WORKERS` workers are kept: the worker bootstrap of fewer
-is degenerate."""
+Half-widths are in the unit ``[stopping] units`` names: ``"jod"`` and ``"z"`` read the snapshot's JOD intervals
+(each resample's raw fit reported in JOD; z is JOD / 1.4826 exactly, both being the set's centred raw values
+times a constant), ``"anchored"`` its anchored ones (each set's virtual worst anchor 0, best 1). A snapshot
+computed before the JOD intervals existed has none: its half-widths are NaN (not met) until the next votes
+recompute it. A named pair counts as resolved when the two items' 95 % intervals do not overlap: then the
+interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no covariances).
+Intervals count only once :data:`MIN_WORKERS` workers are kept: the worker bootstrap of fewer is degenerate."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+
+from analysis.thurstone import JOD_PER_Z
 
 from ...models import Assignment, Study
 from ..core import Precision, SetPrecision
 from .models import Pair, ScaleSnapshot, Vote
 
-UNIT = "scale units (anchored: worst anchor 0, best 1)"
+
+@dataclass(frozen=True)
+class SnapshotUnit:
+    """How the half-widths of one ``[stopping] units`` are read off a snapshot's items: the interval's fields,
+    the factor that turns them into the unit, and the unit's name for people (``Precision.unit``)."""
+    low: str
+    high: str
+    factor: float
+    label: str
+
+
+UNITS = {"jod": SnapshotUnit("ci_low_jod", "ci_high_jod", 1.0, "JOD"),
+         "z": SnapshotUnit("ci_low_jod", "ci_high_jod", 1.0 / JOD_PER_Z, "z units"),
+         "anchored": SnapshotUnit("ci_low", "ci_high", 1.0, "anchored units (worst anchor 0, best 1)")}
+OLD_SNAPSHOT_NOTE = "the running estimate has no {label} intervals yet: recomputed with the next votes"
 # The intervals resample workers: with fewer kept workers they are degenerate (one worker: zero width).
 MIN_WORKERS = 3
 
@@ -40,27 +59,37 @@ def resolved(items: dict[str, tuple[float | None, float | None]], pair: str) -> 
     return high_a < low_b or high_b < low_a
 
 
-def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) -> Precision:
-    """Per set: each item's half-width ((ci_high - ci_low) / 2; NaN without an interval), its real votes, and the
-    named pairs it holds."""
+def study_precision(session: Session, study: Study, resolve: tuple[str, ...], units: str = "jod") -> Precision:
+    """Per set: each item's half-width in ``units`` ((ci_high - ci_low) / 2; NaN without an interval), its real
+    votes, and the named pairs it holds."""
+    unit = UNITS[units]
     snapshot = session.get(ScaleSnapshot, study.id)
     votes = real_votes(session, study.id)
     if snapshot is None:
-        return Precision(UNIT, (), votes, note="no running scale estimate yet")
+        return Precision(unit.label, (), votes, note="no running scale estimate yet")
     payload = snapshot.payload
     kept = (payload.get("screening") or {}).get("kept_workers") or 0
-    sets = []
+    sets, has_unit = [], True
     for record in payload.get("sets", []):
-        items = {i["item_id"]: (i["ci_low"], i["ci_high"]) for i in record["items"]}
+        has_unit = has_unit and all(unit.low in i for i in record["items"])
+        items = {i["item_id"]: _bounds(i, unit) for i in record["items"]}
         widths = tuple((high - low) / 2 if low is not None and high is not None and kept >= MIN_WORKERS
                        else math.nan for low, high in items.values())
         pairs = {pair: ok for pair in resolve if (ok := resolved(items, pair)) is not None}
         sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs))
-    note = payload.get("error") or (f"intervals need {MIN_WORKERS} kept workers, {kept} so far"
-                                    if kept < MIN_WORKERS else "")
+    note = payload.get("error") or ("" if has_unit else OLD_SNAPSHOT_NOTE.format(label=unit.label)) or (
+        f"intervals need {MIN_WORKERS} kept workers, {kept} so far" if kept < MIN_WORKERS else "")
     if snapshot.n_votes and votes:
         note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
-    return Precision(UNIT, tuple(sets), votes, note=note)
+    return Precision(unit.label, tuple(sets), votes, note=note)
+
+
+def _bounds(item: dict, unit: SnapshotUnit) -> tuple[float | None, float | None]:
+    """An item's interval in ``unit``: (None, None) without one, or in a snapshot that predates the unit's fields."""
+    low, high = item.get(unit.low), item.get(unit.high)
+    if low is None or high is None:
+        return None, None
+    return low * unit.factor, high * unit.factor
 
 
 FORECAST_REPLICATES = 8  # simulated studies of the dashboard's forecast (perceptlab forecast runs more)
@@ -94,9 +123,10 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
                      bonus_per_page=float(spec.bonus_per_page))
     sampling = "active" if spec.sampling == "active" else "random"
     with limited_blas_threads():
-        fit = fit_pilot(votes, "anchored", n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
+        # In the target's unit: the forecast's half-widths are those [stopping] compares with halfwidth.
+        fit = fit_pilot(votes, spec.units, n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
         result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
-                          replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units="anchored")
+                          replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units=spec.units)
     document = report(result, plan)
     have = fit.n_votes
 

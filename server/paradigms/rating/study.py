@@ -104,6 +104,9 @@ def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz:
     return "\n\n".join(part for part in parts if part)
 
 
+RATING_UNITS = "points"  # [stopping] units of ratings
+
+
 @dataclass(frozen=True, kw_only=True)
 class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
@@ -169,6 +172,10 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
                               fallback=lambda values, path: default_instructions(
                                   values["method"], values["stimulus"], values["quiz_size"] > 0),
                               doc="shown before the training (default: the method's own)")
+    # Redefined from StoppingParams (its place in the file stays there): a MOS half-width has one unit.
+    units: str = param(RATING_UNITS, section="stopping", choices=(RATING_UNITS,),
+                       doc='the unit of halfwidth: "points" of the rating scale (a MOS half-width), the only unit '
+                           "of ratings")
     base_dir: str = field(default=".", compare=False)
 
     @property
