@@ -95,6 +95,12 @@ def study_paradigm(session: Session, study_id: int) -> tuple[Paradigm, Any]:
     return found
 
 
+def known_study(engine, study_id: int) -> tuple[Paradigm, Any] | None:
+    """``(paradigm, spec)`` of a study this process has read already (:func:`study_paradigm`) for ``engine``;
+    None otherwise. Never queries: for paths below Flask that hold no session (the fast lane)."""
+    return _STUDIES.get(engine, {}).get(study_id)
+
+
 def spec_for(session: Session, study_id: int):
     """The study's parameters (its paradigm's spec), parsed once per process."""
     return study_paradigm(session, study_id)[1]
@@ -116,7 +122,7 @@ def record_in_one_statement(engine, name: str, claims: TokenClaims, payload: Any
     """
     if engine.dialect.name != "postgresql" or claims.study_id is None:
         return None
-    found = _STUDIES.get(engine, {}).get(claims.study_id)  # the first response of a study in a process: None
+    found = known_study(engine, claims.study_id)  # the first response of a study in a process: None
     if found is None:
         return None
     paradigm, spec = found

@@ -220,21 +220,22 @@ def post_action(assignment_id: str):
         raise invalid("the body must be {\"action\": ...}")
     reject_unknown(body, ("action",))
     session = db_session()
-    paradigm, _ = study_paradigm(session, assignment.study_id)
-    check_stopping_after(assignment.study_id)
+    paradigm, spec = study_paradigm(session, assignment.study_id)
+    check_stopping_after(assignment.study_id, spec)
     return state_response(paradigm.perform_action(session, assignment, body["action"]))
 
 
-def check_stopping_after(study_id: int) -> None:
-    """Check the study's ``[stopping]`` rules once this request is committed (throttled: server/stopping.py)."""
+def check_stopping_after(study_id: int, spec) -> None:
+    """Check the study's ``[stopping]`` rules once this request is committed, when its ``spec`` sets any
+    (throttled: server/stopping.py)."""
     app = current_app._get_current_object()
 
     @after_this_request
     def _check(response):
         if response.status_code < 400:
-            from ..stopping import check_soon
+            from ..stopping import check_soon_if_set
 
-            check_soon(app, study_id)
+            check_soon_if_set(app, study_id, spec)
         return response
 
 
@@ -278,7 +279,8 @@ def post_response(assignment_id: str, kind: ResponseKind):
         db_session().flush()
         row = authorised_row(claims, lock=False)
         result["state"] = _state_body(row)
-        check_stopping_after(row.study_id)  # a page done: ratings' precision may have reached [stopping]'s target
+        # A page done: the study's precision may have reached [stopping]'s target (the fast lane checks too).
+        check_stopping_after(row.study_id, spec_for(db_session(), row.study_id))
     return jsonify(result), status
 
 

@@ -16,7 +16,9 @@ CPU as the statement's whole handling. This WSGI middleware answers that common 
   response stored by the same statement; the answer's body, status and headers are those the
   Flask view gives (:func:`server.app.security_headers`);
 * a response that completes its page carries the new State, built inside a Flask request
-  context as the view builds it.
+  context as the view builds it, and is followed by the study's throttled ``[stopping]`` check
+  (server/stopping.py), as the view's is: a study whose last page a response finishes stops then,
+  not at the next action.
 
 Everything else goes to Flask untouched, with the body put back: another path or method, a body
 or token the fast lane does not accept (Flask's view refuses it with the same error), a study
@@ -33,7 +35,7 @@ from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
-from ..paradigms.core import ResponseKind, record_in_one_statement, response_kinds
+from ..paradigms.core import ResponseKind, known_study, record_in_one_statement, response_kinds
 from ..services import app_services
 from ..tokens import TokenClaims
 from ..validation import read_json_body
@@ -101,7 +103,17 @@ class FastLane:
             state = self._state(environ, claims)
             if state is not None:
                 result["state"] = state
+            self._check_stopping(claims.study_id)
         return status, result
+
+    def _check_stopping(self, study_id: int) -> None:
+        """The throttled ``[stopping]`` check after a completed page, for a study whose spec sets one (the
+        statement stored the response, so this process knows the study: no query decides it)."""
+        from ..stopping import check_soon_if_set
+
+        found = known_study(self.services.engine, study_id)
+        if found is not None:
+            check_soon_if_set(self.app, study_id, found[1])
 
     def _state(self, environ: dict, claims: TokenClaims) -> dict | None:
         """The State after a page-completing response, as the view builds it; None (logged) when it

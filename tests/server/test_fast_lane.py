@@ -166,3 +166,38 @@ def test_a_page_end_ends_its_transaction_with_a_commit(pg_app, voting_worker):
     last = answers[-1].json
     assert last["page_complete"] and last["state"]["stage"] == "page_done", last
     assert rollbacks == []
+
+
+def test_a_page_completed_in_the_fast_lane_checks_the_studys_stopping_rules(pg_app, demo_stimuli, tmp_path,
+                                                                            monkeypatch):
+    """A page's last vote, stored below Flask, is followed by the throttled [stopping] check the view makes after
+    a page-completing response: a study whose cap that vote reaches stops then, with no action after it."""
+    from server import stopping
+    from server.models import Study, StudyStopping
+
+    pg_app.config["SERVER"]["stopping_check_seconds"] = 0  # every page end checks (no throttle in the way)
+    slug = create_test_study(pg_app, demo_stimuli, tmp_path, stopping={"max_votes": 1}, **SMALL_STUDY)
+    worker = WorkerClient(pg_app.test_client(), slug)
+    worker.start()  # an action (checked: no vote yet); this process now knows the study
+    assert worker.answer_page(worker.correct_side)["stage"] == "trials"  # the quiz: gold votes count for no cap
+    view_checks, checks = [], []
+    monkeypatch.setattr(api, "check_stopping_after", lambda *args: view_checks.append(args))
+    real_check = stopping.check_soon
+    monkeypatch.setattr(stopping, "check_soon", lambda app, study_id: checks.append(study_id)
+                        or real_check(app, study_id))
+
+    def status() -> str:
+        with app_services(pg_app).sessions() as session:
+            return session.scalar(select(Study.status).where(Study.slug == slug))
+
+    trials = worker.state()["page"]["trials"]
+    for trial in trials[:-1]:
+        assert worker.vote(trial["trial_id"], worker.correct_side(trial)).status_code == 201
+    assert status() == "active" and checks == []  # a vote that completes no page checks nothing
+    last = worker.vote(trials[-1]["trial_id"], worker.correct_side(trials[-1]))
+    assert last.status_code == 201 and last.json["page_complete"] and last.json["state"]["stage"] == "page_done"
+    assert view_checks == []  # answered by the fast lane, not the view
+    assert len(checks) == 1 and status() == "stopped"
+    with app_services(pg_app).sessions() as session:
+        record = session.get(StudyStopping, checks[0])
+        assert record.reason == "max_votes"
