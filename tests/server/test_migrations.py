@@ -1,6 +1,8 @@
 """The Alembic migrations build exactly the models' schema, on SQLite and PostgreSQL, and SQLite runs in WAL mode."""
 from __future__ import annotations
 
+import json
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -130,5 +132,48 @@ def test_sqlite_migrations_that_copy_tables_keep_every_row(empty_sqlite_url, dem
         with engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
             assert connection.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+    finally:
+        engine.dispose()
+
+
+def test_paired_stopping_targets_stored_before_units_keep_their_anchored_meaning(empty_sqlite_url, demo_stimuli,
+                                                                                  tmp_path):
+    """0019: a paired study stored with a half-width target but no ``[stopping] units`` (the key did not exist;
+    its target was anchored) gets ``units = "anchored"``; a paired study without a target and a rating-kind
+    config are left as they were. The spec read back then measures the target in the unit it was launched with."""
+    from server.paradigms import spec_from_config
+    from tests.server.conftest import SMALL_STUDY, create_test_study, make_test_app
+
+    app = make_test_app(empty_sqlite_url, tmp_path / "instance")
+    try:
+        for slug, stop in (("targeted", {"halfwidth": 0.2}), ("plain", {}), ("rated", {"halfwidth": 0.5})):
+            create_test_study(app, demo_stimuli, tmp_path, slug=slug, stopping=stop, **SMALL_STUDY)
+    finally:
+        app_services(app).engine.dispose()
+    engine = make_engine(empty_sqlite_url)
+
+    def configs() -> dict[str, dict]:
+        with engine.connect() as connection:
+            return {slug: json.loads(config) if isinstance(config, str) else config
+                    for slug, config in connection.execute(text("SELECT slug, config FROM study")).all()}
+
+    try:
+        command.downgrade(alembic_config(empty_sqlite_url), "0018_stopping")
+        stored = configs()
+        with engine.begin() as connection:  # as 0018 stored them: no units key ("rated" stands for a rating study)
+            for slug, config in stored.items():
+                config = {k: v for k, v in config.items() if k != "units"}
+                if slug == "rated":
+                    config["kind"] = "rating"
+                connection.execute(text("UPDATE study SET config = :c WHERE slug = :s"),
+                                   {"c": json.dumps(config), "s": slug})
+        before = configs()
+        upgrade(empty_sqlite_url)
+        after = configs()
+        assert after["targeted"] == {**before["targeted"], "units": "anchored"}
+        assert spec_from_config(after["targeted"]).units == "anchored"
+        assert after["plain"] == before["plain"] and "units" not in after["plain"]
+        assert spec_from_config(after["plain"]).units == "jod"
+        assert after["rated"] == before["rated"]
     finally:
         engine.dispose()
