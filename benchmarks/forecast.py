@@ -45,23 +45,26 @@ HEADER = ["study", "sampling", "votes", "pilot", "target JOD", "q", "actual", "f
 
 
 def regular_study(n_sets: int, n_items: int, n_workers: int, seed: int):
-    return simulate_study(n_sets=n_sets, n_items=n_items, degree=6, votes_per_pair=20, n_workers=n_workers,
-                          seed=seed).votes
+    """The votes and which of their workers were honest."""
+    study = simulate_study(n_sets=n_sets, n_items=n_items, degree=6, votes_per_pair=20, n_workers=n_workers, seed=seed)
+    return study.votes, study.honest_mask
 
 
 def active_study(n_sets: int, n_items: int, n_workers: int, total: int, seed: int):
-    """A warm-up (one vote on each pair of a 4-regular design) continued by active sampling to ``total`` votes."""
+    """A warm-up (one vote on each pair of a 4-regular design) continued by active sampling to ``total`` votes;
+    the votes and which of their workers were honest."""
     warm = simulate_study(n_sets=n_sets, n_items=n_items, degree=4, votes_per_pair=1, n_workers=n_workers, seed=seed)
     rng = np.random.default_rng(seed)
     activity = np.exp(rng.normal(0.0, 0.5, n_workers))
     per_worker = np.maximum(1, np.round(activity / activity.sum() * total)).astype(int)
     honest = {w: t == "honest" for w, t in zip(warm.worker_ids, warm.worker_type)}
     crowd = known_crowd(warm.votes, warm.truth, warm.item_ids, honest, dict(zip(warm.worker_ids, per_worker)))
-    return simulate_votes(crowd, "active", total, rng)
+    return simulate_votes(crowd, "active", total, rng, with_honest=True)
 
 
-def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int, seed: int,
+def replay(name: str, study, sampling: str, pilot_share: float, replicates: int, seed: int,
            n_boot: int = 100) -> list[list]:
+    votes, honest = study
     started = time.perf_counter()
     full, _ = halfwidths(votes, analysis_options("jod"), 200, 0.95, np.random.default_rng(seed))
     target = round(1.1 * float(np.quantile(np.concatenate(full), 0.9)), 2)
@@ -98,7 +101,10 @@ def replay(name: str, votes, sampling: str, pilot_share: float, replicates: int,
                      "-" if cost_forecast is None else f"${cost_forecast:,.0f}",
                      f"{float(np.median(result.inconsistency[:, q])):.2f}",
                      f"{time.perf_counter() - started:.0f}"])
-    print(f"  {name}: careless share fitted {fit.careless_share:.2f} ({fit.careless_source}; true 0.30), "
+    in_pilot = fit.worker_votes > 0
+    repeats = "-" if fit.careless_share_repeats is None else f"{fit.careless_share_repeats:.2f}"
+    print(f"  {name}: careless share fitted {fit.careless_share:.2f} (pilot's workers {1 - honest[in_pilot].mean():.2f}; "
+          f"from repeated pairs {repeats}), "
           f"{per_worker:.0f} votes per worker, forecast {result.seconds:.0f} s",
           flush=True)
     return rows

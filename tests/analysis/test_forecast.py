@@ -9,8 +9,8 @@ import pytest
 
 from analysis.formats import build_votes, json_text
 from analysis.forecast import (ForecastInputError, StudyPlan, analysis_options, careless_share, costs, fit_pilot,
-                               forecast, halfwidths, known_crowd, report, seconds_per_trial, simulate_votes,
-                               votes_needed_by_study)
+                               forecast, halfwidths, known_crowd, report, scale_agreement, seconds_per_trial,
+                               simulate_votes, votes_needed_by_study)
 from analysis.simulate import simulate_study
 
 
@@ -30,15 +30,51 @@ def test_a_pilot_of_a_few_votes_per_worker_still_shows_its_careless_workers():
     """15 % of a study: 3 votes per pair, about 9 per worker; the screening keeps most careless workers."""
     study = simulate_study(n_sets=3, n_items=40, degree=6, votes_per_pair=20, n_workers=120, seed=3)
     fit = fit_pilot(_prefix(study.votes, 0.15), "jod", n_boot=50)
-    assert fit.careless_source == "agreement"
+    assert fit.careless_source == "scale"
     assert 0.2 <= fit.careless_share <= 0.4  # 0.30 are careless
     assert fit.careless_vote_share < 0.15  # what the screening of the pilot leaves out
 
 
-def test_a_pilot_without_repeated_pairs_falls_back_to_the_screening():
-    study = simulate_study(n_sets=2, n_items=30, degree=4, votes_per_pair=1, n_workers=40, seed=2)
+def _crowd_votes(sampling: str, careless: float, seed: int):
+    """A random-design study, or an active one (a 1-vote warm-up continued by active sampling), of a crowd
+    with ``careless`` random and left clickers; the votes and which of their workers were honest."""
+    shares = {"random_clickers": careless * 5 / 6, "left_clickers": careless / 6}
+    if sampling == "random":
+        study = simulate_study(n_sets=2, n_items=30, degree=6, votes_per_pair=25, n_workers=150, seed=seed, **shares)
+        return study.votes, study.honest_mask
+    warm = simulate_study(n_sets=2, n_items=30, degree=4, votes_per_pair=1, n_workers=100, seed=seed, **shares)
+    honest = {w: t == "honest" for w, t in zip(warm.worker_ids, warm.worker_type)}
+    crowd = known_crowd(warm.votes, warm.truth, warm.item_ids, honest, {w: 30 for w in warm.worker_ids})
+    return simulate_votes(crowd, "active", 3000, seed, with_honest=True)
+
+
+@pytest.mark.parametrize("sampling", ["random", "active"])
+@pytest.mark.parametrize("careless", [0.3, 0.0])
+def test_the_careless_share_is_recovered_from_agreement_with_the_fitted_scale(sampling, careless):
+    """Active sampling repeats almost no pair, so agreement on repeated pairs cannot see its careless workers;
+    agreement with the fitted scale can, in either design."""
+    votes, honest = _crowd_votes(sampling, careless, seed=1)
+    present = np.bincount(votes.worker, minlength=len(votes.worker_ids)) > 0
+    true_share = float(1.0 - honest[present].mean())
+    assert abs(true_share - careless) < 0.05  # the crowd is what the test says it is
+    found = scale_agreement(votes)
+    assert found.careless_share == pytest.approx(true_share, abs=0.05)
+    # Each worker's posterior sorts the crowd: careless workers are mostly found (when there are any).
+    if careless:
+        assert found.honest[present & ~honest].mean() < 0.4 < 0.8 < found.honest[present & honest].mean()
+
+
+def test_a_pilot_without_repeated_pairs_still_has_a_careless_share():
+    """One vote per pair (an active study's warm-up): no two votes to compare on a pair, but 15 votes per worker
+    against the fitted scale."""
+    study = simulate_study(n_sets=3, n_items=40, degree=10, votes_per_pair=1, n_workers=40, seed=2)
     assert careless_share(study.votes) is None
-    assert fit_pilot(study.votes, "z", n_boot=20).careless_source == "screening"
+    fit = fit_pilot(study.votes, "z", n_boot=20)
+    assert fit.careless_source == "scale" and fit.careless_share_repeats is None
+    true_share = float(np.mean(~study.honest_mask))
+    assert fit.careless_share == pytest.approx(true_share, abs=0.1)
+    # The simulated crowd resamples the pilot's workers with their own posteriors, whose mean is the share.
+    assert 1.0 - fit.honest_posterior[fit.worker_votes > 0].mean() == pytest.approx(fit.careless_share, abs=1e-3)
 
 
 def test_a_case_v_crowd_has_an_inconsistency_factor_near_one():
