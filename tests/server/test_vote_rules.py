@@ -38,6 +38,7 @@ from .vote_paths_support import DEFER, ENDED, REGULAR, STORED, Side, Twins, revo
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "server"
 VOTE_SQL = SERVER / "paradigms" / "paired" / "vote.sql"
+PAGE_SQL = SERVER / "paradigms" / "paged.sql"  # the end of a page, which vote.sql and rating.sql call
 
 
 class PairedTwins(Twins):
@@ -296,7 +297,8 @@ def test_the_pin_check_fails_for_an_edited_file(tmp_path):
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_the_databases_vote_function_is_the_files(app):
     engine = app_services(app).engine
-    with engine.connect() as connection:
-        installed = connection.execute(text(
-            "SELECT prosrc FROM pg_proc WHERE proname = 'perceptlab_paired_vote'")).scalars().all()
-    assert installed == [_function_body(VOTE_SQL.read_text(encoding="utf-8"))]
+    for function, path in (("perceptlab_paired_vote", VOTE_SQL), ("perceptlab_page_answered", PAGE_SQL)):
+        with engine.connect() as connection:
+            installed = connection.execute(text("SELECT prosrc FROM pg_proc WHERE proname = :name"),
+                                           {"name": function}).scalars().all()
+        assert installed == [_function_body(path.read_text(encoding="utf-8"))], function
