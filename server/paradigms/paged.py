@@ -1,20 +1,22 @@
 """The lifecycle of a paradigm that works in pages of trials after a quiz (paired comparison, ratings):
-consent -> instructions -> quiz -> trials <-> page_done -> completed, and the buttons that move it.
+consent -> instructions -> quiz -> trials <-> page_done -> completed, the buttons that move it and
+the end of a page.
 
 Each such paradigm supplies how it starts a page of trials and allocates its quiz page
 (:class:`PageSteps`); the order of the stages, which buttons a stage takes, what a repeated click does,
-who skips the quiz and the page limits are the same for all of them and live here once.
+who skips the quiz, the page limits and what the last answer of a page does are the same for all of
+them and live here once.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ..errors import ApiError, invalid
-from ..models import Assignment, Page
+from ..models import Assignment, Page, utcnow
 from .core import AssignmentRow, as_object, complete, move_to
 from .stages import TURNED_AWAY, Stage
 
@@ -30,6 +32,11 @@ _page, _assignment = Page.__table__, Assignment.__table__
 WORKER_TRIAL_PAGES = (select(func.count())
                       .select_from(_page.join(_assignment, _page.c.assignment_id == _assignment.c.id))
                       .where(_assignment.c.worker_id == bindparam("worker_id"), _page.c.kind == Stage.TRIALS.value))
+
+_PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
+              .values(completed_at=bindparam("now", type_=_page.c.completed_at.type)))
+_NEXT_PAGE_STAGE = (update(_assignment).where(_assignment.c.id == bindparam("assignment_id"))
+                    .values(pages_completed=_assignment.c.pages_completed + 1, stage=Stage.PAGE_DONE.value))
 
 AnyAssignment = Assignment | AssignmentRow
 
@@ -95,3 +102,26 @@ def paged_action(session: Session, assignment: AnyAssignment, action: str, spec,
     assignment = as_object(session, assignment)
     complete(assignment)
     return assignment
+
+
+def mark_page_done(session: Session, page_id: int) -> None:
+    """Record that the page (of trials or of the quiz) has no open trial left."""
+    session.connection().execute(_PAGE_DONE, {"page_id": page_id, "now": utcnow()})
+
+
+def end_page(session: Session, assignment: AssignmentRow, spec) -> str:
+    """Count the (locked) assignment's finished page of trials: the page that reaches ``spec.max_pages``
+    completes the assignment, any other moves it to ``page_done``. Returns the assignment's stage.
+
+    The common case is one statement on the row; only the last page loads the ORM object, whose
+    completion (:func:`~.core.complete`: its code, or the worker's turning away) is written at commit.
+    The page itself is marked done before (:func:`mark_page_done`): a paradigm may check the finished
+    page before it counts.
+    """
+    if assignment.pages_completed + 1 >= spec.max_pages:
+        worker_assignment = assignment.load(session)
+        worker_assignment.pages_completed += 1
+        complete(worker_assignment)
+        return worker_assignment.stage
+    session.connection().execute(_NEXT_PAGE_STAGE, {"assignment_id": assignment.id})
+    return Stage.PAGE_DONE

@@ -282,3 +282,32 @@ def test_the_page_computes_the_servers_window(open_page):
                       return ratingWindowNeeded(sizes, policyFactor(policy, scale, 1), floor);
                     }""", [[list(size)] * n, policy, scale, list(floor)])
                     assert (browser["width"], browser["height"]) == tuple(server), (method, policy, scale, floor, size)
+
+
+def test_image_scale_fits_the_window_and_never_goes_below_zero(open_page):
+    """display.js's imageScale, with which both trial pages (rating_trial.js, pc_trial.js) scale their
+    images: the largest scale up to 1 that fits the window beside the chrome and a notice that shows,
+    never below 0; one image pixel per device pixel under pixel_exact."""
+    page = open_page(RatingHarness(method="acr"), viewport={"width": 1000, "height": 600})
+
+    def scale(policy, dpr, content, chrome, notice=None):
+        return page.evaluate("""async ([policy, dpr, content, chrome, notice]) => {
+          const { imageScale } = await import('/static/js/display.js');
+          let element = null;
+          if (notice) {
+            element = document.createElement('div');
+            element.style.height = '100px';
+            element.hidden = notice === 'hidden';
+            document.body.append(element);
+          }
+          try { return imageScale(policy, dpr, content, chrome, element); } finally { if (element) element.remove(); }
+        }""", [policy, dpr, content, chrome, notice])
+
+    chrome = {"width": 100, "height": 200}  # leaves 900 x 400 of the 1000 x 600 window
+    assert scale("fit", 1, [450, 200], chrome) == 1  # fits at full size: never enlarged
+    assert scale("fit", 1, [1800, 200], chrome) == 0.5  # the width limits
+    assert scale("fit", 1, [450, 800], chrome) == 0.5  # the height limits
+    assert scale("fit", 1, [450, 800], chrome, "shown") == 300 / 800  # a notice takes 100 px while it shows
+    assert scale("fit", 1, [450, 800], chrome, "hidden") == 0.5
+    assert scale("fit", 1, [450, 800], {"width": 1200, "height": 0}) == 0  # a window narrower than the chrome
+    assert scale("pixel_exact", 1.25, [5000, 5000], chrome) == 0.8

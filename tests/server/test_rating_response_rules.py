@@ -15,28 +15,21 @@ paradigm SQL file; the database's function is the file's (below).
 """
 from __future__ import annotations
 
-import dataclasses
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from server.models import Assignment
 from server.paradigms.rating import paradigm as rating
 from server.paradigms.rating.paradigm import Rating
 from server.services import app_services
-from server.tokens import make_token
 
 from .conftest import ManualClock, make_test_app
 from .rating_support import RatingWorker, copy_prepared, create_rating_study, shown_answer, trial_facts
-from .vote_paths_support import Scrubber, first_difference, snapshot
+from .vote_paths_support import DEFER, ENDED, REGULAR, STORED, Side, Twins, revoked_token, twin_sides
 
 RATING_SQL = Path(__file__).resolve().parents[2] / "server" / "paradigms" / "rating" / "rating.sql"
-
-# What the function itself did with a rule's rating (as in test_vote_rules.py).
-STORED, ENDED, DEFER, REGULAR = "stored", "ended", "defer", "regular"
 
 # DCR on the scale's values with a training of three checks; CCR with the slider and no training.
 STUDIES = {
@@ -53,94 +46,20 @@ STUDIES = {
 }
 
 
-@dataclasses.dataclass
-class Side:
-    name: str
-    app: Any
-    client: Any
-    scrub: Scrubber = dataclasses.field(default_factory=Scrubber)
-    workers: dict[str, RatingWorker] = dataclasses.field(default_factory=dict)
-
-
-class Twins:
-    """The same requests on both sides, in the same order; every rule's answer and rows compared."""
+class RatingTwins(Twins):
+    """Twins that rate."""
 
     def __init__(self, sql: Side, python: Side):
-        self.sql, self.python = sql, python
-        self.active: Side | None = None
-        self.outcome = REGULAR
-        self.decided: dict[str, set[str]] = {}
-        self.next_id = 0
-
-    def one_statement(self, *args):
-        """The fast path's handler: the function on the SQL side, nothing on the Python side."""
-        if self.active is self.python:
-            return None
-        answer = rating.record_rating_in_one_statement(*args)
-        self.outcome = DEFER if answer is None else STORED if answer[0] == 201 else ENDED
-        return answer
-
-    def each(self, action) -> list[Any]:
-        results = []
-        for side in (self.sql, self.python):
-            self.active = side
-            try:
-                results.append(action(side))
-            finally:
-                self.active = None
-        return results
-
-    def rating_id(self) -> str:
-        self.next_id += 1
-        return str(uuid.UUID(int=self.next_id, version=4))
+        super().__init__(sql, python, rating.record_rating_in_one_statement, "ratings")
 
     def body(self, trial_id: int, value, rating_id: str | None = None) -> dict[str, Any]:
-        return {"rating_id": rating_id or self.rating_id(), "trial_id": trial_id, "rating": value, "rt_ms": 2310.5}
-
-    def rule(self, rule: str, worker: str, body: Any, expected: str, *, status: int | None = None,
-             token=None) -> dict:
-        self.outcome = REGULAR
-
-        def send(side: Side):
-            client = side.workers[worker]
-            headers = client.headers if token is None else {"Authorization": f"Bearer {token(side, client)}"}
-            response = side.client.post(f"/api/v1/assignments/{client.assignment_id}/ratings", headers=headers,
-                                        json=body)
-            return response.status_code, side.scrub(response.get_json())
-
-        (sql_status, sql_body), (python_status, python_body) = self.each(send)
-        assert (sql_status, sql_body) == (python_status, python_body), rule
-        if status is not None:
-            assert sql_status == status, (rule, sql_status, sql_body)
-        assert self.outcome == expected, f"{rule}: the function's part was {self.outcome}, expected {expected}"
-        rows = self.each(lambda side: snapshot(side.app))
-        assert rows[0] == rows[1], f"{rule}: {first_difference(rows[1], rows[0])}"
-        self.decided.setdefault(rule, set()).add(self.outcome)
-        return sql_body
-
-    def same(self, label: str, action) -> Any:
-        answers = self.each(action)
-        assert answers[0] == answers[1], label
-        return answers[0]
+        return {"rating_id": rating_id or self.client_id(), "trial_id": trial_id, "rating": value, "rt_ms": 2310.5}
 
     def enter(self, worker: str, slug: str, pilot: bool = False) -> None:
         def run(side: Side):
             side.workers[worker] = RatingWorker(side.client, slug, worker_id=f"W{worker}", pilot=pilot)
             return side.workers[worker].assignment_id
         self.same(f"{worker} enters", run)
-
-    def state(self, worker: str) -> dict:
-        return self.same(f"state of {worker}", lambda side: side.scrub(side.workers[worker].state()))
-
-    def act(self, worker: str, action: str) -> dict:
-        def run(side: Side):
-            response = side.workers[worker].action(action)
-            assert response.status_code == 200, response.json
-            return side.scrub(response.json)
-        return self.same(f"{worker} {action}", run)
-
-    def open_trials(self, worker: str) -> list[dict]:
-        return [t for t in self.state(worker)["page"]["trials"] if not t["answered"]]
 
     def role(self, trial: dict) -> str:
         """The trial's stimulus role (the same on both sides: both studies are made from one seed)."""
@@ -155,41 +74,21 @@ class Twins:
 
 
 def _sides(postgres_urls, tmp_path, demo_stimuli) -> tuple[Side, Side]:
-    sides = []
-    start = ManualClock()
     # One stimulus folder for both (the study rows name it); the second study creation writes the same files.
     manifest = copy_prepared(demo_stimuli, tmp_path / "stimuli")
-    for name, url in zip(("sql", "python"), postgres_urls):
-        clock = ManualClock()
-        clock.now = start.now
-        folder = tmp_path / name
-        folder.mkdir()
-        app = make_test_app(url, folder / "instance", clock=clock)
+
+    def create_studies(app, folder):
         for slug, sections in STUDIES.items():
             create_rating_study(app, manifest, folder, slug, **sections)
-        sides.append(Side(name, app, app.test_client()))
-    return sides[0], sides[1]
-
-
-def _revoked_token(side: Side, client: RatingWorker) -> str:
-    with app_services(side.app).sessions() as session:
-        assignment = session.get(Assignment, int(client.assignment_id))
-        return make_token(side.app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
+    return twin_sides(postgres_urls, tmp_path, create_studies)
 
 
 def test_every_rating_rule_gives_the_same_answer_and_rows_on_both_paths(two_postgres_urls, tmp_path, demo_stimuli,
                                                                         monkeypatch):
     sql, python = _sides(two_postgres_urls, tmp_path, demo_stimuli)
-    twins = Twins(sql, python)
-    monkeypatch.setattr(Rating, "response_kinds", tuple(
-        dataclasses.replace(kind, one_statement=twins.one_statement) for kind in Rating.response_kinds))
-    try:
-        _play_dcr(twins)
-        _play_ccr_slider(twins)
-    finally:
-        for side in (sql, python):
-            app_services(side.app).engine.dispose()
-    stored = {rule for rule, outcomes in twins.decided.items() if outcomes == {STORED}}
+    twins = RatingTwins(sql, python)
+    twins.play(monkeypatch, Rating, _play_dcr, _play_ccr_slider)
+    stored = twins.stored_rules()
     assert stored >= {"rating", "training rating", "hidden check, in range", "hidden check, out of range",
                       "page complete", "slider rating", "ccr rating", "ccr hidden check"}, stored
     assert twins.decided["after the end, an open trial"] == {ENDED}
@@ -202,7 +101,7 @@ def test_every_rating_rule_gives_the_same_answer_and_rows_on_both_paths(two_post
         assert twins.decided[rule] == {DEFER}, rule
 
 
-def _answer_training(twins: Twins, worker: str, *, right: bool, common: str = STORED) -> dict:
+def _answer_training(twins: RatingTwins, worker: str, *, right: bool, common: str = STORED) -> dict:
     """Answer the worker's training (right or wrong): its ratings are the function's (``common``), its end
     the regular path's. The last answer."""
     trials = twins.open_trials(worker)
@@ -218,7 +117,7 @@ def _answer_training(twins: Twins, worker: str, *, right: bool, common: str = ST
     return answer
 
 
-def _play_dcr(twins: Twins) -> None:
+def _play_dcr(twins: RatingTwins) -> None:
     for worker in ("A", "B", "C", "D"):
         twins.enter(worker, "dcr")
         twins.act(worker, "consent")
@@ -244,7 +143,7 @@ def _play_dcr(twins: Twins) -> None:
     twins.rule("trial ID beyond the column", "A", twins.body(int("9" * 18), 3), DEFER, status=404)
     twins.rule("rating outside the scale", "A", twins.body(real[1]["id"], 6), DEFER, status=400)
     twins.rule("rating outside the scale", "A", twins.body(real[1]["id"], 4.5), DEFER, status=400)
-    twins.rule("revoked token", "A", twins.body(real[1]["id"], 3), DEFER, status=403, token=_revoked_token)
+    twins.rule("revoked token", "A", twins.body(real[1]["id"], 3), DEFER, status=403, token=revoked_token)
     twins.rule("hidden check, in range", "A", twins.body(checks[0]["id"], twins.answer(checks[0])), STORED, status=201)
     rest = twins.open_trials("A")
     for k, trial in enumerate(rest[:-1]):
@@ -300,7 +199,7 @@ def _play_dcr(twins: Twins) -> None:
     twins.rule("pilot's rating", "P", twins.body(trial["id"], 3), REGULAR, status=201)
 
 
-def _play_ccr_slider(twins: Twins) -> None:
+def _play_ccr_slider(twins: RatingTwins) -> None:
     twins.enter("S", "ccr")
     twins.act("S", "consent")
     assert twins.act("S", "instructions_done")["stage"] == "trials"  # no training

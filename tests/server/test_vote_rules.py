@@ -13,11 +13,9 @@ migration that installs the file pins its SHA-256 (editing the file without a mi
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib.util
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,105 +32,25 @@ from server.pilot import mark_pilot, pilot_signature
 from server.services import app_services
 from server.tokens import make_token
 
-from .conftest import SMALL_STUDY, ManualClock, WorkerClient, create_test_study, make_test_app
-from .vote_paths_support import Scrubber, first_difference, snapshot
+from .conftest import SMALL_STUDY, WorkerClient, create_test_study
+from .vote_paths_support import DEFER, ENDED, REGULAR, STORED, Side, Twins, revoked_token, twin_sides
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "server"
 VOTE_SQL = SERVER / "paradigms" / "paired" / "vote.sql"
-
-# What the one-statement function itself does with a rule's vote: "stored" (201), "ended" (the 409
-# assignment_ended of a vote after the end), "defer" (nothing changed: the regular path decides; also
-# a body the fast path does not parse), "regular" (never offered to it: a token naming no study).
-STORED, ENDED, DEFER, REGULAR = "stored", "ended", "defer", "regular"
+PAGE_SQL = SERVER / "paradigms" / "paged.sql"  # the end of a page, which vote.sql and rating.sql call
 
 
-@dataclasses.dataclass
-class Side:
-    """One of the two databases, its app and its workers."""
-
-    name: str
-    app: Any
-    client: Any
-    clock: ManualClock
-    scrub: Scrubber = dataclasses.field(default_factory=Scrubber)
-    workers: dict[str, WorkerClient] = dataclasses.field(default_factory=dict)
-
-
-class Twins:
-    """The same requests on both sides, in the same order; every rule's answer and rows compared."""
+class PairedTwins(Twins):
+    """Twins that vote."""
 
     def __init__(self, sql: Side, python: Side):
-        self.sql, self.python = sql, python
-        self.active: Side | None = None  # the side whose request is running (the function's wrapper asks)
-        self.outcome: str = REGULAR      # what the function did with the last vote of the SQL side
-        self.decided: dict[str, str] = {}
-        self.next_vote = 0
-
-    def one_statement(self, *args):
-        """The fast path's handler: the function on the SQL side, nothing on the Python side."""
-        if self.active is self.python:
-            return None
-        answer = paired.record_vote_in_one_statement(*args)
-        self.outcome = DEFER if answer is None else STORED if answer[0] == 201 else ENDED
-        return answer
-
-    def each(self, action) -> list[Any]:
-        results = []
-        for side in (self.sql, self.python):
-            self.active = side
-            try:
-                results.append(action(side))
-            finally:
-                self.active = None
-        return results
-
-    def vote_id(self) -> str:
-        self.next_vote += 1
-        return str(uuid.UUID(int=self.next_vote, version=4))
+        super().__init__(sql, python, paired.record_vote_in_one_statement, "votes")
 
     def body(self, trial_id: str, choice: str, vote_id: str | None = None) -> dict[str, Any]:
-        return {"vote_id": vote_id or self.vote_id(), "trial_id": trial_id, "choice": choice, "rt_ms": 900.5,
+        return {"vote_id": vote_id or self.client_id(), "trial_id": trial_id, "choice": choice, "rt_ms": 900.5,
                 "input": "keyboard", "client_time": "2026-11-27T10:00:00Z",
                 "window": {"width": 1366, "height": 768, "dpr": 1.25}}
-
-    def rule(self, rule: str, worker: str, body: Any, expected: str, *, status: int | None = None,
-             token=None) -> dict:
-        """Send one vote for ``rule`` on both sides; the answers, the rows and the function's part checked."""
-        self.outcome = REGULAR
-
-        def send(side: Side):
-            client = side.workers[worker]
-            headers = client.headers if token is None else {"Authorization": f"Bearer {token(side, client)}"}
-            response = side.client.post(f"/api/v1/assignments/{client.assignment_id}/votes", headers=headers,
-                                        json=body)
-            return response.status_code, side.scrub(response.get_json())
-
-        (sql_status, sql_body), (python_status, python_body) = self.each(send)
-        assert (sql_status, sql_body) == (python_status, python_body), rule
-        if status is not None:
-            assert sql_status == status, (rule, sql_status, sql_body)
-        assert self.outcome == expected, f"{rule}: the function's part was {self.outcome}, expected {expected}"
-        rows = self.each(lambda side: snapshot(side.app))
-        assert rows[0] == rows[1], f"{rule}: {first_difference(rows[1], rows[0])}"
-        self.decided[rule] = self.outcome
-        return sql_body
-
-    def same(self, label: str, action) -> Any:
-        """A step that is not a vote (entry, state, action): the same answer on both sides."""
-        answers = self.each(action)
-        assert answers[0] == answers[1], label
-        return answers[0]
-
-    def state(self, worker: str) -> dict:
-        return self.same(f"state of {worker}", lambda side: side.scrub(side.workers[worker].state()))
-
-    def act(self, worker: str, action: str) -> dict:
-        def run(side: Side):
-            response = side.workers[worker].action(action)
-            assert response.status_code == 200, response.json
-            return side.scrub(response.json)
-        return self.same(f"{worker} {action}", run)
 
     def enter(self, worker: str, **options) -> None:
         def run(side: Side):
@@ -148,27 +66,10 @@ class Twins:
             return None, None
         return sql_side, "right" if sql_side == "left" else "left"
 
-    def open_trials(self, worker: str) -> list[dict]:
-        return [t for t in self.state(worker)["page"]["trials"] if not t["answered"]]
-
 
 def _sides(postgres_urls, tmp_path, demo_stimuli) -> tuple[Side, Side]:
-    sides = []
-    start = ManualClock()
-    for name, url in zip(("sql", "python"), postgres_urls):
-        clock = ManualClock()
-        clock.now = start.now
-        (tmp_path / name).mkdir()
-        app = make_test_app(url, tmp_path / name / "instance", clock=clock)
-        create_test_study(app, demo_stimuli, tmp_path / name, **SMALL_STUDY)
-        sides.append(Side(name, app, app.test_client(), clock))
-    return sides[0], sides[1]
-
-
-def _revoked_token(side: Side, client: WorkerClient) -> str:
-    with app_services(side.app).sessions() as session:
-        assignment = session.get(Assignment, int(client.assignment_id))
-        return make_token(side.app.config["SECRET_KEY"], assignment.id, "0" * 16, assignment.study_id)
+    return twin_sides(postgres_urls, tmp_path,
+                      lambda app, folder: create_test_study(app, demo_stimuli, folder, **SMALL_STUDY))
 
 
 def _token_without_study(side: Side, client: WorkerClient) -> str:
@@ -185,17 +86,10 @@ def _pair_votes(side: Side) -> int:
 def test_every_vote_rule_gives_the_same_answer_and_rows_on_both_paths(two_postgres_urls, tmp_path, demo_stimuli,
                                                                       monkeypatch):
     sql, python = _sides(two_postgres_urls, tmp_path, demo_stimuli)
-    twins = Twins(sql, python)
-    monkeypatch.setattr(PairedComparison, "response_kinds", tuple(
-        dataclasses.replace(kind, one_statement=twins.one_statement) for kind in PairedComparison.response_kinds))
-    try:
-        _play_every_rule(twins)
-    finally:
-        for side in (sql, python):
-            app_services(side.app).engine.dispose()
+    PairedTwins(sql, python).play(monkeypatch, PairedComparison, _play_every_rule)
 
 
-def _answer_quiz(twins: Twins, worker: str, *, right: bool, common: str = STORED) -> dict:
+def _answer_quiz(twins: PairedTwins, worker: str, *, right: bool, common: str = STORED) -> dict:
     """Answer the worker's quiz (right or wrong): its votes are the function's (``common``), its end the
     regular path's. The last answer."""
     trials = twins.open_trials(worker)
@@ -204,12 +98,13 @@ def _answer_quiz(twins: Twins, worker: str, *, right: bool, common: str = STORED
         last = k == len(trials) - 1
         side = twins.side_of(worker, trial)[0 if right else 1]
         rule = ("quiz end, passed" if right else "quiz end, failed") if last else "quiz vote"
+        rule = rule if common == STORED else f"pilot's {rule}"
         answer = twins.rule(rule, worker, twins.body(trial["trial_id"], side),
                             (DEFER if common == STORED else common) if last else common, status=201)
     return answer
 
 
-def _play_every_rule(twins: Twins) -> None:
+def _play_every_rule(twins: PairedTwins) -> None:
     for worker in ("A", "B", "C"):
         twins.enter(worker)
     assert twins.act("A", "consent")["stage"] == "instructions"
@@ -241,7 +136,7 @@ def _play_every_rule(twins: Twins) -> None:
     twins.rule("trial ID beyond the column", "A", twins.body("9" * 18, "left"), DEFER, status=404)
     twins.rule("malformed vote", "A", {**twins.body(real[1]["trial_id"], "up")}, DEFER, status=400)
     twins.rule("revoked token", "A", twins.body(real[1]["trial_id"], "left"), DEFER, status=403,
-               token=_revoked_token)
+               token=revoked_token)
     twins.rule("token naming no study", "A", twins.body(real[1]["trial_id"], "right"), REGULAR, status=201,
                token=_token_without_study)
     right, _ = twins.side_of("A", gold[0])
@@ -263,9 +158,10 @@ def _play_every_rule(twins: Twins) -> None:
         trials = twins.open_trials("A")
         for k, trial in enumerate(trials):
             last = k == len(trials) - 1
-            answer = twins.rule("last page complete" if last else "vote", "A",
+            final = last and twins.state("A")["progress"]["pages_completed"] == 2
+            answer = twins.rule("last page complete" if final else "page complete" if last else "vote", "A",
                                 twins.body(trial["trial_id"], twins.side_of("A", trial)[0] or "left"),
-                                DEFER if last and twins.state("A")["progress"]["pages_completed"] == 2 else STORED)
+                                DEFER if final else STORED)
     assert twins.state("A")["stage"] == "completed"
     twins.rule("replay after the end", "A", first, DEFER, status=200)
 
@@ -345,14 +241,14 @@ def _play_every_rule(twins: Twins) -> None:
     assert twins.each(_pair_votes) == before, "a marked pilot's vote counted toward its pair"
 
     # The function decided the common rules itself, and deferred the rest.
-    assert {rule for rule, outcome in twins.decided.items() if outcome == STORED} >= {
+    assert twins.stored_rules() >= {
         "vote", "quiz vote", "hidden gold, right", "hidden gold, wrong", "page complete", "marked pilot's vote"}
-    assert twins.decided["after the end, an open trial"] == ENDED
+    assert twins.decided["after the end, an open trial"] == {ENDED}
     for rule in ("quiz end, passed", "quiz end, failed", "hidden gold, wrong: stopped", "last page complete",
                  "replay", "replay, other choice", "vote ID reused for another trial", "unknown trial",
                  "another assignment's trial", "revoked token", "turned away in another assignment",
                  "before the quiz", "trial ID beyond the column", "malformed vote", "replay after the end"):
-        assert twins.decided[rule] == DEFER, rule
+        assert twins.decided[rule] == {DEFER}, rule
 
 
 # ---------------------------------------------------------------- the function's text: one home
@@ -401,7 +297,8 @@ def test_the_pin_check_fails_for_an_edited_file(tmp_path):
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_the_databases_vote_function_is_the_files(app):
     engine = app_services(app).engine
-    with engine.connect() as connection:
-        installed = connection.execute(text(
-            "SELECT prosrc FROM pg_proc WHERE proname = 'perceptlab_paired_vote'")).scalars().all()
-    assert installed == [_function_body(VOTE_SQL.read_text(encoding="utf-8"))]
+    for function, path in (("perceptlab_paired_vote", VOTE_SQL), ("perceptlab_page_answered", PAGE_SQL)):
+        with engine.connect() as connection:
+            installed = connection.execute(text("SELECT prosrc FROM pg_proc WHERE proname = :name"),
+                                           {"name": function}).scalars().all()
+        assert installed == [_function_body(path.read_text(encoding="utf-8"))], function

@@ -1,8 +1,23 @@
 // Small helpers shared by the worker-side modules (the assignment driver and its trial plugins):
-// building DOM nodes, waiting, the error a plugin throws when its stimuli do not load, and the
-// guarded reload that hands a page over to the server when the worker's stage changes.
+// building DOM nodes, waiting (for a time, a frame or a decoded image), the error a plugin throws
+// when its stimuli do not load, and the guarded reload that hands a page over to the server when
+// the worker's stage changes.
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves at the next animation frame (the first frame that paints what was shown before). */
+export const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+
+/** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
+export async function decoded(img) {
+  try {
+    await img.decode();
+  } catch (error) {
+    // decode() also rejects for benign reasons (e.g. src replaced); only a missing/broken image is fatal.
+    if (!(img.complete && img.naturalWidth > 0)) throw new Error(`Image failed to load: ${img.src}`);
+  }
+  return img;
+}
 
 /**
  * `promise`, cut short by `signal`: resolves (or rejects) as `promise` does, or with null as soon

@@ -23,8 +23,8 @@
 // The plugin keeps its DOM between trials: the pair just answered stays on screen (not
 // clickable) until the next one is decoded, so no half-drawn pair is ever visible.
 
-import { sleep, el, unlessAborted, StimulusLoadError } from './dom.js';
-import { chromeSize, policyFactor, windowNeeded } from './display.js';
+import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
+import { chromeSize, imageScale, policyFactor, windowNeeded } from './display.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
@@ -55,8 +55,6 @@ export const info = Object.freeze({
   }),
 });
 
-const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
-
 const DEFAULT_DISPLAY = Object.freeze({
   policy: 'fit', min_image_scale: 0.5, floor: [0, 0],
   chrome: { bar: 45, views: 36, label: 36, pad: 8, gap: 24, margin: 2 },
@@ -72,18 +70,6 @@ function trialViews(trial) {
 
 function sortedCrops(image) {
   return [...(image.crops || [])].sort((a, b) => a.rank - b.rank);
-}
-
-/** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
-async function decoded(img) {
-  try {
-    await img.decode();
-  } catch (error) {
-    // decode() also rejects for benign reasons (e.g. src replaced); only a
-    // missing/broken image is fatal.
-    if (!(img.complete && img.naturalWidth > 0)) throw new Error(`Image failed to load: ${img.src}`);
-  }
-  return img;
 }
 
 /** The paired-comparison plugin (one instance per page load; `run` shows one pair). */
@@ -239,16 +225,9 @@ export class PairedComparison {
     const need = windowNeeded(views, policyFactor(display.policy, display.min_image_scale, dpr),
                               display.floor, display.chrome);
     const [width, height] = views[Math.min(this.view, views.length - 1)];
-    if (display.policy === 'pixel_exact') {
-      this.scale = 1 / dpr;
-    } else {
-      const chrome = chromeSize(views.length, display.chrome);
-      // A notice above the pair (e.g. "Cannot reach the server") takes room of its own while it shows.
-      const notice = this.driver.chrome.notice && !this.driver.chrome.notice.hidden
-        ? this.driver.chrome.notice.getBoundingClientRect().height : 0;
-      this.scale = Math.min(1, (window.innerWidth - chrome.width) / (3 * width),
-                            (window.innerHeight - chrome.height - notice) / height);
-    }
+    // The three panels of the view side by side.
+    this.scale = imageScale(display.policy, dpr, [3 * width, height], chromeSize(views.length, display.chrome),
+                            this.driver.chrome.notice);
     this.applyScale(width, height, views.length);
     return need;
   }

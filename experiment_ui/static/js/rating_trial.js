@@ -30,8 +30,8 @@
 // The plugin keeps its DOM between trials: the trial just answered stays on screen (not clickable)
 // until the next one is decoded, so no half-drawn trial is ever visible.
 
-import { sleep, el, unlessAborted, StimulusLoadError } from './dom.js';
-import { policyFactor } from './display.js';
+import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
+import { imageScale, policyFactor, round6 } from './display.js';
 
 export const info = Object.freeze({
   name: 'rating',
@@ -73,9 +73,6 @@ export const RATING_CHROME = Object.freeze({
 });
 
 const DEFAULT_DISPLAY = Object.freeze({ policy: 'fit', min_image_scale: 0.5, floor: [0, 0] });
-
-/** Round to 1e-6 before a ceiling, as display.js does (2 * 512 * 0.75 is 768, not 769). */
-const round6 = (x) => Math.round(x * 1e6) / 1e6;
 
 /**
  * Width and height (CSS px) the rating page takes besides the images of a trial of `nImages`.
@@ -143,19 +140,6 @@ export function sliderValue(values, position) {
   const p = Math.min(n - 1, Math.max(0, position));
   const value = values[0] + (p * (values[n - 1] - values[0])) / (n - 1);
   return Math.round(value * 1000) / 1000;
-}
-
-const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
-
-/** Resolves once the image is loaded *and decoded*, so it paints in full on first show. */
-async function decoded(img) {
-  try {
-    await img.decode();
-  } catch (error) {
-    // decode() also rejects for benign reasons (e.g. src replaced); only a missing/broken image is fatal.
-    if (!(img.complete && img.naturalWidth > 0)) throw new Error(`Image failed to load: ${img.src}`);
-  }
-  return img;
 }
 
 /** The rating plugin (one instance per page load; `run` shows one trial). */
@@ -360,18 +344,10 @@ export class RatingTrial {
     const sizes = this.images.map((image) => [image.width, image.height]);
     const need = ratingWindowNeeded(sizes, policyFactor(display.policy, display.min_image_scale, dpr),
                                     display.floor, display.chrome);
-    if (display.policy === 'pixel_exact') {
-      this.scale = 1 / dpr;
-    } else {
-      const chrome = ratingChromeSize(sizes.length, display.chrome);
-      // A notice above the trial (e.g. "Cannot reach the server") takes room of its own while it shows.
-      const notice = this.driver.chrome.notice && !this.driver.chrome.notice.hidden
-        ? this.driver.chrome.notice.getBoundingClientRect().height : 0;
-      const width = sizes.reduce((sum, [w]) => sum + w, 0);
-      const height = Math.max(...sizes.map(([, h]) => h));
-      this.scale = Math.max(0, Math.min(1, (window.innerWidth - chrome.width) / width,
-                                        (window.innerHeight - chrome.height - notice) / height));
-    }
+    // The images side by side (the scale row below them is in the chrome).
+    const content = [sizes.reduce((sum, [w]) => sum + w, 0), Math.max(...sizes.map(([, h]) => h))];
+    this.scale = imageScale(display.policy, dpr, content, ratingChromeSize(sizes.length, display.chrome),
+                            this.driver.chrome.notice);
     this.applyScale(display.chrome);
     return need;
   }

@@ -19,11 +19,9 @@ Create Date: 2026-11-28 11:00:00
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-from pathlib import Path
-
 from alembic import op
+
+from server.migrations.sql_files import install, migration
 
 
 revision = '0014_paired_vote_sql'
@@ -31,38 +29,16 @@ down_revision = '0013_pilot'
 branch_labels = None
 depends_on = None
 
-SERVER = Path(__file__).resolve().parents[2]
 # SQL file (relative to the server package) -> the SHA-256 of the text this migration installs.
 SQL_FILES = {'paradigms/paired/vote.sql': '6463c581b7772000ad68f9eceaca66f5cae653f689d1ac6d4fbef67419e8bb42'}
 
 
-def sql_text(relative: str) -> str:
-    """A SQL file of the server package, as text (its bytes are what ``SQL_FILES`` pins)."""
-    return (SERVER / relative).read_bytes().decode('utf-8')
-
-
-def sha256_of(relative: str) -> str:
-    return hashlib.sha256((SERVER / relative).read_bytes()).hexdigest()
-
-
-def _vote_function_of_0012() -> str:
-    """The function as migration 0012 created it (read from that file)."""
-    path = Path(__file__).with_name('0012_terminal_stages.py')
-    spec = importlib.util.spec_from_file_location('perceptlab_migration_0012', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.VOTE_FUNCTION
-
-
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name == 'postgresql':
-        for relative in SQL_FILES:
-            # The driver's own execute: the text is SQL as written (no bind parameters are parsed in it).
-            bind.exec_driver_sql(sql_text(relative))
+    install(SQL_FILES)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == 'postgresql':
-        bind.exec_driver_sql(_vote_function_of_0012())
+        # The function as migration 0012 created it.
+        bind.exec_driver_sql(migration('0012_terminal_stages.py').VOTE_FUNCTION)

@@ -2,8 +2,8 @@
 
 The rating paradigm's one-statement path (server/paradigms/rating/paradigm.py,
 record_rating_in_one_statement): the common ratings in one round trip, as paired votes are in
-perceptlab_paired_vote. The text lives in the paradigm's package; this migration reads the file with
-migration 0014's helper and pins its SHA-256 in ``SQL_FILES`` (tests/server/test_vote_rules.py fails
+perceptlab_paired_vote. The text lives in the paradigm's package; this migration reads the file
+(server/migrations/sql_files.py) and pins its SHA-256 in ``SQL_FILES`` (tests/server/test_vote_rules.py fails
 when a changed file has no newer migration pinning it, or when the database's function is not the
 file's).
 
@@ -16,10 +16,9 @@ Create Date: 2026-11-28 12:30:00
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from alembic import op
+
+from server.migrations.sql_files import install
 
 
 revision = '0017_rating_sql'
@@ -35,22 +34,8 @@ RATING_FUNCTION = ('perceptlab_rating_response(integer, text, integer, integer, 
                    'timestamptz, timestamptz, integer, double precision, integer, integer, integer)')
 
 
-def _migration_0014():
-    """Migration 0014, whose ``sql_text`` reads a SQL file of the server package."""
-    path = Path(__file__).with_name('0014_paired_vote_sql.py')
-    spec = importlib.util.spec_from_file_location('perceptlab_migration_0014', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name == 'postgresql':
-        sql_text = _migration_0014().sql_text
-        for relative in SQL_FILES:
-            # The driver's own execute: the text is SQL as written (no bind parameters are parsed in it).
-            bind.exec_driver_sql(sql_text(relative))
+    install(SQL_FILES)
 
 
 def downgrade() -> None:

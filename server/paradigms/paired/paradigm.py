@@ -37,10 +37,10 @@ from ...tokens import TokenClaims
 from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
                    ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
-                   allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
+                   allocation_lock, as_object, check_replay, completion_info, ended_error,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
                    spec_for, stop, study_ref)
-from ..paged import WORKER_TRIAL_PAGES, PageSteps, paged_action, worker_trial_pages
+from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import PC_CHROME, WindowRequirement, pc_views
 from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
@@ -417,10 +417,6 @@ _RENEW_PAGE_COUNT_OPEN = (
                                  bindparam("until", type_=_page.c.reserved_until.type)), else_=None))
     .returning(select(func.count()).select_from(_trial)
                .where(_trial.c.page_id == _UPDATED_PAGE_ID, ~_trial.c.answered).scalar_subquery()))
-_PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
-              .values(completed_at=bindparam("now", type_=_page.c.completed_at.type)))
-_NEXT_PAGE_STAGE = (update(_assignment).where(_assignment.c.id == bindparam("assignment_id"))
-                    .values(pages_completed=_assignment.c.pages_completed + 1, stage=Stage.PAGE_DONE.value))
 _SCORE = (func.coalesce(func.sum(case((_gold.c.correct, 1), else_=0)), 0), func.count())
 _QUIZ_SCORE = select(*_SCORE).where(_gold.c.assignment_id == bindparam("assignment_id"), _gold.c.is_quiz)
 _HIDDEN_GOLD_SCORE = select(*_SCORE).where(_gold.c.worker_id == bindparam("worker_id"), ~_gold.c.is_quiz)
@@ -643,7 +639,7 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
     if trial.is_quiz:
         if open_left == 0 and assignment.stage == Stage.QUIZ:
             correct, total = _gold_score(session, _QUIZ_SCORE, {"assignment_id": assignment.id})
-            _mark_page_done(session, trial.page_id)
+            mark_page_done(session, trial.page_id)
             assignment_object = assignment.load(session)
             if correct < spec.accuracy_threshold * total - 1e-9:
                 stop(assignment_object, Stage.DISQUALIFIED,
@@ -662,19 +658,9 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
                  "Thank you for your time; you cannot continue with this study.")
             return assignment_object.stage
     if open_left == 0 and assignment.stage == Stage.TRIALS:
-        _mark_page_done(session, trial.page_id)
-        if assignment.pages_completed + 1 >= spec.max_pages:
-            assignment_object = assignment.load(session)
-            assignment_object.pages_completed += 1
-            complete(assignment_object)
-            return assignment_object.stage
-        session.connection().execute(_NEXT_PAGE_STAGE, {"assignment_id": assignment.id})
-        return Stage.PAGE_DONE
+        mark_page_done(session, trial.page_id)
+        return end_page(session, assignment, spec)
     return assignment.stage
-
-
-def _mark_page_done(session: Session, page_id: int) -> None:
-    session.connection().execute(_PAGE_DONE, {"page_id": page_id, "now": utcnow()})
 
 
 def _gold_score(session: Session, statement, params: dict[str, int]) -> tuple[int, int]:

@@ -37,10 +37,10 @@ from ...openapi import load_part
 from ...tokens import TokenClaims
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
-                    add_trials, allocation_lock, as_object, check_replay, complete, completion_info, ended_error,
+                    add_trials, allocation_lock, as_object, check_replay, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, study_ref)
-from ..paged import WORKER_TRIAL_PAGES, PageSteps, paged_action, worker_trial_pages
+from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
@@ -188,10 +188,6 @@ _RENEW_PAGE_COUNT_OPEN = (
                .where(_trial.c.page_id == _UPDATED_PAGE_ID, ~_trial.c.answered).scalar_subquery()))
 _OPEN_ON_PAGE = select(func.count()).select_from(_trial).where(_trial.c.page_id == bindparam("page_id"),
                                                                ~_trial.c.answered)
-_PAGE_DONE = (update(_page).where(_page.c.id == bindparam("page_id"))
-              .values(completed_at=bindparam("now", type_=_page.c.completed_at.type)))
-_NEXT_PAGE_STAGE = (update(_assignment).where(_assignment.c.id == bindparam("assignment_id"))
-                    .values(pages_completed=_assignment.c.pages_completed + 1, stage=Stage.PAGE_DONE.value))
 _SCORE = (func.coalesce(func.sum(case((_gold.c.correct, 1), else_=0)), 0), func.count())
 _QUIZ_SCORE = select(*_SCORE).where(_gold.c.assignment_id == bindparam("assignment_id"), _gold.c.is_quiz)
 _HIDDEN_SCORE = select(*_SCORE).where(_gold.c.worker_id == bindparam("worker_id"), ~_gold.c.is_quiz)
@@ -350,7 +346,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
     if rating.is_quiz:
         if rating.open_left == 0 and assignment.stage == Stage.QUIZ:
             correct, total = _score(session, _QUIZ_SCORE, {"assignment_id": assignment.id})
-            _mark_page_done(session, rating.page_id)
+            mark_page_done(session, rating.page_id)
             worker = assignment.load(session)
             if below_threshold(correct, total, spec.accuracy_threshold):
                 stop(worker, Stage.DISQUALIFIED,
@@ -369,7 +365,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
                                         "continue with this study.")
             return worker.stage
     if rating.open_left == 0 and assignment.stage == Stage.TRIALS:
-        _mark_page_done(session, rating.page_id)
+        mark_page_done(session, rating.page_id)
         if spec.straight_line_pages:
             lined = straight_lined_pages(session, assignment.worker_id)
             if lined >= spec.straight_line_pages:
@@ -377,18 +373,8 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
                 stop(worker, Stage.STOPPED, f"Every answer on {lined} page{'s' if lined > 1 else ''} was the same. "
                                             "Thank you for your time; you cannot continue with this study.")
                 return worker.stage
-        if assignment.pages_completed + 1 >= spec.max_pages:
-            worker = assignment.load(session)
-            worker.pages_completed += 1
-            complete(worker)
-            return worker.stage
-        session.connection().execute(_NEXT_PAGE_STAGE, {"assignment_id": assignment.id})
-        return Stage.PAGE_DONE
+        return end_page(session, assignment, spec)
     return assignment.stage
-
-
-def _mark_page_done(session: Session, page_id: int) -> None:
-    session.connection().execute(_PAGE_DONE, {"page_id": page_id, "now": utcnow()})
 
 
 # ---------------------------------------------------------------- state for the browser

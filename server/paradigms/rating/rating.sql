@@ -1,8 +1,9 @@
 -- perceptlab_rating_response: a rating in one round trip (PostgreSQL).
 --
--- The one home of the function's text. A migration installs it by reading this file
--- (server/migrations/versions/0017_rating_sql.py); a change here needs a new migration that
--- installs it again and pins the file's SHA-256 (tests/server/test_vote_rules.py fails until then).
+-- The one home of the function's text. Migrations install it by reading this file
+-- (server/migrations/versions/0017_rating_sql.py, again 0019_shared_page_sql.py); a change
+-- here needs a new migration that installs it again and pins the file's SHA-256
+-- (tests/server/test_vote_rules.py fails until then).
 --
 -- The function locks the assignment row, checks the token's nonce and the study whose rules the
 -- caller passed, and stores the common ratings with the rules of record_rating and _after_rating
@@ -125,14 +126,9 @@ BEGIN
         INSERT INTO rating_gold_result (response_id, worker_id, assignment_id, is_quiz, correct)
             VALUES (stored_response, a.worker_id, a.id, t.is_quiz, correct);
     END IF;
-    UPDATE page SET reserved_until = p_reserved_until WHERE page.id = t.page_id AND page.reserved_until IS NOT NULL;
-    stage := a.stage;
-    IF NOT t.is_quiz AND open_left = 0 AND a.stage = 'trials' THEN
-        UPDATE page SET completed_at = p_created_at WHERE page.id = t.page_id;
-        UPDATE assignment SET pages_completed = assignment.pages_completed + 1, stage = 'page_done'
-            WHERE assignment.id = a.id;
-        stage := 'page_done';
-    END IF;
+    -- The reservation renewed, and the end of a page of trials (server/paradigms/paged.sql).
+    stage := perceptlab_page_answered(a.id, t.page_id, a.stage, NOT t.is_quiz AND open_left = 0 AND a.stage = 'trials',
+                                      p_reserved_until, p_created_at);
     IF NOT t.is_quiz THEN
         correct := NULL;  -- only training answers are told whether they were in range
     END IF;
