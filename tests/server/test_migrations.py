@@ -138,7 +138,7 @@ def test_sqlite_migrations_that_copy_tables_keep_every_row(empty_sqlite_url, dem
 
 def test_paired_stopping_targets_stored_before_units_keep_their_anchored_meaning(empty_sqlite_url, demo_stimuli,
                                                                                   tmp_path):
-    """0019: a paired study stored with a half-width target but no ``[stopping] units`` (the key did not exist;
+    """0020: a paired study stored with a half-width target but no ``[stopping] units`` (the key did not exist;
     its target was anchored) gets ``units = "anchored"``; a paired study without a target and a rating-kind
     config are left as they were. The spec read back then measures the target in the unit it was launched with."""
     from server.paradigms import spec_from_config
@@ -158,9 +158,9 @@ def test_paired_stopping_targets_stored_before_units_keep_their_anchored_meaning
                     for slug, config in connection.execute(text("SELECT slug, config FROM study")).all()}
 
     try:
-        command.downgrade(alembic_config(empty_sqlite_url), "0018_stopping")
+        command.downgrade(alembic_config(empty_sqlite_url), "0019_shared_page_sql")
         stored = configs()
-        with engine.begin() as connection:  # as 0018 stored them: no units key ("rated" stands for a rating study)
+        with engine.begin() as connection:  # as stored before 0020: no units key ("rated" stands for a rating study)
             for slug, config in stored.items():
                 config = {k: v for k, v in config.items() if k != "units"}
                 if slug == "rated":

@@ -6,8 +6,8 @@ before it has no ``units`` in its config, so without this revision its target wo
 (about ten times stricter). Its config gets ``units = "anchored"``, the unit it was launched with; rating
 studies (MOS points, the only unit they have) and studies without a target are left alone.
 
-Revision ID: 0019_stopping_units
-Revises: 0018_stopping
+Revision ID: 0020_stopping_units
+Revises: 0019_shared_page_sql
 Create Date: 2026-11-28 14:40:00
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0019_stopping_units'
-down_revision = '0018_stopping'
+revision = '0020_stopping_units'
+down_revision = '0019_shared_page_sql'
 branch_labels = None
 depends_on = None
 
@@ -41,6 +41,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # The key is harmless to the code of 0018 (a stored config's unknown keys are ignored), so it stays:
+    # The key is harmless to the code before this revision (a stored config's unknown keys are ignored), so it stays:
     # removing it would also strip it from studies that chose "anchored" after this revision.
     pass
