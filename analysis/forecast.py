@@ -269,13 +269,19 @@ def _posterior(design, weights: np.ndarray, careless: float | np.ndarray = 0.0, 
 
 def seconds_per_trial(votes: Votes, rt_ms: Sequence | None = None) -> tuple[float | None, str]:
     """Median seconds between a worker's consecutive votes (``created_at``), else median ``rt_ms`` / 1000."""
-    stamps = votes.extra.get("created_at")
+    return response_seconds(votes.worker, votes.extra.get("created_at"), rt_ms)
+
+
+def response_seconds(worker: np.ndarray, stamps: Sequence | None, rt_ms: Sequence | None = None) -> tuple[float | None, str]:
+    """Median seconds between a worker's consecutive responses (``stamps``: ISO times; gaps over
+    :data:`MAX_TRIAL_GAP_SECONDS` are breaks), else the median ``rt_ms`` / 1000, and which of the two it was
+    (``"created_at"``, ``"rt_ms"`` or ``"unknown"``). Votes and ratings alike."""
     if stamps is not None:
         seconds = np.array([_epoch(s) for s in stamps])
         ok = np.isfinite(seconds)
         if ok.sum() > 1:
-            order = np.lexsort((seconds[ok], votes.worker[ok]))
-            w, t = votes.worker[ok][order], seconds[ok][order]
+            order = np.lexsort((seconds[ok], worker[ok]))
+            w, t = worker[ok][order], seconds[ok][order]
             gaps = np.diff(t)[w[1:] == w[:-1]]
             gaps = gaps[(gaps > 0) & (gaps <= MAX_TRIAL_GAP_SECONDS)]
             if len(gaps):
@@ -688,6 +694,8 @@ class Forecast:
     checkpoints: list[list[int]]  # per replicate, the votes at which it was analysed
     needed_model: np.ndarray      # (R, Q) votes by the fitted model alone (no inconsistency factor)
     seconds: float = 0.0
+    work_unit: str = "votes"      # what the counts count: "votes", or "ratings" (analysis/rating_forecast.py)
+    interval: str | None = None   # how the half-widths are made (None: the paired analysis's, see report)
 
     def band(self, values: np.ndarray) -> dict:
         """``{"total": median, "low": 10th percentile, "high": 90th percentile}``; None where not reached."""
@@ -881,8 +889,9 @@ def report(result: Forecast, plan: StudyPlan) -> dict:
     return {
         "target": {"halfwidth": result.target, "units": result.units, "confidence": result.confidence,
                    "sampling": result.sampling,
-                   "interval": f"t interval, worker bootstrap ({result.n_boot} resamples per checkpoint), "
-                               "automatic screening"},
+                   "interval": result.interval or f"t interval, worker bootstrap ({result.n_boot} resamples per "
+                                                  "checkpoint), automatic screening"},
+        "work_unit": result.work_unit,
         **{k: forecasts[0][k] for k in ("quantile", "votes_needed", "participants", "dollars", "worker_hours",
                                          "wall_clock_hours")},
         "forecasts": forecasts,

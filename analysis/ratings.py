@@ -301,6 +301,23 @@ def t_interval(stimulus: np.ndarray, values: np.ndarray, n_stimuli: int, confide
     return mean, mean - half, mean + half, n.astype(np.int64)
 
 
+def mos_intervals(n: np.ndarray, total: np.ndarray, squares: np.ndarray,
+                  confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(means, SDs of one rating, t half-widths) from per-stimulus counts, sums and sums of squares: the MOS
+    intervals a rating study's ``[stopping]`` measures (server/paradigms/rating/precision.py) and
+    :mod:`analysis.rating_forecast` simulates. Any leading axes broadcast (replicates x stimuli, say).
+
+    Stimuli with fewer than two ratings have NaN SD and half-width."""
+    n = np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+        var = np.maximum(squares - n * mean ** 2, 0.0) / (n - 1)
+        sd = np.where(n >= 2, np.sqrt(var), np.nan)
+        t = stdtrit(np.maximum(n - 1, 1), 0.5 + confidence / 2)
+        half = np.where(n >= 2, t * sd / np.sqrt(n), np.nan)
+    return mean, sd, half
+
+
 def worker_bootstrap_means(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray, n_stimuli: int,
                            n_workers: int, n_boot: int = 1000, seed: int | np.random.Generator | None = 0,
                            progress: bool | None = None) -> np.ndarray:

@@ -575,6 +575,12 @@ class Rating(Paradigm):
 
         return study_precision(session, study, tuple(getattr(spec, "resolve", ())))
 
+    def forecast(self, session: Session, study: Study, spec):
+        """analysis/rating_forecast.py on the study's own ratings (server/paradigms/rating/precision.py)."""
+        from .precision import simulation_forecast
+
+        return simulation_forecast(session, study, spec)
+
     def admin_blueprint(self):
         """The ratings.csv download (:mod:`.admin`)."""
         from .admin import bp

@@ -10,26 +10,14 @@ from scipy import stats
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from analysis.ratings import mos_intervals
+
 from ...models import Assignment, Study
 from ..core import Precision, SetPrecision
 from .models import RatingResponse, RatingStimulus
 
 UNIT = "MOS points"
-CONFIDENCE = 0.95
-
-
-def mos_intervals(n: np.ndarray, total: np.ndarray, squares: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(means, SDs of one rating, t half-widths) from per-stimulus counts, sums and sums of squares.
-
-    Stimuli with fewer than two ratings have NaN SD and half-width."""
-    n = n.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / n
-        var = np.maximum(squares - n * mean ** 2, 0.0) / (n - 1)
-        sd = np.where(n >= 2, np.sqrt(var), np.nan)
-        t = stats.t.ppf(0.5 + CONFIDENCE / 2, np.maximum(n - 1, 1))
-        half = np.where(n >= 2, t * sd / np.sqrt(n), np.nan)
-    return mean, sd, half
+CONFIDENCE = 0.95  # mos_intervals' default too (analysis/ratings.py)
 
 
 def welch_resolved(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, a: int, b: int) -> bool:
@@ -59,7 +47,7 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
     n = np.array([sums[s.id].n if s.id in sums else 0 for s in stimuli], dtype=float)
     total = np.array([float(sums[s.id].total) if s.id in sums else 0.0 for s in stimuli])
     squares = np.array([float(sums[s.id].squares) if s.id in sums else 0.0 for s in stimuli])
-    mean, sd, half = mos_intervals(n, total, squares)
+    mean, sd, half = mos_intervals(n, total, squares, CONFIDENCE)
     scenes = np.array([s.scene for s in stimuli])
     items = np.array([s.item_id for s in stimuli])
     sets = []
@@ -71,3 +59,58 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
         sets.append(SetPrecision(scene, tuple(items[at].tolist()), tuple(half[at].tolist()), int(n[at].sum()),
                                  pairs, tuple(sd[at].tolist())))
     return Precision(UNIT, tuple(sets), int(n.sum()))
+
+
+FORECAST_REPLICATES = 20  # simulated studies of the dashboard's forecast (milliseconds each: ratings need no bootstrap)
+
+
+def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
+    """What the study still needs to reach ``[stopping] halfwidth`` by analysis/rating_forecast.py, with the study's
+    own ratings (non-pilot, test stimuli: those :func:`study_precision` counts) as its pilot and every test stimulus
+    of the study, rated yet or not: the ratings, participants, dollars and hours still needed (median of the
+    simulated studies, band their 10th to 90th percentile). Commits ``session`` before computing (no transaction
+    stays open). None without a half-width target, or with too few ratings to fit (two workers, a stimulus rated
+    twice)."""
+    from analysis.forecast import ForecastInputError, StudyPlan, report
+    from analysis.rating_forecast import fit_rating_pilot, forecast_ratings
+    from analysis.ratings import build_ratings
+
+    if spec.halfwidth <= 0:
+        return None
+    stimuli = [f"{scene}/{item}" for scene, item in session.execute(
+        select(RatingStimulus.scene, RatingStimulus.item_id)
+        .where(RatingStimulus.study_id == study.id, ~RatingStimulus.is_gold, RatingStimulus.role != "gold_low")
+        .order_by(RatingStimulus.id))]
+    rows = session.execute(
+        select(RatingResponse.worker_id, RatingStimulus.scene, RatingStimulus.item_id, RatingResponse.rating,
+               RatingResponse.created_at, RatingResponse.rt_ms)
+        .join(RatingStimulus, RatingStimulus.id == RatingResponse.stimulus_id)
+        .join(Assignment, Assignment.id == RatingResponse.assignment_id)
+        .where(RatingResponse.study_id == study.id, ~Assignment.pilot, ~RatingStimulus.is_gold,
+               RatingStimulus.role != "gold_low")
+        .order_by(RatingResponse.id)).all()
+    session.commit()
+    if not rows:
+        return None
+    ratings = build_ratings([str(r.worker_id) for r in rows], [f"{r.scene}/{r.item_id}" for r in rows],
+                            [repr(float(r.rating)) for r in rows], scale=spec.method,
+                            extra={"created_at": [r.created_at.isoformat() for r in rows]}, path=f"study {study.slug}")
+    plan = StudyPlan(pairs_per_page=spec.ratings_per_page, gold_per_page=spec.gold_per_page, min_pages=spec.min_pages,
+                     max_pages=spec.max_pages, reward=float(spec.reward_per_page),
+                     bonus_per_page=float(spec.bonus_per_page))
+    try:
+        fit = fit_rating_pilot(ratings, stimuli=stimuli, rt_ms=[r.rt_ms for r in rows], confidence=CONFIDENCE)
+    except ForecastInputError:
+        return None
+    result = forecast_ratings(fit, spec.halfwidth, quantiles=[spec.quantile], replicates=FORECAST_REPLICATES,
+                              seed=study.seed, confidence=CONFIDENCE)
+    document = report(result, plan)
+    have = fit.n_votes
+
+    def still(band: dict) -> dict:
+        return {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
+
+    return {"votes_now": have, "votes_still_needed": still(document["votes_needed"]),
+            "votes_needed": document["votes_needed"], "participants": document["participants"],
+            "dollars": document["dollars"], "wall_clock_hours": document["wall_clock_hours"],
+            "replicates": document["replicates"], "sampling": result.sampling, "unit": "ratings"}
