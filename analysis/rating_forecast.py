@@ -60,7 +60,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit, log_ndtr
 
 from .forecast import (BAND, DEFAULT_GROWTH, DEFAULT_MAX_MULTIPLE, DEFAULT_QUANTILES, DEFAULT_REPLICATES, Forecast,
-                       ForecastInputError, _crossing, _quantile, response_seconds)
+                       ForecastInputError, _crossing, response_seconds)
 from .rating_screening import DEFAULT_CORRELATION, DEFAULT_MIN_COMMON, correlation_with_others
 from .ratings import Ratings, build_ratings, mos_intervals
 
@@ -70,6 +70,7 @@ EM_ITERATIONS = 200
 MIN_SPREAD = 0.05          # smallest SD of the true qualities and of a worker's inconsistency (points)
 SHEPPARD = 1.0 / 12.0      # variance a rounding to whole points adds
 ASSUMED_CARELESS_START = 0.2
+MAX_RATINGS_PER_STIMULUS = 200  # the default cap of a simulated study is at least this many ratings per stimulus
 
 
 # --------------------------------------------------------------------------- the pilot
@@ -322,8 +323,12 @@ def halfwidths(stimulus: np.ndarray, worker: np.ndarray, rating: np.ndarray, n_s
 
 
 def _quantile_of(half: np.ndarray, q: float) -> float:
-    """The ``q``-quantile of half-widths, a stimulus without an interval (NaN) counting as infinitely wide."""
-    return _quantile(np.where(np.isfinite(half), half, np.inf), q) if len(half) else float("nan")
+    """The half-width of the ``ceil(q n)``-th narrowest of ``n`` stimuli, a stimulus without an interval (NaN)
+    counting as infinitely wide: the item [stopping] compares with its target (server/stopping.py, set_status)."""
+    if not len(half):
+        return float("nan")
+    needed = max(int(np.ceil(q * len(half) - 1e-9)), 1)
+    return float(np.partition(np.where(np.isfinite(half), half, np.inf), needed - 1)[needed - 1])
 
 
 # --------------------------------------------------------------------------- simulated studies
@@ -455,7 +460,8 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
     growth : float
         Ratio of consecutive checkpoints (ratings).
     max_ratings : int, optional
-        Stop a replicate here (default :data:`~analysis.forecast.DEFAULT_MAX_MULTIPLE` times the pilot's ratings).
+        Stop a replicate here (default :data:`~analysis.forecast.DEFAULT_MAX_MULTIPLE` times the pilot's ratings, at
+        least :data:`MAX_RATINGS_PER_STIMULUS` per stimulus: a small pilot of a large study is still forecast).
     ratings_per_worker : float, optional
         Mean ratings a simulated worker gives (default: as many as the pilot's workers gave).
     screen : bool
@@ -477,11 +483,11 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
     if replicates < 1 or not growth > 1:
         raise ForecastInputError("need replicates >= 1 and growth > 1")
     pilot = fit.n_votes
-    cap = int(max_ratings) if max_ratings is not None else int(DEFAULT_MAX_MULTIPLE * pilot)
+    cap = int(max_ratings) if max_ratings is not None else \
+        int(max(DEFAULT_MAX_MULTIPLE * pilot, MAX_RATINGS_PER_STIMULUS * len(fit.stimulus_ids)))
     if cap < pilot:
         raise ForecastInputError(f"max_votes ({cap}) is below the pilot's {pilot} ratings")
     J, S, Q = len(fit.stimulus_ids), len(fit.set_ids), len(quantiles)
-    real_q = np.array([_quantile_of(fit.halfwidths, q) for q in quantiles])
     needed = np.full((replicates, Q), np.inf)
     per_set = np.full((replicates, Q, S), np.inf)
     ratio = np.ones((replicates, Q))
@@ -500,9 +506,7 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
             set_counts.append(np.bincount(fit.stimulus_set[s], minlength=S))
             if all(p <= target for p in pooled[-1]) and all(v <= target for row in by_set[-1] for v in row):
                 break
-        sim_pilot = np.array(pooled[0])
-        ratio[r] = np.where(np.isfinite(real_q) & (sim_pilot > 0) & np.isfinite(sim_pilot),
-                            real_q / np.where(sim_pilot > 0, sim_pilot, 1.0), np.nan)
+        ratio[r] = _pilot_ratio(fit, study, quantiles, screen, confidence)
         checkpoints.append(at)
         for q in range(Q):
             needed[r, q] = _crossing(at, [p[q] for p in pooled], target)
@@ -513,6 +517,19 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
     return Forecast(quantiles, needed, per_set, ratio, list(fit.set_ids), fit, float(target), UNITS,
                     "least-rated first", confidence, cap, 0, checkpoints, needed.copy(),
                     time.perf_counter() - started, work_unit="ratings", interval=interval)
+
+
+def _pilot_ratio(fit: RatingPilotFit, study: RatingStudy, quantiles: list[float], screen: bool,
+                 confidence: float) -> np.ndarray:
+    """Per quantile: the pilot's half-width over its simulated replay's, over the stimuli both give an interval
+    (1 where none: nothing to compare)."""
+    replay = halfwidths(study.stimulus[:study.pilot_length], study.worker[:study.pilot_length],
+                        study.rating[:study.pilot_length], len(fit.stimulus_ids), len(study.honest), screen=screen,
+                        confidence=confidence)
+    both = np.isfinite(fit.halfwidths) & np.isfinite(replay) & (replay > 0)
+    if not both.any():
+        return np.ones(len(quantiles))
+    return np.array([_quantile_of(fit.halfwidths[both], q) / _quantile_of(replay[both], q) for q in quantiles])
 
 
 def ratings_needed_by_study(stimulus: np.ndarray, worker: np.ndarray, rating: np.ndarray, n_stimuli: int,

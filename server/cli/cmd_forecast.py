@@ -48,8 +48,8 @@ DEFAULTS = {"paired": {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1,
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True)
 @click.option("--max-votes", type=click.IntRange(min=1), default=None,
-              help="Stop a simulated study here (default: 20 times the pilot's votes or ratings); targets not "
-                   "reached by then are reported as not reached.")
+              help="Stop a simulated study here (default: 20 times the pilot's votes or ratings, for ratings at least "
+                   "200 per stimulus); targets not reached by then are reported as not reached.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--pairs-per-page", type=click.IntRange(min=1), default=None, help="Trials per page (default: the "
               "study's pairs_per_page or ratings_per_page, else 20).")

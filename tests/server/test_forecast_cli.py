@@ -1,4 +1,5 @@
-"""`perceptlab forecast` (server/cli/cmd_forecast.py): a votes file, a study file, a stored study's pilots, errors."""
+"""`perceptlab forecast` (server/cli/cmd_forecast.py): a votes or ratings file, a study file, a stored study's pilots,
+errors."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from analysis.formats import write_votes
+from analysis.rating_models import simulate_ratings
 from analysis.simulate import simulate_study
 from server.cli import cli
 from server.models import Study, Worker
@@ -15,6 +17,7 @@ from server.pilot import mark_pilot
 from server.services import app_services
 
 from .conftest import WorkerClient, write_study_file
+from .motion_support import write_motion_study
 
 SECRET = "test-secret"  # make_test_app's secret key
 
@@ -23,6 +26,15 @@ def _pilot_csv(tmp_path, **kwargs):
     study = simulate_study(n_sets=2, n_items=12, degree=4, votes_per_pair=8, n_workers=24, seed=3, **kwargs)
     path = tmp_path / "pilot.csv"
     write_votes(path, study.votes.subset(np.arange(len(study.votes)) < 0.4 * len(study.votes)))
+    return path
+
+
+def _ratings_csv(tmp_path):
+    """A DCR pilot as a rating study exports it: ``<scene>/<item>`` stimuli, a scale and rt_ms column."""
+    sim = simulate_ratings(n_stimuli=24, n_workers=30, ratings_per_stimulus=12, careless=0.2, seed=4)
+    path = tmp_path / "ratings.csv"
+    rows = [f"{w},scene{int(s[1:]) % 2}/{s},{r},dcr,2500" for w, s, r in zip(*sim.columns().values())]
+    path.write_text("worker_id,stimulus_id,rating,scale,rt_ms\n" + "\n".join(rows) + "\n")
     return path
 
 
@@ -66,7 +78,7 @@ def test_one_quantile_and_a_study_file_set_the_pay_and_the_sampling(tmp_path, de
             a["min_pages"]) == (10, 1, 9, 2.0, 0.5, 2)
 
 
-def test_bad_input_is_one_error_line(tmp_path, rating_manifest):
+def test_bad_input_is_one_error_line(tmp_path, rating_manifest, demo_stimuli):
     from .rating_support import write_rating_study
 
     pilot = _pilot_csv(tmp_path)
@@ -76,15 +88,23 @@ def test_bad_input_is_one_error_line(tmp_path, rating_manifest):
     broken.write_text("worker_id,set_id,item_a,item_b\nw1,s,a,b\n")
     motion = tmp_path / "motion.toml"
     motion.write_text('[study]\nkind = "motion"\nslug = "m"\n')
-    rating = write_rating_study(tmp_path, rating_manifest)  # a valid study file without pages of pairs
+    rating = write_rating_study(tmp_path, rating_manifest)  # a valid study file with pages of ratings
+    paired = write_study_file(tmp_path, demo_stimuli)
+    motion_ok = write_motion_study(tmp_path, tmp_path / "clips.json", slug="m2")  # read, not created: its clips need not exist
     cases = [
         (["--halfwidth", "1"], "give the pilot"),
         (["--pilot", str(pilot), "--study", "demo", "--halfwidth", "1"], "give the pilot"),
-        (["--pilot", str(ratings), "--halfwidth", "1"], "paired-comparison votes only"),
+        (["--pilot", str(ratings), "--halfwidth", "1", "--units", "jod"], "MOS half-width in rating points"),
+        (["--pilot", str(pilot), "--halfwidth", "1", "--units", "points"], "the unit of ratings"),
+        (["--pilot", str(ratings), "--halfwidth", "1", "--sampling", "active"], "--sampling is for paired"),
+        (["--pilot", str(pilot), "--halfwidth", "1", "--screen"], "--screen is for ratings"),
+        (["--pilot", str(ratings), "--halfwidth", "1", "--max-votes", "1"], "below the pilot's 2 ratings"),
+        ([str(rating), "--pilot", str(pilot), "--halfwidth", "1"], "a rating study file"),
+        ([str(paired), "--pilot", str(ratings), "--halfwidth", "1"], "holds rating data"),
         (["--pilot", str(broken), "--halfwidth", "1"], "missing column winner"),
         (["--pilot", str(tmp_path / "none.csv"), "--halfwidth", "1"], "cannot read"),
         ([str(motion), "--pilot", str(pilot), "--halfwidth", "1"], "study.clips is required"),
-        ([str(rating), "--pilot", str(pilot), "--halfwidth", "1"], "paired comparison) only"),
+        ([str(motion_ok), "--pilot", str(pilot), "--halfwidth", "1"], "pages of pairs or of ratings"),
         (["--pilot", str(pilot), "--halfwidth", "1", "--max-votes", "5"], "below the pilot's"),
     ]
     for args, message in cases:
@@ -131,3 +151,78 @@ def test_a_stored_study_forecasts_from_its_pilot_participants_only(app, study, t
     unknown = CliRunner().invoke(cli, ["forecast", "--study", "nope", "--halfwidth", "3", "--database-url",
                                        app.config["DATABASE_URL"]], env={"PERCEPTLAB_SECRET_KEY": SECRET})
     assert unknown.exit_code == 2 and "no study 'nope'" in unknown.output
+
+
+def test_a_ratings_file_gives_the_table_and_the_json_in_ratings(tmp_path):
+    out = tmp_path / "forecast.json"
+    result = _run("--pilot", str(_ratings_csv(tmp_path)), "--halfwidth", "0.5", "--replicates", "4",
+                  "--arrivals-per-hour", "20", "--json-out", str(out))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("pilot: 288 ratings of 30 workers in 2 set(s)")
+    assert lines[1].startswith("target: half-width 0.5 points (95 % t interval of each stimulus' mean rating")
+    assert lines[2].split()[:3] == ["items", "ratings", "(band)"]
+    assert any(line.startswith("counts are ratings") for line in lines)
+    doc = json.loads(out.read_text())
+    assert doc["work_unit"] == "ratings" and doc["target"]["units"] == "points"
+    assert set(doc["votes_needed"]["per_set"]) == {"scene0", "scene1"}
+    assert doc["votes_needed"]["low"] <= doc["votes_needed"]["total"] <= doc["votes_needed"]["high"]
+    assert doc["votes_needed"]["total"] > 288  # the pilot's intervals are wider than 0.5
+    a = doc["assumptions"]  # a rating study's defaults: 20 ratings a page, 2 of them checks, $0.90 and $0.60
+    assert (a["pairs_per_page"], a["gold_per_page"], a["reward"], a["bonus_per_page"]) == (20, 2, 0.9, 0.6)
+    assert a["seconds_per_trial"] == 2.5 and a["seconds_source"] == "rt_ms"
+    assert doc["pilot"]["scale"] == "dcr" and 0 < doc["pilot"]["careless_share"] < 0.5
+    assert doc["wall_clock_hours"]["total"] is not None
+
+
+def test_a_rating_study_file_sets_the_pages_and_pay(tmp_path, rating_manifest):
+    from .rating_support import write_rating_study
+
+    toml = write_rating_study(tmp_path, rating_manifest, pages={"ratings_per_page": 10, "reward_per_page": "1.20",
+                                                                "bonus_per_page": "0.40", "min_pages": 2},
+                              quality={"gold_rate": 0.2})
+    out = tmp_path / "f.json"
+    result = _run(str(toml), "--pilot", str(_ratings_csv(tmp_path)), "--halfwidth", "0.6", "--units", "points",
+                  "--quantile", "0.5", "--replicates", "2", "--json-out", str(out))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    a = doc["assumptions"]
+    assert (a["pairs_per_page"], a["gold_per_page"], a["votes_per_page"], a["reward"], a["bonus_per_page"],
+            a["min_pages"]) == (10, 2, 8, 1.2, 0.4, 2)
+    assert [f["quantile"] for f in doc["forecasts"]] == [0.5]
+
+
+def test_a_stored_rating_study_forecasts_from_its_pilot_participants_ratings(app, rating_manifest, tmp_path):
+    import random
+
+    from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
+
+    slug = create_rating_study(app, rating_manifest, tmp_path, slug="rated", **SMALL)
+    rng = random.Random(2)
+    api = app.test_client()
+    ids = []
+    for k in range(4):
+        worker = RatingWorker(api, slug, worker_id=f"WRATE{k}")
+        worker.pass_training()
+        for _ in range(2):
+            body = worker.answer_page(lambda t: rng.randint(1, 5) if trial_facts(app, t["id"])[0] == "test"
+                                      else shown_answer(app, t["id"]))
+            if body.get("stage") == "page_done":
+                worker.action("continue")
+        ids.append(worker.worker_id)
+    with app_services(app).sessions() as session:
+        s = session.scalar(select(Study).where(Study.slug == slug))
+        mark_pilot(session, s, list(session.scalars(select(Worker).where(Worker.study_id == s.id,
+                                                                         Worker.external_id.in_(ids[:3])))))
+        session.commit()
+    out = tmp_path / "f.json"
+    result = CliRunner().invoke(cli, ["forecast", "--study", slug, "--halfwidth", "0.5", "--replicates", "2",
+                                      "--json-out", str(out), "--database-url", app.config["DATABASE_URL"]],
+                                env={"PERCEPTLAB_SECRET_KEY": SECRET})
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["work_unit"] == "ratings" and doc["pilot"]["workers"] == 3 and doc["pilot"]["scale"] == "dcr"
+    assert doc["pilot"]["ratings"] == 3 * 2 * 6  # two pages of 8 trials, 2 of them checks
+    a = doc["assumptions"]
+    assert (a["pairs_per_page"], a["gold_per_page"], a["reward"], a["bonus_per_page"]) == (8, 2, 0.5, 0.4)
+    assert doc["pilot"]["seconds_source"] in ("created_at", "rt_ms")

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from server import stopping
 from server.models import MTurkHit, Study, StudyStopping
 from server.mturk import PAST
+from server.paradigms.core import study_paradigm
 from server.paradigms.paired import live_scales
 from server.paradigms.paired.models import ScaleSnapshot
 from server.paradigms.studyfile import StudyDefinitionError
@@ -363,3 +364,40 @@ def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(
     _reanalyse(app, study_id)
     record = _record(app, study_id)
     assert record.reason == "target" and "recomputed" not in record.measured["note"]
+
+
+def _rating_workers(app, slug, n: int, seed: int, pilot: bool = False) -> None:
+    """``n`` workers who pass the training and rate three pages (real stimuli 2..4 at random, checks right)."""
+    rng = random.Random(seed)
+    api = app.test_client()
+    for _ in range(n):
+        worker = RatingWorker(api, slug, pilot=pilot)
+        worker.pass_training()
+        for _ in range(3):
+            body = worker.answer_page(lambda t: rng.randint(2, 4) if trial_facts(app, t["id"])[0] == "test"
+                                      else shown_answer(app, t["id"]))
+            if body.get("stage") == "page_done":
+                worker.action("continue")
+
+
+def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifest, tmp_path, admin):
+    from .admin_support import csrf_of
+
+    slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 0.3}, **SMALL)
+    study_id, _ = _study(app, slug)
+    _rating_workers(app, slug, 4, seed=5)
+    response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
+                          data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
+    assert response.status_code == 303
+    stopping.wait_for_forecasts(app)
+    forecast = _record(app, study_id).forecast
+    with app_services(app).sessions() as session:  # the ratings [stopping] measures on
+        paradigm, spec = study_paradigm(session, study_id)
+        counted = paradigm.precision(session, session.get(Study, study_id), spec).responses
+    assert forecast["unit"] == "ratings" and forecast["votes_now"] == counted > 0
+    assert forecast["replicates"] == 20
+    still = forecast["votes_still_needed"]
+    assert still["low"] <= still["total"] <= still["high"] and still["total"] > 0  # far from 0.3 points
+    assert forecast["participants"]["total"] >= 1 and forecast["dollars"]["total"] > 0
+    html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
+    assert 'id="forecast-votes"' in html and f"{still['total']} more ratings" in html
