@@ -13,11 +13,12 @@ from .cmd_study import DATABASE_OPTION
 RATING_COLUMNS = ("stimulus_id", "rating")
 PAIRED_UNITS = ("jod", "z", "anchored")
 RATING_UNITS = "points"
-# Pages and pay of a study file of neither kind's, by the pilot's kind: the defaults of each kind's study file.
-DEFAULTS = {"paired": {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "max_pages": 10,
-                       "reward_per_page": 1.50, "bonus_per_page": 1.00},
-            "rating": {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "max_pages": 10,
-                       "reward_per_page": 0.90, "bonus_per_page": 0.60}}
+VOTES, RATINGS = "votes", "ratings"  # what a pilot holds (read off its columns), and what its study file's pages hold
+# Pages and pay without a study file, by the pilot's kind: the defaults of each kind's study file.
+DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "max_pages": 10,
+                    "reward_per_page": 1.50, "bonus_per_page": 1.00},
+            RATINGS: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "max_pages": 10,
+                      "reward_per_page": 0.90, "bonus_per_page": 0.60}}
 
 
 @cli.command("forecast")
@@ -111,10 +112,10 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
         raise UserError(f"{study_toml}: a {_KIND_NAMES[settings['kind']]} study file, and {where} holds "
                         f"{_KIND_NAMES[kind]} data: give the pilot of the same kind")
     units = _units(kind, units)
-    if kind == "rating" and sampling is not None:
+    if kind == RATINGS and sampling is not None:
         raise UserError("--sampling is for paired comparison: a rating study gives its stimuli ratings least-rated "
                         "first")
-    if kind == "paired" and screen:
+    if kind == VOTES and screen:
         raise UserError("--screen is for ratings: paired comparison's analysis screens its workers itself")
     sampling = sampling or {"active": "active"}.get(settings.get("sampling"), "random")
     defaults = DEFAULTS[kind]
@@ -130,7 +131,7 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
             arrivals_per_hour=arrivals_per_hour)
         quantiles = list(quantiles) or [1.0, 0.9]
         per_worker = None if pages_per_worker is None else pages_per_worker * plan.votes_per_page
-        if kind == "rating":
+        if kind == RATINGS:
             fit = fit_rating_pilot(pilot, rt_ms=rt_ms, screen=screen, confidence=confidence)
             result = forecast_ratings(fit, halfwidth, quantiles=quantiles, replicates=replicates, seed=seed,
                                       confidence=confidence, max_ratings=max_votes, ratings_per_worker=per_worker,
@@ -157,12 +158,12 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
         click.echo(f"wrote {json_out}")
 
 
-_KIND_NAMES = {"paired": "paired-comparison", "rating": "rating"}
+_KIND_NAMES = {VOTES: "paired-comparison", RATINGS: "rating"}
 
 
 def _units(kind: str, units: str | None) -> str:
     """The target's unit: each kind's default, or one error line for the other kind's."""
-    if kind == "rating":
+    if kind == RATINGS:
         if units not in (None, RATING_UNITS):
             raise UserError(f"--units {units}: a rating study's half-width is a MOS half-width in rating points "
                             f"(--units {RATING_UNITS}, the default for ratings)")
@@ -181,7 +182,7 @@ def _pick(flag, settings: dict, key: str, defaults: dict):
 
 
 def _read_pilot(path: Path):
-    """``(kind, pilot, rt_ms)``: "paired" and its Votes, or "rating" and its Ratings (read off the header), and
+    """``(kind, pilot, rt_ms)``: ``VOTES`` and its Votes, or ``RATINGS`` and its Ratings (read off the header), and
     its rt_ms column (None when absent); one error line on bad input."""
     from analysis.formats import VotesFormatError, read_csv_table, read_votes
     from analysis.ratings import RatingsFormatError, read_ratings
@@ -192,14 +193,14 @@ def _read_pilot(path: Path):
         except RatingsFormatError as exc:
             raise UserError(str(exc)) from None
         _, columns, rows, _ = read_csv_table(path, (), ("rt_ms",), RatingsFormatError)
-        return "rating", ratings, [row[0] for row in rows] if columns == ["rt_ms"] else None
+        return RATINGS, ratings, [row[0] for row in rows] if columns == ["rt_ms"] else None
     try:
         votes = read_votes(path)
     except VotesFormatError as exc:
         raise UserError(str(exc)) from None
     _, columns, rows, _ = read_csv_table(path, (), ("rt_ms",), VotesFormatError)
     rt_ms = [row[0] for row in rows] if columns == ["rt_ms"] else None
-    return "paired", votes, rt_ms
+    return VOTES, votes, rt_ms
 
 
 def _is_ratings(path: Path) -> bool:
@@ -226,10 +227,10 @@ def _study_settings(path: Path) -> dict:
 
 
 # What a forecast reads of a study's spec: the pages and pay of a paired-comparison study or a rating study.
-PLAN_FIELDS = {"paired": ("sampling", "pairs_per_page", "gold_per_page", "min_pages", "max_pages", "reward_per_page",
-                          "bonus_per_page"),
-               "rating": ("ratings_per_page", "gold_per_page", "min_pages", "max_pages", "reward_per_page",
-                          "bonus_per_page")}
+PLAN_FIELDS = {VOTES: ("sampling", "pairs_per_page", "gold_per_page", "min_pages", "max_pages", "reward_per_page",
+                       "bonus_per_page"),
+               RATINGS: ("ratings_per_page", "gold_per_page", "min_pages", "max_pages", "reward_per_page",
+                         "bonus_per_page")}
 
 
 def _spec_settings(spec, where: str) -> dict:
@@ -239,7 +240,7 @@ def _spec_settings(spec, where: str) -> dict:
     if kind is None:
         raise UserError(f"{where}: forecasts cover studies with pages of pairs or of ratings (paired comparison, "
                         "ratings) only")
-    trials = spec.pairs_per_page if kind == "paired" else spec.ratings_per_page
+    trials = spec.pairs_per_page if kind == VOTES else spec.ratings_per_page
     return {"kind": kind, "sampling": "active" if getattr(spec, "sampling", "") == "active" else "random",
             "pairs_per_page": trials, "gold_per_page": spec.gold_per_page, "min_pages": spec.min_pages,
             "max_pages": spec.max_pages, "reward_per_page": float(spec.reward_per_page),
@@ -266,14 +267,14 @@ def _study_pilot(slug: str, database_url: str | None):
         settings = _spec_settings(spec_from_config(dict(study.config or {})), f"study {slug}")
         pilots = set(session.scalars(select(Worker.external_id).where(Worker.study_id == study.id, Worker.pilot)))
         files = paradigm_for(study).export(session, study.id, salt=None, include_pilot=True).files
-    name = "ratings.csv" if settings["kind"] == "rating" else "votes.csv"
+    name = "ratings.csv" if settings["kind"] == RATINGS else "votes.csv"
     text = files.get(name)
     if text is None:
         raise UserError(f"study {slug}: its export has no {name}")
     rows = list(csv.reader(io.StringIO(text)))
     column = rows[0].index("worker_id") if rows else -1
     kept = [row for row in rows[1:] if row and row[column].lstrip("'") in pilots]
-    what = "ratings" if settings["kind"] == "rating" else "votes"
+    what = settings["kind"]
     if not kept:
         raise UserError(f"study {slug!r} has no {what} of pilot participants (perceptlab study links {slug} --preview, "
                         "perceptlab study pilot, or perceptlab simulate make some)")
