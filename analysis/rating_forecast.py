@@ -433,6 +433,25 @@ def known_rating_crowd(truth: np.ndarray, stimulus_ids: Sequence[str], honest: n
                           "unknown")
 
 
+def simulate_whole_study(n_sets: int = 3, per_set: int = 40, n_workers: int = 400, *, careless: float = 0.25,
+                         ratings_per_worker: tuple[int, int] = (10, 40), bias_sd: float = 0.35,
+                         inconsistency_rms: float = 0.7, inconsistency_log_sd: float = 0.25, quality_sd: float = 0.9,
+                         share_rated: float = 0.95, seed: int = 0) -> tuple[RatingPilotFit, RatingStudy]:
+    """A whole 1..5 rating study of a known crowd to replay a forecast against (tests, ``benchmarks/forecast.py``):
+    ``n_sets`` scenes of ``per_set`` stimuli (``scene<k>/m<j>``), workers careless with probability ``careless``,
+    each giving a number of ratings uniform in ``ratings_per_worker``, the study stopping at ``share_rated`` of
+    their ratings. Returns the crowd and the study (least-rated first, as :func:`forecast_ratings` simulates)."""
+    rng = np.random.default_rng(seed)
+    J = n_sets * per_set
+    truth = np.clip(3.0 + quality_sd * rng.standard_normal(J), 1.3, 4.7)
+    ids = [f"scene{k % n_sets}/m{k:03d}" for k in range(J)]
+    counts = rng.integers(ratings_per_worker[0], ratings_per_worker[1] + 1, n_workers)
+    crowd = known_rating_crowd(truth, ids, rng.random(n_workers) >= careless, counts, bias_sd=bias_sd,
+                               inconsistency_rms=inconsistency_rms, inconsistency_log_sd=inconsistency_log_sd)
+    study = simulate_rating_study(crowd, int(counts.sum() * share_rated), rng, draw_truth=False, resample_crowd=False)
+    return crowd, study
+
+
 # --------------------------------------------------------------------------- the forecast
 
 def _checkpoints(start: int, cap: int, growth: float) -> list[int]:
@@ -552,5 +571,6 @@ def ratings_needed_by_study(stimulus: np.ndarray, worker: np.ndarray, rating: np
             "checkpoints": at, "halfwidths": widths}
 
 
-__all__ = ["BAND", "RatingPilotFit", "RatingStudy", "fit_rating_pilot", "forecast_ratings", "halfwidths",
-           "known_rating_crowd", "ratings_needed_by_study", "simulate_rating_study", "counted_rows"]
+__all__ = ["BAND", "RatingPilotFit", "RatingStudy", "counted_rows", "fit_rating_pilot", "forecast_ratings",
+           "halfwidths", "known_rating_crowd", "ratings_needed_by_study", "simulate_rating_study",
+           "simulate_whole_study"]

@@ -1,4 +1,5 @@
-"""``perceptlab forecast`` replayed: forecast from a study's first votes against what the whole study needed.
+"""``perceptlab forecast`` replayed: forecast from a study's first votes (or ratings) against what the whole study
+needed.
 
 Each study is simulated in full with a known crowd (``analysis/simulate.py``: Thurstone Case V observers,
 25 % random and 5 % left clickers, worker activity varying). Its *actual* need is found by analysing its
@@ -16,6 +17,15 @@ Studies: StudyMB-sized (8 sets x 155 items, 6-regular design, 20 votes per pair,
 design, then batches of ``analysis.active.plan_batch``, by the forecast's own simulator with the true crowd).
 No recorded votes ship with the repository, so there is no real study among them.
 
+The rating study (``--only rating``; ``analysis/rating_forecast.py``): 3 scenes x 40 stimuli rated 1..5 by 400
+workers (P.913 raters, bias SD 0.35, inconsistency RMS 0.70 log-normal, rounded and clipped; 25 % careless
+ones answering uniformly; 10-40 ratings each), least-rated first, simulated in full
+(``analysis.rating_forecast.simulate_whole_study``). Its need is read off its prefixes' MOS t half-widths as a
+rating study's ``[stopping]`` measures them (every rating, the ``ceil(q n)``-th narrowest stimulus), the
+target 1.05 times the widest stimulus' half-width at the end, so that the whole study reaches it; the forecast
+sees its first 15 % (about 1,450 ratings), 20 replicates. Pay: a rating study's defaults (20 ratings a page, 2
+of them checks, $0.90 and $0.60 a further page).
+
 Measured (``.venv/bin/python benchmarks/forecast.py``: seed 0, 90 % of the items, 6 replicates with 100
 resamples per checkpoint, on 2 cores shared with other work; 5 minutes): StudyMB 61,461 forecast (band
 57,187-66,019) vs 68,453 needed, -10 %, outside its band (careless share fitted 0.31, 0.30 true); small 7,004
@@ -27,7 +37,15 @@ counts in place of the fit (a one-off ablation), the forecast was 6,064 (-5 %) a
 seed 1; a band of the 10th to 90th percentile of 6 replicates holds a further study only about 4 times in 7.
 Dollars follow votes by the same rules, so their errors are the same.
 
-Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large]   (5-10 minutes on 2 cores)
+Rating study (``--only rating --seed k``, k = 0..4; well under a second each): at the 90 % quantile 0 %, -3 %,
+-2 %, +3 %, -9 % (seed 0: 7,229 forecast, band 6,753-7,736, vs 7,242 needed); at every stimulus -3 %, +6 %,
++11 %, +6 %, +4 % (seed 0: 8,983, band 8,421-9,587, vs 9,264). 9 of the 10 needs inside their band (seed 4's
+90 % need, 7,998, above its 6,925-7,890). The fit at seed 0: careless share 0.25 (0.27 among the pilot's
+workers), bias SD 0.37 (0.35), inconsistency RMS 0.65 (0.70); the pilot's half-widths over its simulated
+replay's (the "inconsistency" column) 0.97-1.07.
+
+Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large] [--only rating]   (5-10 minutes on 2
+cores; the rating study alone a second)
 """
 from __future__ import annotations
 
@@ -41,12 +59,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.forecast import (StudyPlan, costs, fit_pilot, forecast, halfwidths, analysis_options,  # noqa: E402
                                known_crowd, simulate_votes, votes_needed_by_study)
+from analysis.rating_forecast import (fit_rating_pilot, forecast_ratings, halfwidths as rating_halfwidths,  # noqa: E402
+                                      ratings_needed_by_study, simulate_whole_study)
 from analysis.simulate import simulate_study  # noqa: E402
 from analysis.threads import limited_blas_threads  # noqa: E402
 from benchmarks._common import print_table  # noqa: E402
 
 QUANTILES = (0.9, 1.0)
-HEADER = ["study", "sampling", "votes", "pilot", "target JOD", "q", "actual", "forecast", "band (10-90 %)", "error",
+HEADER = ["study", "sampling", "votes", "pilot", "target", "q", "actual", "forecast", "band (10-90 %)", "error",
           "in band", "model only", "error", "actual $", "forecast $", "inconsistency", "seconds"]
 
 
@@ -68,6 +88,31 @@ def active_study(n_sets: int, n_items: int, n_workers: int, total: int, seed: in
     return simulate_votes(crowd, "active", total, rng, with_honest=True)
 
 
+def _row(name: str, sampling: str, total: int, n_pilot: int, target: str, quantile: float, truth: float, result, q: int,
+         fit, plan: StudyPlan, started: float) -> list:
+    """One row of the table: the actual need, the forecast and its band, their errors and dollars."""
+    band = result.votes_needed(q)
+    truth_text = f"{truth:,.0f}" if np.isfinite(truth) else f">{total:,}"
+    forecast_text = "-" if band["total"] is None else f"{band['total']:,}"
+    low = "-" if band["low"] is None else f"{band['low']:,}"
+    high = "not reached" if band["high"] is None else f"{band['high']:,}"
+    error = (f"{100 * (band['total'] - truth) / truth:+.0f} %" if np.isfinite(truth) and band["total"] is not None
+             else "-")
+    model = band["model_only"]
+    model_text = "-" if model["total"] is None else f"{model['total']:,}"
+    model_error = (f"{100 * (model['total'] - truth) / truth:+.0f} %" if np.isfinite(truth)
+                   and model["total"] is not None else "-")
+    inside = ("yes" if np.isfinite(truth) and band["low"] is not None and band["low"] <= truth
+              and (band["high"] is None or truth <= band["high"]) else "no" if np.isfinite(truth) else "-")
+    cost_forecast = costs(band["total"], fit, plan)["dollars"]
+    cost_actual = costs(truth, fit, plan)["dollars"] if np.isfinite(truth) else None
+    return [name, sampling, f"{total:,}", f"{n_pilot:,}", target, f"{quantile:g}", truth_text, forecast_text,
+            f"{low}-{high}", error, inside, model_text, model_error,
+            "-" if cost_actual is None else f"${cost_actual:,.0f}",
+            "-" if cost_forecast is None else f"${cost_forecast:,.0f}",
+            f"{float(np.median(result.inconsistency[:, q])):.2f}", f"{time.perf_counter() - started:.0f}"]
+
+
 def replay(name: str, study, sampling: str, pilot_share: float, replicates: int, seed: int,
            n_boot: int = 100) -> list[list]:
     votes, honest = study
@@ -83,30 +128,8 @@ def replay(name: str, study, sampling: str, pilot_share: float, replicates: int,
     result = forecast(fit, target, quantiles=QUANTILES, sampling=sampling, replicates=replicates, seed=seed,
                       max_votes=3 * len(votes), votes_per_worker=per_worker, n_boot=n_boot)
     plan = StudyPlan()
-    rows = []
-    for q, quantile in enumerate(QUANTILES):
-        band = result.votes_needed(q)
-        truth = actual["needed"][q]
-        truth_text = f"{truth:,.0f}" if np.isfinite(truth) else f">{len(votes):,}"
-        forecast_text = "-" if band["total"] is None else f"{band['total']:,}"
-        low = "-" if band["low"] is None else f"{band['low']:,}"
-        high = "not reached" if band["high"] is None else f"{band['high']:,}"
-        error = (f"{100 * (band['total'] - truth) / truth:+.0f} %" if np.isfinite(truth) and band["total"] is not None
-                 else "-")
-        model = band["model_only"]
-        model_text = "-" if model["total"] is None else f"{model['total']:,}"
-        model_error = (f"{100 * (model['total'] - truth) / truth:+.0f} %" if np.isfinite(truth)
-                       and model["total"] is not None else "-")
-        inside = ("yes" if np.isfinite(truth) and band["low"] is not None and band["low"] <= truth
-                  and (band["high"] is None or truth <= band["high"]) else "no" if np.isfinite(truth) else "-")
-        cost_forecast = costs(band["total"], fit, plan)["dollars"]
-        cost_actual = costs(truth, fit, plan)["dollars"] if np.isfinite(truth) else None
-        rows.append([name, sampling, f"{len(votes):,}", f"{n_pilot:,}", f"{target:g}", f"{quantile:g}",
-                     truth_text, forecast_text, f"{low}-{high}", error, inside, model_text, model_error,
-                     "-" if cost_actual is None else f"${cost_actual:,.0f}",
-                     "-" if cost_forecast is None else f"${cost_forecast:,.0f}",
-                     f"{float(np.median(result.inconsistency[:, q])):.2f}",
-                     f"{time.perf_counter() - started:.0f}"])
+    rows = [_row(name, sampling, len(votes), n_pilot, f"{target:g} JOD", quantile, actual["needed"][q], result, q,
+                 fit, plan, started) for q, quantile in enumerate(QUANTILES)]
     in_pilot = fit.worker_votes > 0
     repeats = "-" if fit.careless_share_repeats is None else f"{fit.careless_share_repeats:.2f}"
     true_share = 1.0 - honest[in_pilot].mean()
@@ -117,17 +140,44 @@ def replay(name: str, study, sampling: str, pilot_share: float, replicates: int,
     return rows
 
 
+def rating_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
+    """The rating study (3 scenes x 40 stimuli, 400 workers, 25 % careless, 10-40 ratings each): its MOS half-widths
+    as [stopping] measures them, the ratings it needed and the forecast from its first ratings."""
+    started = time.perf_counter()
+    crowd, study = simulate_whole_study(seed=seed)
+    J, total = len(crowd.stimulus_ids), len(study.rating)
+    full = rating_halfwidths(study.stimulus, study.worker, study.rating, J, int(study.worker.max()) + 1)
+    target = round(1.05 * float(np.max(full)), 2)  # every stimulus of the whole study reaches it
+    actual = ratings_needed_by_study(study.stimulus, study.worker, study.rating, J, target, quantiles=QUANTILES,
+                                     growth=1.05)
+    n_pilot = int(pilot_share * total)
+    pilot = study.ratings(crowd, n_pilot)
+    fit = fit_rating_pilot(pilot, stimuli=crowd.stimulus_ids)
+    per_worker = total / len(np.unique(study.worker))  # the plan's (the pilot has seen its workers' first ratings)
+    result = forecast_ratings(fit, target, quantiles=QUANTILES, replicates=replicates, seed=seed,
+                              max_ratings=3 * total, ratings_per_worker=per_worker)
+    plan = StudyPlan(reward=0.90, bonus_per_page=0.60)  # a rating study's defaults: 20 a page, 2 of them checks
+    rows = [_row("rating", "least-rated", total, n_pilot, f"{target:g} pts", quantile, actual["needed"][q],
+                 result, q, fit, plan, started) for q, quantile in enumerate(QUANTILES)]
+    careless = 1.0 - study.honest[[int(w[1:]) for w in pilot.worker_ids]].mean()
+    print(f"  rating: careless share fitted {fit.careless_share:.2f} (pilot's workers {careless:.2f}), bias SD "
+          f"{fit.bias_sd:.2f} (0.35), inconsistency RMS {fit.inconsistency_rms:.2f} (0.70), {per_worker:.0f} ratings "
+          f"per worker, forecast {result.seconds:.1f} s", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=6)
     parser.add_argument("--pilot-share", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bootstrap", type=int, default=100, help="resamples at each checkpoint of the forecast")
-    parser.add_argument("--only", choices=["StudyMB", "small", "active"], help="replay one study")
+    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating"], help="replay one study")
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
     args = parser.parse_args()
     studies = [("small", lambda: regular_study(3, 40, 120, args.seed + 1), "random"),
-               ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active")]
+               ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active"),
+               ("rating", None, "least-rated")]
     if not args.skip_large:
         studies.append(("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
     if args.only:
@@ -136,7 +186,10 @@ def main() -> None:
     rows = []
     with limited_blas_threads():
         for name, make, sampling in studies:
-            rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed, args.bootstrap)
+            if name == "rating":
+                rows += rating_replay(args.pilot_share, max(args.replicates, 20), args.seed)
+            else:
+                rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed, args.bootstrap)
             print_table(HEADER, rows[-len(QUANTILES):])
             sys.stdout.flush()
     print()
