@@ -12,7 +12,8 @@ plots (:mod:`analysis.plots`); rating studies (ACR, DCR, CCR): scores and interv
 (:mod:`analysis.ratings`), worker screening (:mod:`analysis.rating_screening`), the P.913 subject
 model and the content-ambiguity model (:mod:`analysis.rating_models`,
 :mod:`analysis.rating_content_model`), the analysis and its files (:mod:`analysis.rating_report`,
-:mod:`analysis.rating_plots`) and the comparison with paired comparison (:mod:`analysis.protocols`). The solvers run with one BLAS thread
+:mod:`analysis.rating_plots`) and the comparison with paired comparison (:mod:`analysis.protocols`); forecasts of
+the votes or ratings a study needs, from a pilot (:mod:`analysis.forecast`, :mod:`analysis.rating_forecast`). The solvers run with one BLAS thread
 (:mod:`analysis.threads`): their systems are small, and more threads only
 slow them down on a busy machine.
 """

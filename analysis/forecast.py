@@ -909,6 +909,17 @@ def report(result: Forecast, plan: StudyPlan) -> dict:
     }
 
 
+def remaining(document: dict, have: int) -> dict:
+    """What a running study still needs, from :func:`report`'s ``document`` of a forecast whose pilot is the
+    study's own ``have`` votes (or ratings): ``votes_now``, ``votes_still_needed`` ({total, low, high}: the
+    needed band less ``have``), and the report's ``votes_needed``, ``participants``, ``dollars``,
+    ``wall_clock_hours`` and ``replicates`` (the dashboard's simulation forecast)."""
+    band = document["votes_needed"]
+    still = {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
+    return {"votes_now": have, "votes_still_needed": still, "votes_needed": band,
+            **{key: document[key] for key in ("participants", "dollars", "wall_clock_hours", "replicates")}}
+
+
 # --------------------------------------------------------------------------- replay: what a study needed
 
 @limits_blas_threads

@@ -149,6 +149,13 @@ class RatingWorker:
         """A quality check's answer in range; the scale's middle for a real stimulus."""
         return shown_answer(self.app, trial["id"])
 
+    def rate_pages(self, pages: int, real) -> None:
+        """Rate ``pages`` pages: real stimuli ``real()``, quality checks in their range; go on after each page."""
+        for _ in range(pages):
+            body = self.answer_page(lambda t: real() if trial_facts(self.app, t["id"])[0] == "test" else self.honest(t))
+            if body.get("stage") == "page_done":
+                self.action("continue")
+
     def pass_training(self) -> dict:
         """Start and answer the training correctly: the state at the first page of trials."""
         state = self.start()

@@ -195,7 +195,7 @@ def test_a_rating_study_file_sets_the_pages_and_pay(tmp_path, rating_manifest):
 def test_a_stored_rating_study_forecasts_from_its_pilot_participants_ratings(app, rating_manifest, tmp_path):
     import random
 
-    from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
+    from .rating_support import SMALL, RatingWorker, create_rating_study
 
     slug = create_rating_study(app, rating_manifest, tmp_path, slug="rated", **SMALL)
     rng = random.Random(2)
@@ -204,11 +204,7 @@ def test_a_stored_rating_study_forecasts_from_its_pilot_participants_ratings(app
     for k in range(4):
         worker = RatingWorker(api, slug, worker_id=f"WRATE{k}")
         worker.pass_training()
-        for _ in range(2):
-            body = worker.answer_page(lambda t: rng.randint(1, 5) if trial_facts(app, t["id"])[0] == "test"
-                                      else shown_answer(app, t["id"]))
-            if body.get("stage") == "page_done":
-                worker.action("continue")
+        worker.rate_pages(2, lambda: rng.randint(1, 5))
         ids.append(worker.worker_id)
     with app_services(app).sessions() as session:
         s = session.scalar(select(Study).where(Study.slug == slug))

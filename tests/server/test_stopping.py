@@ -22,7 +22,7 @@ from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
 from .prolific_fake import BASE_URL, PROLIFIC_ENTRY, TOKEN, FaultyTransport, make_fake
-from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts, write_rating_study
+from .rating_support import SMALL, RatingWorker, create_rating_study, write_rating_study
 from .simulated_votes import add_votes
 
 
@@ -175,11 +175,7 @@ def test_a_rating_study_stops_at_its_mos_target(app, rating_manifest, tmp_path):
     for n in range(1, 15):
         worker = RatingWorker(api, slug)
         worker.pass_training()
-        for page in range(3):
-            body = worker.answer_page(lambda t: rng.randint(2, 4) if trial_facts(app, t["id"])[0] == "test"
-                                      else shown_answer(app, t["id"]))
-            if body.get("stage") == "page_done":
-                worker.action("continue")
+        worker.rate_pages(3, lambda: rng.randint(2, 4))
         if _study(app, slug)[1] == "stopped":
             stopped_after = n
             break
@@ -366,26 +362,16 @@ def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(
     assert record.reason == "target" and "recomputed" not in record.measured["note"]
 
 
-def _rating_workers(app, slug, n: int, seed: int, pilot: bool = False) -> None:
-    """``n`` workers who pass the training and rate three pages (real stimuli 2..4 at random, checks right)."""
-    rng = random.Random(seed)
-    api = app.test_client()
-    for _ in range(n):
-        worker = RatingWorker(api, slug, pilot=pilot)
-        worker.pass_training()
-        for _ in range(3):
-            body = worker.answer_page(lambda t: rng.randint(2, 4) if trial_facts(app, t["id"])[0] == "test"
-                                      else shown_answer(app, t["id"]))
-            if body.get("stage") == "page_done":
-                worker.action("continue")
-
-
 def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifest, tmp_path, admin):
     from .admin_support import csrf_of
 
     slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 0.3}, **SMALL)
     study_id, _ = _study(app, slug)
-    _rating_workers(app, slug, 4, seed=5)
+    rng = random.Random(5)
+    for _ in range(4):
+        worker = RatingWorker(app.test_client(), slug)
+        worker.pass_training()
+        worker.rate_pages(3, lambda: rng.randint(2, 4))
     response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303

@@ -102,7 +102,7 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
     simulated studies, band their 10th to 90th percentile). Seconds of CPU: run on demand, in the background.
     Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes."""
     from analysis.formats import build_votes
-    from analysis.forecast import StudyPlan, fit_pilot, forecast, report
+    from analysis.forecast import StudyPlan, fit_pilot, forecast, remaining, report
     from analysis.threads import limited_blas_threads
 
     from .live_scales import load_study_votes
@@ -127,13 +127,4 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
         fit = fit_pilot(votes, spec.units, n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
         result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
                           replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units=spec.units)
-    document = report(result, plan)
-    have = fit.n_votes
-
-    def still(band: dict) -> dict:
-        return {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
-
-    return {"votes_now": have, "votes_still_needed": still(document["votes_needed"]),
-            "votes_needed": document["votes_needed"], "participants": document["participants"],
-            "dollars": document["dollars"], "wall_clock_hours": document["wall_clock_hours"],
-            "replicates": document["replicates"], "sampling": sampling}
+    return {**remaining(report(result, plan), fit.n_votes), "sampling": sampling}

@@ -71,7 +71,7 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
     simulated studies, band their 10th to 90th percentile). Commits ``session`` before computing (no transaction
     stays open). None without a half-width target, or with too few ratings to fit (two workers, a stimulus rated
     twice)."""
-    from analysis.forecast import ForecastInputError, StudyPlan, report
+    from analysis.forecast import ForecastInputError, StudyPlan, remaining, report
     from analysis.rating_forecast import fit_rating_pilot, forecast_ratings
     from analysis.ratings import build_ratings
 
@@ -104,13 +104,4 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
         return None
     result = forecast_ratings(fit, spec.halfwidth, quantiles=[spec.quantile], replicates=FORECAST_REPLICATES,
                               seed=study.seed, confidence=CONFIDENCE)
-    document = report(result, plan)
-    have = fit.n_votes
-
-    def still(band: dict) -> dict:
-        return {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
-
-    return {"votes_now": have, "votes_still_needed": still(document["votes_needed"]),
-            "votes_needed": document["votes_needed"], "participants": document["participants"],
-            "dollars": document["dollars"], "wall_clock_hours": document["wall_clock_hours"],
-            "replicates": document["replicates"], "sampling": result.sampling, "unit": "ratings"}
+    return {**remaining(report(result, plan), fit.n_votes), "sampling": result.sampling, "unit": "ratings"}
