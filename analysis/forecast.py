@@ -272,7 +272,8 @@ def seconds_per_trial(votes: Votes, rt_ms: Sequence | None = None) -> tuple[floa
     return response_seconds(votes.worker, votes.extra.get("created_at"), rt_ms)
 
 
-def response_seconds(worker: np.ndarray, stamps: Sequence | None, rt_ms: Sequence | None = None) -> tuple[float | None, str]:
+def response_seconds(worker: np.ndarray, stamps: Sequence | None,
+                     rt_ms: Sequence | None = None) -> tuple[float | None, str]:
     """Median seconds between a worker's consecutive responses (``stamps``: ISO times; gaps over
     :data:`MAX_TRIAL_GAP_SECONDS` are breaks), else the median ``rt_ms`` / 1000, and which of the two it was
     (``"created_at"``, ``"rt_ms"`` or ``"unknown"``). Votes and ratings alike."""

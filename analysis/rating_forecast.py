@@ -22,9 +22,11 @@ two-component mixture:
   careless ones answer uniformly at random over the scale. Each worker's likelihood ratio of honest over
   careless, under the current scores, their shrunk bias and the pooled inconsistency, gives their posterior
   of being honest and the careless share;
-* the bias SD and the inconsistency distribution (log-normal ``upsilon``: its RMS from the honest-weighted
-  residuals, less the rounding's 1/12 point^2, Sheppard's correction; its log-SD from the spread of the
-  workers' residual variances beyond their chi-square sampling noise) by the method of moments;
+* the inconsistency: its RMS by maximum likelihood of the honest-weighted ratings under that rounding and
+  clipping (a plain residual SD would read the ends' clipped ratings as consistency, and the simulation clips
+  again), corrected for the degrees of freedom the scores and the shrunk biases take; a log-normal spread
+  of ``upsilon`` from the spread of the workers' residual variances beyond their chi-square sampling noise;
+  the bias SD from the spread of the workers' mean residuals beyond their noise (method of moments);
 * each stimulus' true quality: an empirical-Bayes normal posterior of its honest-weighted, bias-corrected
   mean (shrunk toward the mean of all stimuli by the spread the pilot's means show beyond their noise);
   stimuli the pilot never rated (``stimuli``) draw from the prior;
@@ -40,7 +42,8 @@ each new worker honest with its posterior, with a bias and an inconsistency draw
 distributions. The pilot's ratings are answered anew by its own workers, then the stimuli get ratings in
 turn, least-rated first (ties at random), as the server's allocation fills them toward
 ``ratings_per_stimulus``; each new worker takes the next ratings of that stream, as many as the pilot
-worker they resample gave. At checkpoints growing by ``growth`` the ratings so far give the stimuli's MOS
+worker they resample gave (a run that crosses from one round of the stimuli to the next may, unlike the
+server, give a worker a stimulus twice: at most once per round, rarely). At checkpoints growing by ``growth`` the ratings so far give the stimuli's MOS
 half-widths (:func:`halfwidths`), and the point where the ``q``-quantile of the half-widths (over every
 stimulus, and per set) reaches the target is found by log-log interpolation between checkpoints
 (:func:`analysis.forecast._crossing`). The forecast is the median over replicates, the band their 10th to
@@ -142,7 +145,8 @@ def counted_rows(ratings: Ratings) -> np.ndarray:
 
 
 def set_of(stimulus_id: str) -> str:
-    """A stimulus' set: ``<set>/<item>`` as a rating study exports it; IDs without a "/" are all in one set, :data:`WHOLE_SET`."""
+    """A stimulus' set: ``<set>/<item>`` as a rating study exports it; IDs without a "/" are all in one set,
+    :data:`WHOLE_SET`."""
     return str(stimulus_id).rsplit("/", 1)[0] if "/" in str(stimulus_id) else WHOLE_SET
 
 
@@ -263,10 +267,10 @@ def _mixture(s: np.ndarray, w: np.ndarray, x: np.ndarray, J: int, W: int, low: f
         residual = x - psi[s]
         mean_residual = np.bincount(w, residual, W) / np.maximum(n_w, 1)
         within = residual - mean_residual[w]
-        dof = np.maximum(n_w - 1, 0)
         sd = _inconsistency(x, psi[s] + bias[w], h, low, high, discrete)
         # the residuals have lost the degrees of freedom of the scores and the (shrunk) biases fitted to them
-        fitted = np.sum(np.bincount(s, h, J) > 0) + np.sum(honest * n_w / (n_w + (sd * sd + rounding) / max(bias_var, 1e-12)))
+        shrink = n_w / (n_w + (sd * sd + rounding) / max(bias_var, 1e-12))  # each bias's share of a free parameter
+        fitted = np.sum(np.bincount(s, h, J) > 0) + np.sum(honest * shrink)
         sd *= np.sqrt(max(h.sum(), 1.0) / max(h.sum() - fitted, 1.0))
         # the biases' spread beyond their noise (moments of the honest workers' mean residuals)
         noise = sd * sd + rounding
@@ -379,7 +383,8 @@ def simulate_rating_study(fit: RatingPilotFit, total: int, rng: np.random.Genera
         drawn = np.concatenate([drawn, pool[rng.integers(0, W, len(drawn))]])
     ends = np.cumsum(counts[drawn])
     drawn = drawn[:int(np.searchsorted(ends, new, side="left")) + 1] if new else drawn[:0]
-    honest = np.concatenate([rng.random(W) < fit.honest_posterior, rng.random(len(drawn)) < fit.honest_posterior[drawn]])
+    honest = np.concatenate([rng.random(W) < fit.honest_posterior,
+                             rng.random(len(drawn)) < fit.honest_posterior[drawn]])
     n_workers = W + len(drawn)
     bias = fit.bias_sd * rng.standard_normal(n_workers)
     upsilon = fit.inconsistency_median * np.exp(fit.inconsistency_log_sd * rng.standard_normal(n_workers))
@@ -418,7 +423,8 @@ def _answer(quality: np.ndarray, bias: np.ndarray, upsilon: np.ndarray, honest: 
 
 def known_rating_crowd(truth: np.ndarray, stimulus_ids: Sequence[str], honest: np.ndarray, worker_ratings: np.ndarray,
                        *, bias_sd: float, inconsistency_rms: float, inconsistency_log_sd: float = 0.0,
-                       low: float = 1.0, high: float = 5.0, discrete: bool = True, scale: str = "acr") -> RatingPilotFit:
+                       low: float = 1.0, high: float = 5.0, discrete: bool = True,
+                       scale: str = "acr") -> RatingPilotFit:
     """A :class:`RatingPilotFit` that knows its crowd and truth, without a pilot: :func:`simulate_rating_study`
     with ``draw_truth=False, resample_crowd=False`` then runs a whole study of it (tests, benchmarks)."""
     sets = [set_of(i) for i in stimulus_ids]

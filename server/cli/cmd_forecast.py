@@ -25,7 +25,8 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
 @click.argument("study_toml", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--pilot", "pilot_csv", type=click.Path(dir_okay=False, path_type=Path),
               help="The pilot's votes.csv (worker_id,set_id,item_a,item_b,winner) or ratings.csv (worker_id,"
-                   "stimulus_id,rating): the kind is read off the columns; created_at or rt_ms give the time per trial.")
+                   "stimulus_id,rating): the kind is read off the columns; created_at or rt_ms give the time per "
+                   "trial.")
 @click.option("--study", "slug", help="Read the pilot participants' votes or ratings of this study from the database "
                                      "instead.")
 @click.option("--halfwidth", type=click.FloatRange(min=0, min_open=True), required=True,
@@ -43,9 +44,9 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=2), default=100, show_default=True,
               help="Worker-bootstrap resamples at each checkpoint of a simulated study (paired comparison; the MOS "
                    "t interval of ratings needs none).")
-@click.option("--screen", is_flag=True, help="Ratings: leave out, at every checkpoint, the workers the correlation "
-                                             "rule of `perceptlab analyze-ratings` flags (default: every rating counts, "
-                                             "as a rating study's [stopping] measures it).")
+@click.option("--screen", is_flag=True,
+              help="Ratings: leave out, at every checkpoint, the workers the correlation rule of `perceptlab "
+                   "analyze-ratings` flags (default: every rating counts, as a rating study's [stopping] measures it).")
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True)
 @click.option("--max-votes", type=click.IntRange(min=1), default=None,

@@ -90,7 +90,7 @@ def test_bad_input_is_one_error_line(tmp_path, rating_manifest, demo_stimuli):
     motion.write_text('[study]\nkind = "motion"\nslug = "m"\n')
     rating = write_rating_study(tmp_path, rating_manifest)  # a valid study file with pages of ratings
     paired = write_study_file(tmp_path, demo_stimuli)
-    motion_ok = write_motion_study(tmp_path, tmp_path / "clips.json", slug="m2")  # read, not created: its clips need not exist
+    motion_ok = write_motion_study(tmp_path, tmp_path / "clips.json", slug="m2")  # only read: no clips needed
     cases = [
         (["--halfwidth", "1"], "give the pilot"),
         (["--pilot", str(pilot), "--study", "demo", "--halfwidth", "1"], "give the pilot"),
