@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import shutil
 import sqlite3
 import threading
@@ -32,14 +33,54 @@ def _admin_connection():
                            connect_timeout=3)
 
 
-@pytest.fixture(scope="session")
-def postgres_template():
-    """A migrated template database; each test copies it (CREATE DATABASE ... TEMPLATE is fast).
+class TemplateCopies:
+    """Copies of the migrated template database, one per test, dropped by a thread of their own.
 
-    The copies are dropped when the session ends, not after each test: PostgreSQL's DROP DATABASE waits
-    for a checkpoint (every dirty buffer of the server written and synced), which took 0.1-4 s per test
-    and about 40 % of a PostgreSQL test's time on a busy machine; at the end the first drop flushes and
-    the others find little to write. A copy then lives until the session ends (about 8 MB each)."""
+    PostgreSQL's DROP DATABASE waits for a checkpoint (every dirty buffer of the server written and
+    synced): dropped in each test's teardown it took 0.1-4 s, about 40 % of a PostgreSQL test's time on
+    a busy machine, and dropped all at the session's end it made the last test wait minutes. The thread
+    drops each copy once its test is done while the next tests run; the session's end waits only for
+    the copies still queued.
+
+    A copy's transactions commit without waiting for the WAL flush (``synchronous_commit = off``): a
+    crash of the server could lose the last commits of a test database, which nothing keeps; every
+    reader still sees every committed row, so no test sees a difference.
+    """
+
+    def __init__(self, template: str):
+        self.template = template
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.dropper = threading.Thread(target=self._drop_queued, name="drop-test-databases", daemon=True)
+        self.dropper.start()
+
+    def copy(self) -> str:
+        """A new copy of the template: its URL."""
+        name = f"perceptlab_t{os.getpid()}_{next(_counter)}"
+        with _admin_connection() as connection:
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            connection.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+        return _database_url(name)
+
+    def release(self, url: str) -> None:
+        """Drop the copy at ``url`` soon (its test is done with it)."""
+        self.queue.put(url.rsplit("/", 1)[1])
+
+    def close(self) -> None:
+        """Drop the queued copies and the template."""
+        self.queue.put(None)
+        self.dropper.join()
+        with _admin_connection() as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
+
+    def _drop_queued(self) -> None:
+        with _admin_connection() as connection:
+            while (name := self.queue.get()) is not None:
+                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> TemplateCopies:
+    """A migrated template database; each test copies it (CREATE DATABASE ... TEMPLATE is fast)."""
     try:
         connection = _admin_connection()
     except Exception as exc:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
@@ -53,25 +94,9 @@ def postgres_template():
         connection.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
         connection.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
     upgrade(_database_url(TEMPLATE_DB))
-    copies: list[str] = []
-    yield lambda: _copy_template(copies)
-    with _admin_connection() as connection:
-        for name in [*copies, TEMPLATE_DB]:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _copy_template(copies: list[str]) -> str:
-    """A new copy of the template database (recorded in ``copies`` for the session's end): its URL.
-
-    Its transactions commit without waiting for the WAL flush (``synchronous_commit = off``): a crash of
-    the server could lose the last commits of a test database, which nothing keeps; every reader still
-    sees every committed row, so no test sees a difference."""
-    name = f"perceptlab_t{os.getpid()}_{next(_counter)}"
-    with _admin_connection() as connection:
-        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE_DB}"')
-        copies.append(name)
-        connection.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
-    return _database_url(name)
+    copies = TemplateCopies(TEMPLATE_DB)
+    yield copies
+    copies.close()
 
 
 def _database_url(name: str) -> str:
@@ -79,15 +104,20 @@ def _database_url(name: str) -> str:
 
 
 @pytest.fixture
-def postgres_url(postgres_template) -> str:
+def postgres_url(postgres_template):
     """This test's migrated PostgreSQL database (a copy of :func:`postgres_template`)."""
-    return postgres_template()
+    url = postgres_template.copy()
+    yield url
+    postgres_template.release(url)
 
 
 @pytest.fixture
-def two_postgres_urls(postgres_template) -> list[str]:
+def two_postgres_urls(postgres_template):
     """Two fresh migrated databases (copies of the same template: same sequences, same rows)."""
-    return [postgres_template(), postgres_template()]
+    urls = [postgres_template.copy(), postgres_template.copy()]
+    yield urls
+    for url in urls:
+        postgres_template.release(url)
 
 
 REDIS_URL = os.environ.get("PERCEPTLAB_TEST_REDIS", "redis://127.0.0.1:6379/0")
