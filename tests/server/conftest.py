@@ -66,11 +66,13 @@ class TemplateCopies:
         self.queue.put(url.rsplit("/", 1)[1])
 
     def close(self) -> None:
-        """Drop the queued copies and the template."""
+        """Drop the queued copies and the template (and the copies a failed thread left queued)."""
         self.queue.put(None)
         self.dropper.join()
+        left = list(iter(lambda: None if self.queue.empty() else self.queue.get(), None))  # up to the stop mark
         with _admin_connection() as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
+            for name in [*left, self.template]:
+                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def _drop_queued(self) -> None:
         with _admin_connection() as connection:
