@@ -6,6 +6,7 @@ The suite runs in parallel with pytest-xdist (``make test``: ``-n auto``, whole 
 test marked ``slow`` are handed out first, so that the longest ones do not finish the run alone.
 """
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -89,3 +90,46 @@ def motion_clips(tmp_path_factory) -> Path:
         return manifest
 
     return built_once(tmp_path_factory, "motion", build)
+
+
+def _digest(array) -> tuple:
+    """A key of an array's content (its shape, dtype and bytes)."""
+    array = np.ascontiguousarray(array)
+    return array.shape, array.dtype.str, hashlib.sha1(array.tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def check_images_computed_once():
+    """The quality-check images of a rating study computed once per worker for the same inputs.
+
+    Creating a rating study writes each scene's check images (server/paradigms/rating/study.py): a
+    bisection of blurs (:func:`stimuli.check_images.blurred_degradations`) and zlib level 9 padding
+    (:func:`stimuli.check_images.pad_png`), about 3 s of CPU per study, and the rating tests create
+    dozens of studies over the same demo scenes. Both functions are pure (the same arguments give the
+    same result), so their results are kept by the content of their arguments: a repeated call returns
+    a copy of the first one's result, which the test then writes and checks as before. Exceptions are
+    not kept (every call that raises runs again).
+    """
+    from stimuli import check_images
+
+    blur, pad = check_images.blurred_degradations, check_images.pad_png
+    blurred, padded = {}, {}
+
+    def blurred_degradations(reference, candidates, n, margin=2.0):
+        key = (_digest(reference), tuple(sorted((name, _digest(image)) for name, image in candidates.items())),
+               n, margin)
+        if key not in blurred:
+            blurred[key] = blur(reference, candidates, n, margin)
+        return [image.copy() for image in blurred[key]]
+
+    def pad_png(data, size, level=9):
+        key = (hashlib.sha1(data).hexdigest(), len(data), size, level)
+        if key not in padded:
+            padded[key] = pad(data, size, level)
+        return padded[key]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(check_images, "blurred_degradations", blurred_degradations)
+    patch.setattr(check_images, "pad_png", pad_png)  # unpadded_size calls it through the module too
+    yield
+    patch.undo()
