@@ -716,6 +716,23 @@ class Forecast:
         return out
 
 
+def checked_target(target: float, quantiles: Sequence[float]) -> list[float]:
+    """``quantiles`` as floats, after checking the target half-width is positive and every quantile is in
+    (0, 1] (the forecasts of votes and of ratings alike).
+
+    Raises
+    ------
+    ForecastInputError
+        Naming what is wrong.
+    """
+    if not target > 0:
+        raise ForecastInputError(f"the target half-width must be positive, got {target}")
+    quantiles = [float(q) for q in quantiles]
+    if not quantiles or any(not 0 < q <= 1 for q in quantiles):
+        raise ForecastInputError(f"quantiles must be in (0, 1], got {quantiles}")
+    return quantiles
+
+
 def _quantile(values: np.ndarray, q: float) -> float:
     return float(np.quantile(values, q)) if len(values) else float("nan")
 
@@ -777,11 +794,7 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
     started = time.perf_counter()
     if sampling not in SAMPLINGS:
         raise ForecastInputError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
-    if not target > 0:
-        raise ForecastInputError(f"the target half-width must be positive, got {target}")
-    quantiles = [float(q) for q in quantiles]
-    if not quantiles or any(not 0 < q <= 1 for q in quantiles):
-        raise ForecastInputError(f"quantiles must be in (0, 1], got {quantiles}")
+    quantiles = checked_target(target, quantiles)
     if replicates < 1 or n_boot < 2 or not growth > 1:
         raise ForecastInputError("need replicates >= 1, n_boot >= 2 and growth > 1")
     if calibrate is None:

@@ -63,7 +63,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit, log_ndtr
 
 from .forecast import (BAND, DEFAULT_GROWTH, DEFAULT_MAX_MULTIPLE, DEFAULT_QUANTILES, DEFAULT_REPLICATES, Forecast,
-                       ForecastInputError, _crossing, response_seconds)
+                       ForecastInputError, _crossing, checked_target, response_seconds)
 from .rating_screening import DEFAULT_CORRELATION, DEFAULT_MIN_COMMON, correlation_with_others
 from .ratings import Ratings, build_ratings, mos_intervals
 
@@ -500,11 +500,7 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
         reported, not applied), ``needed_model`` equals ``needed``.
     """
     started = time.perf_counter()
-    if not target > 0:
-        raise ForecastInputError(f"the target half-width must be positive, got {target}")
-    quantiles = [float(q) for q in quantiles]
-    if not quantiles or any(not 0 < q <= 1 for q in quantiles):
-        raise ForecastInputError(f"quantiles must be in (0, 1], got {quantiles}")
+    quantiles = checked_target(target, quantiles)
     if replicates < 1 or not growth > 1:
         raise ForecastInputError("need replicates >= 1 and growth > 1")
     pilot = fit.n_votes
