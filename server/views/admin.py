@@ -49,9 +49,12 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 
 
 def protect(blueprint: Blueprint) -> None:
-    """CSRF checks on every state-changing request, and headers for pages that show worker IDs and
-    results: never cached, never framed, no foreign code. Every experimenter blueprint calls this."""
+    """CSRF checks on every state-changing request, the token for its templates' forms (``csrf_token``, which
+    admin_base.html's logout form needs on every page, error pages included), and headers for pages that show
+    worker IDs and results: never cached, never framed, no foreign code. Every experimenter blueprint calls
+    this."""
     blueprint.before_request(auth.check_csrf)
+    blueprint.context_processor(lambda: {"csrf_token": auth.csrf_token})
 
     @blueprint.after_request
     def _headers(response: Response) -> Response:
@@ -78,7 +81,7 @@ def admin_error(exc: HTTPException):
 
 @bp.context_processor
 def _template_globals():
-    return {"csrf_token": auth.csrf_token, "preview_url": _preview_url}
+    return {"preview_url": _preview_url}
 
 
 def _preview_url(slug: str) -> str:

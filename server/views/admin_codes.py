@@ -14,7 +14,7 @@ All need a logged-in experimenter; the POSTs need the session's CSRF token. Only
 """
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 from sqlalchemy import select
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -22,7 +22,7 @@ from .. import auth, codes, exports, pilot
 from ..db import db_session
 from ..models import Study
 from ..paradigms import spec_from_config
-from .admin import protect
+from .admin import protect, study_or_404
 
 bp = Blueprint("admin_codes", __name__, url_prefix="/admin/studies")
 UPLOAD_LIMIT = 8 << 20  # bytes of one upload; the app's limit for every other request is 1 MB
@@ -36,18 +36,6 @@ def _upload_limit():
 
 
 protect(bp)
-
-
-@bp.context_processor
-def _template_globals():
-    return {"csrf_token": auth.csrf_token}
-
-
-def _study(slug: str) -> Study:
-    study = db_session().scalar(select(Study).where(Study.slug == slug))
-    if study is None:
-        abort(404, description=f"There is no study {slug!r}.")
-    return study
 
 
 def _page(study: Study, *, check=None, error: str | None = None, status: int = 200):
@@ -69,13 +57,13 @@ def _page(study: Study, *, check=None, error: str | None = None, status: int = 2
 @bp.get("/<slug>/participants")
 @auth.login_required
 def participants(slug: str):
-    return _page(_study(slug))
+    return _page(study_or_404(slug))
 
 
 @bp.post("/<slug>/participants/check")
 @auth.login_required
 def check(slug: str):
-    study = _study(slug)
+    study = study_or_404(slug)
     try:
         upload = request.files.get("codes")
         data = upload.read(UPLOAD_LIMIT + 1) if upload is not None else b""
@@ -95,7 +83,7 @@ def check(slug: str):
 @auth.login_required
 def mark_pilot(slug: str):
     """Mark one participant (by pseudonym) as a pilot (``pilot=1``) or as a real participant again (``pilot=0``)."""
-    study = _study(slug)
+    study = study_or_404(slug)
     session = db_session()
     salt = exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
     try:

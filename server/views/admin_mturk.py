@@ -33,17 +33,12 @@ from .. import auth
 from ..db import db_session
 from ..models import MTurkAssignment, MTurkHit, Study
 from ..payments import submitted_for_approval
-from .admin import pay_settings, protect
+from .admin import pay_settings, protect, study_or_404
 
 bp = Blueprint("admin_mturk", __name__, url_prefix="/admin/mturk")
 
 
 protect(bp)
-
-
-@bp.context_processor
-def _template_globals():
-    return {"csrf_token": auth.csrf_token}
 
 
 def _live() -> bool:
@@ -61,13 +56,6 @@ def _service():
     return MTurkService(factory(_live()), db_session(), sandbox=not _live())
 
 
-def _study(slug: str) -> Study:
-    study = db_session().scalar(select(Study).where(Study.slug == slug))
-    if study is None:
-        abort(404, description=f"There is no study {slug!r}.")
-    return study
-
-
 def _back(slug: str, message: str, ok: bool = True):
     flash(message, "ok" if ok else "error")
     return redirect(url_for("admin_mturk.study", slug=slug))
@@ -80,7 +68,7 @@ def _run(slug: str, action):
     from ..mturk import MTurkError
 
     session = db_session()
-    study = _study(slug)
+    study = study_or_404(slug)
     try:
         message = action(_service(), study)
         session.commit()
@@ -138,7 +126,7 @@ def _render(study: Study, **extra):
 def study(slug: str):
     from ..mturk import DEFAULT_PER_HIT
 
-    study = _study(slug)
+    study = study_or_404(slug)
     balance, balance_error = _balance()
     form = {"assignments": "", "per_hit": DEFAULT_PER_HIT, "days": 7, "url": _default_url()}
     return _render(study, balance=balance, balance_error=balance_error, form=form, confirm=None)
@@ -178,7 +166,7 @@ def launch(slug: str):
     import uuid
     from ..payments import launch_cost, pay_unit
 
-    study = _study(slug)
+    study = study_or_404(slug)
     try:
         form = _launch_form(study)
     except ValueError as exc:

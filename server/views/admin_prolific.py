@@ -20,31 +20,18 @@ study's Prolific page it redirects to.
 """
 from __future__ import annotations
 
-from flask import (Blueprint, abort, current_app, flash, get_flashed_messages, redirect, render_template, request,
+from flask import (Blueprint, current_app, flash, get_flashed_messages, redirect, render_template, request,
                    url_for)
 from sqlalchemy import select
 
 from .. import auth
 from ..db import db_session
-from ..models import Study
-from .admin import protect
+from .admin import protect, study_or_404
 
 bp = Blueprint("admin_prolific", __name__, url_prefix="/admin/prolific")
 
 
 protect(bp)
-
-
-@bp.context_processor
-def _template_globals():
-    return {"csrf_token": auth.csrf_token}
-
-
-def _study(slug: str) -> Study:
-    study = db_session().scalar(select(Study).where(Study.slug == slug))
-    if study is None:
-        abort(404, description=f"There is no study {slug!r}.")
-    return study
 
 
 def _back(slug: str, message: str, ok: bool = True):
@@ -63,7 +50,7 @@ def _run(slug: str, action):
     from ..prolific import ProlificClient, ProlificError
 
     session = db_session()
-    study = _study(slug)
+    study = study_or_404(slug)
     try:
         client = (current_app.config.get("PROLIFIC_CLIENT_FACTORY") or ProlificClient)()
         try:
@@ -89,7 +76,7 @@ def study(slug: str):
     from ..prolific import AWAITING_REVIEW, REJECTION_CATEGORIES, ProlificService
 
     session = db_session()
-    study = _study(slug)
+    study = study_or_404(slug)
     record = session.scalar(select(ProlificStudy).where(ProlificStudy.study_id == study.id))
     submissions = list(session.scalars(select(ProlificSubmission).where(ProlificSubmission.study_id == study.id)
                                        .order_by(ProlificSubmission.started_at, ProlificSubmission.id)))

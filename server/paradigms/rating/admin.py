@@ -23,11 +23,6 @@ protect(bp)
 bp.register_error_handler(HTTPException, admin_error)
 
 
-@bp.context_processor
-def _template_globals():
-    return {"csrf_token": auth.csrf_token}  # admin_base.html's, for the error page of this blueprint's routes
-
-
 @bp.get("/studies/<slug>/ratings.csv")
 @auth.login_required
 def ratings_csv(slug: str):
