@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench install clean chromium nginx
+.PHONY: demo test bench install clean chromium nginx fonts
 
 # PYTHONWARNINGS hides setuptools' informational "Editable installation" notice, the only thing
 # a quiet install printed besides pip's own index messages.
@@ -21,14 +21,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) fonts
 	$(VENV)/bin/perceptlab demo --out demo_output
 
 # In parallel (pytest-xdist): one worker per core and one more, at most 4 (each runs its own chromium,
 # PostgreSQL databases and SeaweedFS). The extra worker keeps the cores busy while the others wait on
 # chromium, gunicorn or a database. TEST_JOBS=0 runs in one process.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
-test: $(STAMP) chromium nginx
+test: $(STAMP) chromium nginx fonts
 	$(PY) -m pytest -q -n $(TEST_JOBS) --maxprocesses=4
 
 # Browser tests drive Debian's chromium through Playwright (never `playwright install`).
@@ -42,6 +42,13 @@ nginx:
 	@test -x /usr/sbin/nginx || { \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nginx >/dev/null; }
+
+# Plots draw item names in DejaVu Sans, with Debian's Droid Sans Fallback for the characters it lacks
+# (CJK names); without it those characters are named in one warning (analysis/plots.py font_families).
+fonts:
+	@test -f /usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq fonts-droid-fallback >/dev/null; }
 
 bench: $(STAMP) chromium nginx
 	$(PY) benchmarks/scaling.py

@@ -69,6 +69,10 @@ from .scaling import ScalingOptions, SetDesign, fit_set_batch, reported
 from .threads import limits_blas_threads
 
 CHUNK = 250  # resamples solved together; bounds memory at (CHUNK x votes in a set)
+# Why an item's interval is blank (scales.csv ci_reason; empty with an interval).
+FEWER_THAN_TWO = "fewer than 2 workers"
+NO_SPREAD = "no spread"
+NO_BOOTSTRAP = "no bootstrap"
 INTERVAL_METHODS = ("t", "basic", "percentile")
 DEFAULT_INTERVAL_METHOD = "t"
 
@@ -164,6 +168,32 @@ def interval_bounds(samples: np.ndarray, estimate: np.ndarray, n_units: int, met
     ranks = ranks_descending(pseudo)
     r_low, r_high = np.quantile(ranks, [alpha, 1 - alpha], axis=0, method="nearest")
     return low, high, r_low.astype(int), r_high.astype(int)
+
+
+def item_workers(design: SetDesign, vote_worker: np.ndarray, kept_workers: np.ndarray) -> np.ndarray:
+    """(n_items,) distinct kept workers with a vote on a pair holding each item of the set."""
+    worker = vote_worker[design.votes]
+    keep = kept_workers[worker]
+    items = design.pairs[design.vote_pair[keep]]          # (kept votes, 2) local items
+    n_workers = len(kept_workers)
+    keys = np.unique(np.concatenate([items[:, 0], items[:, 1]]) * n_workers + np.tile(worker[keep], 2))
+    return np.bincount(keys // n_workers, minlength=design.n_items)
+
+
+def interval_reasons(low: np.ndarray | None, high: np.ndarray | None, n_workers: np.ndarray) -> np.ndarray:
+    """Why each item's interval is blank, "" where it stands: no bootstrap (``low`` None), fewer than two kept
+    workers behind the item (a worker resample of one worker has no spread: an interval of zero width, the
+    ``± 0.00`` of a study with one kept worker), or no spread among the resamples."""
+    reason = np.full(len(n_workers), "", dtype=object)
+    if low is None or high is None:
+        reason[:] = NO_BOOTSTRAP
+        return reason
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    with np.errstate(invalid="ignore"):
+        # rounding leaves identical resamples ~1e-15 apart: a width that small is no spread
+        reason[~(high - low > 1e-9 * (1.0 + np.abs(high) + np.abs(low)))] = NO_SPREAD
+    reason[np.asarray(n_workers) < 2] = FEWER_THAN_TWO
+    return reason
 
 
 def set_units(unit: str, designs: list[SetDesign], vote_worker: np.ndarray, kept_workers: np.ndarray) -> list[int]:

@@ -26,7 +26,9 @@ would (automatic screening, Thurstone MLE with the virtual anchors, worker-boots
   counts per worker, the replicate's crowd and truth). Crowds whose honest workers disagree
   among themselves more than Case V observers do (worker-specific preferences) have wider worker
   bootstrap intervals than the model, and the factor carries that into the forecast; 1 means the
-  pilot behaves like the model;
+  pilot behaves like the model. Each replicate takes it between the pilot and the simulated pilot with the
+  same workers resampled (``forecast``'s ``pilot_bootstrap``), so that the band carries the pilot's own
+  sampling noise, not only the simulated one's;
 * the time per trial: the median gap between a worker's consecutive votes (``created_at``; gaps
   over :data:`MAX_TRIAL_GAP_SECONDS` are breaks), else the median ``rt_ms``, else unknown.
 
@@ -74,7 +76,7 @@ from .formats import Votes
 from .scaling import ScalingOptions, fit_set, set_designs
 from .screening import screen_workers
 from .threads import limits_blas_threads
-from .thurstone import information_matrix
+from .thurstone import DisconnectedDesignError, information_matrix
 
 SAMPLINGS = ("random", "active")
 DEFAULT_QUANTILES = (1.0, 0.9)
@@ -84,6 +86,11 @@ DEFAULT_GROWTH = 1.4
 DEFAULT_MAX_MULTIPLE = 20.0
 BAND = (10.0, 90.0)
 MAX_TRIAL_GAP_SECONDS = 600.0
+# The fastest a person answers a trial (median over a pilot): a glance and a click. Simple choice reaction times
+# are about 0.2-0.3 s; a comparison or a rating of a stimulus takes seconds (the paradigms' time priors: 15 s a
+# comparison). A pilot below it was answered by a bot or a simulator, and its time says nothing about people.
+MIN_HUMAN_SECONDS = 0.5
+RESAMPLE_TRIES = 5  # draws of a worker-resampled pilot before a replicate keeps the pilot's own half-widths
 MIN_PRIOR_SD = 0.05
 MIN_AGREEMENTS_PER_WORKER = 5
 MAX_SHARPNESS = 10.0  # bounds of kappa in scale_agreement (a careful vote's sharpness against the fitted gaps)
@@ -116,6 +123,9 @@ class StudyPlan:
         The platform's commission as a share of every payment (MTurk: 0.2).
     seconds_per_trial : float or None
         Overrides the pilot's time per trial.
+    seconds_source : str
+        Where ``seconds_per_trial`` came from (the report's ``seconds_source``): "given" (a flag), or
+        "study time prior" (the paradigm's documented pace, used when the pilot has no usable times).
     arrivals_per_hour : float or None
         Participants starting per hour, for the wall-clock time.
     """
@@ -130,6 +140,7 @@ class StudyPlan:
     platform_fee: float = 0.0
     seconds_per_trial: float | None = None
     arrivals_per_hour: float | None = None
+    seconds_source: str = "given"
 
     def __post_init__(self):
         if self.pairs_per_page < 1 or not 0 <= self.gold_per_page < self.pairs_per_page:
@@ -170,6 +181,7 @@ class PilotFit:
     careless_source: str = "scale"    # "scale" (:func:`scale_agreement`) or "known" (:func:`known_crowd`)
     careless_share_repeats: float | None = None  # :func:`careless_share` (a cross-check; None: too few repeats)
     worker_log_ratio: np.ndarray | None = None  # (W,) log P(votes | careful) / P(votes | careless); None: known
+    seconds_warning: str | None = None  # why the pilot's time per trial is not used (:func:`usable_seconds`)
 
     def draw_crowd(self, rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
         """A plausible crowd for one simulated study: each worker's probability of being honest, and each set's
@@ -295,6 +307,21 @@ def response_seconds(worker: np.ndarray, stamps: Sequence | None,
     return None, "unknown"
 
 
+def usable_seconds(seconds: float | None, source: str) -> tuple[float | None, str, str | None]:
+    """The pilot's time per response if a person could have taken it, with a warning otherwise: ``(seconds, source,
+    warning)``. No time at all, or a median below :data:`MIN_HUMAN_SECONDS` (bots and simulated pilots answer in
+    milliseconds: "0.0 s per trial", hence "0 hours still needed"), gives ``(None, "unknown" or "implausible", a
+    one-line warning)``; the caller then uses the study's own time estimate, or reports the hours as unknown."""
+    if seconds is None:
+        return None, "unknown", ("the pilot has no usable times (no created_at or rt_ms): hours come from the study's "
+                                 "time estimate, else are unknown")
+    if seconds < MIN_HUMAN_SECONDS:
+        return None, "implausible", (f"the pilot's median time per response is {seconds:.2f} s ({source}), below the "
+                                     f"{MIN_HUMAN_SECONDS:g} s a person needs (a bot or simulated pilot?): hours come "
+                                     "from the study's time estimate, else are unknown")
+    return seconds, source, None
+
+
 def _epoch(text) -> float:
     try:
         stamp = dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
@@ -345,12 +372,12 @@ def fit_pilot(votes: Votes, units: str = "jod", *, n_boot: int = DEFAULT_N_BOOT,
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))
     half, screening = halfwidths(votes, options, n_boot, confidence, rng)
     agreement = scale_agreement(votes, designs)
-    seconds, source = seconds_per_trial(votes, rt_ms)
+    seconds, source, warning = usable_seconds(*seconds_per_trial(votes, rt_ms))
     return PilotFit(votes, designs, [m for m, _, _ in agreement.fits], [f for _, f, _ in agreement.fits],
                     [sd for _, _, sd in agreement.fits], worker_votes,
                     np.where(worker_votes > 0, agreement.honest, 0.0), agreement.careless_share,
                     float(1.0 - screening.kept_vote_fraction), half, seconds, source, "scale",
-                    careless_share(votes), agreement.log_ratio)
+                    careless_share(votes), agreement.log_ratio, warning)
 
 
 @dataclass
@@ -697,6 +724,7 @@ class Forecast:
     seconds: float = 0.0
     work_unit: str = "votes"      # what the counts count: "votes", or "ratings" (analysis/rating_forecast.py)
     interval: str | None = None   # how the half-widths are made (None: the paired analysis's, see report)
+    assumes: tuple[str, ...] = ()  # what the model takes for granted, in words (the report's "model")
 
     def band(self, values: np.ndarray) -> dict:
         """``{"total": median, "low": 10th percentile, "high": 90th percentile}``; None where not reached."""
@@ -714,6 +742,36 @@ class Forecast:
         out["reached"] = float(np.isfinite(self.needed[:, q]).mean())
         out["model_only"] = self.band(self.needed_model[:, q])
         return out
+
+
+def _resampled_quantiles(votes: Votes, pick, rng, options, n_boot: int, confidence: float, quantiles):
+    """The half-width quantiles (pooled, and (Q, S) per set) of ``votes`` with its workers resampled (``pick``:
+    as drawn before; None: draw), and the pick."""
+    sample, pick = resample_workers(votes, rng, pick)
+    half, _ = halfwidths(sample, options, n_boot, confidence, rng)
+    pooled = np.concatenate(half)
+    return (np.array([_quantile(pooled, q) for q in quantiles]),
+            np.array([[_quantile(h, q) for h in half] for q in quantiles]), pick)
+
+
+def resample_workers(votes: Votes, rng: np.random.Generator,
+                     pick: np.ndarray | None = None) -> tuple[Votes, np.ndarray]:
+    """The votes of as many workers drawn with replacement from ``votes``' workers (a worker drawn twice gives
+    their votes twice, under two IDs, ``<id>#<k>``): a pilot of other workers from the same crowd. ``pick``:
+    the worker indices to take (default: drawn); returns the votes and the pick."""
+    if pick is None:
+        has = np.flatnonzero(np.bincount(votes.worker, minlength=len(votes.worker_ids)) > 0)
+        pick = has[rng.integers(0, len(has), len(has))]
+    by_worker = np.argsort(votes.worker, kind="stable")
+    starts = np.searchsorted(votes.worker[by_worker], np.arange(len(votes.worker_ids) + 1))
+    rows = [by_worker[starts[k]:starts[k + 1]] for k in pick]
+    index = np.concatenate(rows)
+    worker = np.repeat(np.arange(len(pick)), [len(r) for r in rows])
+    ids = np.array([f"{votes.worker_ids[k]}#{n}" for n, k in enumerate(pick)], dtype=object).astype(str)
+    take = lambda a: a[index]  # noqa: E731
+    return Votes(worker, take(votes.item_a), take(votes.item_b), take(votes.a_won), take(votes.is_gold),
+                 take(votes.gold_correct), ids, votes.set_ids, votes.item_set, votes.item_ids, take(votes.line),
+                 {k: take(np.asarray(v)) for k, v in votes.extra.items()}), pick
 
 
 def checked_target(target: float, quantiles: Sequence[float]) -> list[float]:
@@ -756,7 +814,8 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
              sampling: str = "random", replicates: int = DEFAULT_REPLICATES, seed: int = 0,
              n_boot: int = DEFAULT_N_BOOT, confidence: float = 0.95, units: str = "jod",
              growth: float = DEFAULT_GROWTH, max_votes: int | None = None, votes_per_worker: float | None = None,
-             calibrate: bool | None = None, on_replicate: Callable[[int], None] | None = None) -> Forecast:
+             calibrate: bool | None = None, pilot_bootstrap: bool = True,
+             on_replicate: Callable[[int], None] | None = None) -> Forecast:
     """Simulate ``replicates`` studies continuing the pilot and find the votes that reach ``target``.
 
     Parameters
@@ -788,6 +847,10 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
         ratio measures the selection as well as the crowd. In ``benchmarks/forecast.py``'s active study
         (before the careless share was drawn per replicate) applying it moved the forecast from 19 % low
         to 8 % low at seed 0 (factor 1.11) but from 10 % low to 103 % high at seed 1 (factor 1.72).
+    pilot_bootstrap : bool
+        With the factor applied: each replicate's factor has the half-widths of the pilot with its workers
+        resampled (:func:`resample_workers`) over the simulated crowd's, so that the band carries the pilot's
+        own sampling noise as well as the simulated one's (False: the pilot's own half-widths every time).
     on_replicate : callable, optional
         Called with 1 after each replicate (progress bars).
     """
@@ -815,6 +878,18 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
     checkpoints = []
     for r in range(replicates):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, r)))
+        pick, own_q, own_set = None, real_q, real_set
+        if calibrate and pilot_bootstrap and fit.worker_log_ratio is not None:
+            # the pilot's own half-widths are one draw too: a pilot of as many other workers (its workers
+            # resampled) gives this replicate's, and the simulated pilot is resampled alike (a resampled pilot
+            # covers fewer pairs, which widens both), so the factor's band carries the pilot's size
+            for _ in range(RESAMPLE_TRIES):  # a small pilot resampled can leave items unlinked: draw again
+                try:
+                    own_q, own_set, pick = _resampled_quantiles(fit.votes, None, rng, options, n_boot, confidence,
+                                                                quantiles)
+                    break
+                except (DisconnectedDesignError, ValueError):
+                    own_q, own_set = real_q, real_set
         study = _Study(fit, sampling, rng, votes_per_worker)
         votes_at, pooled, by_set = [], [], []
         factor = factor_set = None
@@ -826,8 +901,15 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
             sim_q = np.array([_quantile(sim_all, q) for q in quantiles])
             sim_set = np.array([[_quantile(h, q) for h in half] for q in quantiles])
             if factor is None:  # the pilot itself: the real crowd against the simulated Case V crowd
-                factor = np.where(sim_q > 0, real_q / np.where(sim_q > 0, sim_q, 1.0), 1.0)
-                factor_set = np.where(sim_set > 0, real_set / np.where(sim_set > 0, sim_set, 1.0), 1.0)
+                base_q, base_set = sim_q, sim_set
+                if pick is not None:
+                    try:
+                        base_q, base_set, _ = _resampled_quantiles(study.votes(), pick, rng, options, n_boot,
+                                                                   confidence, quantiles)
+                    except (DisconnectedDesignError, ValueError):  # the pilot's own ratio, not resampled
+                        own_q, own_set = real_q, real_set
+                factor = np.where(base_q > 0, own_q / np.where(base_q > 0, base_q, 1.0), 1.0)
+                factor_set = np.where(base_set > 0, own_set / np.where(base_set > 0, base_set, 1.0), 1.0)
                 ratio[r] = factor
                 if not calibrate:
                     factor_set = np.ones_like(factor_set)
@@ -910,17 +992,29 @@ def report(result: Forecast, plan: StudyPlan) -> dict:
                                          "wall_clock_hours")},
         "forecasts": forecasts,
         "pilot": fit.summary(),
+        "warnings": warnings(fit, plan),
+        "model": list(result.assumes),
         "assumptions": {"pairs_per_page": plan.pairs_per_page, "gold_per_page": plan.gold_per_page,
                         "votes_per_page": plan.votes_per_page, "min_pages": plan.min_pages,
                         "max_pages": plan.max_pages, "reward": plan.reward, "bonus_per_page": plan.bonus_per_page,
                         "pages_per_worker": round(pages_per_worker(fit, plan), 3),
                         "platform_fee": plan.platform_fee,
                         "seconds_per_trial": None if seconds is None else round(seconds, 2),
-                        "seconds_source": "given" if plan.seconds_per_trial is not None else fit.seconds_source,
+                        "seconds_source": plan.seconds_source if plan.seconds_per_trial is not None
+                        else fit.seconds_source,
                         "arrivals_per_hour": plan.arrivals_per_hour},
         "replicates": len(result.needed), "band_percentiles": list(BAND), "max_votes": result.max_votes,
         "seconds": round(result.seconds, 2),
     }
+
+
+def warnings(fit, plan: StudyPlan) -> list[str]:
+    """One-line warnings of a forecast: a pilot without usable times, and what the hours rest on instead."""
+    if fit.seconds_warning is None:
+        return []
+    if plan.seconds_per_trial is None:
+        return [f"{fit.seconds_warning}; hours unknown (give --seconds-per-trial or the study file)"]
+    return [f"{fit.seconds_warning}; hours from {plan.seconds_source}: {plan.seconds_per_trial:g} s per trial"]
 
 
 def remaining(document: dict, have: int) -> dict:
@@ -931,7 +1025,8 @@ def remaining(document: dict, have: int) -> dict:
     band = document["votes_needed"]
     still = {key: None if band[key] is None else max(band[key] - have, 0) for key in ("total", "low", "high")}
     return {"votes_now": have, "votes_still_needed": still, "votes_needed": band,
-            **{key: document[key] for key in ("participants", "dollars", "wall_clock_hours", "replicates")}}
+            **{key: document[key] for key in ("participants", "dollars", "wall_clock_hours", "replicates")},
+            "warnings": document.get("warnings", [])}
 
 
 # --------------------------------------------------------------------------- replay: what a study needed

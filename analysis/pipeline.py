@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .bootstrap import DEFAULT_INTERVAL_METHOD, bootstrap_sets, check_interval_method, ranks_descending
+from .bootstrap import (DEFAULT_INTERVAL_METHOD, bootstrap_sets, check_interval_method, interval_reasons,
+                        item_workers, ranks_descending)
 from .collusion import (DEFAULT_BIAS_FDR, MachineAgreement, TargetedBias, item_errors, leave_one_out_gaps,
                         machine_agreement, targeted_bias)
 from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, atomic_write_text,
@@ -26,6 +27,7 @@ from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, a
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
 from .scaling import ScalingOptions, fit_set, reported, set_designs, unit_description
 from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, screen_workers
+from .sockpuppets import SHORT_LIVED_VOTES, CoordinatedItems, coordinated_identities
 from .threads import limits_blas_threads
 
 WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior", "machine_agreement", "flags")
@@ -54,6 +56,9 @@ class AnalysisOptions:
     bias_test: bool = True          # test kept workers for a bias for or against single items
     exclude_biased: bool = True     # leave workers with a targeted bias out of the scales
     bias_fdr: float = DEFAULT_BIAS_FDR
+    # Set aside short-lived identities' votes on items they favour as a group (analysis/sockpuppets.py).
+    sockpuppet_test: bool = True
+    short_lived_votes: int = SHORT_LIVED_VOTES
     # Further units of every scale record (``scale_<unit>``, ``ci_low_<unit>``, ``ci_high_<unit>``; not in
     # scales.csv), their intervals from the same resamples (analysis/bootstrap.py ``also_units``): the running
     # scales' JOD for [stopping].
@@ -63,6 +68,8 @@ class AnalysisOptions:
         check_interval_method(self.interval_method)
         if not 0 < self.bias_fdr < 1:
             raise ValueError(f"bias_fdr must be in (0, 1), got {self.bias_fdr}")
+        if self.short_lived_votes < 1:
+            raise ValueError(f"short_lived_votes must be at least 1, got {self.short_lived_votes}")
         self.scaling.check_units()
         for unit in self.also_units:
             replace(self.scaling, units=unit).check_units()  # also an unknown unit: ScalingOptions refuses it
@@ -81,6 +88,7 @@ class AnalysisResult:
     pareto: list[dict] | None = None
     reranking: Reranking | None = None
     plot_data: dict = field(default_factory=dict)
+    sockpuppets: CoordinatedItems | None = None   # short-lived identities' set-aside votes (analysis/sockpuppets.py)
 
 
 @limits_blas_threads
@@ -96,16 +104,22 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     so = options.scaling
     screening = screen_workers(votes, so, keep=options.keep, min_tpr=options.min_tpr,
                                gold_threshold=options.gold_threshold)
-    bias = targeted_bias(votes, so, screening.kept, fdr=options.bias_fdr) if options.bias_test else None
+    sock = (coordinated_identities(votes, so, screening.kept, short_votes=options.short_lived_votes)
+            if options.sockpuppet_test else None)
+    all_votes = votes
+    if sock is not None and sock.set_aside.any():  # the rest of the analysis never sees the set-aside votes
+        votes = votes.subset(~sock.set_aside)
+    designs = set_designs(votes)
+    bias = (targeted_bias(votes, so, screening.kept, fdr=options.bias_fdr, designs=designs)
+            if options.bias_test else None)
     kept = screening.kept & ~bias.flagged if bias is not None and options.exclude_biased else screening.kept.copy()
     if not kept.any():
         raise ValueError("the targeted-bias test flags every kept worker; rerun with --keep-biased to see them")
     machine = None
     if machine_errors:
-        gap = bias.gap_a if bias is not None else leave_one_out_gaps(votes, so, screening.kept)
+        gap = bias.gap_a if bias is not None else leave_one_out_gaps(votes, so, screening.kept, designs)
         machine = machine_agreement(votes, gap, item_errors(votes, machine_errors), screening.n_votes > 0,
                                     fdr=options.bias_fdr)
-    designs = set_designs(votes)
     kept_vote = kept[votes.worker]
     raws = [fit_set(d, so, weights=kept_vote[d.votes].astype(float), item_ids=votes.item_ids[d.items])
             for d in designs]
@@ -126,33 +140,41 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                    + np.bincount(design.pairs[:, 1], total, design.n_items)).astype(int)
         nan = np.full(design.n_items, np.nan)
         iv = intervals[k] if intervals else None
+        n_workers = item_workers(design, votes.worker, kept)
+        reason = interval_reasons(iv.scale_low if iv else None, iv.scale_high if iv else None, n_workers)
+        blank = reason != ""
         ids = votes.item_ids[design.items]
         also_values = {unit: reported(raw, design, other) for unit, other in also.items()}
         for j in np.argsort(rank, kind="stable"):
+            shown = iv is not None and not blank[j]
             record = {"set_id": design.set_id, "item_id": str(ids[j]), "scale": float(value[j]),
-                      "ci_low": float(iv.scale_low[j]) if iv else nan[j],
-                      "ci_high": float(iv.scale_high[j]) if iv else nan[j],
+                      "ci_low": float(iv.scale_low[j]) if shown else nan[j],
+                      "ci_high": float(iv.scale_high[j]) if shown else nan[j],
                       "rank": int(rank[j]), "n_votes": int(n_votes[j]),
-                      "rank_ci_low": int(iv.rank_low[j]) if iv else "",
-                      "rank_ci_high": int(iv.rank_high[j]) if iv else "", "unit": so.unit}
+                      "rank_ci_low": int(iv.rank_low[j]) if shown else "",
+                      "rank_ci_high": int(iv.rank_high[j]) if shown else "", "unit": so.unit,
+                      "n_workers": int(n_workers[j]), "ci_reason": str(reason[j])}
             for unit, values in also_values.items():
-                record.update(_also_record(unit, values, iv, j))
+                record.update(_also_record(unit, values, iv if shown else None, j))
             scales.append(record)
         set_scales[design.set_id] = dict(zip(map(str, ids), value.tolist()))
         plot_sets.append({"set_id": design.set_id, "items": [str(i) for i in ids], "scale": value,
-                          "ci_low": iv.scale_low if iv else value, "ci_high": iv.scale_high if iv else value,
+                          "ci_low": np.where(blank, value, iv.scale_low) if iv else value,
+                          "ci_high": np.where(blank, value, iv.scale_high) if iv else value,
                           "n_votes": n_votes})
         proportions.append(wins[total > 0, 0] / total[total > 0])
     overall = overall_scores(set_scales)
     pareto = _pareto_records(set_scales) if len(set_scales) > 1 else None
     reranking = rerank(overall, objective, objective_lower_is_better, n_boot=max(options.n_boot, 100),
                        confidence=options.confidence, seed=options.seed) if objective else None
-    flags = worker_flags(screening, kept, bias, machine)
+    flags = worker_flags(screening, kept, bias, machine, sock)
     workers = _worker_records(votes, screening, kept, machine, flags)
     summary = _summary(votes, options, screening, kept, bias, machine, flags, designs, scales, reranking,
                        time.perf_counter() - started)
+    summary["counts"]["votes"] = len(all_votes)
+    summary["sockpuppets"] = sock.summary() if sock is not None else None
     return AnalysisResult(scales, overall, workers, summary, screening, kept, bias, machine, pareto, reranking,
-                          {"sets": plot_sets, "proportions": np.concatenate(proportions)})
+                          {"sets": plot_sets, "proportions": np.concatenate(proportions)}, sockpuppets=sock)
 
 
 def _also_record(unit: str, values: np.ndarray, intervals, j: int) -> dict[str, float]:
@@ -170,6 +192,14 @@ def interval_description(options: AnalysisOptions) -> dict | None:
             "unit": options.bootstrap_unit, "conditional_on_screening": True}
 
 
+# What summary.json ``intervals`` adds to :func:`interval_description`: the estimand and when an interval is blank.
+INTERVAL_ESTIMAND = {
+    "estimand": "the scale of the set's items an honest observer's choices follow (Thurstone Case V, or its "
+                "anchored or JOD rescaling), as the kept workers' votes give it",
+    "blank_when": "fewer than 2 kept workers voted on a pair holding the item, or the resamples do not spread "
+                  "(ci_reason says which)"}
+
+
 def _pareto_records(set_scales: dict[str, dict[str, float]]) -> list[dict] | None:
     shared = sorted(set.intersection(*(set(s) for s in set_scales.values())))
     if len(shared) < 2:
@@ -180,7 +210,7 @@ def _pareto_records(set_scales: dict[str, dict[str, float]]) -> list[dict] | Non
 
 
 def worker_flags(screening: ScreeningResult, kept: np.ndarray, bias: TargetedBias | None,
-                 machine: MachineAgreement | None) -> list[list[str]]:
+                 machine: MachineAgreement | None, sock: CoordinatedItems | None = None) -> list[list[str]]:
     """Per worker, every reason they are flagged (see the ``FLAG_*`` names), in a fixed order."""
     flags: list[list[str]] = []
     for k in range(len(kept)):
@@ -195,6 +225,8 @@ def worker_flags(screening: ScreeningResult, kept: np.ndarray, bias: TargetedBia
             reasons.extend(bias.flags[k])
         if machine is not None and machine.flagged[k]:
             reasons.append(FLAG_MACHINE)
+        if sock is not None:
+            reasons.extend(sock.flags[k])
         flags.append(reasons)
     return flags
 
@@ -239,8 +271,9 @@ def _summary(votes, options, screening, kept, bias, machine, flags, designs, sca
                        "bootstrap_unit": options.bootstrap_unit, "confidence": options.confidence,
                        "interval_method": options.interval_method, "seed": options.seed,
                        "bias_test": options.bias_test, "exclude_biased": options.exclude_biased,
-                       "bias_fdr": options.bias_fdr, "machine_errors": machine is not None},
-        "intervals": interval_description(options),
+                       "bias_fdr": options.bias_fdr, "machine_errors": machine is not None,
+                       "sockpuppet_test": options.sockpuppet_test, "short_lived_votes": options.short_lived_votes},
+        "intervals": ({**interval_description(options), **INTERVAL_ESTIMAND} if options.n_boot > 0 else None),
         "unit": so.unit,
         "units": unit_description(so.unit),
         "anchors": ({"votes_per_item_per_anchor": so.anchor_votes,

@@ -2,7 +2,11 @@
 needed; matplotlib is imported only when a plot is drawn)."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +24,15 @@ DPI = 200
 """Resolution of every PNG plot; each also gets a vector PDF beside it (:func:`save_figure`)."""
 
 
+PDF_FONT_TYPE = 42
+"""Fonts embedded in the PDFs as TrueType (Type 42): publishers' checks (IEEE PDF eXpress, Elsevier) reject
+the Type 3 fonts matplotlib embeds by default."""
+
+
 def save_figure(fig, path: str | Path) -> list[Path]:
     """Write ``fig`` as ``path`` (PNG, :data:`DPI` dots per inch) and as a vector PDF of the same stem.
 
-    The PDF keeps text as text in matplotlib's default Type 3 fonts (searchable; TrueType embedding,
-    ``pdf.fonttype`` 42, took twice as long for the font subsetting). Returns both paths.
+    The PDF keeps text as text, in TrueType (Type 42) fonts (:data:`PDF_FONT_TYPE`). Returns both paths.
     """
     import matplotlib
 
@@ -34,8 +42,109 @@ def save_figure(fig, path: str | Path) -> list[Path]:
     with matplotlib.rc_context({"text.hinting": "no_hinting"}):
         # zlib level 1: a fifth larger than the default 6 and several times faster on a mostly white plot
         fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": 1})
-    fig.savefig(pdf, metadata={"Creator": "perceptlab", "CreationDate": None})
+    with matplotlib.rc_context({"pdf.fonttype": PDF_FONT_TYPE}):
+        fig.savefig(pdf, metadata={"Creator": "perceptlab", "CreationDate": None})
     return [path, pdf]
+
+
+class PlotFontWarning(UserWarning):
+    """Some characters of the names in a plot are in no installed font: they are drawn as empty boxes."""
+
+
+@functools.lru_cache(maxsize=None)
+def _charmap(font_file: str) -> frozenset[int]:
+    from matplotlib.ft2font import FT2Font
+    try:
+        return frozenset(FT2Font(font_file).get_charmap())
+    except (OSError, RuntimeError, ValueError):
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_fonts() -> tuple[tuple[str, str], ...]:
+    """(family, file) of every installed TrueType/OpenType font file, each family once.
+
+    The system's font folders are scanned afresh (matplotlib's font cache does not see fonts installed
+    after it was built), then matplotlib's own fonts are added. Collections (.ttc) are left out: the PDF
+    embeds single TrueType files only. matplotlib's "Last Resort" font is left out too: it has every
+    character, but as a box.
+    """
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+    files = sorted(set(font_manager.findSystemFonts()) | {f.fname for f in font_manager.fontManager.ttflist})
+    seen, fonts = set(), []
+    for file in files:
+        if not file.lower().endswith((".ttf", ".otf")):
+            continue
+        try:
+            font = FT2Font(file)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        family = font.family_name
+        if family in seen or family.startswith("Last Resort"):
+            continue
+        # Regular styles first: the fallback draws names, not emphasis.
+        if font.style_name.lower() not in ("regular", "book", "normal", "roman"):
+            continue
+        seen.add(family)
+        fonts.append((family, file))
+    return tuple(fonts)
+
+
+def font_families(texts) -> tuple[list[str], str]:
+    """The font families that draw ``texts``, and the characters that none of them can.
+
+    matplotlib's default font (DejaVu Sans) first; when it lacks characters of the texts (CJK item names,
+    say), installed fonts that cover them are added, the one covering most first, as matplotlib's
+    per-character fallback.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        Every text the plot draws from the data (item, stimulus and set names).
+
+    Returns
+    -------
+    families : list of str
+        For ``rcParams["font.family"]``.
+    missing : str
+        The characters (sorted, once each) that no installed font draws.
+    """
+    import matplotlib
+    from matplotlib import font_manager
+    default = matplotlib.rcParams["font.sans-serif"][0]
+    chars = {ord(c) for t in texts for c in str(t) if not c.isspace()}
+    default_file = font_manager.findfont(font_manager.FontProperties(family=default), fallback_to_default=True)
+    lacking = chars - _charmap(default_file)
+    families = [default]
+    while lacking:
+        best = max(((len(lacking & _charmap(file)), family) for family, file in _installed_fonts()
+                    if family not in families), default=(0, ""))
+        if best[0] == 0:
+            break
+        families.append(best[1])
+        covered = next(file for family, file in _installed_fonts() if family == best[1])
+        font_manager.fontManager.addfont(covered)     # known by name even when installed after matplotlib's cache
+        lacking -= _charmap(covered)
+    return families, "".join(chr(c) for c in sorted(lacking))
+
+
+@contextlib.contextmanager
+def names_as_text(texts):
+    """Draw data names (items, stimuli, sets) as they are, in fonts that cover them.
+
+    A ``$`` in a file name must not start mathtext; characters no installed font has are named once in a
+    :class:`PlotFontWarning` (matplotlib's own warning per missing glyph is silenced instead).
+    """
+    import matplotlib
+    families, missing = font_families(texts)
+    if missing:
+        warnings.warn(f"no installed font draws the characters {missing!r} of the names in the plots: they show as "
+                      "boxes (install a font that covers them, such as Debian's fonts-droid-fallback or "
+                      "fonts-noto-cjk; the CSV files keep the names)", PlotFontWarning, stacklevel=3)
+    with matplotlib.rc_context({"text.parse_math": False, "font.family": families}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+        yield
 
 
 # Item rows: every item is named up to LABEL_ALL_UP_TO items per set; above that only the best and
@@ -97,6 +206,7 @@ CHAR_INCHES = 0.065
 PLOT_INCHES = 2.6        # width of the data area of each panel
 PANEL_GAP = 0.25
 TITLE_INCHES = 0.5       # figure title
+TITLE_LINE_INCHES = 0.18  # each further line of a wrapped figure title
 PANEL_TOP, PANEL_BOTTOM = 0.3, 0.5   # panel title above, x tick labels and axis label below
 
 
@@ -155,16 +265,30 @@ def plot_scales(sets: list[dict], path: str | Path, unit: str, confidence: float
         The (closed) figure, for checks of its axes.
     """
     plt = _pyplot()
-    import matplotlib
-
-    # Item and set names are shown as they are: a "$" in a file name must not start mathtext.
-    with matplotlib.rc_context({"text.parse_math": False}):
+    names = [str(s["set_id"]) for s in sets] + [str(n) for s in sets for n in s["items"]]
+    with names_as_text(names):
         return _draw_scales(plt, sets, path, unit, confidence, method, include)
 
 
+MAX_COLUMNS = 4
+PAGE_ASPECT = 1.4
+"""Width over height the grid of panels aims at: a landscape figure, as a page or a slide holds it."""
+
+
+def grid_columns(n_panels: int, panel_w: float, panel_h: float, title_h: float = 0.0,
+                 max_columns: int = MAX_COLUMNS) -> int:
+    """Columns of a grid of ``n_panels`` equal panels whose figure is closest to :data:`PAGE_ASPECT`.
+
+    Four sets in one row made a 19 x 2.5 in strip that no page holds; with the aspect chosen they make a
+    2 x 2 grid. Ratios are compared on a log scale (twice as wide is as far off as twice as tall).
+    """
+    def off(cols: int) -> float:
+        rows = math.ceil(n_panels / cols)
+        return abs(math.log(cols * panel_w / (rows * panel_h + title_h)) - math.log(PAGE_ASPECT))
+    return min(range(1, max(1, min(n_panels, max_columns)) + 1), key=lambda cols: (off(cols), -cols))
+
+
 def _draw_scales(plt, sets, path, unit, confidence, method, include):
-    cols = min(len(sets), 4)
-    grid_rows = math.ceil(len(sets) / cols)
     n_rows = max(item_rows(len(s["scale"]))[0].max() + 1 for s in sets)
     label_chars = max(max(len(short_label(name)) for s in sets for name in s["items"]) + 5,   # + "155. "
                       max(len(f"\u2026 {int((~item_rows(len(s['scale']))[1]).sum())} more \u2026") for s in sets))
@@ -175,23 +299,28 @@ def _draw_scales(plt, sets, path, unit, confidence, method, include):
     panel_w = left_w + PLOT_INCHES + right_w + PANEL_GAP
     data_h = ROW_INCHES * n_rows + 0.2
     panel_h = PANEL_TOP + data_h + PANEL_BOTTOM
-    width, height = panel_w * cols, panel_h * grid_rows + TITLE_INCHES
+    cols = grid_columns(len(sets), panel_w, panel_h, TITLE_INCHES)
+    grid_rows = math.ceil(len(sets) / cols)
+    bars = f"{confidence:.0%} bootstrap {method} intervals" if confidence else "no intervals (no bootstrap)"
+    n_note = "; right: n = kept votes of the item" if has_n else ""
+    # The title wraps to the grid's width (10-pt characters are at most ~0.085 in wide).
+    title = textwrap.wrap(f"Scale values per set, {bars}; best at the top; one x axis for all sets{n_note}",
+                          max(30, int(panel_w * cols / 0.085)))
+    title_h = TITLE_INCHES + TITLE_LINE_INCHES * (len(title) - 1)
+    width, height = panel_w * cols, panel_h * grid_rows + title_h
     fig = plt.figure(figsize=(width, height))
     xlim = shared_limits(sets, include)
     for k, s in enumerate(sets):
         row, col = divmod(k, cols)
         x0 = col * panel_w + left_w
-        y0 = height - TITLE_INCHES - (row + 1) * panel_h + PANEL_BOTTOM
+        y0 = height - title_h - (row + 1) * panel_h + PANEL_BOTTOM
         ax = fig.add_axes((x0 / width, y0 / height, PLOT_INCHES / width, data_h / height))
         _scale_panel(ax, s, unit, n_rows)
         ax.set_xlim(xlim)
         if k + cols < len(sets):     # a panel below shows the shared axis' numbers and unit
             ax.tick_params(axis="x", labelbottom=False)
             ax.set_xlabel("")
-    bars = f"{confidence:.0%} bootstrap {method} intervals" if confidence else "no intervals (no bootstrap)"
-    n_note = "; right: n = kept votes of the item" if has_n else ""
-    fig.suptitle(f"Scale values per set, {bars}; best at the top; one x axis for all sets{n_note}",
-                 y=1 - 0.15 / height, va="top")
+    fig.suptitle("\n".join(title), y=1 - 0.15 / height, va="top", fontsize=10)
     save_figure(fig, path)
     plt.close(fig)
     return fig

@@ -302,12 +302,15 @@ def write_comparison(result: ProtocolComparison, out: str | os.PathLike, plots: 
             from .rating_plots import plot_protocols
             x = np.array([r["pc_scale"] for r in result.rows])
             y = np.array([r["score"] for r in result.rows])
+            column = lambda name: np.array([r[name] for r in result.rows], float)  # noqa: E731
             grid = np.linspace(np.nanmin(x), np.nanmax(x), 200)
             s = result.summary
             plot_protocols(x, y, (grid, result.mapping(grid)), staging / "comparison.png", pc_unit=s["pc_unit"],
                            score_name="rating score (scores.csv)",
                            title=f"n {s['n']}; SROCC {s['srocc']['r']:.3f}, PLCC {s['plcc']['r']:.3f}; "
-                                 f"{s['mapping']['kind']} mapping, RMSE {s['rmse']:.3f}")
+                                 f"{s['mapping']['kind']} mapping, RMSE {s['rmse']:.3f}",
+                           pc_interval=(column("pc_ci_low"), column("pc_ci_high")),
+                           score_interval=(column("ci_low"), column("ci_high")))
         out.mkdir(parents=True, exist_ok=True)
         written = []
         for path in sorted(staging.iterdir()):

@@ -9,8 +9,9 @@ A rating study's ``[stopping] halfwidth`` is in rating points: the 95 % Student 
 mean rating, ``t_{n-1} s / sqrt(n)`` over its ratings by non-pilot participants (``mos_intervals`` of
 :mod:`analysis.ratings`, the very function server/paradigms/rating/precision.py measures with). Like the
 server, the forecast counts every rating of the test stimuli (quality checks and hidden references aside) and
-screens nobody out; ``screen=True`` instead leaves out, at every checkpoint, the workers whom the P.913-style
-correlation rule of :mod:`analysis.rating_screening` flags (what ``perceptlab analyze-ratings`` keeps).
+screens nobody out; ``screen=True`` instead leaves out, at every checkpoint, the workers whom VQEG's fixed
+correlation rule flags (r < 0.75: :data:`analysis.rating_screening.DEFAULT_CORRELATION`; ``analyze-ratings``
+defaults to other rules since issue 37).
 
 Fit
 ---
@@ -35,8 +36,12 @@ two-component mixture:
 
 Simulation
 ----------
-:func:`forecast_ratings` runs ``replicates`` simulated studies. Each draws a truth from the qualities'
-posteriors and a crowd: the pilot's workers resampled with replacement (their rating counts and posteriors
+:func:`forecast_ratings` runs ``replicates`` simulated studies. Each first refits the crowd on the pilot with its
+workers resampled (:func:`resampled_pilot_fit`) and scales the workers' noise by the posterior of a variance seen
+in ``W - 1`` degrees of freedom (:func:`crowd_noise_draw`), so that the band carries the pilot's size; it draws
+each stimulus' noise multiplier from its posterior (:func:`_stimulus_noise`: stimuli differ in ambiguity, and a
+target on most of them waits for the noisiest), a truth from the qualities' posteriors and a crowd: the pilot's
+workers resampled with replacement (their rating counts and posteriors
 of being honest; the resampling carries the pilot's uncertainty about its careless share into the band),
 each new worker honest with its posterior, with a bias and an inconsistency drawn from the fitted
 distributions. The pilot's ratings are answered anew by its own workers, then the stimuli get ratings in
@@ -50,20 +55,22 @@ stimulus, and per set) reaches the target is found by log-log interpolation betw
 90th percentile. Every rating of a replicate is drawn at once (vectorised); a checkpoint is a few
 ``bincount`` passes, so a replicate takes milliseconds.
 
-Measured: ``benchmarks/forecast.py --only rating`` (its docstring has the figures).
+Measured: ``benchmarks/forecast.py --only rating`` and ``--only nflx`` (its docstring has the figures). Before the
+stimulus noise and the pilot bootstrap, the replay of the public NFLX ratings (a pilot of 4 of its 26 subjects)
+was 29-40 % low with 0 of 6 needs inside bands a few percent wide.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, log_ndtr
 
 from .forecast import (BAND, DEFAULT_GROWTH, DEFAULT_MAX_MULTIPLE, DEFAULT_QUANTILES, DEFAULT_REPLICATES, Forecast,
-                       ForecastInputError, _crossing, checked_target, response_seconds)
+                       ForecastInputError, _crossing, checked_target, response_seconds, usable_seconds)
 from .rating_screening import DEFAULT_CORRELATION, DEFAULT_MIN_COMMON, correlation_with_others
 from .ratings import Ratings, build_ratings, mos_intervals
 
@@ -106,6 +113,14 @@ class RatingPilotFit:
     scale: str
     seconds_per_trial: float | None
     seconds_source: str
+    # Each stimulus' noise multiplier (its ambiguity: honest ratings of it are this many times as spread as the
+    # pooled inconsistency says): a grid of multipliers and each stimulus' posterior over it (None: every
+    # stimulus as noisy as the average one, a known crowd), with the log-normal prior's location and SD.
+    noise_grid: np.ndarray | None = None
+    noise_posterior: np.ndarray | None = None      # (J, G), rows sum to 1
+    stimulus_noise_log_mean: float = 0.0
+    stimulus_noise_log_sd: float = 0.0
+    seconds_warning: str | None = None
 
     @property
     def worker_votes(self) -> np.ndarray:
@@ -131,6 +146,7 @@ class RatingPilotFit:
                 "quality_sd": round(self.quality_spread, 4), "bias_sd": round(self.bias_sd, 4),
                 "inconsistency_rms": round(self.inconsistency_rms, 4),
                 "inconsistency_log_sd": round(self.inconsistency_log_sd, 4),
+                "stimulus_noise_log_sd": round(self.stimulus_noise_log_sd, 4),
                 "seconds_per_trial": None if self.seconds_per_trial is None else round(self.seconds_per_trial, 2),
                 "seconds_source": self.seconds_source}
 
@@ -194,16 +210,16 @@ def fit_rating_pilot(ratings: Ratings, *, stimuli: Sequence[str] | None = None, 
     r = correlation_with_others(s, w, x, J, W, DEFAULT_MIN_COMMON)
     defined = np.isfinite(r)
     screened = float((r[defined] < DEFAULT_CORRELATION).mean()) if defined.any() else None
-    seconds, source = response_seconds(ratings.worker[rows],
-                                       None if "created_at" not in ratings.extra else ratings.extra["created_at"][rows],
-                                       None if rt_ms is None else np.asarray(rt_ms, dtype=object)[rows])
+    seconds, source, warning = usable_seconds(*response_seconds(
+        ratings.worker[rows], None if "created_at" not in ratings.extra else ratings.extra["created_at"][rows],
+        None if rt_ms is None else np.asarray(rt_ms, dtype=object)[rows]))
     sets = [set_of(i) for i in ids]
     set_ids = list(dict.fromkeys(sets))
     return RatingPilotFit(np.array(ids, dtype=object), set_ids, np.array([set_ids.index(k) for k in sets]), s, w, x,
                           mixture.quality_mean, mixture.quality_sd, mixture.quality_spread, mixture.bias_sd,
                           mixture.inconsistency_rms, mixture.inconsistency_log_sd, np.bincount(w, minlength=W),
                           mixture.honest, mixture.careless_share, screened, half, ratings.low, ratings.high, discrete,
-                          ratings.scale, seconds, source)
+                          ratings.scale, seconds, source, *mixture.noise, seconds_warning=warning)
 
 
 @dataclass
@@ -216,6 +232,7 @@ class _Mixture:
     inconsistency_log_sd: float
     honest: np.ndarray
     careless_share: float
+    noise: tuple  # _stimulus_noise's (grid, posterior, log mean, log SD)
 
 
 def _points(low: float, high: float) -> int:
@@ -274,8 +291,10 @@ def _mixture(s: np.ndarray, w: np.ndarray, x: np.ndarray, J: int, W: int, low: f
         sd *= np.sqrt(max(h.sum(), 1.0) / max(h.sum() - fitted, 1.0))
         # the biases' spread beyond their noise (moments of the honest workers' mean residuals)
         noise = sd * sd + rounding
+        # divided by the honest workers less one: the scores absorb the biases' mean (a pilot of 4 workers
+        # would otherwise read three quarters of the spread)
         bias_var = max(float(np.sum(honest * (mean_residual ** 2 - noise / np.maximum(n_w, 1)))
-                             / max(honest.sum(), 1e-12)), 0.0)
+                             / max(honest.sum() - 1.0, 1.0)), 0.0)
         bias = np.bincount(w, residual, W) / (n_w + noise / max(bias_var, 1e-12))
         log_ratio = np.bincount(w, _honest_log_likelihood(x, psi[s] + bias[w], sd, low, high, discrete)
                                 - careless_log, W)
@@ -306,8 +325,100 @@ def _mixture(s: np.ndarray, w: np.ndarray, x: np.ndarray, J: int, W: int, low: f
                   MIN_SPREAD ** 2)
     precision = 1.0 / spread2 + np.where(rated, n_j, 0.0) / noise
     post_mean = (centre / spread2 + np.where(rated, n_j * mean_j, 0.0) / noise) / precision
+    noise = _stimulus_noise(s, w, x, psi[s] + bias[w], honest[w], float(np.sqrt(model_variance)), J, low, high,
+                            discrete)
     return _Mixture(post_mean, 1.0 / np.sqrt(precision), float(np.sqrt(spread2)), float(np.sqrt(bias_var)),
-                    float(np.sqrt(model_variance)), log_sd, honest, share)
+                    float(np.sqrt(model_variance)), log_sd, honest, share, noise)
+
+
+NOISE_GRID = np.exp(np.linspace(np.log(0.2), np.log(5.0), 49))  # stimulus noise multipliers
+NOISE_LOG_MEANS = np.linspace(-1.0, 1.0, 21)
+NOISE_LOG_SDS = np.linspace(0.0, 1.2, 25)
+
+
+def _stimulus_noise(s: np.ndarray, w: np.ndarray, x: np.ndarray, mean: np.ndarray, h: np.ndarray, sd: float, J: int,
+                    low: float, high: float, discrete: bool) -> tuple:
+    """Each stimulus' noise multiplier ``a_j`` (honest ratings of stimulus ``j`` have SD ``a_j`` times the pooled
+    inconsistency): real stimuli differ in how ambiguous they are (P.913's content ambiguity), and the widest
+    intervals, which a target on most stimuli waits for, are those of the most ambiguous ones.
+
+    ``log a_j`` is normal (location and SD fitted by marginal likelihood over a grid); each stimulus' likelihood
+    over the grid is that of its honest-weighted ratings under the rounding and clipping of the rating model,
+    its SD shrunk by ``sqrt((n_j - 1) / n_j)`` because the stimulus' own mean was fitted to the same ratings
+    (so the grid's maximum is the unbiased ``SS / (n - 1)``, not the ML ``SS / n``). The posterior of each
+    stimulus over the grid carries how little a few ratings say about its noise into the simulation, which
+    draws ``a_j`` from it in every replicate. Returns ``(grid, posterior (J, G), log mean, log SD)``.
+    """
+    n_j = np.bincount(s, h, J)
+    shrink = np.sqrt(np.clip((n_j - 1.0) / np.maximum(n_j, 1e-12), 0.05, 1.0))[s]
+    log_lik = np.stack([np.bincount(s, h * _honest_log_likelihood(x, mean, sd * g * shrink, low, high, discrete), J)
+                        for g in NOISE_GRID])  # (G, J)
+    log_lik -= log_lik.max(axis=0)
+    lik = np.exp(log_lik)
+    logs = np.log(NOISE_GRID)
+    best, best_prior = -np.inf, None
+    for tau in NOISE_LOG_SDS:
+        for mu in NOISE_LOG_MEANS:
+            prior = _grid_prior(logs, mu, tau)
+            value = float(np.sum(np.log(np.maximum(prior @ lik, 1e-300))))
+            if value > best + 1e-9:
+                best, best_prior, fitted = value, prior, (float(mu), float(tau))
+    posterior = best_prior[None, :] * lik.T
+    posterior /= posterior.sum(axis=1, keepdims=True)
+    return NOISE_GRID, posterior, fitted[0], fitted[1]
+
+
+def _grid_prior(logs: np.ndarray, mu: float, tau: float) -> np.ndarray:
+    """A normal of ``mu`` and ``tau`` over the log grid (tau 0: the grid point nearest ``mu``)."""
+    if tau <= 0:
+        prior = np.zeros(len(logs))
+        prior[np.argmin(np.abs(logs - mu))] = 1.0
+        return prior
+    prior = np.exp(-0.5 * ((logs - mu) / tau) ** 2)
+    return prior / prior.sum()
+
+
+def crowd_noise_draw(drawn: "RatingPilotFit", fit: "RatingPilotFit", rng: np.random.Generator) -> "RatingPilotFit":
+    """``drawn`` with its workers' noise (bias SD and inconsistency) scaled by one draw of how far the crowd's noise
+    variance may lie from what ``fit``'s pilot of ``W`` honest workers shows: ``(W - 1) / chi2(W - 1)``, the
+    posterior of a variance seen in ``W - 1`` degrees of freedom (Jeffreys prior). Its median is above 1 and
+    falls to 1 as the pilot grows (1.27 for 4 workers, 1.04 for 20): a small pilot's forecast leans high, as
+    it should where a low forecast (a budget that runs out) is the worse error. A known crowd is returned as is."""
+    if not len(fit.rating):
+        return drawn
+    dof = max(float(fit.honest_posterior.sum()) - 1.0, 1.0)
+    scale = float(np.sqrt(dof / rng.chisquare(dof)))
+    return replace(drawn, bias_sd=drawn.bias_sd * scale, inconsistency_rms=drawn.inconsistency_rms * scale)
+
+
+def draw_stimulus_noise(fit: "RatingPilotFit", rng: np.random.Generator) -> np.ndarray:
+    """One draw of every stimulus' noise multiplier from its posterior (ones for a fit without one)."""
+    J = len(fit.stimulus_ids)
+    if fit.noise_posterior is None:
+        return np.ones(J)
+    cdf = np.cumsum(fit.noise_posterior, axis=1)
+    pick = (cdf < rng.random(J)[:, None] * cdf[:, -1:]).sum(axis=1)
+    return fit.noise_grid[np.minimum(pick, len(fit.noise_grid) - 1)]
+
+
+def resampled_pilot_fit(fit: "RatingPilotFit", rng: np.random.Generator) -> "RatingPilotFit":
+    """The fit refitted on the pilot with its workers resampled with replacement (a bootstrap of the pilot: how
+    differently a pilot of as many other workers would have come out), keeping the pilot's own ratings and
+    workers for the simulation's replay. A fit without pilot ratings (a known crowd) is returned as it is."""
+    W = len(fit.worker_ratings)
+    if not len(fit.rating) or W < 2:
+        return fit
+    pick = rng.integers(0, W, W)
+    rows = [np.flatnonzero(fit.worker == k) for k in pick]
+    index = np.concatenate(rows)
+    worker = np.repeat(np.arange(W), [len(r) for r in rows])
+    J = len(fit.stimulus_ids)
+    m = _mixture(fit.stimulus[index], worker, fit.rating[index], J, W, fit.low, fit.high, fit.discrete)
+    grid, posterior, log_mean, log_sd = m.noise
+    return replace(fit, quality_mean=m.quality_mean, quality_sd=m.quality_sd, quality_spread=m.quality_spread,
+                   bias_sd=m.bias_sd, inconsistency_rms=m.inconsistency_rms,
+                   inconsistency_log_sd=m.inconsistency_log_sd, noise_grid=grid, noise_posterior=posterior,
+                   stimulus_noise_log_mean=log_mean, stimulus_noise_log_sd=log_sd)
 
 
 # --------------------------------------------------------------------------- half-widths
@@ -388,9 +499,10 @@ def simulate_rating_study(fit: RatingPilotFit, total: int, rng: np.random.Genera
     n_workers = W + len(drawn)
     bias = fit.bias_sd * rng.standard_normal(n_workers)
     upsilon = fit.inconsistency_median * np.exp(fit.inconsistency_log_sd * rng.standard_normal(n_workers))
+    ambiguity = draw_stimulus_noise(fit, rng)
     stimulus = np.concatenate([fit.stimulus, _least_rated_stream(np.bincount(fit.stimulus, minlength=J), new, rng)])
     worker = np.concatenate([fit.worker, W + np.searchsorted(np.cumsum(counts[drawn]), np.arange(new), side="right")])
-    rating = _answer(truth[stimulus], bias[worker], upsilon[worker], honest[worker], fit, rng)
+    rating = _answer(truth[stimulus], bias[worker], upsilon[worker] * ambiguity[stimulus], honest[worker], fit, rng)
     return RatingStudy(stimulus, worker, rating, honest, truth, pilot_n)
 
 
@@ -470,7 +582,8 @@ def _checkpoints(start: int, cap: int, growth: float) -> list[int]:
 def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                      replicates: int = DEFAULT_REPLICATES, seed: int = 0, confidence: float = 0.95,
                      growth: float = DEFAULT_GROWTH, max_ratings: int | None = None,
-                     ratings_per_worker: float | None = None, screen: bool = False) -> Forecast:
+                     ratings_per_worker: float | None = None, screen: bool = False,
+                     pilot_bootstrap: bool = True) -> Forecast:
     """Simulate ``replicates`` studies continuing the pilot and find the ratings that reach ``target``.
 
     Parameters
@@ -491,6 +604,10 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
         Mean ratings a simulated worker gives (default: as many as the pilot's workers gave).
     screen : bool
         Leave out the workers the correlation rule flags at every checkpoint (:func:`halfwidths`).
+    pilot_bootstrap : bool
+        Each replicate refits the crowd on the pilot with its workers resampled (:func:`resampled_pilot_fit`), so
+        that the band carries how much a pilot of this size can be off; False: every replicate simulates the
+        pilot's own fit (a narrower band that a small pilot's truth often falls outside).
 
     Returns
     -------
@@ -515,7 +632,8 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
     checkpoints = []
     for r in range(replicates):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3, r)))
-        study = simulate_rating_study(fit, cap, rng, ratings_per_worker=ratings_per_worker)
+        drawn = crowd_noise_draw(resampled_pilot_fit(fit, rng), fit, rng) if pilot_bootstrap else fit
+        study = simulate_rating_study(drawn, cap, rng, ratings_per_worker=ratings_per_worker)
         at, pooled, by_set, set_counts = [], [], [], []
         n_workers = len(study.honest)
         for size in _checkpoints(pilot, cap, growth):
@@ -537,7 +655,24 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
         "workers the correlation rule flags left out" if screen else "every rating counts, as [stopping] measures it"))
     return Forecast(quantiles, needed, per_set, ratio, list(fit.set_ids), fit, float(target), UNITS,
                     "least-rated first", confidence, cap, 0, checkpoints, needed.copy(),
-                    time.perf_counter() - started, work_unit="ratings", interval=interval)
+                    time.perf_counter() - started, work_unit="ratings", interval=interval,
+                    assumes=rating_assumptions(fit, pilot_bootstrap))
+
+
+def rating_assumptions(fit: RatingPilotFit, pilot_bootstrap: bool) -> tuple[str, ...]:
+    """What a ratings forecast takes for granted, in words (the report's ``model``, the CLI's "assumes:")."""
+    stimulus = ("every stimulus as noisy as the average one" if fit.noise_posterior is None else
+                f"stimuli differ in noise (log-normal, SD {fit.stimulus_noise_log_sd:.2f} in log units; each "
+                "stimulus drawn from its posterior given its pilot ratings, unrated ones from the spread)")
+    return (f"honest raters follow P.913: quality + a worker's bias (SD {fit.bias_sd:.2f}) + noise, the worker's "
+            f"inconsistency (RMS {fit.inconsistency_rms:.2f}, log-normal SD {fit.inconsistency_log_sd:.2f} across "
+            f"workers) times the stimulus' multiplier; {stimulus}",
+            f"careless raters ({100 * fit.careless_share:.0f} % in the pilot) answer uniformly at random",
+            ("the pilot's workers are a random sample of the crowd: each simulated study refits the crowd on the pilot "
+             "with its workers resampled (the band carries the pilot's size)" if pilot_bootstrap else
+             "the pilot's fit is the crowd (no bootstrap of the pilot)"),
+            "new workers give as many ratings as the pilot's (or --pages-per-worker), stimuli rated least-rated "
+            "first; the crowd does not change over the study")
 
 
 def _pilot_ratio(fit: RatingPilotFit, study: RatingStudy, quantiles: list[float], screen: bool,

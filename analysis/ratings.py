@@ -22,10 +22,34 @@ test stimulus becomes ``DV = V(test) - V(reference) + 5`` with the same worker's
 reference (``reference_id`` names it; it is a stimulus of the file), and the DMOS is the mean DV
 (:func:`differential_ratings`). Values above 5 (a test rated above its reference) are kept.
 
-Intervals (:func:`mos_scores`): Student's t, ``mean +/- t_{n-1} s / sqrt(n)`` over a stimulus' ratings,
-or a bootstrap over workers (resample the workers with replacement, each with all their ratings,
-seeded): the percentile interval of the resampled means. The bootstrap is one sparse product per block
-of resamples (counts of each worker in each resample times the workers' rating sums per stimulus).
+What an interval is for (the estimand)
+--------------------------------------
+A MOS interval (:func:`mos_scores`) is for the expected rating of a typical rater of the kept crowd: the mean
+over the population of raters of each one's expected rating of the stimulus (bias, inconsistency and the
+rounding to scale points included). The workers who rated a stimulus are a sample of that population, so
+their ratings are independent draws of it and the interval is over them.
+
+Intervals (:func:`mos_scores`)
+------------------------------
+``t`` (default)  Student's t with an empirical-Bayes moderated variance, bounded by the scale:
+    ``mean +/- t_{d0 + n - 1} sqrt(s~^2 / n)`` with ``s~^2 = (d0 s0^2 + (n - 1) s^2) / (d0 + n - 1)``, the
+    stimulus' variance ``s^2`` shrunk toward the variance ``s0^2`` typical of the study's stimuli with the
+    weight ``d0`` (prior degrees of freedom) estimated from the spread of the stimuli's variances (Smyth 2004,
+    "Linear models and empirical Bayes methods for assessing differential expression", the moderated t of
+    limma; :func:`moderated_variances`). With few ratings a stimulus' own SD is very uncertain (five equal
+    ratings have SD 0, hence the zero-width interval of the plain t); the study's other stimuli say how much
+    ratings spread. The interval is then intersected with the scale (:func:`bounded_intervals`): the
+    estimand, an expected rating, lies on the scale, so the intersection loses no coverage and no bound lies
+    outside it.
+``bootstrap``  a bootstrap over workers (resample the workers with replacement, each with all their ratings,
+    seeded): the percentile interval of the resampled means (inside the scale by construction). The bootstrap
+    is one sparse product per block of resamples (counts of each worker in each resample times the workers'
+    rating sums per stimulus).
+
+Either interval is blank, with the reason in ``ci_reason``, for a stimulus rated by fewer than two distinct
+workers (one worker's ratings are not independent observations of the population: :data:`FEWER_THAN_TWO`),
+when there is no spread to measure (:data:`NO_SPREAD`), or, for a model's score outside the scale with an
+interval that does not reach it (:data:`OUTSIDE_SCALE`). An interval is never of zero width.
 """
 from __future__ import annotations
 
@@ -34,7 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
-from scipy.special import stdtrit
+from scipy.special import digamma, polygamma, stdtrit
 from tqdm.auto import tqdm
 
 from .formats import read_csv_table
@@ -46,6 +70,14 @@ SCALES = {"acr": (1.0, 5.0), "dcr": (1.0, 5.0), "ccr": (-3.0, 3.0)}
 ACR, CCR = "acr", "ccr"
 SCORE_KINDS = {"acr": "MOS", "dcr": "DMOS", "ccr": "CMOS"}
 INTERVALS = ("t", "bootstrap")
+# Why an interval is blank (scores.csv ci_reason; empty with an interval).
+FEWER_THAN_TWO = "fewer than 2 workers"
+NO_SPREAD = "no spread"
+OUTSIDE_SCALE = "score outside the scale"
+INTERVAL_METHOD_NAMES = {
+    "t": "Student t with moderated variance (Smyth 2004), intersected with the scale",
+    "bootstrap": "worker bootstrap, percentile, inside the scale",
+}
 BOOTSTRAP_CHUNK = 250  # resamples per sparse product; bounds memory at (chunk x stimuli)
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f", ""}
@@ -275,6 +307,7 @@ class Scores:
     n_ratings: np.ndarray
     n_workers: np.ndarray
     samples: np.ndarray | None = None   # (B, J) bootstrap means, with the bootstrap
+    reason: np.ndarray | None = None    # (J,) why an interval is blank ("" with an interval)
 
 
 def check_interval(interval: str) -> str:
@@ -318,6 +351,101 @@ def mos_intervals(n: np.ndarray, total: np.ndarray, squares: np.ndarray,
     return mean, sd, half
 
 
+def _trigamma_inverse(x: float) -> float:
+    """``y`` with ``trigamma(y) = x`` (Newton's method as limma's ``trigammaInverse``)."""
+    if x > 1e7:
+        return 1.0 / np.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def moderated_variances(variance: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Empirical-Bayes moderated variances (Smyth 2004; limma's ``squeezeVar`` by the method of moments).
+
+    Each ``variance[j]`` (an unbiased sample variance on ``df[j]`` degrees of freedom) is taken as a draw of
+    ``s0^2 chi2_{d0}/d0``-distributed true variances, observed with their own chi-square noise; ``s0^2`` and
+    ``d0`` are estimated from the spread of the log variances beyond what their degrees of freedom explain.
+
+    Parameters
+    ----------
+    variance, df : (J,) arrays
+        Sample variances (NaN or ``df < 1``: not used for the prior, moderated to the prior alone).
+
+    Returns
+    -------
+    posterior : (J,) ``(d0 s0^2 + df s^2) / (d0 + df)``
+    posterior_df : (J,) ``d0 + df`` (capped at 10^6 where the variances agree beyond their noise)
+    prior_variance, prior_df : float
+        ``s0^2`` and ``d0`` (NaN without two positive variances, and then the posterior is the variance itself).
+    """
+    variance = np.asarray(variance, float)
+    df = np.asarray(df, float)
+    usable = np.isfinite(variance) & (df >= 1)
+    positive = usable & (variance > 0)
+    if positive.sum() < 2:
+        with np.errstate(invalid="ignore"):
+            return np.where(usable, variance, np.nan), np.where(usable, df, np.nan), float("nan"), float("nan")
+    d = df[positive]
+    e = np.log(variance[positive]) - digamma(d / 2) + np.log(d / 2)
+    mean_e = float(e.mean())
+    excess = float(np.var(e, ddof=1) - np.mean(polygamma(1, d / 2)))
+    if excess > 0:
+        d0 = min(2.0 * _trigamma_inverse(excess), 1e6)
+        s0 = float(np.exp(mean_e + digamma(d0 / 2) - np.log(d0 / 2)))
+    else:   # the variances differ no more than their noise: pool them
+        d0, s0 = 1e6, float(np.exp(mean_e))
+    safe = np.where(usable, variance, 0.0)
+    used = np.where(usable, df, 0.0)
+    return (d0 * s0 + used * safe) / (d0 + used), d0 + used, s0, d0
+
+
+def bounded_intervals(ci_low: np.ndarray, ci_high: np.ndarray, low: float | None, high: float | None,
+                      n_workers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals ``[ci_low, ci_high]`` intersected with the scale ``[low, high]``, blank (NaN) with a reason where
+    they cannot be given: fewer than two workers, no spread (not finite, or of zero width), or nothing left
+    inside the scale.
+
+    Returns
+    -------
+    ci_low, ci_high : (J,) float arrays
+    reason : (J,) object array of str, "" where there is an interval
+    """
+    lo, hi = np.array(ci_low, dtype=float), np.array(ci_high, dtype=float)
+    with np.errstate(invalid="ignore"):
+        # rounding leaves identical bootstrap means ~1e-15 apart: a width that small is no spread
+        spread = np.isfinite(lo) & np.isfinite(hi) & (hi - lo > 1e-9 * (1.0 + np.abs(hi) + np.abs(lo)))
+        if low is not None:
+            lo = np.maximum(lo, low)
+        if high is not None:
+            hi = np.minimum(hi, high)
+        outside = spread & ~(hi > lo)
+    reason = np.full(lo.shape, "", dtype=object)
+    reason[~spread] = NO_SPREAD
+    reason[outside] = OUTSIDE_SCALE
+    reason[np.asarray(n_workers) < 2] = FEWER_THAN_TWO
+    blank = reason != ""
+    lo[blank], hi[blank] = np.nan, np.nan
+    return lo, hi, reason
+
+
+def moderated_t_halfwidths(n: np.ndarray, variance: np.ndarray, confidence: float = 0.95) -> np.ndarray:
+    """Half-widths ``t_{d0 + n - 1} sqrt(s~^2 / n)`` of the moderated t interval of means of ``n`` values with
+    sample variances ``variance`` (NaN where ``n < 2``), the moderation over every stimulus with two values."""
+    n = np.asarray(n, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        posterior, df, _, _ = moderated_variances(np.where(n >= 2, variance, np.nan), n - 1)
+        half = stdtrit(np.maximum(df, 1), 0.5 + confidence / 2) * np.sqrt(posterior / n)
+    return np.where(n >= 2, half, np.nan)
+
+
 def worker_bootstrap_means(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray, n_stimuli: int,
                            n_workers: int, n_boot: int = 1000, seed: int | np.random.Generator | None = 0,
                            progress: bool | None = None) -> np.ndarray:
@@ -353,8 +481,9 @@ def worker_bootstrap_means(stimulus: np.ndarray, worker: np.ndarray, values: np.
 
 def mos_scores(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray, n_stimuli: int, n_workers: int,
                interval: str = "t", confidence: float = 0.95, n_boot: int = 1000,
-               seed: int | np.random.Generator | None = 0, progress: bool | None = None) -> Scores:
-    """Mean score per stimulus with a t or worker-bootstrap interval (see the module docstring).
+               seed: int | np.random.Generator | None = 0, progress: bool | None = None, *,
+               low: float | None = None, high: float | None = None) -> Scores:
+    """Mean score per stimulus with a moderated-t or worker-bootstrap interval (see the module docstring).
 
     Parameters
     ----------
@@ -368,17 +497,32 @@ def mos_scores(stimulus: np.ndarray, worker: np.ndarray, values: np.ndarray, n_s
         Resamples of the bootstrap.
     seed, progress
         The bootstrap's generator; a progress bar (None: only on a terminal).
+    low, high : float, optional
+        The scale the intervals are bounded by (None: unbounded on that side).
+
+    Returns
+    -------
+    Scores
+        With ``reason`` saying why an interval is blank (fewer than two workers, no spread).
     """
     check_interval(interval)
-    mean, low, high, n = t_interval(stimulus, values, n_stimuli, confidence)
+    n = np.bincount(stimulus, minlength=n_stimuli)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(stimulus, values, n_stimuli) / n
+        deviation = values - mean[stimulus]
+        variance = np.bincount(stimulus, deviation * deviation, n_stimuli) / (n - 1)
     pairs = np.unique(stimulus * n_workers + worker)
     n_workers_of = np.bincount(pairs // n_workers, minlength=n_stimuli)
     samples = None
     if interval == "bootstrap":
         samples = worker_bootstrap_means(stimulus, worker, values, n_stimuli, n_workers, n_boot, seed, progress)
         alpha = (1 - confidence) / 2
-        low, high = np.full(n_stimuli, np.nan), np.full(n_stimuli, np.nan)
+        ci_low, ci_high = np.full(n_stimuli, np.nan), np.full(n_stimuli, np.nan)
         drawn = np.isfinite(samples).any(axis=0)  # a stimulus of one rare worker may be missed by every resample
         if drawn.any():
-            low[drawn], high[drawn] = np.nanquantile(samples[:, drawn], [alpha, 1 - alpha], axis=0)
-    return Scores(mean, low, high, n, n_workers_of.astype(np.int64), samples)
+            ci_low[drawn], ci_high[drawn] = np.nanquantile(samples[:, drawn], [alpha, 1 - alpha], axis=0)
+    else:
+        half = moderated_t_halfwidths(n, variance, confidence)
+        ci_low, ci_high = mean - half, mean + half
+    ci_low, ci_high, reason = bounded_intervals(ci_low, ci_high, low, high, n_workers_of)
+    return Scores(mean, ci_low, ci_high, n.astype(np.int64), n_workers_of.astype(np.int64), samples, reason)

@@ -124,10 +124,16 @@ def set_designs(votes: Votes, scaling_votes: np.ndarray | None = None) -> list[S
     use = ~votes.is_gold if scaling_votes is None else np.asarray(scaling_votes, dtype=bool)
     vote_set = votes.vote_set
     designs = []
+    n_items = len(votes.item_ids)
     for s, set_id in enumerate(votes.set_ids):
         idx = np.flatnonzero(use & (vote_set == s))
         a, b = votes.item_a[idx], votes.item_b[idx]
-        items, local = np.unique(np.concatenate([a, b]), return_inverse=True)
+        # The items present and their local indices by counting (item indices are below n_items),
+        # as np.unique would give them but without sorting two entries per vote.
+        present = np.bincount(a, minlength=n_items) + np.bincount(b, minlength=n_items) > 0
+        items = np.flatnonzero(present)
+        local_of = np.cumsum(present) - 1
+        local = np.concatenate([local_of[a], local_of[b]])
         pairs, vote_pair, first_won = index_pairs(local[:len(idx)], local[len(idx):], votes.a_won[idx])
         designs.append(SetDesign(s, str(set_id), items, idx, pairs, vote_pair, first_won))
     return designs

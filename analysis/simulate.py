@@ -160,3 +160,54 @@ def write_study(study: SimulatedStudy, out: str | Path) -> dict[str, Path]:
     worker_rows = [{"worker_id": w, "type": t} for w, t in zip(study.worker_ids, study.worker_type)]
     atomic_write_text(paths["workers"], table_csv(("worker_id", "type"), worker_rows))
     return paths
+
+
+def add_one_page_identities(study: SimulatedStudy, share: float, page: int = 20, *, target_item: int = 0,
+                            collusion_bias: float = np.inf, collusion_direction: int = 1, colluding: bool = True,
+                            seed: int | np.random.Generator | None = 0) -> SimulatedStudy:
+    """Add identities that each answer one page of ``page`` votes: sock puppets, or honest one-page workers.
+
+    The new votes are ``share`` of the returned study's votes. Each identity's page is ``page``
+    distinct pairs drawn uniformly from the study's pairs (all sets), as an assignment would give
+    them, so a puppet meets the target item only as often as its pairs happen to hold it.
+    ``colluding`` puppets (types "favour"/"disfavour") see ``item_ids[target_item]`` shifted as
+    :func:`simulate_study`'s colluders do; otherwise the identities are honest observers.
+    """
+    if not 0 < share < 1 or page < 1:
+        raise ValueError("share must be in (0, 1) and page at least 1")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    v = study.votes
+    set_of = v.item_set[v.item_a]
+    pairs = np.unique(np.column_stack([set_of, np.minimum(v.item_a, v.item_b), np.maximum(v.item_a, v.item_b)]),
+                      axis=0)
+    page = min(page, len(pairs))
+    n_ids = max(1, int(np.ceil(share / (1 - share) * len(v) / page)))
+    prefix = "P" if colluding else "H"
+    new_ids = np.array([f"{prefix}{k:05d}" for k in range(n_ids)])
+    if np.isin(new_ids, study.worker_ids).any():
+        raise ValueError("the study already holds one-page identities of this kind")
+    chosen = np.concatenate([rng.choice(len(pairs), page, replace=False) for _ in range(n_ids)])
+    s, a, b = pairs[chosen, 0], pairs[chosen, 1], pairs[chosen, 2]
+    swap = rng.random(len(a)) < 0.5
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    position = {str(k): i for i, k in enumerate(study.item_ids)}
+    local = np.array([position[str(i)] for i in v.item_ids])  # global item index -> index in the truth arrays
+    truth = np.array([study.truth[str(set_id)] for set_id in v.set_ids])  # (sets, items)
+    true = truth[s, local[a]] - truth[s, local[b]]
+    if colluding:
+        toward = (local[a] == target_item).astype(float) - (local[b] == target_item)
+        on = toward != 0
+        bias = collusion_direction * collusion_bias * toward[on]
+        true[on] = bias if np.isinf(collusion_bias) else true[on] + bias
+    a_won = rng.random(len(a)) < ndtr(true)
+    kind = ("favour" if collusion_direction > 0 else "disfavour") if colluding else "honest"
+    old_a, old_b = v.item_ids[v.item_a], v.item_ids[v.item_b]
+    votes = build_votes(np.concatenate([v.worker_ids[v.worker], np.repeat(new_ids, page)]),
+                        np.concatenate([v.set_ids[set_of], v.set_ids[s]]),
+                        np.concatenate([old_a, v.item_ids[a]]), np.concatenate([old_b, v.item_ids[b]]),
+                        np.concatenate([v.item_ids[v.winner], np.where(a_won, v.item_ids[a], v.item_ids[b])]),
+                        extra={"position_a": np.concatenate([v.extra["position_a"],
+                                                             np.where(rng.random(len(a)) < 0.5, "left", "right")])},
+                        path="simulation")
+    return SimulatedStudy(votes, study.truth, study.item_ids, np.concatenate([study.worker_ids, new_ids]),
+                          np.concatenate([study.worker_type, np.full(n_ids, kind)]), study.errors)

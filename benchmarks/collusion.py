@@ -17,7 +17,11 @@ image closer to the reference) except that they always choose one method. ``--la
 StudyMB-sized study (8 sets x 155 items, 300 workers, 25 % random clickers): there each worker meets
 an item about 3 times, too few for any per-worker test, and the table shows what that costs.
 
-Run: .venv/bin/python benchmarks/collusion.py [--seeds 5] [--workers 20] [--large]
+The last table is benchmarks/sockpuppets.py's: the same colluding votes spread over one-page
+identities, before and after the sock-puppet test (``--only-sockpuppets`` runs it alone; with
+``--large``, on the StudyMB-sized crowd).
+
+Run: .venv/bin/python benchmarks/collusion.py [--seeds 5] [--workers 20] [--large] [--sockpuppet-seeds 20]
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from analysis.collusion import targeted_bias  # noqa: E402
 from analysis.pipeline import AnalysisOptions, analyze  # noqa: E402
 from analysis.scaling import ScalingOptions  # noqa: E402
 from analysis.simulate import simulate_study  # noqa: E402
+from benchmarks import sockpuppets  # noqa: E402
 from benchmarks._common import print_table, timer  # noqa: E402
 
 SHARES = (0.10, 0.15, 0.20)
@@ -95,7 +100,13 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="simulated studies per setting")
     parser.add_argument("--workers", type=int, default=20, help="workers per study (each answers every pair)")
     parser.add_argument("--large", action="store_true", help="also one StudyMB-sized study per colluder share")
+    parser.add_argument("--sockpuppet-seeds", type=int, default=20,
+                        help="studies per row of the sock-puppet scenario (benchmarks/sockpuppets.py; 0: skip it)")
+    parser.add_argument("--only-sockpuppets", action="store_true", help="run only the sock-puppet scenario")
     args = parser.parse_args(argv)
+    if args.only_sockpuppets:
+        sockpuppets.run(args.sockpuppet_seeds, args.large)
+        return
     print(f"{args.workers} workers, 4 sets x 8 items, every worker answers all 28 pairs of every set; "
           f"{args.seeds} studies per row; {N_BOOT} worker bootstraps; target item m003\n", flush=True)
     rows = []
@@ -127,6 +138,9 @@ def main(argv=None) -> None:
                      "inside CI with", "colluders caught", "honest flagged", "test seconds"],
                     [row(["favour", f"{share:.0%}", "always"], [r]) + [f"{r['test_seconds']:.2f}"]
                      for share, r in zip(SHARES, runs)])
+    if args.sockpuppet_seeds:
+        print("\n")
+        sockpuppets.run(args.sockpuppet_seeds)
 
 
 if __name__ == "__main__":

@@ -181,15 +181,15 @@ def verify(dsn: str, slug: str, report: SimulationReport, baseline: bool = False
         double_trials = conn.execute(
             f"SELECT count(*) FROM (SELECT trial FROM ({votes}) v GROUP BY trial HAVING count(*) > 1) t",
             (slug,)).fetchone()[0]
-    acknowledged = report.acknowledged_vote_ids()
-    sent = report.sent_vote_ids()
-    rejected = {v.vote_id for v in report.votes if v.status.startswith("rejected")}
+    acknowledged = report.acknowledged_ids()
+    sent = report.sent_ids()
+    rejected = {v.response_id for v in report.responses if v.status.startswith("rejected")}
     held = set(counts)
-    lost = len(acknowledged - held) + len({v.vote_id for v in report.votes if v.status == "unresolved"} - held)
+    lost = len(acknowledged - held) + len({v.response_id for v in report.responses if v.status == "unresolved"} - held)
     return Check(acknowledged=len(acknowledged), in_db=len(held), lost=lost,
                  unacknowledged=len(held - acknowledged) + len(held & rejected),
                  duplicated=sum(1 for n in counts.values() if n > 1) + int(double_trials) + len(held - sent),
-                 unresolved=report.votes_unresolved)
+                 unresolved=report.unresolved)
 
 
 # ----------------------------------------------------------------------------- server
@@ -415,13 +415,13 @@ FRACTION_GOAL = 0.6  # perceptlab's closed-loop rate over the baseline's (issue 
 
 def run_figures(run: Run, report: SimulationReport, check: Check, extra: dict) -> dict:
     """One run's figures (the ``--json-out`` object, before the baseline's rate is added)."""
-    votes = report.votes_acknowledged
+    votes = report.acknowledged
     waits = report.entry_wait_figures()
     per_vote = lambda seconds: None if seconds is None or not votes else 1000.0 * seconds / votes  # noqa: E731
     return {
         "name": run.label, "workers": run.concurrency, "workers_total": run.workers, "pages": run.pages,
-        "pace_s": run.pace, "ramp_s": run.ramp, "votes": votes, "votes_per_s": report.votes_per_second(),
-        "votes_per_s_full_load": report.votes_per_second_full(),
+        "pace_s": run.pace, "ramp_s": run.ramp, "votes": votes, "votes_per_s": report.per_second(),
+        "votes_per_s_full_load": report.per_second_full(),
         "p50_ms": report.p50(), "p99_ms": report.p99(), "errors": report.error_count,
         "lost": check.lost, "duplicated": check.duplicated + check.unacknowledged, "db_exact": check.ok,
         "duplicate_answers": report.duplicates, "elapsed_s": report.elapsed_s,
@@ -554,7 +554,7 @@ def main(argv=None) -> None:
                 report, check, extra = execute(run, server, dsn, dbname, args.seed + 1000 * (i + 1), args.spam,
                                                args.crash_after)
                 results.append((run, report, check, extra))
-                print(f"  {report.votes_acknowledged} votes, {report.votes_per_second():.0f}/s, "
+                print(f"  {report.acknowledged} votes, {report.per_second():.0f}/s, "
                       f"p99 {report.p99():.1f} ms, errors {dict(report.errors) or 0}, "
                       f"DB check {'ok' if check.ok else check}; load average {extra['load_avg_1min']:.1f}", flush=True)
             server.stop()
@@ -575,7 +575,7 @@ def main(argv=None) -> None:
 
         def row(run: Run, report: SimulationReport, check: Check) -> list:
             f = figures[run.slug]
-            return [run.label, report.votes_acknowledged, f"{f['votes_per_s']:.0f}", f"{f['votes_per_s_full_load']:.0f}",
+            return [run.label, report.acknowledged, f"{f['votes_per_s']:.0f}", f"{f['votes_per_s_full_load']:.0f}",
                     f"{f['p50_ms']:.1f}", f"{f['p99_ms']:.1f}", f["errors"], report.duplicates, check.lost,
                     f["duplicated"], "yes" if check.ok else "NO", f["entries_deferred"],
                     f"{f['admission_wait_p50_s']:.1f}/{f['admission_wait_max_s']:.1f}", f"{f['client_cpu_pct']:.0f}%",

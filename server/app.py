@@ -45,7 +45,7 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         upgrade(url)
     engine = _init_services(app, config, server, url).engine
 
-    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, stimuli, worker
+    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, ops, stimuli, worker
 
     app.register_blueprint(worker.bp)
     app.register_blueprint(api.bp)
@@ -54,9 +54,11 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     app.register_blueprint(admin_prolific.bp)
     app.register_blueprint(admin_codes.bp)
     app.register_blueprint(stimuli.bp)
-    app.teardown_appcontext(close_request_session)
+    app.register_blueprint(ops.bp)
+    app.teardown_appcontext(_closing_request_session(app))
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
+    _answer_outages(app)
 
     headers_for = security_headers(server)
 
@@ -70,6 +72,7 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         from .views.fast_lane import FastLane
 
         app.wsgi_app = FastLane(app, app.wsgi_app, headers_for)
+    _instrument(app, engine)
 
     # Every paradigm's templates, admin blueprint and background work (server/paradigms/wiring.py).
     from .paradigms.wiring import install_paradigms
@@ -135,6 +138,72 @@ def _secure_transport(app: Flask, server: dict[str, Any]) -> None:
         raise ValueError(f"[server] proxy_fix must be 0 or more, got {proxies}")
     if proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
+
+
+def _instrument(app: Flask, engine) -> None:
+    """Metrics, request ids and the access log around everything, the fast lane included (server/metrics.py):
+    each request's kind is its response kind's name (the fast lane's and the view's alike) or its endpoint."""
+    from .db import pool_counts
+    from .metrics import Instrumented
+
+    kind_key = "perceptlab.kind"
+
+    @app.before_request
+    def _kind():
+        kind = (request.view_args or {}).get("kind")
+        request.environ.setdefault(kind_key, getattr(kind, "name", None) or request.endpoint or "unmatched")
+
+    app.wsgi_app = Instrumented(app.wsgi_app, lambda environ: environ.get(kind_key, "unmatched"),
+                                lambda: pool_counts(engine))
+
+
+def _closing_request_session(app: Flask) -> Callable[[BaseException | None], None]:
+    """The request session's teardown: closing it while the database is out of reach is part of the outage
+    (one log line, server/outages.py), not a traceback after the response."""
+    from .outages import app_outages, is_unavailable
+
+    def close(exc: BaseException | None = None) -> None:
+        try:
+            close_request_session(exc)
+        except Exception as error:  # noqa: BLE001 - re-raised unless it is the outage the request met
+            if not is_unavailable(error):
+                raise
+            app_outages(app).noticed(error, counted=False)
+    return close
+
+
+def _answer_outages(app: Flask) -> None:
+    """Every route, while the database is out of reach: 503 with Retry-After (server/outages.py), the API's JSON
+    error or a page (a GET: the waiting page, which loads the address again by itself); one log line per outage,
+    and one when a request that used the database is answered again."""
+    from flask import g, render_template
+
+    from .outages import UNAVAILABLE_ERRORS, app_outages, unavailable_error
+
+    outages = app_outages(app)
+
+    def unavailable(exc: Exception):
+        outages.noticed(exc)
+        error = unavailable_error()
+        if _wants_json() or request.path.startswith("/admin/api/"):  # the dashboard's own JSON too
+            return jsonify(error.to_dict()), error.status, error.headers
+        if request.method in ("GET", "HEAD"):
+            page = render_template("waiting.html", title="Please wait a moment", retry_s=error.retry_after_s,
+                                   message="The study's server is briefly unavailable. Nothing you did is lost.")
+        else:  # a form sent again by a reload would ask the browser to resend it: the worker goes back instead
+            page = render_template("error.html", title="Please try again in a moment",
+                                   message=f"The server is briefly unavailable and saved nothing of this step. "
+                                           f"Go back and send it again in {error.retry_after_s:.0f} seconds.")
+        return page, error.status, error.headers
+
+    for kind in UNAVAILABLE_ERRORS:
+        app.register_error_handler(kind, unavailable)
+
+    @app.after_request
+    def _back(response):
+        if outages.down and response.status_code < 500 and g.get("db_session") is not None:
+            outages.recovered()
+        return response
 
 
 def _wants_json() -> bool:

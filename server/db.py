@@ -28,6 +28,7 @@ from .services import app_services
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 URL_ENVIRONMENT_VARIABLE = "PERCEPTLAB_DATABASE_URL"
+CONNECT_TIMEOUT_S = 10  # PostgreSQL: a new connection's longest wait
 INSTANCE_DATABASE = "the instance folder's perceptlab.db"  # how resolve_database says it chose the default
 POOL_SIZE, MAX_OVERFLOW = 10, 20  # PostgreSQL connections per process: kept open, and opened at most beyond them
 
@@ -145,7 +146,25 @@ def make_engine(url: str) -> Engine:
         return engine
     # No pre-ping: it would cost a round trip per request; recycled connections and the
     # pool's invalidation on a failed statement cover server restarts.
-    return create_engine(normalise_url(url), pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, pool_recycle=1800)
+    # A server out of reach (not refusing: silent) fails a connection after CONNECT_TIMEOUT_S, not the system's
+    # minutes: the request is answered 503 (server/outages.py) while the client still waits.
+    return create_engine(normalise_url(url), pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, pool_recycle=1800,
+                         connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def pool_counts(engine: Engine) -> dict[tuple[str, str], int]:
+    """This process's database connections, for the metrics (server/metrics.py): the engine's pool (``orm``)
+    and the one-statement paths' :class:`DriverPool` (``driver``), each ``in_use`` and ``open``."""
+    pool = engine.pool
+    counts: dict[tuple[str, str], int] = {}
+    if hasattr(pool, "checkedout"):
+        counts[("orm", "in_use")] = pool.checkedout()
+        counts[("orm", "open")] = pool.checkedout() + pool.checkedin()
+    driver = _DRIVER_POOLS.get(engine)
+    if driver is not None:
+        counts[("driver", "open")], idle = driver.counts()
+        counts[("driver", "in_use")] = counts[("driver", "open")] - idle
+    return counts
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -237,6 +256,11 @@ class DriverPool:
         except BaseException:
             self._closed_one(generation)
             raise
+
+    def counts(self) -> tuple[int, int]:
+        """(open, idle) connections of this process (the metrics)."""
+        with self._ready:
+            return (self._open, len(self._idle)) if self._pid == os.getpid() else (0, 0)
 
     def give_back(self, connection: Any) -> None:
         with self._ready:

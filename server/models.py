@@ -235,11 +235,15 @@ class MTurkAssignment(Base):
     approved_at: Mapped[dt.datetime | None]
     rejected_at: Mapped[dt.datetime | None]
     feedback: Mapped[str | None] = mapped_column(Text)
+    # Set by the run that is sending the approval (a claim, server/claims.py): a second run leaves the row alone.
+    claim: Mapped[str | None] = mapped_column(String(32))
+    claimed_at: Mapped[dt.datetime | None]
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class Bonus(Base):
-    """A bonus, recorded (status "pending") before ``send_bonus`` so it is never paid twice."""
+    """A bonus, recorded (status "pending") before ``send_bonus`` so it is never paid twice; the run that sends it
+    first claims it (``claim``, ``claimed_at``: server/claims.py), so two runs never both call."""
     __tablename__ = "mturk_bonus"
     __table_args__ = (UniqueConstraint("assignment_id", "reason"),)
 
@@ -252,6 +256,8 @@ class Bonus(Base):
     unique_request_token: Mapped[str] = mapped_column(String(64), unique=True)
     status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | sent
     sandbox: Mapped[bool] = mapped_column(Boolean)
+    claim: Mapped[str | None] = mapped_column(String(32))  # the token of the run sending it
+    claimed_at: Mapped[dt.datetime | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     sent_at: Mapped[dt.datetime | None]
 # ---------------------------------------------------------------- Prolific (server/prolific.py)
@@ -291,14 +297,21 @@ class ProlificSubmission(Base):
     entered_code: Mapped[str] = mapped_column(String(200), default="")
     started_at: Mapped[dt.datetime | None]
     completed_at: Mapped[dt.datetime | None]
+    # Bulk approval is asynchronous on Prolific: the run that asks for it claims the row (server/claims.py) and
+    # ``claimed_at`` is when it asked. ``status`` is only ever what Prolific showed: a submission counts as approved
+    # (and earns its bonus) once a read-back shows APPROVED, never because approval was asked for.
+    claim: Mapped[str | None] = mapped_column(String(32))
+    claimed_at: Mapped[dt.datetime | None]
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class ProlificBonus(Base):
     """The bonus ledger: one row per bonus, written before any Prolific call for it.
 
-    ``recorded`` (the intent) -> ``set_up`` (Prolific holds an unpaid bulk bonus, ``bulk_id``) -> ``paying``
-    (committed just before the pay call, which is not idempotent) -> ``paid``. A ``paying`` row whose call
+    ``recorded`` (the intent) -> ``setting_up`` (claimed for a set-up call) -> ``set_up`` (Prolific holds an unpaid
+    bulk bonus, ``bulk_id``) -> ``paying`` (claimed and committed just before the pay call, which is not
+    idempotent) -> ``paid``. Every step is a claim (``claim``, ``claimed_at``; server/claims.py): one conditional
+    UPDATE from the state read, so that of two runs only one goes on. A ``paying`` row whose call
     got no answer is settled by reconciling against the submission's bonuses on Prolific, never by paying
     again blindly (server/prolific.py)."""
     __tablename__ = "prolific_bonus"
@@ -310,8 +323,11 @@ class ProlificBonus(Base):
     submission_id: Mapped[str] = mapped_column(String(64), index=True)
     amount: Mapped[str] = mapped_column(String(16))  # "0.80", in the Prolific study's currency
     reason: Mapped[str] = mapped_column(String(500))
-    status: Mapped[str] = mapped_column(String(16), default="recorded")  # recorded | set_up | paying | paid
+    # recorded | setting_up | set_up | paying | paid
+    status: Mapped[str] = mapped_column(String(16), default="recorded")
     bulk_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    claim: Mapped[str | None] = mapped_column(String(32))  # the token of the run that moved it last
+    claimed_at: Mapped[dt.datetime | None]
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     pay_sent_at: Mapped[dt.datetime | None]

@@ -8,8 +8,12 @@ the database in line with MTurk:
   answers with "HIT already exists" is looked up (``list_hits``, matching
   ``RequesterAnnotation``) instead of posting a second HIT.
 * Bonuses are recorded (status ``pending``) before ``send_bonus``, with a token
-  derived from the assignment and the reason: a bonus is never sent twice, even
-  when the process dies between the call and the commit.
+  derived from the assignment and the reason, and the run that sends one first
+  claims it (:mod:`server.claims`: one conditional UPDATE, committed before the
+  call), so two runs never both call. A bonus whose run died after claiming it is
+  checked against MTurk's ``list_bonus_payments`` before it is sent again (with
+  the same token): it is never paid twice, even after MTurk forgets the token.
+* Approvals are claimed the same way (``approve_assignment`` pays the reward).
 * ``list_hits`` and ``list_assignments_for_hit`` are always paginated.
 * HITs hold at most 9 assignments by default (MTurk charges 40% instead of 20%
   from 10 assignments on).
@@ -30,9 +34,11 @@ from decimal import Decimal
 from typing import Any
 from xml.sax.saxutils import escape
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from . import claims
 from .models import (
     Assignment,
     Bonus,
@@ -486,21 +492,43 @@ class MTurkService:
     def approve(self, assignment_id: str, feedback: str | None = None) -> str:
         """Approve a submitted assignment; one that is approved already counts as success.
 
+        An assignment the database knows is claimed first (:mod:`server.claims`), so of two runs one sends the
+        approval ("approval being sent by another run" for the other); one it does not know yet relies on
+        MTurk's own state (an approved assignment is refused, never paid twice). Commits.
+
         Returns "approved" or "already approved"; raises :class:`MTurkError` for any other status.
         """
         row = self._assignment_row(assignment_id)
         if row is not None and row.status == "Approved":
             return "already approved"
-        status = self._fetch_status(assignment_id)
-        if status == "Approved":
-            return "already approved"
-        if status != "Submitted":
-            hint = " (use override to approve a rejected assignment)" if status == "Rejected" else ""
-            raise MTurkError(f"assignment {assignment_id} is {status}, not Submitted: cannot approve it{hint}")
-        self._call("approve_assignment", AssignmentId=assignment_id,
-                   **({"RequesterFeedback": feedback} if feedback else {}))
+        token = None
+        if row is not None:
+            now = utcnow()
+            token, rows = claims.claim(self.session, MTurkAssignment,
+                                       [MTurkAssignment.id == row.id, MTurkAssignment.status != "Approved",
+                                        or_(MTurkAssignment.claimed_at.is_(None),
+                                            MTurkAssignment.claimed_at <= now - claims.LEASE)], now)
+            if not rows:
+                self.session.refresh(row)
+                return "already approved" if row.status == "Approved" else "approval being sent by another run"
+            row = rows[0]
+        try:
+            status = self._fetch_status(assignment_id)
+            if status == "Approved":
+                return "already approved"
+            if status != "Submitted":
+                hint = " (use override to approve a rejected assignment)" if status == "Rejected" else ""
+                raise MTurkError(f"assignment {assignment_id} is {status}, not Submitted: cannot approve it{hint}")
+            self._call("approve_assignment", AssignmentId=assignment_id,
+                       **({"RequesterFeedback": feedback} if feedback else {}))
+        except Exception:
+            if token is not None:  # free the row for the next run (MTurk keeps the truth of what happened)
+                self.session.rollback()
+                claims.finish(self.session, MTurkAssignment, token, [], claimed_at=None)
+            raise
         if row is not None:
             row.status, row.approved_at, row.feedback = "Approved", utcnow(), feedback or row.feedback
+            self.session.commit()
         return "approved"
 
     def reject(self, assignment_id: str, feedback: str) -> str:
@@ -543,7 +571,12 @@ class MTurkService:
                     study: Study | None = None) -> str:
         """Pay a bonus at most once per (assignment, reason); commits before and after ``send_bonus``.
 
-        Returns "sent", or "already sent" when this bonus was paid before (no request is made).
+        The bonus is recorded (unique per assignment and reason), then claimed (:mod:`server.claims`): of two runs
+        only the claimant calls. A bonus claimed by an earlier run that never recorded the outcome (it died, or the
+        call failed) is looked up in MTurk's ``list_bonus_payments`` first and sent again only when MTurk has no
+        such payment, with the same ``UniqueRequestToken``.
+
+        Returns "sent", "already sent" (paid before: no request is made) or "being sent by another run".
         """
         from botocore.exceptions import ClientError
 
@@ -552,28 +585,59 @@ class MTurkService:
             raise MTurkError(f"a bonus must be positive, not {amount}")
         if not reason.strip():
             raise MTurkError("a bonus needs a reason (the worker sees it)")
-        bonus = self.session.scalar(select(Bonus).where(Bonus.assignment_id == assignment_id, Bonus.reason == reason))
+        bonus = self._bonus_row(assignment_id, reason)
         if bonus is None:
-            bonus = Bonus(study_id=study.id if study else None, assignment_id=assignment_id, worker_id=worker_id,
-                          amount=amount, reason=reason, unique_request_token=self.bonus_token(assignment_id, reason),
-                          status="pending", sandbox=self.sandbox)
-            self.session.add(bonus)
-            self.session.commit()  # recorded before the money moves
-        elif bonus.status == "sent":
+            self.session.add(Bonus(study_id=study.id if study else None, assignment_id=assignment_id,
+                                   worker_id=worker_id, amount=amount, reason=reason,
+                                   unique_request_token=self.bonus_token(assignment_id, reason), status="pending",
+                                   sandbox=self.sandbox))
+            try:
+                self.session.commit()  # recorded before the money moves
+            except IntegrityError:  # another run recorded it a moment ago
+                self.session.rollback()
+            bonus = self._bonus_row(assignment_id, reason)
+        if bonus.status == "sent":
             return "already sent"
-        elif bonus.amount != amount or bonus.worker_id != worker_id:
+        if bonus.amount != amount or bonus.worker_id != worker_id:
             raise MTurkError(f"a pending bonus for {assignment_id} ({reason!r}) was recorded as ${bonus.amount} to "
                              f"{bonus.worker_id}; it must be retried with the same amount and worker")
+        earlier_claim = bonus.claim is not None
+        now = utcnow()
+        _, rows = claims.claim(self.session, Bonus,
+                               [Bonus.id == bonus.id, Bonus.status == "pending",
+                                or_(Bonus.claimed_at.is_(None), Bonus.claimed_at <= now - claims.LEASE)], now)
+        if not rows:
+            bonus = self._bonus_row(assignment_id, reason)
+            return "already sent" if bonus.status == "sent" else "being sent by another run"
+        bonus = rows[0]
+        if earlier_claim and self._bonus_listed(bonus):  # an earlier run's call went through
+            bonus.status, bonus.sent_at = "sent", utcnow()
+            self.session.commit()
+            return "sent"
         try:
             self._call("send_bonus", WorkerId=bonus.worker_id, BonusAmount=bonus.amount, AssignmentId=assignment_id,
                        Reason=reason, UniqueRequestToken=bonus.unique_request_token)
         except ClientError as exc:
             if not _is_duplicate_token(exc):
+                # Keep the claim's token (the next run checks MTurk's list first) but let it retry at once.
+                bonus.claimed_at = None
+                self.session.commit()
                 raise MTurkError(f"send_bonus failed for {assignment_id}: {_error_message(exc)} (the bonus stays "
                                  "pending; retrying is safe)") from exc
         bonus.status, bonus.sent_at = "sent", utcnow()
         self.session.commit()
         return "sent"
+
+    def _bonus_row(self, assignment_id: str, reason: str) -> Bonus | None:
+        return self.session.scalar(select(Bonus).where(Bonus.assignment_id == assignment_id, Bonus.reason == reason)
+                                   .execution_options(populate_existing=True))
+
+    def _bonus_listed(self, bonus: Bonus) -> bool:
+        """Whether MTurk lists a payment of this bonus (same assignment, worker, reason and amount)."""
+        return any(item.get("Reason") == bonus.reason and item.get("WorkerId") == bonus.worker_id
+                   and Decimal(str(item.get("BonusAmount", "0"))) == Decimal(bonus.amount)
+                   for item in self._paginate("list_bonus_payments", "BonusPayments",
+                                              AssignmentId=bonus.assignment_id))
 
     def notify(self, worker_ids: Iterable[str], subject: str, message: str) -> list[dict]:
         """Message workers (only those we paid or rejected), 100 per call; returns MTurk's failure statuses."""

@@ -45,7 +45,7 @@ from .errors import ApiError
 from .models import Assignment, Bonus, MTurkAssignment, MTurkHit, Study, Worker
 from .paradigms.entry import PILOT_PLATFORM  # noqa: F401 - the platform of preview participants
 from .paradigms.entry import url_signature
-from .paradigms.stages import Stage
+from .paradigms.stages import TERMINAL_STAGES, Stage
 
 _assignment = Assignment.__table__
 
@@ -111,24 +111,37 @@ def real_worker_ids(study_id: int):
     return select(Worker.id).where(Worker.study_id == study_id, ~Worker.pilot)
 
 
+class SimulatedWorkerError(ValueError):
+    """Simulated workers named for ``pilot=False``: bots never become real, paid participants."""
+
+
 def mark_pilot(session: Session, study: Study, workers: list[Worker], pilot: bool = True) -> None:
     """Mark the study's ``workers`` as pilot participants (or, with ``pilot=False``, as real ones again).
 
     Their assignments follow; the study's paradigm holds and updates what it counts around the change
     (:meth:`~server.paradigms.core.Paradigm.change_pilots`; paired comparison: under its allocation lock,
     the pilots' held pages stop holding pairs and the pairs are recounted from the votes that count).
+
+    Raises
+    ------
+    SimulatedWorkerError
+        ``pilot=False`` names a simulated worker (``perceptlab simulate``'s): nothing is changed, since it
+        would then count toward pay, targets and stopping as a real participant.
     """
     from .paradigms import paradigm_for
 
     if not workers:
         return
+    simulated = [w.external_id for w in workers if w.simulated]
+    if not pilot and simulated:
+        shown = ", ".join(simulated[:5]) + (f" and {len(simulated) - 5} more" if len(simulated) > 5 else "")
+        raise SimulatedWorkerError(f"{shown}: simulated worker(s) of `perceptlab simulate`, never real participants "
+                                   "(nothing changed)")
     ids = [w.id for w in workers]
 
     def mark() -> None:
         for worker in workers:
             worker.pilot = pilot
-            if not pilot:
-                worker.simulated = False
         session.flush()
         session.execute(update(_assignment).where(_assignment.c.worker_id.in_(ids)).values(pilot=pilot))
     paradigm_for(study).change_pilots(session, study, ids, pilot, mark)
@@ -256,3 +269,21 @@ def delete_study(session: Session, study: Study) -> Participants:
     session.execute(delete(Study).where(Study.id == study.id))  # sets, stimuli, pairs, clips... cascade
     session.expunge(study)
     return deleted
+
+
+def end_simulated(session: Session, study: Study, external_ids: list[str], reason: str) -> int:
+    """End the open assignments of simulated participants of ``study`` who gave up (``perceptlab simulate``):
+    each goes to ``stopped`` with ``reason`` as any turned-away participant, so none is left at a stage it
+    will never leave (what its open page holds lapses as an abandoned page's hold does). Only
+    workers entered as simulated are touched; ended assignments stay as they are. Returns the number of
+    assignments ended. The caller commits."""
+    from .paradigms.core import stop
+
+    if not external_ids:
+        return 0
+    open_ = session.scalars(select(Assignment).join(Worker, Assignment.worker_id == Worker.id).where(
+        Assignment.study_id == study.id, Worker.simulated, Worker.external_id.in_(external_ids),
+        Assignment.stage.not_in([str(stage) for stage in TERMINAL_STAGES]))).all()
+    for assignment in open_:
+        stop(assignment, Stage.STOPPED, reason)
+    return len(open_)

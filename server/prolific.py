@@ -13,18 +13,27 @@ Two layers:
 
   - the Prolific study is recorded (status ``creating``) *before* the create call, under a deterministic
     ``internal_name``; a create whose answer was lost is found again in Prolific's list of studies;
-  - submissions are fetched page by page (``_links.next``) into ``prolific_submission``;
-  - "approve" approves the submissions awaiting review whose completion codes check
-    (:func:`server.codes.check_codes`, as ``perceptlab codes check`` does for a CSV);
+  - the create body carries every field the documentation marks required, ``filters`` among them (an empty
+    list: no screening beyond the devices);
+  - submissions are fetched page by page into ``prolific_submission``: ``limit``/``offset`` against
+    ``meta.count``, and ``_links.next`` when Prolific gives one (the study-submissions list may not);
+  - "approve" asks Prolific to approve the submissions awaiting review whose completion codes check
+    (:func:`server.codes.check_codes`, as ``perceptlab codes check`` does for a CSV). Bulk approval is
+    asynchronous ("bulk approve in progress"): the rows are claimed and marked as asked for, and count as
+    approved only once reading the submissions back shows APPROVED. No bonus goes to a submission before that;
+  - transitional states (a study PUBLISHING, a submission PROCESSING) are waited out, never acted on;
   - bonuses go through the bulk-bonus endpoints (set up, then pay) with a ledger row per bonus written
-    before each call (``prolific_bonus``: recorded -> set_up -> paying -> paid). Prolific's pay call is not
-    idempotent, so a bonus whose pay call got no answer stays ``paying`` until reconciling against the
-    submission's bonuses on Prolific settles it: seen there, it is paid; not seen after
-    :data:`SETTLE` (Prolific pays asynchronously, "in the following minutes"), it is set up again. A retry
-    never pays twice.
+    before each call (``prolific_bonus``: recorded -> setting_up -> set_up -> paying -> paid). Each step is a
+    claim (:mod:`server.claims`): one conditional UPDATE from the state read, committed before the call, so
+    two runs, two processes or a retry never both call. The cents Prolific's set-up answer gives must equal
+    the ledger's before anything is paid. Prolific's pay call is not idempotent, so a bonus whose pay call got
+    no answer (or whose run died after claiming it) stays ``paying`` until reconciling against the
+    submission's bonuses on Prolific settles it: seen there, it is paid; not seen after :data:`SETTLE`
+    (Prolific pays asynchronously, "in the following minutes"), it is set up again. A retry never pays twice.
 
 Prolific has no sandbox: every call acts on the real account. Amounts are in the Prolific study's
-currency (the workspace's, GBP or USD); perceptlab's pay rules give them as decimals, sent as cents.
+currency (the workspace's, GBP or USD): the bonus CSV takes them as decimals; rewards, set-up totals and a
+submission's ``bonus_payments`` are in cents (pence).
 """
 from __future__ import annotations
 
@@ -42,9 +51,11 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from . import claims
 from .models import (Assignment, ProlificBonus, ProlificStudy, ProlificSubmission, Study, Worker, as_utc,
                      utcnow)
 from .paradigms import paradigm_for
@@ -56,6 +67,10 @@ TOKEN_ENV = "PROLIFIC_TOKEN"
 URL_PLACEHOLDERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
 STOPPED_STATES = ("AWAITING REVIEW", "COMPLETED")  # what a stopped study shows
+# States Prolific passes through on its own after an action: nothing is asked of a study or submission in them.
+STUDY_TRANSITIONAL = ("PUBLISHING",)
+SUBMISSION_TRANSITIONAL = ("PROCESSING",)
+PAGE_LIMIT = 100             # items asked for per page of a list (``limit``)
 REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
                         "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER")
 MIN_REJECTION_MESSAGE = 100  # Prolific refuses shorter rejection messages
@@ -143,6 +158,9 @@ class StudyDraft:
     estimated_minutes: int
     places: int
     devices: tuple[str, ...]
+    # Prolific's audience filters (``[{"filter_id": ..., "selected_values" | "selected_range": ...}]``). The field
+    # is required; an empty list recruits from everyone the devices allow.
+    filters: tuple[dict[str, Any], ...] = ()
 
     def body(self) -> dict[str, Any]:
         return {"name": self.name, "internal_name": self.internal_name, "description": self.description,
@@ -150,7 +168,8 @@ class StudyDraft:
                 "completion_codes": [{"code": self.completion_code, "code_type": "COMPLETED",
                                       "actions": [{"action": "MANUALLY_REVIEW"}]}],
                 "total_available_places": self.places, "estimated_completion_time": self.estimated_minutes,
-                "reward": self.reward_cents, "device_compatibility": list(self.devices)}
+                "reward": self.reward_cents, "device_compatibility": list(self.devices),
+                "filters": [dict(f) for f in self.filters]}
 
 
 @dataclass(frozen=True)
@@ -195,16 +214,20 @@ class SubmissionInfo:
 
 @dataclass(frozen=True)
 class BulkBonus:
-    """A bulk bonus payment set up on Prolific (not paid yet): its ID and what paying it costs."""
+    """A bulk bonus payment set up on Prolific (not paid yet): its ID and what paying it costs, in cents (pence),
+    as Prolific answers them."""
     id: str
-    amount: float = 0.0
-    fees: float = 0.0
-    total_amount: float = 0.0
+    amount_cents: int = 0
+    fees_cents: int = 0
+    total_cents: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BulkBonus:
-        return cls(id=str(data["id"]), amount=float(data.get("amount") or 0), fees=float(data.get("fees") or 0),
-                   total_amount=float(data.get("total_amount") or 0))
+        def whole(name: str) -> int:
+            return int(round(float(data.get(name) or 0)))
+
+        return cls(id=str(data["id"]), amount_cents=whole("amount"), fees_cents=whole("fees"),
+                   total_cents=whole("total_amount"))
 
 
 def _time(value: Any) -> dt.datetime | None:
@@ -325,16 +348,39 @@ class ProlificClient:
                 return response.text
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-        """Every item of a paginated list (``results``, following ``_links.next.href``)."""
+    def pages(self, path: str, params: dict[str, Any] | None = None, *,
+              offsets: bool = False) -> Iterator[dict[str, Any]]:
+        """Every item of a paginated list (``results``), each once (by ``id``).
+
+        A page's ``_links.next.href`` is followed when given (a full URL or a path from the host's root). With
+        ``offsets`` (lists documented with ``limit``/``offset``), a page without a next link is followed by the
+        next offset while fewer items than ``meta.count`` were seen: such a list may give no next link at all.
+        An empty page ends the list (the count changed under us, or it was wrong)."""
+        params = dict(params or {})
+        if offsets:
+            params.setdefault("limit", PAGE_LIMIT)
+            params["offset"] = 0
         page = self.send(Request("GET", path, params=params))
+        seen: set[str] = set()
+        followed: set[str] = set()
+        offset = 0
         while True:
-            yield from page.get("results", [])
+            results = page.get("results") or []
+            for item in results:
+                key = str(item.get("id", id(item)))
+                if key not in seen:
+                    seen.add(key)
+                    yield item
+            offset += len(results)
             following = ((page.get("_links") or {}).get("next") or {}).get("href")
-            if not following:
+            count = (page.get("meta") or {}).get("count")
+            if following and following not in followed:
+                followed.add(following)
+                page = self.send(Request("GET", str(self.http.base_url.join(following))))
+            elif offsets and results and isinstance(count, int) and offset < count:
+                page = self.send(Request("GET", path, params={**params, "offset": offset}))
+            else:
                 return
-            # A full URL or a path from the host's root: resolved against the API root either way.
-            page = self.send(Request("GET", str(self.http.base_url.join(following))))
 
     # ------------------------------------------------------------ endpoints
 
@@ -368,7 +414,8 @@ class ProlificClient:
 
     def study_submissions(self, study_id: str) -> list[SubmissionInfo]:
         """``GET /studies/{id}/submissions/``, every page."""
-        return [SubmissionInfo.from_json(s) for s in self.pages(f"studies/{quote(study_id)}/submissions/")]
+        return [SubmissionInfo.from_json(s)
+                for s in self.pages(f"studies/{quote(study_id)}/submissions/", offsets=True)]
 
     def get_submission(self, submission_id: str) -> SubmissionInfo:
         return SubmissionInfo.from_json(self.send(Request("GET", f"submissions/{quote(submission_id)}/")))
@@ -383,7 +430,8 @@ class ProlificClient:
                                                           json=body)))
 
     def bulk_approve(self, submission_ids: list[str]) -> Any:
-        """``POST /submissions/bulk-approve/`` with submission IDs (approving an approved one changes nothing)."""
+        """``POST /submissions/bulk-approve/`` with submission IDs (approving an approved one changes nothing).
+        Asynchronous: Prolific answers "in progress"; only reading the submissions back shows them approved."""
         return self.send(Request("POST", "submissions/bulk-approve/", json={"submission_ids": list(submission_ids)}))
 
     def set_up_bonuses(self, study_id: str, lines: Iterable[tuple[str, Decimal]]) -> BulkBonus:
@@ -572,10 +620,13 @@ class ProlificService:
         """PUBLISH, PAUSE, START (resume) or STOP; a study already in the state the action leads to is left as it
         is ("already ..."), so each may be repeated safely."""
         row = self.refresh(study)
-        done = {"PUBLISH": ("ACTIVE", "SCHEDULED", "PAUSED", *STOPPED_STATES), "PAUSE": ("PAUSED", *STOPPED_STATES),
-                "START": ("ACTIVE",), "STOP": STOPPED_STATES}[action]
+        done = {"PUBLISH": ("ACTIVE", "SCHEDULED", "PAUSED", *STUDY_TRANSITIONAL, *STOPPED_STATES),
+                "PAUSE": ("PAUSED", *STOPPED_STATES), "START": ("ACTIVE",), "STOP": STOPPED_STATES}[action]
         if row.status in done:
             return f"already {row.status.lower()}"
+        if row.status in STUDY_TRANSITIONAL:  # Prolific is still carrying out the last action: ask again later
+            raise ProlificError(f"the Prolific study is {row.status}: wait until Prolific has finished (reconcile "
+                                f"shows its state), then {action.lower()} it")
         info = self.client.transition_study(row.prolific_id, action)
         row.status, row.updated_at = info.status or row.status, self.clock()
         return row.status.lower()
@@ -607,13 +658,8 @@ class ProlificService:
     def reconcile(self, study: Study) -> dict[str, int]:
         """Fetch the study's state and every submission (all pages) into the database, then settle the bonuses
         whose pay call got no answer (:meth:`reconcile_bonuses`)."""
-        row = self.refresh(study)
-        counts = {"submissions": 0, "new": 0}
-        for item in self.client.study_submissions(row.prolific_id):
-            _, new = self._record_submission(study, item)
-            counts["submissions"] += 1
-            counts["new"] += new
-        self.session.flush()
+        self.refresh(study)
+        counts = self.fetch_submissions(study)
         settled = self.reconcile_bonuses(study)
         counts["bonuses_confirmed"], counts["bonuses_unconfirmed"] = len(settled.confirmed), len(settled.unconfirmed)
         return counts
@@ -632,8 +678,10 @@ class ProlificService:
         return row, new
 
     def submissions(self, study: Study) -> list[ProlificSubmission]:
+        # Fresh from the database: claims are written by UPDATEs beside the session's objects.
         return list(self.session.scalars(select(ProlificSubmission).where(ProlificSubmission.study_id == study.id)
-                                         .order_by(ProlificSubmission.started_at, ProlificSubmission.id)))
+                                         .order_by(ProlificSubmission.started_at, ProlificSubmission.id)
+                                         .execution_options(populate_existing=True)))
 
     def own_submission(self, study: Study, submission_id: str) -> ProlificSubmission:
         row = self.session.scalar(select(ProlificSubmission).where(ProlificSubmission.study_id == study.id,
@@ -643,34 +691,77 @@ class ProlificService:
         return row
 
     def review(self, study: Study) -> tuple[list[ProlificSubmission], list[tuple[ProlificSubmission, str]]]:
-        """The submissions awaiting review split by the completion-code check (:func:`server.codes.check_codes`):
-        ``(approvable, [(refused, why)])``; "valid" rows are approvable."""
+        """The submissions awaiting review (and not already asked to be approved, :meth:`pending_approval`) split
+        by the completion-code check (:func:`server.codes.check_codes`): ``(approvable, [(refused, why)])``;
+        "valid" rows are approvable."""
         from .codes import SubmittedRow, check_codes
 
-        waiting = [s for s in self.submissions(study) if s.status == AWAITING_REVIEW]
+        pending = {s.id for s in self.pending_approval(study)}
+        waiting = [s for s in self.submissions(study) if s.status == AWAITING_REVIEW and s.id not in pending]
         rows = [SubmittedRow(i + 1, s.participant_id, s.entered_code, s.status) for i, s in enumerate(waiting)]
         checked = check_codes(self.session, study, rows).rows
         ok = [s for s, c in zip(waiting, checked) if c.result == "valid"]
         refused = [(s, f"{c.result}: {c.detail}") for s, c in zip(waiting, checked) if c.result != "valid"]
         return ok, refused
 
+    def pending_approval(self, study: Study) -> list[ProlificSubmission]:
+        """Submissions whose approval was asked for within :data:`server.claims.LEASE` and that Prolific does not
+        show approved yet (still awaiting review, or PROCESSING): asked again only after the lease."""
+        since = self.clock() - claims.LEASE
+        return [s for s in self.submissions(study)
+                if s.claimed_at is not None and as_utc(s.claimed_at) > since
+                and s.status in (AWAITING_REVIEW, *SUBMISSION_TRANSITIONAL)]
+
+    def _claim_for_approval(self, ids: list[int]) -> tuple[str, list[ProlificSubmission]]:
+        """Claim the submissions (awaiting review, not asked for within the lease) this run asks Prolific to
+        approve: of two runs, one asks."""
+        now = self.clock()
+        return claims.claim(self.session, ProlificSubmission,
+                            [ProlificSubmission.id.in_(ids), ProlificSubmission.status == AWAITING_REVIEW,
+                             or_(ProlificSubmission.claimed_at.is_(None),
+                                 ProlificSubmission.claimed_at <= now - claims.LEASE)], now)
+
     def approve_checked(self, study: Study) -> tuple[list[ProlificSubmission], list[tuple[ProlificSubmission, str]]]:
-        """Approve (one bulk call) every submission awaiting review whose code checks; the others are returned
-        with the reason, for a person to look at."""
+        """Ask Prolific (one bulk call) to approve every submission awaiting review whose code checks; the others
+        are returned with the reason, for a person to look at. Bulk approval is asynchronous: the submissions
+        asked for are recorded as such (claimed), and count as approved only once :meth:`reconcile` reads them
+        back APPROVED. Returns ``(asked for, refused)``; commits."""
         ok, refused = self.review(study)
-        if ok:
-            self.client.bulk_approve([s.submission_id for s in ok])
-            for row in ok:
-                row.status, row.updated_at = "APPROVED", self.clock()
-        return ok, refused
+        if not ok:
+            return [], refused
+        token, rows = self._claim_for_approval([s.id for s in ok])
+        if rows:
+            try:
+                self.client.bulk_approve([s.submission_id for s in rows])
+            except ProlificError as exc:
+                if not exc.uncertain:  # refused: nothing was asked for; free the rows for the next run
+                    claims.finish(self.session, ProlificSubmission, token, [], claim=None, claimed_at=None)
+                raise
+        return rows, refused
 
     def approve(self, study: Study, submission_id: str) -> str:
+        """Approve one submission (claimed first, so two runs send one request); Prolific's answer gives its state,
+        which may be PROCESSING: it counts as approved once Prolific shows APPROVED."""
         row = self.own_submission(study, submission_id)
         if row.status == "APPROVED":
             return "already approved"
-        info = self.client.transition_submission(submission_id, "APPROVE")
-        row.status, row.updated_at = info.status or "APPROVED", self.clock()
-        return "approved"
+        if row.status in SUBMISSION_TRANSITIONAL:
+            return f"approval in progress on Prolific ({row.status})"
+        token, rows = self._claim_for_approval([row.id])
+        if not rows:
+            self.session.refresh(row)
+            return ("already approved" if row.status == "APPROVED"
+                    else "approval already asked for (reconcile shows when Prolific has approved it)")
+        try:
+            info = self.client.transition_submission(submission_id, "APPROVE")
+        except ProlificError as exc:
+            if not exc.uncertain:
+                claims.finish(self.session, ProlificSubmission, token, [], claim=None, claimed_at=None)
+            raise
+        row = rows[0]
+        row.status, row.updated_at = info.status or row.status, self.clock()
+        self.session.commit()
+        return "approved" if row.status == "APPROVED" else f"approval asked for (Prolific: {row.status})"
 
     def reject(self, study: Study, submission_id: str, category: str, message: str) -> str:
         """Reject with one of :data:`REJECTION_CATEGORIES` and a message of at least
@@ -702,8 +793,7 @@ class ProlificService:
         pay = pay_unit(study)
         record = self.record(study)
         by_participant = {s.participant_id: s for s in self.submissions(study)}
-        ledger = {(b.participant_id, b.reason): b.status for b in self.session.scalars(
-            select(ProlificBonus).where(ProlificBonus.study_id == study.id))}
+        ledger = {(b.participant_id, b.reason): b.status for b in self.ledger(study)}
         due = []
         for assignment, participant in self.session.execute(
                 select(Assignment, Worker.external_id).join(Worker, Worker.id == Assignment.worker_id)
@@ -726,11 +816,12 @@ class ProlificService:
 
     def ledger(self, study: Study) -> list[ProlificBonus]:
         return list(self.session.scalars(select(ProlificBonus).where(ProlificBonus.study_id == study.id)
-                                         .order_by(ProlificBonus.id)))
+                                         .order_by(ProlificBonus.id).execution_options(populate_existing=True)))
 
     def record_bonuses(self, study: Study) -> tuple[int, int]:
-        """Write a ledger row (``recorded``) for every bonus due to an approved submission that has none;
-        returns ``(recorded, waiting for approval)``. Commits."""
+        """Write a ledger row (``recorded``) for every bonus due to a submission Prolific shows APPROVED that has
+        none; returns ``(recorded, waiting for approval)``. Commits each row (the unique ``key`` keeps a second
+        run, recording the same bonus at once, from writing it twice)."""
         record = self.prolific_study(study)
         recorded = waiting = 0
         for bonus in self.bonus_plan(study):
@@ -745,91 +836,145 @@ class ProlificService:
             self.session.add(ProlificBonus(study_id=study.id, key=key, participant_id=bonus.participant_id,
                                            submission_id=bonus.submission_id, amount=str(bonus.amount),
                                            reason=bonus.reason, status="recorded", note=""))
+            try:
+                self.session.commit()
+            except IntegrityError:  # another run recorded it a moment ago
+                self.session.rollback()
+                continue
             recorded += 1
-        self.session.commit()
         return recorded, waiting
 
+    def fetch_submissions(self, study: Study) -> dict[str, int]:
+        """Every submission of the study (all pages) read back from Prolific into the database; commits."""
+        row = self.prolific_study(study)
+        counts = {"submissions": 0, "new": 0}
+        for item in self.client.study_submissions(row.prolific_id):
+            _, new = self._record_submission(study, item)
+            counts["submissions"] += 1
+            counts["new"] += new
+        self.session.commit()
+        return counts
+
     def pay_bonuses(self, study: Study) -> BonusRun:
-        """Pay every bonus of the plan once: settle earlier pay calls without an answer first, record the new
-        bonuses, then for each batch set up a bulk bonus and pay it, committing the ledger before each call.
-        A pay call without an answer leaves its rows ``paying`` (settled by a later run or reconcile)."""
+        """Pay every bonus of the plan once: read the submissions back (a bonus goes only to a submission Prolific
+        shows APPROVED), settle earlier pay calls without an answer, record the new bonuses, then set up and pay
+        bulk bonuses, each step a claim committed before its call (:meth:`_set_up`, :meth:`_pay`). A pay call
+        without an answer leaves its rows ``paying`` (settled by a later run or reconcile)."""
         record = self.prolific_study(study)
+        self.fetch_submissions(study)
         run = self.reconcile_bonuses(study)
         run.recorded, run.waiting = self.record_bonuses(study)
-        # Set up bulk bonuses for recorded rows (an unpaid record on Prolific: safe to make again).
-        recorded = [b for b in self.ledger(study) if b.status == "recorded"]
-        for start in range(0, len(recorded), BONUS_BATCH):
-            batch = recorded[start:start + BONUS_BATCH]
-            bulk = self.client.set_up_bonuses(record.prolific_id,
-                                              [(b.participant_id, Decimal(b.amount)) for b in batch])
-            for bonus in batch:
-                bonus.status, bonus.bulk_id, bonus.note = "set_up", bulk.id, ""
-            self.session.commit()
-        # Pay each bulk once: its rows are "paying" (committed) before the call.
-        bulks: dict[str, list[ProlificBonus]] = {}
-        for bonus in self.ledger(study):
-            if bonus.status == "set_up":
-                bulks.setdefault(bonus.bulk_id, []).append(bonus)
-        for bulk_id, rows in bulks.items():
-            for bonus in rows:
-                bonus.status, bonus.pay_sent_at = "paying", self.clock()
-            self.session.commit()
+        self._set_up(study, record)
+        self._pay(study, run)
+        return run
+
+    def _set_up(self, study: Study, record: ProlificStudy) -> None:
+        """Claim the ``recorded`` rows (-> ``setting_up``) and set up a bulk bonus per batch of them; a batch whose
+        set-up answer does not give the ledger's cents is never paid. A set-up pays nothing, so a claim left by a
+        run that died before its set-up call is taken back after :data:`server.claims.LEASE`."""
+        now = self.clock()
+        claims.claim(self.session, ProlificBonus,
+                     [ProlificBonus.study_id == study.id, ProlificBonus.status == "setting_up",
+                      ProlificBonus.claimed_at <= now - claims.LEASE], now, status="recorded",
+                     note="a set-up claimed by a run that did not finish: set up again")
+        token, rows = claims.claim(self.session, ProlificBonus,
+                                   [ProlificBonus.study_id == study.id, ProlificBonus.status == "recorded"], now,
+                                   status="setting_up")
+
+        def release(note: str) -> None:
+            claims.finish(self.session, ProlificBonus, token, [ProlificBonus.status == "setting_up"],
+                          status="recorded", note=note)
+
+        for start in range(0, len(rows), BONUS_BATCH):
+            batch = rows[start:start + BONUS_BATCH]
+            try:
+                bulk = self.client.set_up_bonuses(record.prolific_id,
+                                                  [(b.participant_id, Decimal(b.amount)) for b in batch])
+            except ProlificError as exc:
+                release(str(exc))
+                raise
+            due = sum(cents(b.amount) for b in batch)
+            if bulk.amount_cents != due:
+                message = (f"Prolific set up bulk bonus {bulk.id} for {bulk.amount_cents} cents where the ledger has "
+                           f"{due} cents due: nothing paid; check the amounts")
+                release(message)
+                raise ProlificError(message)
+            # All of the batch, or none (its claim was taken over): a bulk is paid whole, so it must be ours whole.
+            ids = [b.id for b in batch]
+            claims.finish(self.session, ProlificBonus, token,
+                          [ProlificBonus.id.in_(ids), ProlificBonus.status == "setting_up"], expected=len(ids),
+                          status="set_up", bulk_id=bulk.id, note="")
+
+    def _pay(self, study: Study, run: BonusRun) -> None:
+        """Pay each set-up bulk once: its rows are claimed whole (``set_up`` -> ``paying``, committed) before the
+        pay call; a bulk another run claimed, or holds in part, is left alone."""
+        bulk_ids = list(self.session.scalars(select(ProlificBonus.bulk_id).distinct().where(
+            ProlificBonus.study_id == study.id, ProlificBonus.status == "set_up")))
+        for bulk_id in bulk_ids:
+            now = self.clock()
+            token, rows = claims.claim_all(self.session, ProlificBonus, [ProlificBonus.bulk_id == bulk_id],
+                                           [ProlificBonus.status == "set_up"], now, status="paying", pay_sent_at=now)
+            if not rows:
+                continue
+            mine = [ProlificBonus.status == "paying"]
             try:
                 self.client.pay_bonuses(bulk_id)
             except ProlificError as exc:
                 if exc.uncertain:
-                    for bonus in rows:
-                        bonus.note = f"pay call without an answer: {exc}"
-                    self.session.commit()
+                    claims.finish(self.session, ProlificBonus, token, mine,
+                                  note=f"pay call without an answer: {exc}")
                     run.unconfirmed.extend(b.key for b in rows)
                     continue
-                for bonus in rows:  # refused: nothing was paid; set up again next time
-                    bonus.status, bonus.bulk_id, bonus.pay_sent_at, bonus.note = "recorded", None, None, str(exc)
-                self.session.commit()
+                # refused: nothing was paid; set up again next time
+                claims.finish(self.session, ProlificBonus, token, mine, status="recorded", bulk_id=None,
+                              pay_sent_at=None, note=str(exc))
                 raise
-            for bonus in rows:
-                bonus.status, bonus.paid_at, bonus.note = "paid", self.clock(), ""
-            self.session.commit()
+            claims.finish(self.session, ProlificBonus, token, mine, status="paid", paid_at=self.clock(), note="")
             run.paid.extend(b.key for b in rows)
-        return run
 
     def reconcile_bonuses(self, study: Study) -> BonusRun:
         """Settle every ``paying`` row against Prolific's bonuses of its submission: the cents Prolific lists beyond
         the ledger's ``paid`` rows of that submission confirm ``paying`` rows, oldest first; a row still unseen
         :attr:`settle` after its pay call goes back to ``recorded`` (a new bulk pays it), else it waits. When
-        Prolific's answer lists no bonuses at all, the rows wait for a person: nothing is paid on a guess.
-        Commits."""
+        Prolific's answer lists no bonuses at all, the rows wait for a person: nothing is paid on a guess. Each
+        change is conditioned on the row's state and claim as read, so two reconciling runs (or a run paying
+        meanwhile) cannot undo each other's steps. Commits."""
         run = BonusRun()
+        self.session.commit()
         paying = [b for b in self.ledger(study) if b.status == "paying"]
         by_submission: dict[str, list[ProlificBonus]] = {}
         for bonus in paying:
             by_submission.setdefault(bonus.submission_id, []).append(bonus)
         now = self.clock()
+
+        def settle(bonus: ProlificBonus, **values: Any) -> bool:
+            return claims.finish(self.session, ProlificBonus, bonus.claim,
+                                 [ProlificBonus.id == bonus.id, ProlificBonus.status == "paying"], **values) == 1
+
         for submission_id, rows in by_submission.items():
             payments = self.client.get_submission(submission_id).bonus_payments
             if payments is None:  # nothing to reconcile against: never pay again on a guess
                 for bonus in rows:
-                    bonus.note = ("pay call without an answer, and Prolific's submission lists no bonuses: check the "
-                                  "study's bonuses on Prolific")
+                    settle(bonus, note="pay call without an answer, and Prolific's submission lists no bonuses: check "
+                                       "the study's bonuses on Prolific")
                     run.unconfirmed.append(bonus.key)
                 continue
             listed = sum(payments)
             known = sum(cents(b.amount) for b in self.session.scalars(select(ProlificBonus).where(
                 ProlificBonus.submission_id == submission_id, ProlificBonus.status == "paid")))
             unexplained = listed - known
-            for bonus in sorted(rows, key=lambda b: (b.pay_sent_at or b.created_at, b.id)):
+            for bonus in sorted(rows, key=lambda b: (as_utc(b.pay_sent_at or b.created_at), b.id)):
                 amount = cents(bonus.amount)
                 if amount <= unexplained:
                     unexplained -= amount
-                    bonus.status, bonus.paid_at, bonus.note = "paid", now, "confirmed on Prolific after a pay call " \
-                                                                            "without an answer"
-                    run.confirmed.append(bonus.key)
+                    if settle(bonus, status="paid", paid_at=now,
+                              note="confirmed on Prolific after a pay call without an answer"):
+                        run.confirmed.append(bonus.key)
                 elif now - as_utc(bonus.pay_sent_at or bonus.created_at) >= self.settle:
-                    bonus.status, bonus.bulk_id, bonus.pay_sent_at = "recorded", None, None
-                    bonus.note = (f"not on Prolific {math.ceil(self.settle.total_seconds() / 60)} min after a pay "
-                                  "call without an answer: set up again")
+                    settle(bonus, status="recorded", bulk_id=None, pay_sent_at=None,
+                           note=(f"not on Prolific {math.ceil(self.settle.total_seconds() / 60)} min after a pay "
+                                 "call without an answer: set up again"))
                 else:
-                    bonus.note = "pay call without an answer; not on Prolific yet (not paid again)"
-                    run.unconfirmed.append(bonus.key)
-        self.session.commit()
+                    if settle(bonus, note="pay call without an answer; not on Prolific yet (not paid again)"):
+                        run.unconfirmed.append(bonus.key)
         return run

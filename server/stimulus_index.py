@@ -42,6 +42,9 @@ from .paradigms import paradigm_for
 SALT_KEY = "stimulus_salt"  # in Study.config: 64 hex digits, the study's naming key
 NAME_HEX_DIGITS = 32        # 128 bits: collisions are practically impossible (and refused anyway)
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".avif", ".gif"})
+# Video clips keep their container's suffix (and so their Content-Type, which Safari needs to play a Blob);
+# every delivered clip of a study is MP4 (stimuli/video.py), so the suffix tells no clip from another.
+VIDEO_EXTENSIONS = frozenset({".mp4", ".webm"})
 OTHER_EXTENSION = ".bin"
 _LEGACY_CONTEXT = b"perceptlab/stimulus-names/"
 
@@ -78,7 +81,7 @@ def opaque_name(key: bytes, path: str) -> str:
     """
     digest = hmac.new(key, path.encode(), hashlib.sha256).hexdigest()[:NAME_HEX_DIGITS]
     suffix = PurePosixPath(path).suffix.lower()
-    return digest + (suffix if suffix in IMAGE_EXTENSIONS else OTHER_EXTENSION)
+    return digest + (suffix if suffix in IMAGE_EXTENSIONS | VIDEO_EXTENSIONS else OTHER_EXTENSION)
 
 
 def name_maker(study: Study, secret_key: str) -> Callable[[str], str]:

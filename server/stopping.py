@@ -8,6 +8,12 @@ sets the study's status to ``stopped`` (entry refuses new participants; those al
 as usual) and tells the recruiters once: MTurk's open HITs are expired, the Prolific study is stopped. With
 ``notify_only`` the decision is recorded and shown, nothing else changes.
 
+Who can move a target: the paradigm's precision comes from the workers its screening keeps (the screening of
+``perceptlab results``), and an item counts only once ``[stopping] min_workers`` different kept workers answered it
+(:func:`counted_widths`); a blank, non-finite or zero-width interval never meets a target, and a named pair is
+resolved only when both items count. :func:`not_counted` says in plain words why items do not count yet. The caps
+count participants who consented (:func:`consented`): entries that never consent fill no cap.
+
 Exactly once: the decision and each recruiter's call are claimed by a conditional UPDATE (``... WHERE
 stopped_at IS NULL``, ``... WHERE mturk_told_at IS NULL``) committed before the call, so two checks running
 at once, or a check after a crash, never tell a recruiter twice (a call that failed is recorded in
@@ -37,13 +43,14 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
-from .models import Assignment, MTurkHit, ProlificStudy, Study, StudyStopping, as_utc, utcnow
+from .models import Assignment, MTurkHit, Page, ProlificStudy, Study, StudyStopping, as_utc, utcnow
 from .paradigms import paradigm_for, spec_from_config
 from .paradigms.core import Precision
 from .paradigms.params import StoppingParams
+from .paradigms.stages import Stage
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +58,16 @@ REASONS = {"target": "the precision target is met", "max_votes": "the response c
            "max_participants": "the participant cap is reached", "max_cost": "the budget cap is reached"}
 CHECK_INTERVAL_SECONDS = 30.0  # :func:`check_soon` checks a study at most this often per process
 BAND = (10.0, 90.0)            # percentiles of the items that make the projection's band
+# A half-width at most this (in any unit) is an interval of zero width: a degenerate one (every kept answer the same,
+# or one worker's bootstrap) whose rounding left a trace of 1e-16. It never meets a target.
+ZERO_WIDTH = 1e-9
 
 
 @dataclass(frozen=True)
 class Counts:
-    """What the caps are compared with: responses (non-pilot, non-gold), participants (non-pilot, every one
-    who started), pay earned so far (reward and bonus by the study's pay rules, dollars) and when the first
-    non-pilot participant started."""
+    """What the caps are compared with: responses (non-pilot, non-gold), participants (non-pilot assignments whose
+    worker consented: :func:`consented`), pay earned so far (reward and bonus by the study's pay rules, dollars)
+    and when the first non-pilot participant started."""
     responses: int
     participants: int
     completed: int
@@ -79,28 +89,73 @@ def stopping_spec(study: Study) -> StoppingParams | None:
     return spec if isinstance(spec, StoppingParams) and spec.stopping_configured else None
 
 
+# Stages reached only by consenting (every paradigm's stages after consent, server/paradigms/stages.py). The
+# endings (stopped, disqualified, full) are also given at entry, before consent: there a page tells them apart.
+PAST_CONSENT = (Stage.INSTRUCTIONS, Stage.QUIZ, Stage.TRIALS, Stage.PAGE_DONE, Stage.CALIBRATION, Stage.RDK,
+                Stage.MAIN, Stage.COMPLETED)
+
+
+def consented(stage: str, has_page: bool) -> bool:
+    """Whether an assignment's worker consented: a stage past consent, or an ending after a page (a quiz failed,
+    a quality stop after work). An entry that never consented (still at consent, or turned away or full at entry)
+    is no participant: it counts toward no cap, so invented entries cannot fill ``max_participants``."""
+    return stage in PAST_CONSENT or (stage != Stage.CONSENT and has_page)
+
+
 def study_counts(session: Session, study: Study, responses: int) -> Counts:
-    """The study's participants, completions and pay earned so far (non-pilot), with ``responses``."""
+    """The study's participants who consented, completions and pay earned so far (non-pilot), with
+    ``responses``."""
     from .payments import earned, pay_unit
 
-    rows = session.execute(select(Assignment.stage, Assignment.pages_completed, Assignment.created_at)
+    has_page = exists().where(Page.assignment_id == Assignment.id)
+    rows = session.execute(select(Assignment.stage, Assignment.pages_completed, Assignment.created_at,
+                                  has_page.label("has_page"))
                            .where(Assignment.study_id == study.id, ~Assignment.pilot)).all()
     pay = pay_unit(study)
-    cost = sum((earned(pay, stage, units) for stage, units, _ in rows), Decimal("0.00"))
-    completed = sum(1 for stage, units, _ in rows if earned(pay, stage, units) > 0)
-    first = min((as_utc(created) for _, _, created in rows), default=None)
-    return Counts(responses, len(rows), completed, cost, first)
+    cost = sum((earned(pay, row.stage, row.pages_completed) for row in rows), Decimal("0.00"))
+    completed = sum(1 for row in rows if earned(pay, row.stage, row.pages_completed) > 0)
+    first = min((as_utc(row.created_at) for row in rows), default=None)
+    participants = sum(1 for row in rows if consented(row.stage, bool(row.has_page)))
+    return Counts(responses, participants, completed, cost, first)
 
 
-def set_status(spec: StoppingParams, halfwidths: np.ndarray) -> tuple[int, int, float]:
-    """(items meeting ``halfwidth``, items needed to, the ``quantile`` item's half-width) of one set.
+@dataclass(frozen=True)
+class SetStatus:
+    """One set against the half-width target (:func:`set_status`).
 
-    Items with no estimate (NaN) count as infinitely wide."""
-    widths = np.where(np.isfinite(halfwidths), halfwidths, np.inf)
+    ``meeting``: items that count and are within ``halfwidth``; ``needed``: items that must be; ``at_quantile``:
+    the half-width of the ``quantile`` item among those that count (inf when too few count); ``too_few_workers``:
+    items answered by fewer than ``min_workers`` kept workers; ``zero_width``: items with enough workers whose
+    interval has zero width (every kept answer the same), which never meet a target."""
+    meeting: int
+    needed: int
+    at_quantile: float
+    too_few_workers: int
+    zero_width: int
+
+
+def counted_widths(spec: StoppingParams, halfwidths: np.ndarray, workers: np.ndarray) -> np.ndarray:
+    """The items' half-widths as the target sees them: inf for an item with no estimate (NaN, blank), an interval of
+    zero width, or fewer than ``min_workers`` kept workers (``workers`` empty: unknown, every item)."""
+    widths = np.asarray(halfwidths, dtype=float)
+    enough = (np.asarray(workers, dtype=float) >= spec.min_workers if len(workers) == len(widths)
+              else np.zeros(len(widths), dtype=bool))
+    with np.errstate(invalid="ignore"):
+        usable = np.isfinite(widths) & (widths > ZERO_WIDTH) & enough
+    return np.where(usable, widths, np.inf)
+
+
+def set_status(spec: StoppingParams, halfwidths: np.ndarray, workers: np.ndarray) -> SetStatus:
+    """Where one set stands against ``halfwidth`` (:class:`SetStatus`); only :func:`counted_widths` can meet it."""
+    raw = np.asarray(halfwidths, dtype=float)
+    widths = counted_widths(spec, raw, workers)
     needed = int(math.ceil(spec.quantile * len(widths) - 1e-9))
     meeting = int((widths <= spec.halfwidth).sum()) if spec.halfwidth > 0 else 0
     at_quantile = float(np.sort(widths)[needed - 1]) if needed else 0.0
-    return meeting, needed, at_quantile
+    enough = (np.asarray(workers, dtype=float) >= spec.min_workers if len(workers) == len(raw)
+              else np.zeros(len(raw), dtype=bool))
+    zero = int((enough & np.isfinite(raw) & (np.nan_to_num(raw, nan=1.0) <= ZERO_WIDTH)).sum())
+    return SetStatus(meeting, needed, at_quantile, int((~enough).sum()), zero)
 
 
 def evaluate(spec: StoppingParams, precision: Precision | None, counts: Counts) -> dict[str, Any]:
@@ -111,7 +166,9 @@ def evaluate(spec: StoppingParams, precision: Precision | None, counts: Counts) 
     dict
         ``reason`` (None, ``"max_votes"``, ``"max_participants"``, ``"max_cost"`` or ``"target"``: caps first),
         ``message``, ``target_met``, ``unit``, ``counts`` and ``caps``, and ``sets``: per set its items, how many
-        meet the target and are needed to, the ``quantile`` item's half-width, and the resolved pairs.
+        meet the target and are needed to, the ``quantile`` item's half-width among the items that count, the
+        resolved pairs, the items with too few kept workers or a zero-width interval and, in words, why they do not
+        count (``not_counted``).
     """
     caps = {"max_votes": (counts.responses, spec.max_votes), "max_participants": (counts.participants,
                                                                                  spec.max_participants),
@@ -120,13 +177,18 @@ def evaluate(spec: StoppingParams, precision: Precision | None, counts: Counts) 
     sets, met = [], precision is not None and (spec.halfwidth > 0 or bool(spec.resolve))
     pairs_seen: set[str] = set()
     for s in precision.sets if precision is not None else ():
-        meeting, needed, at_quantile = set_status(spec, np.asarray(s.halfwidths, dtype=float))
-        resolved = {pair: bool(ok) for pair, ok in s.resolved.items() if pair in spec.resolve}
+        status = set_status(spec, np.asarray(s.halfwidths, dtype=float), np.asarray(s.workers))
+        # A named pair counts as resolved only when both items have min_workers kept workers.
+        enough = dict(zip(s.item_ids, (w >= spec.min_workers for w in s.workers))) if s.workers else {}
+        resolved = {pair: bool(ok) and all(enough.get(item, False) for item in pair.split("|"))
+                    for pair, ok in s.resolved.items() if pair in spec.resolve}
         pairs_seen |= set(resolved)
-        set_met = (spec.halfwidth <= 0 or meeting >= needed) and all(resolved.values())
+        set_met = (spec.halfwidth <= 0 or status.meeting >= status.needed) and all(resolved.values())
         met = met and set_met
-        sets.append({"name": s.name, "items": len(s.item_ids), "responses": s.responses, "meeting": meeting,
-                     "needed": needed, "halfwidth": _finite(at_quantile), "resolved": resolved, "met": set_met})
+        sets.append({"name": s.name, "items": len(s.item_ids), "responses": s.responses, "meeting": status.meeting,
+                     "needed": status.needed, "halfwidth": _finite(status.at_quantile), "resolved": resolved,
+                     "too_few_workers": status.too_few_workers, "zero_width": status.zero_width, "met": set_met})
+        sets[-1]["not_counted"] = not_counted(sets[-1], spec.min_workers)
     if precision is not None and not precision.sets:
         met = False
     if spec.resolve and set(spec.resolve) - pairs_seen:
@@ -141,7 +203,8 @@ def evaluate(spec: StoppingParams, precision: Precision | None, counts: Counts) 
             "counts": {"responses": counts.responses, "participants": counts.participants,
                        "completed": counts.completed, "cost": f"{counts.cost:.2f}"},
             "caps": {name: cap for name, (_, cap) in caps.items()},
-            "target": {"halfwidth": spec.halfwidth, "quantile": spec.quantile, "resolve": list(spec.resolve)},
+            "target": {"halfwidth": spec.halfwidth, "quantile": spec.quantile, "resolve": list(spec.resolve),
+                       "min_workers": spec.min_workers},
             "notify_only": spec.notify_only, "sets": sets}
 
 
@@ -160,14 +223,18 @@ def projection(spec: StoppingParams, precision: Precision | None, counts: Counts
     low = mid = high = 0.0
     for s in precision.sets:
         widths = np.asarray(s.halfwidths, dtype=float)
+        counts_now = s.responses / max(len(widths), 1)
+        # An item short of min_workers needs at least that many more responses (one each), one with a zero-width
+        # interval at least one more (an answer that differs), whatever its spread says.
+        workers = np.asarray(s.workers, dtype=float) if len(s.workers) == len(widths) else np.zeros(len(widths))
+        floor = np.maximum(spec.min_workers - workers, np.where(np.abs(widths) <= ZERO_WIDTH, 1.0, 0.0)) * len(widths)
         if s.spreads:
             per_item = (1.959964 * np.asarray(s.spreads, dtype=float) / spec.halfwidth) ** 2
-            counts_now = s.responses / max(len(widths), 1)
-            remaining = np.maximum(per_item - counts_now, 0.0) * len(widths)
+            remaining = np.maximum(np.maximum(per_item - counts_now, 0.0) * len(widths), floor)
         else:
             if s.responses == 0 or not np.isfinite(widths).any():
                 return None
-            remaining = np.maximum(s.responses * ((widths / spec.halfwidth) ** 2 - 1.0), 0.0)
+            remaining = np.maximum(np.maximum(s.responses * ((widths / spec.halfwidth) ** 2 - 1.0), 0.0), floor)
         remaining = remaining[np.isfinite(remaining)]
         if not len(remaining):
             return None
@@ -333,13 +400,20 @@ def check_in_app(app, study_id: int) -> StudyStopping | None:
     """:func:`check` with the app's sessions, clock and recruiters; a failure is logged, never raised."""
     from .services import app_services
 
+    from .metrics import STOPPING_CHECKS
+
     services = app_services(app)
     try:
         with services.sessions() as session:
-            return check(session, study_id, recruiters=app_recruiters(app), clock=services.clock)
-    except Exception:  # noqa: BLE001 - a failed check must not fail a worker's request or the live scales
-        log.exception("stopping check of study %s failed", study_id)
+            record = check(session, study_id, recruiters=app_recruiters(app), clock=services.clock)
+    except Exception as exc:  # noqa: BLE001 - a failed check must not fail a worker's request or the live scales
+        from .outages import log_failure
+
+        STOPPING_CHECKS.labels("failed").inc()
+        log_failure(app, log, exc, "stopping check of study %s failed", study_id)  # no traceback in an outage
         return None
+    STOPPING_CHECKS.labels("stopped" if record is not None and record.stopped_at is not None else "checked").inc()
+    return record
 
 
 _last_checks: dict[tuple[int, int], float] = {}
@@ -388,15 +462,9 @@ def describe(record: StudyStopping | None) -> list[str]:
                  + f", participants {counts['participants']}"
                  + (f" of {caps['max_participants']}" if caps["max_participants"] else "")
                  + f", cost ${counts['cost']}" + (f" of ${caps['max_cost']:.2f}" if caps["max_cost"] else ""))
-    target = m["target"]
-    unit = m["unit"] or ""
     if m.get("note"):
-        lines.append(f"  precision in {unit}: {m['note']}")
-    for s in m["sets"]:
-        width = "n/a" if s["halfwidth"] is None else f"{s['halfwidth']:.3f}"
-        resolved = "".join(f", {p} {'resolved' if ok else 'not resolved'}" for p, ok in s["resolved"].items())
-        lines.append(f"  {s['name']}: {s['meeting']}/{s['needed']} items within {target['halfwidth']:g} {unit} "
-                     f"(quantile half-width {width}){resolved}")
+        lines.append(f"  precision in {m['unit'] or ''}: {m['note']}")
+    lines.extend(set_lines(m))
     if record.projection:
         p = record.projection
         for key, label in (("responses", "responses"), ("participants", "participants"), ("cost", "dollars"),
@@ -406,6 +474,47 @@ def describe(record: StudyStopping | None) -> list[str]:
                 lines.append(f"  still needed: {b['estimate']:.12g} {label} ({b['low']:.12g}-{b['high']:.12g})")
     if record.recruiter_note:
         lines.append(f"  recruiters: {record.recruiter_note}")
+    return lines
+
+
+def set_lines(m: dict[str, Any]) -> list[str]:
+    """Where each set of an :func:`evaluate` result stands, with why items do not count yet (:func:`describe`,
+    :func:`target_lines`)."""
+    target, unit, lines = m["target"], m["unit"] or "", []
+    for s in m["sets"]:
+        width = "n/a" if s["halfwidth"] is None else f"{s['halfwidth']:.3f}"
+        resolved = "".join(f", {p} {'resolved' if ok else 'not resolved'}" for p, ok in s["resolved"].items())
+        lines.append(f"  {s['name']}: {s['meeting']}/{s['needed']} items within {target['halfwidth']:g} {unit} "
+                     f"(quantile half-width {width}){resolved}")
+        lines.extend(f"    {why}" for why in s.get("not_counted", ()))
+    return lines
+
+
+def target_lines(spec: StoppingParams, precision: Precision) -> list[str]:
+    """The half-width target of ``[stopping]`` judged by :func:`evaluate` on ``precision``, for people: what
+    ``perceptlab results`` prints from its own analysis files, so the reader sees the same rule on the same
+    numbers as the stopping check (named pairs and caps are left to ``perceptlab study check-stopping``)."""
+    from dataclasses import replace
+
+    m = evaluate(replace(spec, resolve=()), precision, Counts(0, 0, 0, Decimal("0.00"), None))
+    head = (f"[stopping] target {'met' if m['target_met'] else 'not met'} by this analysis: 95 % half-width at most "
+            f"{spec.halfwidth:g} {precision.unit} for {100 * spec.quantile:g} % of the items of every set, each "
+            f"answered by at least {spec.min_workers} different kept workers")
+    return [head, *set_lines(m)]
+
+
+def not_counted(set_record: dict[str, Any], minimum: int) -> list[str]:
+    """Why some items of a set (an :func:`evaluate` set record) cannot count toward the target yet, in plain words
+    (``perceptlab study check-stopping``, the study page's panel); nothing when every item may count."""
+    few, zero = set_record["too_few_workers"], set_record["zero_width"]
+    lines = []
+    if few:
+        lines.append(f"{few} of {set_record['items']} items {'does' if few == 1 else 'do'} not count yet: fewer "
+                     f"than {minimum} different workers who passed screening answered {'it' if few == 1 else 'each'} "
+                     "([stopping] min_workers)")
+    if zero:
+        lines.append(f"{zero} of {set_record['items']} items {'does' if zero == 1 else 'do'} not count: every kept "
+                     "answer agrees, and an interval of zero width never meets a target")
     return lines
 
 
@@ -423,71 +532,3 @@ def cli_recruiters() -> Recruiters:
         return ProlificClient()
 
     return Recruiters(mturk=mturk, prolific=prolific)
-
-
-# ---------------------------------------------------------------- the simulation forecast (on demand)
-
-def forecast_now(session: Session, study_id: int, clock: Callable[[], dt.datetime] = utcnow) -> dict | None:
-    """Compute the paradigm's simulation forecast (``Paradigm.forecast``) and store it in the study's record.
-    Slow (seconds): the dashboard runs it in the background (:func:`forecast_in_background`)."""
-    study = session.get(Study, study_id)
-    spec = stopping_spec(study) if study is not None else None
-    if spec is None:
-        return None
-    result = paradigm_for(study).forecast(session, study, spec)
-    session.commit()
-    _ensure_row(session, study_id)
-    session.execute(update(StudyStopping).where(StudyStopping.study_id == study_id)
-                    .values(forecast=result, forecast_at=clock()))
-    session.commit()
-    return result
-
-
-class _ForecastThreads:
-    def __init__(self):
-        self.guard = threading.Lock()
-        self.running: dict[int, threading.Thread] = {}
-
-
-def _forecast_threads(app) -> _ForecastThreads:
-    from .services import app_services
-
-    return app_services(app).state_of(__name__, _ForecastThreads)
-
-
-def forecast_in_background(app, study_id: int) -> bool:
-    """Start :func:`forecast_now` in a daemon thread unless one runs for the study; True when started."""
-    from .services import app_services
-
-    state = _forecast_threads(app)
-
-    def run():
-        try:
-            with app_services(app).sessions() as session:
-                forecast_now(session, study_id, app_services(app).clock)
-        except Exception:  # noqa: BLE001 - shown as "no forecast"; the log says why
-            log.exception("stopping forecast of study %s failed", study_id)
-
-    with state.guard:
-        running = state.running.get(study_id)
-        if running is not None and running.is_alive():
-            return False
-        thread = threading.Thread(target=run, daemon=True, name=f"perceptlab-forecast-{study_id}")
-        state.running[study_id] = thread
-        thread.start()
-    return True
-
-
-def wait_for_forecasts(app, timeout: float = 120.0) -> None:
-    """Wait for this process's forecast threads (tests, shutdown)."""
-    state = _forecast_threads(app)
-    with state.guard:
-        threads = list(state.running.values())
-    for thread in threads:
-        thread.join(timeout)
-
-
-def is_forecasting(app, study_id: int) -> bool:
-    state = _forecast_threads(app)
-    thread = state.running.get(study_id)
-    return thread is not None and thread.is_alive()

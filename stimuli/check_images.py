@@ -15,9 +15,17 @@ not pick them out. So:
   candidates' chunks (IHDR, IDAT..., IEND), header, dimensions, bit depth and colour type, and decodes
   to the same pixels. A private ancillary chunk would have been a marker of its own.
 
-What this does not hide: a script that parses the deflate blocks of every image, or re-encodes the
-decoded pixels and compares, sees a stream no encoder of the candidates wrote. Pure functions over
-arrays and bytes (no server import).
+A rating study with checks passes *every* image it shows through :func:`pad_png` (candidates and the
+reference's copies too), each padded to a size drawn by :func:`common_sizes` (one distribution per scene,
+independent of the image): then re-encoding the pixels (no file re-encodes to its own stream), the
+stream's block structure (every file ends in the padding) and the size tell nothing
+(server/paradigms/rating/study.py). The hidden reference is :func:`imperceptible_copy` of the reference.
+
+What this does not hide: a script that parses the deflate blocks learns how many padding blocks a file
+holds, so how long its compressed body is, which measures how well its pixels compress (a degraded image
+compresses better); a script that decodes sees the pixels. Those are decoding statistics
+(:func:`stimuli.separability.stream_statistics`; benchmarks/gold_separability.py reports them apart).
+Pure functions over arrays and bytes (no server import).
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 IDAT_SIZE = 8192                      # libpng's IDAT chunk size, as in every candidate OpenCV wrote
 _EMPTY_STORED_BLOCK = b"\x00\x00\x00\xff\xff"  # BFINAL 0, BTYPE 00 (byte-aligned), LEN 0, NLEN 0xFFFF
 _FINAL_EMPTY_FIXED_BLOCK = b"\x03\x00"         # BFINAL 1, BTYPE 01, end-of-block: the stream's end
+SIZE_SPREAD = 0.15  # a scene's delivered sizes: uniform on [F, (1 + this) F], F its least compressible image's
 
 
 class PngSizeError(ValueError):
@@ -185,5 +194,36 @@ def blurred_degradations(reference: np.ndarray, candidates: Mapping[str, np.ndar
     return out
 
 
-__all__ = ["IDAT_SIZE", "PngSizeError", "blurred_degradations", "draw_sizes", "pad_png", "png_chunks",
-           "unpadded_size"]
+def common_sizes(floors: Sequence[int], rng: np.random.Generator, spread: float = SIZE_SPREAD) -> np.ndarray:
+    """One file size per image of a scene, all drawn independently from one distribution: uniform on
+    ``[F, (1 + spread) F]`` where ``F`` is the largest of ``floors`` (the smallest size :func:`pad_png` can
+    write of each image).
+
+    Every image a rating study with checks delivers (candidates, references, checks) gets its size this
+    way, so an image's size is independent of its content and of its kind: no size statistic (absolute,
+    within the scene, ranks) separates checks from real candidates. The price is bandwidth: every image of
+    the scene is about as large as its least compressible one, plus up to ``spread``.
+    """
+    floors = np.asarray(floors, dtype=np.int64)
+    if floors.size == 0:
+        return np.empty(0, dtype=np.int64)
+    low = int(floors.max())
+    return rng.integers(low, int(np.ceil(low * (1.0 + spread))) + 1, size=floors.size)
+
+
+def imperceptible_copy(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``image`` with seeded noise of one code value (-1, 0 or +1, each with probability 1/3) on every
+    pixel and channel, clipped to the range: not pixel-identical to ``image`` (a script comparing a
+    hidden reference's pixels with the reference's sees no equality), far below visibility (one code value
+    of 255, or of 65535, in no pattern). A script that decodes both and measures their difference still
+    sees an image much closer to the reference than any candidate: that is a decoding statistic, which
+    the checks do not claim to hide (server/paradigms/rating/study.py)."""
+    top = int(np.iinfo(image.dtype).max) if image.dtype.kind in "ui" else None
+    if top is None:
+        raise ValueError("an integer image is needed")
+    noise = rng.integers(-1, 2, size=image.shape, dtype=np.int64)
+    return np.clip(image.astype(np.int64) + noise, 0, top).astype(image.dtype)
+
+
+__all__ = ["IDAT_SIZE", "SIZE_SPREAD", "PngSizeError", "blurred_degradations", "common_sizes", "draw_sizes",
+           "imperceptible_copy", "pad_png", "png_chunks", "unpadded_size"]

@@ -38,6 +38,7 @@ import numpy as np
 
 FORMAT = "perceptlab-motion-clips/1"
 MANIFEST_NAME = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20  # the most of a clip manifest read
 DEFAULT_MOVIE_FRAMES = 15
 MOVIE_FRAME_CHOICES = (10, 15)
 
@@ -277,7 +278,11 @@ def _relative_file(value: object, where: str) -> str:
 
 def _load_json(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_MANIFEST_BYTES + 1)  # never more: a path to /dev/zero fills no memory
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise ClipManifestError(f"{path}: larger than {MAX_MANIFEST_BYTES >> 20} MB, not a clip manifest")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ClipManifestError(f"{path}: manifest not found") from None
     except (OSError, UnicodeDecodeError) as error:

@@ -53,6 +53,10 @@ from .io import FOLDER_MODE, StimulusInputError, is_image_file, read_image, writ
 SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 MAX_GOLD_PAIRS = 100  # per scene: each is four images plus their crops on disk
+# The longest image side prepare takes by default: a 1366 px wide laptop window at the "fit" display policy's
+# smallest default scale (0.5) shows at most this, even one image alone. Larger scenes are refused from their
+# files' headers, before anything is decoded (a 6000x4000 scene took 100 s and 2 GB, then no window fit it).
+MAX_SIDE = 2732
 
 
 class PrepareError(StimulusInputError):
@@ -124,17 +128,59 @@ class PrepareParameters:
 # ---------------------------------------------------------------- loading scenes
 
 def scene_folders(path: str | os.PathLike) -> list[Path]:
-    """Scene folders under ``path``: ``path`` itself when it holds images, else its subfolders that do."""
+    """Scene folders under ``path``: ``path`` itself when it holds images or videos, else its subfolders
+    that do (video content folders: :mod:`stimuli.video`)."""
+    from .media import is_media_file
+
     path = Path(path)
     if not path.is_dir():
         raise PrepareError(f"{path}: not a folder")
-    if any(is_image_file(p) for p in path.iterdir()):
+    if any(is_media_file(p) for p in path.iterdir()):
         return [path]
     scenes = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
-                    and any(is_image_file(q) for q in p.iterdir()))
+                    and any(is_media_file(q) for q in p.iterdir()))
     if not scenes:
-        raise PrepareError(f"{path}: no images and no subfolders with images")
+        raise PrepareError(f"{path}: no images or videos and no subfolders with them")
     return scenes
+
+
+def study_media_kind(paths: Sequence[str | os.PathLike]) -> str:
+    """``"image"`` or ``"video"``: what the scene folders under ``paths`` (:func:`scene_folders`) hold.
+
+    Raises
+    ------
+    PrepareError, MediaError
+        Some hold images and others videos (or one holds both): a study shows one kind.
+    """
+    from .media import folder_media_kind
+
+    kinds = {folder: folder_media_kind(folder) for path in paths for folder in scene_folders(path)}
+    if len(set(kinds.values())) > 1:
+        images = next(f for f, k in kinds.items() if k == "image")
+        videos = next(f for f, k in kinds.items() if k == "video")
+        raise PrepareError(f"{images} holds images but {videos} videos: a study shows one kind; prepare them apart")
+    return next(iter(kinds.values()))
+
+
+def check_image_sides(folders: Sequence[Path], max_side: int) -> None:
+    """Refuse a scene whose images have a side longer than ``max_side`` pixels, reading only the files' headers
+    (unreadable files are left for :func:`load_scene` to name)."""
+    from PIL import Image
+
+    for folder in folders:
+        for path in sorted(p for p in folder.iterdir() if is_image_file(p)):
+            try:
+                with Image.open(path) as image:
+                    width, height = image.size
+            except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+                continue
+            if max(width, height) > max_side:
+                factor = max_side / max(width, height)
+                raise PrepareError(
+                    f"{path}: {width}x{height} pixels, a side longer than {max_side} px: no laptop window shows such "
+                    f"images. Downscale the scene's images, all by the same factor (e.g. to "
+                    f"{int(width * factor)}x{int(height * factor)} or less) and prepare those; or prepare them as "
+                    f"they are with `perceptlab stimuli prepare --max-side {max(width, height)}`")
 
 
 def _check_id(item_id: str, what: str) -> str:
@@ -533,13 +579,14 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
 
 def prepare_study(scene_dirs: Sequence[str | os.PathLike], out: str | os.PathLike, *,
                   reference: str | None = None, overwrite: bool = False, progress: bool = True,
-                  **parameters) -> dict:
+                  max_side: int = MAX_SIDE, **parameters) -> dict:
     """Prepare several scene folders into ``out/<scene_id>/`` plus a top-level ``manifest.json``.
 
     Each entry of ``scene_dirs`` is a scene folder or a folder of scene folders
     (see :func:`scene_folders`). Keyword ``parameters`` are those of
     :func:`prepare_scene`; scene ``k`` (in the order given) draws its design with
-    a seed derived from ``seed`` and ``k``, recorded in its manifest.
+    a seed derived from ``seed`` and ``k``, recorded in its manifest. Images with
+    a side longer than ``max_side`` are refused before any work (:func:`check_image_sides`).
     Returns the top-level manifest.
     """
     from tqdm import tqdm
@@ -556,6 +603,7 @@ def prepare_study(scene_dirs: Sequence[str | os.PathLike], out: str | os.PathLik
     names = [f.name for f in folders]
     if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise PrepareError(f"several scene folders are named {duplicates}; scene IDs must be unique")
+    check_image_sides(folders, max_side)
     _check_output(out, overwrite, folders)
     entries = []
     with staged_output(out, overwrite) as staging:

@@ -223,16 +223,62 @@ def separability(pairs: Iterable[ShownPair]) -> Separability:
     return Separability(aucs, len(gold), len(real))
 
 
+def smaller_file_bot(pairs: Iterable[ShownPair]) -> float:
+    """The share of gold trials a script voting for the smaller full image answers right (ties half): the
+    better side of a gold pair is its ``a``. ``1 -`` this is the larger-file bot's. Needs no decoding, only
+    two sizes (a ``HEAD`` request each)."""
+    right = [0.5 if (a := p.a.full.stat().st_size) == (b := p.b.full.stat().st_size) else float(a < b)
+             for p in pairs if p.is_gold]
+    if not right:
+        raise ValueError("no gold pairs")
+    return float(np.mean(right))
+
+
 # ---------------------------------------------------------------- rating studies: single images
 
 #: What a script computes from one image a rating trial shows (its download and its PNG header).
 IMAGE_STATISTICS = ("bytes", "bytes_in_scene", "width", "height", "bit_depth", "colour_type", "interlace",
-                    "chunk_types", "idat_chunk_size")
+                    "chunk_types", "idat_chunk_size", "reencodes", "final_empty_block")
+#: What a script learns by parsing the deflate blocks of the image data (no pixels needed, but a decoder's
+#: work): how many empty stored blocks pad it and how long its stream is before them. Both measure how well
+#: the pixels compress, which the checks' padding hides in the size but not in the structure.
+PARSED_STATISTICS = ("stored_blocks", "deflate_body")
+# The bytes a script looks for in a zlib stream: an empty stored block (BFINAL 0, LEN 0, NLEN 0xFFFF), byte
+# aligned, and an empty final fixed block (``03 00``) before the Adler-32: the padding stimuli.check_images writes.
+EMPTY_STORED_BLOCK = b"\x00\x00\x00\xff\xff"
+FINAL_EMPTY_BLOCK = b"\x03\x00"
 
 
-def image_statistics(path: Path, scene_median: float) -> dict[str, float]:
-    """The :data:`IMAGE_STATISTICS` of one PNG file; ``bytes_in_scene`` is its size over the median size
-    of its scene's real candidates (what a script comparing the images of one scene sees)."""
+def stream_statistics(data: bytes, level: int = 3) -> dict[str, float]:
+    """What a script learns of a PNG's compressed stream by reading its bytes: whether the image data
+    re-encodes byte for byte at zlib ``level`` (as ``stimuli prepare``'s files do), whether the stream
+    ends in an empty final block (``03 00``, the end of :func:`stimuli.check_images.pad_png`'s padding), how many empty stored blocks it holds,
+    and the length of its stream before the first of them (the compressed body: a measure of the
+    pixels' compressibility, which only padding hides by size, not by structure)."""
+    import struct
+    import zlib
+
+    offset, parts = 8, []
+    while offset + 12 <= len(data):
+        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        if kind == b"IDAT":
+            parts.append(data[offset + 8:offset + 8 + length])
+        offset += 12 + length
+    stream = b"".join(parts)
+    raw = zlib.decompress(stream)
+    marker = stream.find(EMPTY_STORED_BLOCK)
+    return {"reencodes": float(zlib.compress(raw, level) == stream),
+            "final_empty_block": float(stream[-6:-4] == FINAL_EMPTY_BLOCK),
+            "stored_blocks": float(stream.count(EMPTY_STORED_BLOCK)),
+            "deflate_body": float(marker if marker >= 0 else len(stream) - 6)}
+
+
+def image_statistics(path: Path, scene_median: float, level: int = 3) -> dict[str, float]:
+    """The :data:`IMAGE_STATISTICS` and :data:`PARSED_STATISTICS` of one PNG file; ``bytes_in_scene`` is its
+    size over the median size of its scene's real candidates (what a script comparing the images of one
+    scene sees); ``reencodes`` whether its image data is what zlib ``level`` writes of its pixels (as
+    ``stimuli prepare`` writes them), ``final_empty_block`` whether its stream ends in the padding's
+    empty final block (:func:`stream_statistics`)."""
     import struct
     import zlib
 
@@ -248,11 +294,12 @@ def image_statistics(path: Path, scene_median: float) -> dict[str, float]:
     return {"bytes": len(data), "bytes_in_scene": len(data) / scene_median, "width": width, "height": height,
             "bit_depth": depth, "colour_type": colour, "interlace": interlace,
             "chunk_types": zlib.crc32(b"".join(dict.fromkeys(kinds))),
-            "idat_chunk_size": max(idat) if idat else 0}
+            "idat_chunk_size": max(idat) if idat else 0, **stream_statistics(data, level)}
 
 
 def image_separability(scenes: Mapping[str, tuple[Sequence[Path], Sequence[Path]]]) -> Separability:
-    """The AUC of every :data:`IMAGE_STATISTICS`, quality-check images against real candidates.
+    """The AUC of every :data:`IMAGE_STATISTICS` and :data:`PARSED_STATISTICS`, quality-check images against
+    real candidates.
 
     Parameters
     ----------
@@ -265,11 +312,60 @@ def image_separability(scenes: Mapping[str, tuple[Sequence[Path], Sequence[Path]
         real += [image_statistics(p, median) for p in candidates]
         gold += [image_statistics(p, median) for p in checks]
     aucs = {}
-    for name in IMAGE_STATISTICS:
+    for name in IMAGE_STATISTICS + PARSED_STATISTICS:
         value = auc([s[name] for s in gold], [s[name] for s in real])
         aucs[name] = max(value, 1.0 - value)
     return Separability(aucs, len(gold), len(real))
 
 
-__all__ = ["IMAGE_STATISTICS", "STATISTICS", "Separability", "ShownImage", "ShownPair", "auc", "auc_matrix",
-           "image_separability", "image_statistics", "pair_statistics", "separability", "shown_pairs"]
+# ---------------------------------------------------------------- video studies: single clips
+
+#: What a script computes from one clip a trial plays (its download and what FFmpeg reads of it).
+CLIP_STATISTICS = ("bytes", "bytes_in_content", "bitrate", "duration_s", "n_frames", "fps", "width", "height",
+                   "metadata")
+
+
+def clip_statistics(path: Path, content_median: float) -> dict[str, float]:
+    """The :data:`CLIP_STATISTICS` of one video file; ``bytes_in_content`` is its size over the median size of
+    its content's real candidates, ``metadata`` a hash of its container and stream metadata."""
+    import json
+    import zlib
+
+    import av
+
+    from .media import probe_video
+
+    info = probe_video(path)
+    with av.open(str(path)) as container:
+        tags = [dict(container.metadata), *(dict(stream.metadata) for stream in container.streams)]
+    return {"bytes": info.bytes, "bytes_in_content": info.bytes / content_median,
+            "bitrate": 8 * info.bytes / info.duration_s, "duration_s": info.duration_s, "n_frames": info.n_frames,
+            "fps": info.fps, "width": info.width, "height": info.height,
+            "metadata": zlib.crc32(json.dumps(tags, sort_keys=True).encode())}
+
+
+def clip_separability(contents: Mapping[str, tuple[Sequence[Path], Sequence[Path]]]) -> Separability:
+    """The AUC of every :data:`CLIP_STATISTICS`, check clips (hidden references, degraded gold) against
+    real candidates.
+
+    Parameters
+    ----------
+    contents : mapping
+        content -> (its real candidates' delivered files, its check clips' files).
+    """
+    gold, real = [], []
+    for candidates, checks in contents.values():
+        median = float(np.median([Path(p).stat().st_size for p in candidates]))
+        real += [clip_statistics(p, median) for p in candidates]
+        gold += [clip_statistics(p, median) for p in checks]
+    aucs = {}
+    for name in CLIP_STATISTICS:
+        value = auc([s[name] for s in gold], [s[name] for s in real])
+        aucs[name] = max(value, 1.0 - value)
+    return Separability(aucs, len(gold), len(real))
+
+
+__all__ = ["CLIP_STATISTICS", "IMAGE_STATISTICS", "PARSED_STATISTICS", "STATISTICS", "Separability", "ShownImage",
+           "ShownPair", "auc", "auc_matrix", "clip_separability", "clip_statistics", "image_separability",
+           "image_statistics", "pair_statistics", "separability", "shown_pairs", "smaller_file_bot",
+           "stream_statistics"]

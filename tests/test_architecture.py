@@ -199,8 +199,8 @@ def test_the_import_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert len(graph) > 50
     assert "server.db" in graph["server.app"]                      # relative, module level
-    assert "server.cli.base" in graph["server.cli.cmd_analysis"]     # relative, module level
-    assert "analysis.pipeline" in graph["server.cli.cmd_analysis"]   # absolute, inside a function
+    assert "server.cli.base" in graph["server.cli.cmd_study"]      # relative, module level
+    assert "analysis.pipeline" in graph["server.paradigms.paired.cli"]  # absolute, inside a function
     assert "stimuli.designs" in graph["analysis.simulate"]
 
 
@@ -407,6 +407,39 @@ def test_the_boundary_finder_finds_leaks():
     inside = "from .models import Vote\nfrom ...models import Study\nx = Vote\n"
     assert list(boundary_leaks("server.paradigms.paired.example", ast.parse(inside), tables)) == []
     assert [line for line, _ in boundary_leaks("server.paradigms.rating.example", ast.parse(inside), tables)] == [3]
+
+
+#: ARCHITECTURE.md, Layers: paradigm packages sit below the views and the CLI; what they share with those
+#: (admin helpers, command helpers) lives one floor down (server/admin_support.py, server/command_support.py).
+UPPER_LAYERS = ("server.views", "server.cli")
+
+
+def upward_imports(name: str, tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, target) of every import of the views or the CLI by module ``name`` (source ``tree``) of a
+    paradigm package."""
+    if paradigm_package_of(name) is None:
+        return
+    for target, line in _imports(name, tree):
+        if any(target == upper or target.startswith(upper + ".") for upper in UPPER_LAYERS):
+            yield line, target
+
+
+def test_paradigm_packages_never_import_views_or_the_cli():
+    """A paradigm's admin routes build on server/admin_support.py and its commands on server/command_support.py;
+    server/cli/ adds the commands of each package's ``COMMANDS`` to the group (issue 36 item 8)."""
+    found = [f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+             for name in modules() for line, target in upward_imports(name, syntax_tree(name))]
+    assert not found, "paradigm packages importing views or the CLI:\n  " + "\n  ".join(found)
+
+
+def test_the_upward_import_finder_finds_upward_imports():
+    source = ("from ...views.admin import protect\n"              # 1: relative, a module of views
+              "from server.cli.base import UserError\n"           # 2: absolute
+              "from ...admin_support import study_or_404\n"       # the floor: fine
+              "def f():\n    from ... import cli\n"              # 5: the package, inside a function
+              "from ..core import Paradigm\n")
+    assert [line for line, _ in upward_imports("server.paradigms.paired.example", ast.parse(source))] == [1, 2, 5]
+    assert list(upward_imports("server.views.example", ast.parse(source))) == []
 
 
 # ---------------------------------------------------------------- test modules

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .base import UserError, cli
+from .base import FiniteFloatRange, UserError, cli
 
 
 def _budgets(value: str) -> list[float]:
@@ -28,7 +28,7 @@ def _budgets(value: str) -> list[float]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
               help="Comparisons per batch (default: items in the set - 1).")
-@click.option("--min-coverage", type=click.FloatRange(0, 1, min_open=True), default=0.5, show_default=True,
+@click.option("--min-coverage", type=FiniteFloatRange(0, 1, min_open=True), default=0.5, show_default=True,
               help="Least share of a set's pairs that must have votes.")
 @click.option("--no-pair-limit", is_flag=True,
               help="Let active sampling choose a pair more often than it was recorded (redrawing the same votes).")

@@ -3,11 +3,13 @@ interval half-width, forecast from a pilot: paired comparison by :mod:`analysis.
 half-width in rating points) by :mod:`analysis.rating_forecast`. The pilot's kind is read off its columns."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from .base import UserError, cli
+from ..paradigms.studyfile import MAX_DOLLARS
+from .base import FiniteFloatRange, UserError, cli
 from .cmd_study import DATABASE_OPTION
 
 RATING_COLUMNS = ("stimulus_id", "rating")
@@ -29,12 +31,12 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
                    "trial.")
 @click.option("--study", "slug", help="Read the pilot participants' votes or ratings of this study from the database "
                                      "instead.")
-@click.option("--halfwidth", type=click.FloatRange(min=0, min_open=True), required=True,
+@click.option("--halfwidth", type=FiniteFloatRange(min=0, min_open=True), required=True,
               help="Target half-width of every item's confidence interval, in --units.")
 @click.option("--units", type=click.Choice([*PAIRED_UNITS, RATING_UNITS]), default=None,
               help="Unit of --halfwidth: paired comparison jod (default), z or anchored, as `perceptlab analyze "
                    "--units` reports scales; ratings points (the only one: a MOS half-width in rating points).")
-@click.option("--quantile", "quantiles", type=click.FloatRange(0, 1, min_open=True), multiple=True,
+@click.option("--quantile", "quantiles", type=FiniteFloatRange(0, 1, min_open=True), multiple=True,
               help="Share of items that must reach the target (repeatable; default: 1 and 0.9, both shown).")
 @click.option("--sampling", type=click.Choice(["random", "active"]), default=None,
               help="How the study picks pairs (default: the study's [design] sampling, else random). Paired "
@@ -47,7 +49,7 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
 @click.option("--screen", is_flag=True,
               help="Ratings: leave out, at every checkpoint, the workers the correlation rule of `perceptlab "
                    "analyze-ratings` flags (default: every rating counts, as a rating study's [stopping] measures it).")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True)
 @click.option("--max-votes", type=click.IntRange(min=1), default=None,
               help="Stop a simulated study here (default: 20 times the pilot's votes or ratings, for ratings at least "
@@ -61,20 +63,21 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
               help="Pages the reward covers (default: the study's, else 1).")
 @click.option("--max-pages", type=click.IntRange(min=1), default=None,
               help="Most pages per participant (default: the study's, else 10).")
-@click.option("--reward", type=click.FloatRange(min=0), default=None,
+@click.option("--reward", type=FiniteFloatRange(0, float(MAX_DOLLARS)), default=None,
               help="Dollars per participant (default: the study's reward_per_page, else 1.50 for votes, 0.90 for "
                    "ratings).")
-@click.option("--bonus-per-page", type=click.FloatRange(min=0), default=None,
+@click.option("--bonus-per-page", type=FiniteFloatRange(0, float(MAX_DOLLARS)), default=None,
               help="Dollars per page after --min-pages (default: the study's, else 1.00 for votes, 0.60 for "
                    "ratings).")
-@click.option("--pages-per-worker", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--pages-per-worker", type=FiniteFloatRange(0, 10_000, min_open=True), default=None,
               help="Mean pages per participant (default: the pilot's). Simulated participants give as many votes "
                    "or ratings: give it when the pilot's participants did fewer pages than the study's will.")
-@click.option("--platform-fee", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+@click.option("--platform-fee", type=FiniteFloatRange(0, 1, max_open=True), default=0.0, show_default=True,
               help="The platform's commission as a share of pay (MTurk: 0.2).")
-@click.option("--seconds-per-trial", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds per trial (default: the pilot's, from created_at or rt_ms).")
-@click.option("--arrivals-per-hour", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--seconds-per-trial", type=FiniteFloatRange(0, 86_400, min_open=True), default=None,
+              help="Seconds per trial (default: the pilot's, from created_at or rt_ms; without usable pilot times, "
+                   "a median under 0.5 s among them, the study's time estimate, else unknown, with a warning).")
+@click.option("--arrivals-per-hour", type=FiniteFloatRange(0, 1e6, min_open=True), default=None,
               help="Participants starting per hour, for the wall-clock time.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the forecast as JSON (fields: README, perceptlab forecast).")
@@ -144,6 +147,9 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
                     result = forecast(fit, halfwidth, quantiles=quantiles, sampling=sampling, replicates=replicates,
                                       seed=seed, n_boot=n_boot, confidence=confidence, units=units,
                                       max_votes=max_votes, votes_per_worker=per_worker, on_replicate=bar.update)
+        if fit.seconds_per_trial is None and seconds_per_trial is None and settings.get("seconds_prior"):
+            # no usable pilot times (none, or a bot's): the study's own estimate, the paradigm's time prior
+            plan = replace(plan, seconds_per_trial=settings["seconds_prior"], seconds_source="study time prior")
     except (ForecastInputError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # e.g. screening that would drop every worker
@@ -241,8 +247,12 @@ def _spec_settings(spec, where: str) -> dict:
     if kind is None:
         raise UserError(f"{where}: forecasts cover studies with pages of pairs or of ratings (paired comparison, "
                         "ratings) only")
+    from server.paradigms import paradigm_of_spec
+
     trials = spec.pairs_per_page if kind == VOTES else spec.ratings_per_page
-    return {"kind": kind, "sampling": "active" if getattr(spec, "sampling", "") == "active" else "random",
+    # the paradigm's documented pace (server/worker_time.py's estimate before measurements), per trial
+    prior = paradigm_of_spec(spec).time_prior(spec)
+    return {"kind": kind, "seconds_prior": prior.unit_s / trials, "sampling": "active" if getattr(spec, "sampling", "") == "active" else "random",
             "pairs_per_page": trials, "gold_per_page": spec.gold_per_page, "min_pages": spec.min_pages,
             "max_pages": spec.max_pages, "reward_per_page": float(spec.reward_per_page),
             "bonus_per_page": float(spec.bonus_per_page)}
@@ -327,6 +337,10 @@ def _print(doc: dict) -> None:
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for line in doc.get("model", []):
+        click.echo(f"assumes: {line}")
+    for warning in doc.get("warnings", []):
+        click.echo(f"warning: {warning}")
     unreached = [f for f in doc["forecasts"] if f["votes_needed"]["reached"] < 1]
     for f in unreached:
         click.echo(f"{100 * f['quantile']:g} % of items: {100 * (1 - f['votes_needed']['reached']):.0f} % of the "

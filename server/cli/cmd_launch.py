@@ -1,4 +1,5 @@
-"""``perceptlab launch SCENES_DIR --url https://HOST``: from a folder of images to a running study.
+"""``perceptlab launch SCENES_DIR --url https://HOST``: from a folder of scenes to a running study of paired
+comparison (the default) or ratings (``--paradigm rating --method acr|acr-hr|dcr|ccr``).
 
 It chains, by calling their functions, what ``stimuli prepare``, ``study template`` + ``study create``,
 ``storage upload`` and ``mturk launch`` do, keeping everything in the instance folder::
@@ -23,16 +24,26 @@ from typing import Any
 
 import click
 
-from .base import UserError, cli, cli_config, cli_instance
+from .base import FINITE_FLOAT, FiniteFloatRange, ServerURL, UserError, cli, cli_config, cli_instance
 from .cmd_study import DATABASE_OPTION
 from .window import ALLOW_OPTION_HELP, check_window
 
 SOURCE_FILE = "source.json"
+# --paradigm -> the paradigm's kind: the paradigms a study of scene folders (a reference and its processed
+# versions each) is launched as. Named by their packages (server/paradigms/paired, .../rating); the options
+# and wording are about stimuli, not images, so that other media take the same path.
+PARADIGMS = {"paired": "pc", "rating": "rating"}
+# --method -> [rating] method: ACR-HR is an ACR study whose hidden references are data (P.910), analysed
+# with `perceptlab analyze-ratings --dmos`.
+METHODS = {"acr": "acr", "acr-hr": "acr", "dcr": "dcr", "ccr": "ccr"}
+# The options of one paradigm only (field names of its spec).
+PAIRED_ONLY = ("votes_per_pair", "pairs_per_page")
+RATING_ONLY = ("method", "ratings_per_stimulus", "ratings_per_page")
 
 
 @cli.command("launch")
 @click.argument("scenes_dir", type=click.Path(path_type=Path))
-@click.option("--url", required=True, metavar="https://HOST",
+@click.option("--url", required=True, type=ServerURL(), metavar="https://HOST",
               help="The perceptlab server that serves this instance folder (workers get HOST/s/SLUG).")
 @click.option("--sandbox/--live", default=True, show_default=True,
               help="Post the HITs in the MTurk sandbox (no money) or on the live marketplace (asks for the "
@@ -41,7 +52,7 @@ SOURCE_FILE = "source.json"
               help="MTurk assignments in all (one worker each).")
 @click.option("--per-hit", type=click.IntRange(1), default=9, show_default=True,
               help="Assignments per HIT (10 or more costs 40% commission instead of 20%).")
-@click.option("--days", type=click.FloatRange(0.01), default=7, show_default=True, help="How long the HITs stay up.")
+@click.option("--days", type=FiniteFloatRange(0.01), default=7, show_default=True, help="How long the HITs stay up.")
 @click.option("--no-hits", is_flag=True,
               help="Stop before MTurk: prepare, create and upload only (plain links: Prolific and others).")
 @click.option("--slug", default=None, help="The study's URL name [default: from SCENES_DIR's folder name].")
@@ -54,8 +65,22 @@ SOURCE_FILE = "source.json"
               help='Who runs the study, for the default consent text ("Dr A. Lee, Univ. of X"); required by it.')
 @click.option("--contact", default=None,
               help='Whom workers may ask, for the default consent text ("a.lee@x.edu"); required by it.')
-@click.option("--votes-per-pair", type=click.IntRange(1), default=None, help="Votes each pair needs [template: 20].")
-@click.option("--pairs-per-page", type=click.IntRange(1), default=None, help="Trials per page [template: 20].")
+@click.option("--paradigm", type=click.Choice(sorted(PARADIGMS)), default=None,
+              help="What workers do with the stimuli: 'paired' (paired comparison: which of two is closer to the "
+                   "reference) or 'rating' (a rating of each stimulus on a scale, see --method) [default: the "
+                   "--study-file's kind, else paired].")
+@click.option("--method", type=click.Choice(list(METHODS)), default=None,
+              help="--paradigm rating: the scale (ITU-T P.910): 'acr' (each stimulus alone, Excellent..Bad), "
+                   "'acr-hr' (ACR whose hidden references are data: analyse with analyze-ratings --dmos), 'dcr' "
+                   "(the reference, then the stimulus, Imperceptible..Very annoying), 'ccr' (both in random order, "
+                   "Much worse..Much better) [template: dcr].")
+@click.option("--votes-per-pair", type=click.IntRange(1), default=None,
+              help="Paired: votes each pair needs [template: 20].")
+@click.option("--pairs-per-page", type=click.IntRange(1), default=None, help="Paired: trials per page [template: 20].")
+@click.option("--ratings-per-stimulus", type=click.IntRange(1), default=None,
+              help="Rating: ratings each stimulus needs [template: 24].")
+@click.option("--ratings-per-page", type=click.IntRange(2), default=None,
+              help="Rating: ratings per page [template: 20].")
 @click.option("--min-pages", type=click.IntRange(1), default=None,
               help="Pages a worker must complete (the HIT reward pays for them) [template: 1].")
 @click.option("--max-pages", type=click.IntRange(1), default=None,
@@ -68,12 +93,12 @@ SOURCE_FILE = "source.json"
 @click.option("--stimulus", type=click.Choice(["amplified", "original"]), default=None,
               help="Show the candidates with their artefacts amplified, or as given (the instructions follow) "
                    "[template: amplified].")
-@click.option("--alpha", type=float, default=None,
+@click.option("--alpha", type=FINITE_FLOAT, default=None,
               help="Artefact amplification factor (> 1) of the prepared images [stimuli prepare: 1.5].")
 @click.option("--top-k", type=int, default=None,
               help="Zoom crops per scene, 0 = none; a crop covering more than half of the image is never offered "
                    "[stimuli prepare: 3].")
-@click.option("--zoom", type=float, default=None,
+@click.option("--zoom", type=FINITE_FLOAT, default=None,
               help="Display magnification of the zoom crops [stimuli prepare: 1.5].")
 @click.option("--launch-id", default=None,
               help="MTurk launch ID [default: derived from the study, URL, marketplace and assignments, so the "
@@ -83,16 +108,22 @@ SOURCE_FILE = "source.json"
 @DATABASE_OPTION
 def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, per_hit: int, days: float,
                    no_hits: bool, slug: str | None, title: str | None, study_file: Path | None,
-                   researcher: str | None, contact: str | None, votes_per_pair: int | None,
-                   pairs_per_page: int | None, min_pages: int | None,
+                   researcher: str | None, contact: str | None, paradigm: str | None, method: str | None,
+                   votes_per_pair: int | None, pairs_per_page: int | None, ratings_per_stimulus: int | None,
+                   ratings_per_page: int | None, min_pages: int | None,
                    max_pages: int | None, reward_per_page: str | None, bonus_per_page: str | None,
                    seed: int | None, stimulus: str | None, alpha: float | None, top_k: int | None,
                    zoom: float | None, launch_id: str | None, yes: bool, allow_large_window: bool,
                    database_url: str | None) -> None:
-    """Prepare SCENES_DIR, create a paired-comparison study, upload its stimuli and post its HITs.
+    """Prepare SCENES_DIR, create a study of paired comparison (the default) or ratings (--paradigm rating
+    --method acr|acr-hr|dcr|ccr), upload its stimuli and post its HITs.
 
-    SCENES_DIR is a folder of scene folders (each a reference.<ext> and two or more candidate images,
+    SCENES_DIR is a folder of scene folders (each a reference.<ext> and two or more processed versions of it,
     as for `perceptlab stimuli prepare`), or a folder `perceptlab stimuli prepare` wrote (used as it is).
+    Both paradigms take the same folders: a paired study compares a scene's versions two by two against
+    the reference, a rating study rates each version (ACR alone, DCR after the reference, CCR beside it).
+    Scene folders of video clips (reference.mp4, .y4m, .webm ...) make a video rating study (--paradigm
+    rating); paired comparison shows images only.
 
     \b
     1. stimuli: prepared into INSTANCE/stimuli/SLUG/prepared (reused while the scenes are unchanged);
@@ -121,13 +152,17 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
     preparation = {name: value for name, value in (("alpha", alpha), ("top_k", top_k), ("zoom", zoom))
                    if value is not None}
     stimuli = _Stimuli(scenes, instance / "stimuli" / slug, seed or 0, preparation)
-    values = _study_values(slug, title, stimuli.manifest, seed, votes_per_pair=votes_per_pair,
-                           pairs_per_page=pairs_per_page, min_pages=min_pages, max_pages=max_pages,
+    kind = _launch_kind(paradigm, study_file)
+    _refuse_videos(scenes, kind)
+    values = _study_values(slug, title, stimuli.manifest, seed, kind, votes_per_pair=votes_per_pair,
+                           pairs_per_page=pairs_per_page, method=METHODS.get(method or ""),
+                           ratings_per_stimulus=ratings_per_stimulus, ratings_per_page=ratings_per_page,
+                           min_pages=min_pages, max_pages=max_pages,
                            reward_per_page=reward_per_page, bonus_per_page=bonus_per_page, researcher=researcher,
                            contact=contact, stimulus=stimulus)
     target = instance / "studies" / f"{slug}.toml"
     with mturk_errors(), cli_session(database_url, create=True) as session:
-        spec, text = _study_spec(study_file, values, target)
+        spec, text = _study_spec(study_file, values, target, kind)
         study = _existing_study(session, spec, stimuli)
         service = None if no_hits else _mturk_service(session, live)
         if service is not None:
@@ -151,9 +186,27 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
             _post(service, study, full_url, assignments=assignments, per_hit=per_hit, days=days,
                   launch_id=launch_id or _launch_id(slug, full_url, live, assignments, per_hit), live=live)
     _next_steps(slug, full_url, instance, no_hits, url)
+    if method == "acr-hr":
+        click.echo(f"ACR-HR:      {slug}'s hidden references are rated as data: analyse its ratings.csv with "
+                   "perceptlab analyze-ratings --dmos")
 
 
 # ---------------------------------------------------------------- 1. stimuli
+
+def _refuse_videos(scenes: Path, kind: str) -> None:
+    """One line for video folders launched as a study of a paradigm that shows no videos (paired comparison)."""
+    from server.paradigms import paradigm_named
+    from stimuli.media import VIDEO
+    from stimuli.prepare import study_media_kind
+
+    try:
+        video = study_media_kind([scenes]) == VIDEO
+    except ValueError:
+        return  # not scene folders: the steps below say what is wrong
+    if video and not paradigm_named(kind).shows_video:
+        raise UserError(f"{scenes}: holds videos; {paradigm_named(kind).title} does not show videos yet: launch them "
+                        "with --paradigm rating --method acr|dcr|ccr")
+
 
 class _Stimuli:
     """The study's prepared stimuli: SCENES_DIR itself when it was prepared already, else a folder in
@@ -169,7 +222,7 @@ class _Stimuli:
     def fingerprint(self, known: dict[str, Any] | None = None) -> dict[str, Any]:
         """Every input image (size, modification time, SHA-256) and the preparation's parameters. Files
         whose size and time match ``known`` (an earlier fingerprint) are not read again."""
-        from stimuli.io import is_image_file
+        from stimuli.media import is_media_file
         from stimuli.prepare import scene_folders
 
         try:
@@ -180,7 +233,7 @@ class _Stimuli:
         files = {}
         for folder in folders:
             for path in sorted(folder.iterdir()):
-                if path.is_file() and is_image_file(path):
+                if is_media_file(path):
                     name, stat = str(path.relative_to(self.scenes)), path.stat()
                     seen = before.get(name)
                     same = seen is not None and seen[:2] == [stat.st_size, stat.st_mtime_ns]
@@ -221,8 +274,8 @@ class _Stimuli:
                             "launch the new scenes under another --slug")
         fingerprint = self.fingerprint()
         if not fingerprint["files"]:
-            raise UserError(f"{self.scenes}: no images in its scene folders")
-        click.echo(f"1/4 stimuli: preparing {len(fingerprint['files'])} images of {self.scenes} ...")
+            raise UserError(f"{self.scenes}: no images or videos in its scene folders")
+        click.echo(f"1/4 stimuli: preparing {len(fingerprint['files'])} files of {self.scenes} ...")
         manifest = prepare_scenes([self.scenes], self.manifest.parent, overwrite=True, seed=self.seed,
                                   **self.preparation)
         echo_gold_report(manifest)
@@ -255,14 +308,41 @@ def _is_prepared(folder: Path) -> bool:
 
 # ---------------------------------------------------------------- 2. the study
 
-def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None,
+def _launch_kind(paradigm: str | None, study_file: Path | None) -> str:
+    """The kind of the study to launch: ``--paradigm``'s, else the ``--study-file``'s, else paired comparison;
+    a :class:`UserError` when the two disagree."""
+    from server.paradigms import DEFAULT_KIND, StudyDefinitionError
+    from server.paradigms.studyfile import file_kind, load_study_toml
+
+    in_file = None
+    if study_file is not None:
+        try:
+            in_file = file_kind(load_study_toml(study_file)) or DEFAULT_KIND
+        except StudyDefinitionError as exc:
+            raise UserError(str(exc)) from None
+    if paradigm is None:
+        return in_file or DEFAULT_KIND
+    kind = PARADIGMS[paradigm]
+    if in_file is not None and in_file != kind:
+        raise UserError(f"--paradigm {paradigm} but {study_file} is a study of kind {in_file!r}: give one of them")
+    return kind
+
+
+def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None, kind: str,
                   **options) -> dict[tuple[str, str], Any]:
     """(section, key) -> value of the study file, from the command's options (None = the template's); each
-    key's section as the paired-comparison spec declares it."""
-    from server.paradigms import DEFAULT_KIND, paradigm_named
+    key's section as the spec of the paradigm ``kind`` declares it. An option of another paradigm is a
+    :class:`UserError`."""
+    from server.paradigms import paradigm_named
     from server.paradigms.params import section_of
 
-    sections = section_of(paradigm_named(DEFAULT_KIND).spec_class)
+    sections = section_of(paradigm_named(kind).spec_class)
+    foreign = [key for key, value in options.items() if value is not None and key not in sections]
+    if foreign:
+        names = ", ".join("--" + key.replace("_", "-") for key in foreign)
+        owner = "paired" if set(foreign) <= set(PAIRED_ONLY) else "rating" if set(foreign) <= set(RATING_ONLY) else None
+        raise UserError(f"{names}: not an option of a {paradigm_named(kind).title} study"
+                        + (f" (it is one of --paradigm {owner})" if owner else ""))
     values: dict[tuple[str, str], Any] = {("study", "slug"): slug, ("study", "manifests"): [str(manifest)]}
     if seed is not None:
         values["study", "seed"] = seed
@@ -272,19 +352,23 @@ def _study_values(slug: str, title: str | None, manifest: Path, seed: int | None
     return values
 
 
-def _study_spec(study_file: Path | None, values: dict[tuple[str, str], Any], target: Path):
-    """The validated spec of the template (or ``study_file``) filled with ``values``, as if read from
-    ``target``; and the study file's text."""
-    from server.paradigms import DEFAULT_KIND, StudyDefinitionError, paradigm_named, read_study_file
+def _study_spec(study_file: Path | None, values: dict[tuple[str, str], Any], target: Path, kind: str):
+    """The validated spec of the template of the paradigm ``kind`` (or ``study_file``) filled with ``values``,
+    as if read from ``target``; and the study file's text."""
+    from server.paradigms import StudyDefinitionError, paradigm_named, read_study_file
     from server.paradigms.consent import check_consent_filled
+    from server.paradigms.studyfile import load_study_toml
 
     if study_file is not None:
         try:
-            base = study_file.read_text(encoding="utf-8")
+            load_study_toml(study_file)  # a file that is no TOML: its one line, as `study create` says it
+            base = study_file.read_text(encoding="utf-8-sig")
+        except StudyDefinitionError as exc:
+            raise UserError(str(exc)) from None
         except OSError as exc:
             raise UserError(f"{study_file}: {exc.strerror or exc}") from None
     else:
-        base = paradigm_named(DEFAULT_KIND).template
+        base = paradigm_named(kind).template
     if ("study", "name") not in values and not _has_key(base, "study", "name", study_file is not None):
         values = {**values, ("study", "name"): values["study", "slug"]}
     text = fill_template(base, values)

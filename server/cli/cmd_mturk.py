@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import click
 
-from .base import UserError, cli
+from .base import FiniteFloatRange, ServerURL, UserError, cli
 from .cmd_study import DATABASE_OPTION, _find
 
 LIVE_OPTION = click.option("--live", is_flag=True, help="Use the live marketplace (real money) instead of the sandbox.")
@@ -86,10 +86,10 @@ def balance(live: bool, database_url: str | None) -> None:
 @mturk_group.command("launch")
 @click.argument("slug")
 @click.option("--assignments", "assignments", type=click.IntRange(1), required=True, help="Assignments in all.")
-@click.option("--url", required=True, help="https://HOST of the perceptlab server (the study path /s/SLUG is added).")
+@click.option("--url", required=True, type=ServerURL(), help="https://HOST of the perceptlab server (the study path /s/SLUG is added).")
 @click.option("--per-hit", type=click.IntRange(1), default=9, show_default=True,
               help="Assignments per HIT (10 or more costs 40% commission instead of 20%).")
-@click.option("--days", type=click.FloatRange(0.01), default=7, show_default=True, help="How long the HITs stay up.")
+@click.option("--days", type=FiniteFloatRange(0.01), default=7, show_default=True, help="How long the HITs stay up.")
 @click.option("--launch-id", default=None, help="Finish an interrupted launch (its ID is printed at the start).")
 @LIVE_OPTION
 @YES_OPTION

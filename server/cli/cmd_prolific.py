@@ -197,9 +197,14 @@ def approve(slug: str, submission_ids: tuple[str, ...], yes: bool, database_url:
             click.echo(f"  {row.submission_id} ({row.participant_id}): not approved: {reason}", err=True)
         if ok and not yes:
             click.confirm(f"Approve {len(ok)} submission(s) whose codes check (pays their reward)?", abort=True)
-        approved, _ = service.approve_checked(study) if ok else ([], refused)
+        asked, _ = service.approve_checked(study) if ok else ([], refused)
         session.commit()
-        click.echo(f"{len(approved)} approved, {len(refused)} left for you to review")
+        pending = len(service.pending_approval(study)) - len(asked)
+        click.echo(f"approval asked for {len(asked)} submission(s), {len(refused)} left for you to review"
+                   + (f", {pending} asked for earlier and not shown approved yet" if pending > 0 else ""))
+        if asked:
+            click.echo(f"Prolific approves in bulk asynchronously: `perceptlab prolific reconcile {slug}` shows them "
+                       "approved (bonuses wait for that)")
 
 
 @prolific_group.command("reject")

@@ -221,7 +221,7 @@ def _simulate(base: str, workers: int, seed: int, pilot: str) -> None:
     try:
         report = run_simulation(base, DEMO_SLUG, workers=workers, spam=0.25, concurrency=min(workers, 10),
                                 seed=seed, pace=0.5, progress=False, pilot=pilot)
-        click.echo(f"simulated workers done: {report.votes_acknowledged} votes")
+        click.echo(f"simulated workers done: {report.acknowledged} {report.response_kind or 'responses'}")
     except Exception as exc:  # noqa: BLE001 - the demo server keeps running whatever the simulation does
         click.echo(f"simulation stopped: {exc}", err=True)
 

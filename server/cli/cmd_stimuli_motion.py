@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .base import UserError
+from .base import FINITE_FLOAT, UserError
 from .cmd_stimuli import stimuli_group
 
 # Spelled out here so that --help does not import OpenCV; a test keeps it equal to stimuli.machine_flow.MODELS.
@@ -56,7 +56,7 @@ def motion_demo_command(out: Path, seed: int) -> None:
               help="Probes drawn per clip (fewer if they do not fit).")
 @click.option("--movie-frames", default=15, show_default=True, type=click.Choice(["15", "10"]),
               help="Stimulus frames per movie.")
-@click.option("--max-speed", default=20.0, show_default=True, type=float, help="Largest probe speed, px/frame.")
+@click.option("--max-speed", default=20.0, show_default=True, type=FINITE_FLOAT, help="Largest probe speed, px/frame.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the probe positions and noise.")
 def import_sintel_command(root: Path, out: Path, pass_name: str, scenes: str | None, probes_per_clip: int,
                           movie_frames: str, max_speed: float, seed: int) -> None:

@@ -212,7 +212,7 @@ def links(slug: str, participants: tuple[str, ...], from_file, base_url: str, pr
 @study_group.command("pilot")
 @click.argument("slug")
 @click.argument("workers", nargs=-1, required=True)
-@click.option("--undo", is_flag=True, help="Count these participants as real ones again.")
+@click.option("--undo", is_flag=True, help="Count these participants as real ones again (never simulated ones: refused).")
 @DATABASE_OPTION
 def pilot(slug: str, workers: tuple[str, ...], undo: bool, database_url: str | None) -> None:
     """Mark participants of study SLUG as pilots: WORKERS are their platform IDs (MTurk WorkerId,
@@ -222,15 +222,15 @@ def pilot(slug: str, workers: tuple[str, ...], undo: bool, database_url: str | N
     and exports and results leave them out unless --include-pilot."""
     from server.cli.base import cli_secret_key, cli_session
     from server.exports import study_salt
-    from server.pilot import find_workers, mark_pilot
+    from server.pilot import SimulatedWorkerError, find_workers, mark_pilot
 
     with cli_session(database_url) as session:
         study = _find(session, slug)
         try:
             found = find_workers(session, study, list(workers), study_salt(cli_secret_key(), study.slug))
-        except LookupError as exc:
+            mark_pilot(session, study, found, pilot=not undo)
+        except (LookupError, SimulatedWorkerError) as exc:
             raise UserError(str(exc)) from None
-        mark_pilot(session, study, found, pilot=not undo)
     what = "real participant(s) again" if undo else "pilot participant(s)"
     click.echo(f"{slug}: {len(found)} {what}: {', '.join(w.external_id for w in found)}")
 
@@ -286,7 +286,7 @@ def _clear(slug: str, yes: bool, force: bool, database_url: str | None, *, delet
         click.echo("note: restart a server running on this database before creating another study", err=True)
 
 
-_SHOW_HIDDEN = ("consent", "instructions", "base_dir", "stimulus_salt")
+_SHOW_HIDDEN = ("consent", "instructions", "base_dir", "stimulus_salt", "media")
 
 
 def _requirement(session, study):
@@ -301,6 +301,7 @@ def _show_json(session, study) -> str:
 
     from server.paradigms import paradigm_for
     from server.paradigms.display import LAPTOP_WINDOW
+    from server.paradigms.media import show_media
 
     requirement = _requirement(session, study)
     data = {"slug": study.slug, "name": study.name, "kind": paradigm_for(study).kind, "status": study.status,
@@ -309,7 +310,8 @@ def _show_json(session, study) -> str:
             "settings": {k: v for k, v in study.config.items() if k not in _SHOW_HIDDEN},
             "display": {"policy": requirement.policy, "min_window": list(requirement.min_window),
                         "needs_mouse": requirement.needs_mouse, "laptop_window": list(LAPTOP_WINDOW),
-                        "fits_laptop": requirement.fits()}}
+                        "fits_laptop": requirement.fits()},
+            "media": show_media(study.config)}
     return json.dumps(data, indent=1, default=str)
 
 

@@ -38,8 +38,10 @@ def check_window(spec, allow_large_window: bool, where: str) -> str:
             f"{where}: the study's pages need a browser window of at least {w} x {h} CSS px ({requirement.describe()}), "
             f"more than the 1366 x 657 of a 1366x768 laptop{f' (scenes: {scenes})' if scenes else ''}, so many "
             f"workers would be turned away; show smaller "
-            f"images (fewer or smaller zoom regions: stimuli prepare --top-k/--zoom), choose [display] policy = "
-            f'"fit" or a lower min_image_scale, or pass --allow-large-window to create it anyway')
+            f"images (downscale the scenes, or fewer or smaller zoom regions: stimuli prepare --top-k/--zoom), "
+            + ('choose a lower [display] min_image_scale' if requirement.policy == "fit"
+               else 'choose [display] policy = "fit" or a lower min_image_scale')
+            + ", or pass --allow-large-window to create it anyway")
     return window_line(requirement)
 
 
@@ -53,7 +55,8 @@ def prepared_window_lines(manifest: Path) -> list[str]:
     paradigm = paradigm_named(DEFAULT_KIND)
     lines = []
     for policy in POLICIES:
-        spec = paradigm.spec_class(slug="prepared", name="prepared", manifests=(str(manifest),), policy=policy,
-                                   base_dir=str(manifest.parent))
+        # The manifest's name, relative to its folder: a relative --out is not joined to itself.
+        spec = paradigm.spec_class(slug="prepared", name="prepared", manifests=(manifest.name,), policy=policy,
+                                   base_dir=str(manifest.parent.absolute()))
         lines.append(f"  [display] policy = \"{policy}\": {window_line(paradigm.requirement_of_spec(spec))}")
     return lines

@@ -627,13 +627,16 @@ class SetPrecision:
     ``halfwidths`` are the items' 95 % interval half-widths in the paradigm's unit (NaN: no estimate yet, which
     meets no target); ``spreads`` the per-item SD of one response where the paradigm knows it (ratings), for the
     projection of what is still needed; ``resolved`` says, for each ``"itemA|itemB"`` of ``[stopping] resolve``
-    whose items both belong to the set, whether the interval of their difference excludes 0."""
+    whose items both belong to the set, whether the interval of their difference excludes 0; ``workers`` how many
+    different workers kept by the screening answered each item (``[stopping] min_workers``; empty: unknown, and
+    then no item meets the target)."""
     name: str
     item_ids: tuple[str, ...]
     halfwidths: tuple[float, ...]
     responses: int
     resolved: dict[str, bool] = field(default_factory=dict)
     spreads: tuple[float, ...] = ()
+    workers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -777,6 +780,7 @@ class Paradigm:
     worker_pages: ClassVar[str]
     dashboard_template: ClassVar[str]     # the experimenter's study page
     downloads: ClassVar[tuple[str, ...]] = ()  # CSV files of the dashboard's download route
+    shows_video: ClassVar[bool] = False  # whether its studies may show video clips (server/paradigms/media.py)
     response_model: ClassVar[type]        # the table of the worker's answers (latest activity)
     mturk_settings: ClassVar[dict[str, Any]] = {}  # HIT texts over the [mturk] defaults
     # Whether one worker may take several assignments (motion: several sessions, each with other
@@ -892,8 +896,11 @@ class Paradigm:
         return WORKER_COLUMNS, worker_records(session, study_id, salt=salt, include_pilot=include_pilot)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
-        """Headline figures of the study list: ``kind``, ``n_sets``, ``n_pairs``, ``n_votes``,
-        ``target_votes``, ``fill``, ``n_workers``, ``unit`` (each paradigm's own units)."""
+        """Headline figures of the study list, in every paradigm's words: ``kind``; ``n_groups``, the groups
+        its work comes in (sets, scenes, clips), named by ``groups``; ``n_units``, the things under test in them
+        (pairs, stimuli, probes), named by ``units``; ``n_responses`` of ``target_responses`` answers (votes,
+        ratings, sessions), named by ``unit``; ``fill``; ``n_workers``. The dashboard, ``study show --json`` and
+        ``/admin/api/studies`` show these keys for every paradigm."""
         raise NotImplementedError
 
     def summary_line(self, session: Session, study_id: int) -> str:
@@ -969,9 +976,16 @@ class Paradigm:
         ``seed``, ending with ``texts`` (the demo's ``[texts]`` and ``[entry]`` tables). Default: none."""
         return []
 
+    def simulated_worker(self) -> type | None:
+        """The paradigm's simulated worker for ``perceptlab simulate``: a subclass of
+        :class:`server.simulate_client.SimulatedWorker` (its package's ``simulated_worker.py``), which decides
+        each answer while the shared driver walks the lifecycle over HTTP; None when the paradigm has none
+        (``simulate`` then names the paradigm as the reason its workers gave up). Default: None."""
+        return None
+
     def admin_blueprint(self):
         """The paradigm's experimenter routes as a Flask blueprint (registered by the app factory for every
-        known paradigm), or None. Its module calls :func:`server.views.admin.protect` on it (CSRF, no-store,
+        known paradigm), or None. Its module calls :func:`server.admin_support.protect` on it (CSRF, no-store,
         no framing) and guards each view with :func:`server.auth.login_required`, as every ``/admin``
         blueprint does; its ``name`` must be unique (the kind + ``"_admin"``), its URLs live under ``/admin``."""
         return None
@@ -988,8 +1002,8 @@ class Paradigm:
 
     def forecast(self, session: Session, study: Study, spec) -> dict[str, Any] | None:
         """A simulation forecast of what the study still needs to reach ``[stopping] halfwidth`` (JSON-ready; slow:
-        server/stopping.py runs it on demand, in the background, and caches it). Default: None (the dashboard shows
-        the 1/sqrt(n) projection only)."""
+        server/forecast_jobs.py runs it on demand, one at a time per study, and caches it). Default: None (the
+        dashboard shows the 1/sqrt(n) projection only)."""
         return None
 
     def responses(self, session: Session, study: Study) -> int:

@@ -121,6 +121,9 @@ class WindowRequirement:
     floor: tuple[int, int] = (0, 0)
     # The sets (scenes) that alone need more than a laptop's window, with their need: what to change.
     too_large: tuple[tuple[str, tuple[int, int]], ...] = ()
+    # Video studies: the MIME types (with codecs) the browser must decode, checked before consent
+    # (server/paradigms/media.py decode_types; media.js decodingProblems).
+    decode: tuple[str, ...] = ()
 
     def fits(self, window: Sequence[int] = LAPTOP_WINDOW) -> bool:
         """Whether a window of this size (CSS px, ratio 1) is enough."""
@@ -139,7 +142,8 @@ class WindowRequirement:
         """The JSON the entry pages' device check reads (device_check.js)."""
         return {"min_window": list(self.min_window), "policy": self.policy, "needs_mouse": self.needs_mouse,
                 "views": [[list(v) for v in set_views] for set_views in self.views],
-                "min_image_scale": self.min_image_scale, "floor": list(self.floor), "chrome": PC_CHROME}
+                "min_image_scale": self.min_image_scale, "floor": list(self.floor), "chrome": PC_CHROME,
+                "decode": list(self.decode)}
 
 
 def pc_requirement(policy: str, min_image_scale: float, floor: Sequence[int],

@@ -70,7 +70,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .studyfile import RECRUITERS, StoredSpec, StudyDefinitionError, is_dollar_amount, slugify, validate_recruiter
+from .studyfile import (MAX_DOLLARS, RECRUITERS, StoredSpec, StudyDefinitionError, is_dollar_amount, slugify,
+                        validate_recruiter)
 
 # The metadata key of a declared field (dataclasses.Field.metadata).
 PARAM_KEY = "perceptlab.param"
@@ -81,6 +82,9 @@ TEMPLATE_WIDTH = 112     # characters per template line that wrapping aims for
 COMMENT_COLUMN_CAP = 44  # a key line longer than this has its documentation on the lines below it
 # What the template shows, commented out, for a long text left at its default (``placeholder=``).
 TEXT_PLACEHOLDER = '"""..."""'
+
+# Every integer key's implicit bound: PostgreSQL's integer columns (SQLite would store more; both refuse alike).
+INT_LIMIT = 2**31 - 1
 
 # What a spec's ``validate`` hook gets: ``fail(message)`` raises StudyDefinitionError naming the file.
 Fail = Callable[[str], None]
@@ -365,16 +369,26 @@ def _check_table(table: Declared, content: Mapping[str, Any], fail: Fail) -> Non
 
 
 def value_problem(value: Any, declared: Param) -> str | None:
-    """Why ``value`` breaks the simple rules of its declaration ("must be at least 1, got 0"), or None."""
+    """Why ``value`` breaks the simple rules of its declaration ("must be at least 1, got 0"), or None.
+
+    Beyond its declared bounds, every number must be finite, every integer fit :data:`INT_LIMIT` and no text
+    hold a NUL character (no database column stores one)."""
     if declared.choices is not None and value not in declared.choices:
         return f"must be {_one_of(declared.choices)}, got {value!r}"
     if declared.money and not (isinstance(value, str) and is_dollar_amount(value)):
-        return f'must be a dollar amount like "0.50", got {value!r}'
+        return f'must be a dollar amount like "0.50" (at most {MAX_DOLLARS}), got {value!r}'
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+        side, limit = ("most", INT_LIMIT) if value > 0 else ("least", -INT_LIMIT)
+        return f"must be at {side} {limit}, got {value!r}"
+    if any(isinstance(v, str) and "\x00" in v for v in (value if isinstance(value, (tuple, list)) else (value,))):
+        return "must not hold a NUL character (\\u0000)"
     if declared.pattern is not None and not (isinstance(value, str) and re.fullmatch(declared.pattern[0], value)):
         return f"must be {declared.pattern[1]}, got {value!r}"
     bounds = (declared.low, declared.high, declared.above, declared.below)
     if any(b is not None for b in bounds) and isinstance(value, (int, float)) and not _within(value, declared):
         return f"must be {_range_text(declared)}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):  # within its bounds: inf above a lower one
+        return f"must be a finite number, got {value!r}"
     return None
 
 
@@ -605,6 +619,8 @@ class MTurkParams:
 # [stopping] units of paired comparison: the units `perceptlab analyze --units` reports (analysis/scaling.py UNITS).
 SCALE_UNITS = ("jod", "z", "anchored")
 RESOLVE_PATTERN = re.compile(r"[^|\s][^|]*\|[^|\s][^|]*")
+# [stopping] min_workers' default: the fewest distinct kept workers of an item before it can meet a target.
+DEFAULT_MIN_WORKERS = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -631,10 +647,19 @@ class StoppingParams:
     resolve: tuple[str, ...] = param((), section="stopping", example=(),
                                      doc='pairs of items that must be resolved ("itemA|itemB": the 95 % interval of '
                                          "their difference excludes 0, in every set holding both)")
+    min_workers: int = param(DEFAULT_MIN_WORKERS, section="stopping", low=2, high=1000,
+                             doc="an item counts toward halfwidth only once this many different workers who passed "
+                                 "screening and their checks answered it (its interval comes from the same "
+                                 "screening as perceptlab results); fewer, or an interval of zero width, never "
+                                 "meets the target. 5: two or three people who agree cannot stop a study, and a "
+                                 "t interval of 5 ratings (4 degrees of freedom) is no longer degenerate; "
+                                 "the rating standards ask for 15 or more per stimulus, so a real target is met "
+                                 "later anyway")
     max_votes: int = param(0, section="stopping", low=0,
                            doc="cap: stop at this many responses (votes or ratings, non-pilot, non-gold); 0 = none")
     max_participants: int = param(0, section="stopping", low=0,
-                                  doc="cap: stop once this many participants (non-pilot) have started; 0 = none")
+                                  doc="cap: stop once this many participants (non-pilot) have consented; 0 = none "
+                                      "(entries that never consent do not count)")
     max_cost: str = param("0", section="stopping", money=True,
                           doc='cap: stop once the pay earned so far reaches this many dollars ("0" = none)')
     notify_only: bool = param(False, section="stopping",

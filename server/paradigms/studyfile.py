@@ -7,6 +7,7 @@ A study file is TOML. Its ``[study] kind`` names the paradigm (paired comparison
 """
 from __future__ import annotations
 
+import json
 import re
 import string
 import tomllib
@@ -25,6 +26,13 @@ RECRUITERS = ("link", "prolific", "redirect")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 REDIRECT_PLACEHOLDERS = ("code", "participant")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+# A dollar amount of a study file: plain digits, at most two decimals, and at most this (a cap or a page's pay).
+DOLLAR_PATTERN = re.compile(r"(?:[0-9]+(?:\.[0-9]{0,2})?|\.[0-9]{1,2})")
+MAX_DOLLARS = Decimal("100000")
+# The most of a study file and of a stimulus manifest read: a path to a huge file or a device (/dev/zero) is
+# refused instead of filling the memory.
+MAX_STUDY_FILE_BYTES = 1 << 20
+MAX_MANIFEST_BYTES = 64 << 20
 
 
 class StudyDefinitionError(ValueError):
@@ -57,13 +65,75 @@ def _tuple_fields(spec_class: type) -> tuple[str, ...]:
 
 def load_study_toml(path: Path) -> dict[str, Any]:
     """The parsed TOML of a study file; :class:`StudyDefinitionError` when missing or malformed."""
+    data = read_capped(path, MAX_STUDY_FILE_BYTES, "study file", missing="no such file")
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise StudyDefinitionError(f"{path}: no such file") from None
+        # Editors on Windows start UTF-8 files with a byte-order mark, which TOML does not allow: dropped.
+        return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StudyDefinitionError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyDefinitionError(f"{path}: not valid TOML: {exc}") from None
+
+
+def read_capped(path: Path, limit: int, what: str, missing: str = "") -> bytes:
+    """The bytes of the file ``path``, at most ``limit`` of them read: a larger file (or a device such as
+    /dev/zero) is a :class:`StudyDefinitionError`, as is a folder or an unreadable file (``what`` names it;
+    ``missing``: the message for a missing file, by default "no such <what>")."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise StudyDefinitionError(f"{path}: {missing or f'no such {what}'}") from None
+    except IsADirectoryError:
+        raise StudyDefinitionError(f"{path}: a folder, not a {what}") from None
+    except OSError as exc:
+        raise StudyDefinitionError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise StudyDefinitionError(f"{path}: larger than {limit // 2**20} MB, not a {what}")
+    return data
+
+
+def load_manifest_json(path: Path) -> dict:
+    """A JSON manifest of prepared stimuli (a JSON object), read at most :data:`MAX_MANIFEST_BYTES` of it;
+    :class:`StudyDefinitionError` naming the file for anything else."""
+    data = read_capped(path, MAX_MANIFEST_BYTES, "manifest")
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise StudyDefinitionError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise StudyDefinitionError(f"{path}: not a manifest written by `perceptlab stimuli prepare`")
+    if _holds_nul(manifest):  # no database column stores one (PostgreSQL refuses it)
+        raise StudyDefinitionError(f"{path}: a NUL character (\\u0000) in a name or ID")
+    return manifest
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a parsed JSON value holds a string (or key) with a NUL character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def check_resolve_items(resolve: tuple[str, ...], scenes: list[set[str]]) -> None:
+    """Refuse a ``[stopping] resolve`` entry ("itemA|itemB") whose two items no one scene holds together (the
+    target could never be met); ``scenes`` holds each scene's item IDs."""
+    for entry in resolve:
+        a, _, b = entry.partition("|")
+        if not any(a in items and b in items for items in scenes):
+            known = sorted({item for items in scenes for item in items})
+            shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+            raise StudyDefinitionError(f"stopping.resolve names {entry!r}, but no scene holds both items (items: "
+                                       f"{shown}): the target could never be met")
 
 
 def file_kind(data: dict[str, Any]) -> str | None:
@@ -130,12 +200,15 @@ def redirect_url_problem(template: str) -> str | None:
 
 
 def is_dollar_amount(text: str) -> bool:
-    """Whether ``text`` is a non-negative amount with at most two decimals ("0.50", "2")."""
+    """Whether ``text`` is a non-negative amount in plain digits with at most two decimals ("0.50", "2"), at
+    most :data:`MAX_DOLLARS` (no exponent: "1e9" is refused, as is any amount no study pays)."""
+    if not isinstance(text, str) or not DOLLAR_PATTERN.fullmatch(text):
+        return False
     try:
         amount = Decimal(text)
     except InvalidOperation:
         return False
-    return amount.is_finite() and amount >= 0 and amount.as_tuple().exponent >= -2
+    return amount <= MAX_DOLLARS
 
 
 def common_root(folders: list[Path]) -> Path:

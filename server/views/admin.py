@@ -19,8 +19,9 @@ JSON (``/admin/api``; 401 JSON when not logged in)
 
 A paradigm's own experimenter routes live in its package (Paradigm.admin_blueprint; paired comparison:
 votes.csv, scales.csv and the running estimate's refresh, server/paradigms/paired/admin.py), built with
-this module's helpers (:func:`protect`, :func:`admin_error`, :func:`study_or_404`, :func:`download_salt`,
-:func:`csv_download`, :func:`flag`).
+the helpers this module uses too, one floor down in :mod:`server.admin_support` (:func:`protect`,
+:func:`admin_error`, :func:`study_or_404`, :func:`download_salt`, :func:`csv_download`, :func:`flag`), so that
+paradigm packages never import ``server/views/``; this module re-exports them for the other admin views.
 
 Every page needs a logged-in experimenter; every POST needs the session's CSRF
 token (form field ``csrf_token`` or header ``X-CSRF-Token``).
@@ -30,12 +31,15 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from flask import (Blueprint, Response, abort, current_app, jsonify, make_response, redirect, render_template,
+from flask import (Blueprint, abort, current_app, jsonify, make_response, redirect, render_template,
                    request, url_for)
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
 from .. import auth, exports, wages
+# Re-exported for the other admin views (admin_codes, admin_mturk, admin_prolific import them from here).
+from ..admin_support import (_user_name, admin_error, csv_download, download_salt, flag, protect,  # noqa: F401
+                             study_or_404)
 from ..db import db_session
 from ..models import Assignment, Study, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
@@ -44,39 +48,8 @@ from ..worker_time import PaySettings
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-
-
-def protect(blueprint: Blueprint) -> None:
-    """CSRF checks on every state-changing request, the token for its templates' forms (``csrf_token``, which
-    admin_base.html's logout form needs on every page, error pages included), and headers for pages that show
-    worker IDs and results: never cached, never framed, no foreign code. Every experimenter blueprint calls
-    this."""
-    blueprint.before_request(auth.check_csrf)
-    blueprint.context_processor(lambda: {"csrf_token": auth.csrf_token})
-
-    @blueprint.after_request
-    def _headers(response: Response) -> Response:
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["X-Frame-Options"] = "DENY"
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        return response
-
-
 protect(bp)
-
-
-@bp.errorhandler(HTTPException)
-def admin_error(exc: HTTPException):
-    """Errors under ``/admin``: JSON under ``/admin/api/``, else the admin error page (a paradigm's admin
-    blueprint registers this too)."""
-    if exc.code is None or exc.code < 400:  # routing redirects
-        return exc
-    if request.path.startswith("/admin/api/"):
-        code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}.get(exc.code, "http_error")
-        return jsonify({"error": code, "message": exc.description}), exc.code
-    return render_template("admin_error.html", title=exc.name, message=exc.description), exc.code
+bp.register_error_handler(HTTPException, admin_error)
 
 
 @bp.context_processor
@@ -143,18 +116,6 @@ def logout():
 
 # ---------------------------------------------------------------- pages
 
-def study_or_404(slug: str) -> Study:
-    """The study of a URL's slug, else a 404."""
-    study = db_session().scalar(select(Study).where(Study.slug == slug))
-    if study is None:
-        abort(404, description=f"There is no study {slug!r}.")
-    return study
-
-
-def _user_name() -> str:
-    return auth.current_user(db_session()).username
-
-
 def _refresh_ms() -> int:
     return int(1000 * float(current_app.config["SERVER"].get("dashboard_refresh_seconds", 5)))
 
@@ -198,11 +159,11 @@ def _stopping_record(session, study: Study):
 @auth.login_required
 def stopping_forecast(slug: str):
     """Start the simulation forecast of what the study still needs (the panel's button; runs in the background)."""
-    from ..stopping import forecast_in_background
+    from ..forecast_jobs import start
 
     study_id = study_or_404(slug).id
     db_session().commit()
-    forecast_in_background(current_app._get_current_object(), study_id)
+    start(current_app._get_current_object(), study_id)  # one per study in the deployment, cached, niced
     return redirect(url_for("admin.study_page", slug=slug), code=303)
 
 
@@ -214,9 +175,9 @@ def _can_forecast(paradigm) -> bool:
 
 
 def _forecasting(study: Study) -> bool:
-    from ..stopping import is_forecasting
+    from ..forecast_jobs import running
 
-    return is_forecasting(current_app._get_current_object(), study.id)
+    return running(current_app._get_current_object(), study.id)
 
 
 @bp.post("/studies/<slug>/check-stopping")
@@ -259,25 +220,6 @@ def _set_status(slug: str, status: str):
 
 
 # ---------------------------------------------------------------- downloads
-
-def download_salt(study: Study, raw: bool) -> bytes | None:
-    """The pseudonym key of a download, or None (logged) when the experimenter asked for raw worker IDs."""
-    if raw:
-        current_app.logger.info("%s downloaded raw worker IDs of study %s", _user_name(), study.slug)
-        return None
-    return exports.study_salt(current_app.config["SECRET_KEY"], study.slug)
-
-
-def csv_download(text: str, filename: str) -> Response:
-    """CSV text as a download named ``filename``."""
-    return Response(text, mimetype="text/csv",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
-
-
-def flag(name: str) -> bool:
-    """Whether the query string sets ``name`` (1, true, yes, on)."""
-    return request.args.get(name, "") in ("1", "true", "yes", "on")
-
 
 @bp.get("/studies/<slug>/workers.csv")
 @auth.login_required

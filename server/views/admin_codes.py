@@ -90,7 +90,10 @@ def mark_pilot(slug: str):
         found = pilot.find_workers(session, study, [request.form.get("worker", "")], salt)
     except LookupError as exc:
         return _page(study, error=str(exc), status=404)
-    pilot.mark_pilot(session, study, found, pilot=request.form.get("pilot") == "1")
+    try:
+        pilot.mark_pilot(session, study, found, pilot=request.form.get("pilot") == "1")
+    except pilot.SimulatedWorkerError as exc:
+        return _page(study, error=str(exc), status=409)
     session.commit()
     current_app.logger.info("%s marked %s of study %s as %s", auth.current_user(session).username,
                             request.form.get("worker"), study.slug,

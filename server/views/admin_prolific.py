@@ -85,6 +85,9 @@ def study(slug: str):
     ok, refused = service.review(study)
     checks = {s.submission_id: "code checks" for s in ok}
     checks.update({s.submission_id: why for s, why in refused})
+    # Bulk approval is asynchronous: asked for, not yet shown approved (reconcile reads it back).
+    checks.update({s.submission_id: "approval asked for; not shown approved by Prolific yet"
+                   for s in service.pending_approval(study)})
     ledger = list(session.scalars(select(ProlificBonus).where(ProlificBonus.study_id == study.id)
                                   .order_by(ProlificBonus.id)))
     return render_template("admin_prolific_study.html", study=study, record=record, submissions=submissions,
@@ -167,9 +170,10 @@ def reconcile(slug: str):
 def approve(slug: str):
     def action(service, study):
         if request.form.get("all_checked"):
-            approved, refused = service.approve_checked(study)
+            asked, refused = service.approve_checked(study)
             left = f"; {len(refused)} left for you to review" if refused else ""
-            return f"{len(approved)} submission(s) approved{left}"
+            # Bulk approval is asynchronous on Prolific: reconcile shows when it went through.
+            return f"approval asked for {len(asked)} submission(s) (Prolific approves them shortly; reconcile to see){left}"
         submission_id = request.form.get("submission_id", "")
         return f"{submission_id}: {service.approve(study, submission_id)}"
     return _run(slug, action)

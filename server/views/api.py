@@ -194,7 +194,7 @@ def create_assignment(slug: str):
         admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot)
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
-                    "worker_url": f"/w/{token}/"}), 201 if created else 200
+                    "worker_url": f"/w/{token}/", "kind": paradigm_for(study).kind}), 201 if created else 200
 
 
 @bp.get("/assignments/<assignment_id>/state")

@@ -98,17 +98,24 @@ def admit_from_request(limiter: EntryLimiter | SharedEntryLimiter | None = _APP_
     admission tokens others wait for (a script retrying in a loop would starve every newcomer),
     and a deferred worker's entry must not count against its address (it comes back for the same
     assignment)."""
+    from ..metrics import ADMISSION, ADMISSION_WAIT
+
     if limiter is _APP_LIMITER:
         limiter = app_limiter()
     address = key + (request.remote_addr or "unknown")
     if limiter is not None:
         wait = limiter.admit(address, count=False)
         if wait > 0:
+            ADMISSION.labels("rate_limited").inc()
             raise rate_limited(wait)
     wait = app_gate().admit()
     if wait > 0:
+        ADMISSION.labels("deferred").inc()  # the admission queue: told to come back in ``wait`` s
+        ADMISSION_WAIT.observe(wait)
         raise server_busy(wait)
     if limiter is not None:
         wait = limiter.admit(address)  # counted now (a concurrent entry from the address may have been first)
         if wait > 0:
+            ADMISSION.labels("rate_limited").inc()
             raise rate_limited(wait)
+    ADMISSION.labels("admitted").inc()

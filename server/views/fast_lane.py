@@ -20,6 +20,9 @@ CPU as the statement's whole handling. This WSGI middleware answers that common 
   (server/stopping.py), as the view's is: a study whose last page a response finishes stops then,
   not at the next action.
 
+While the database is out of reach the fast lane answers as every route does (server/outages.py): 503 with
+``Retry-After`` and the API's JSON error, one log line per outage.
+
 Everything else goes to Flask untouched, with the body put back: another path or method, a body
 or token the fast lane does not accept (Flask's view refuses it with the same error), a study
 this process has not served yet, and every response the statement does not store (a replay, a
@@ -27,6 +30,7 @@ wrong trial, a stop: the regular path decides, and is told not to try the statem
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,6 +39,7 @@ from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import ApiError
+from ..outages import RETRY_AFTER_S, app_outages, is_unavailable, log_failure, unavailable_error
 from ..paradigms.core import ResponseKind, known_study, record_in_one_statement, response_kinds
 from ..services import app_services
 from ..tokens import TokenClaims
@@ -64,9 +69,16 @@ class FastLane:
                  headers: Callable[[str], list[tuple[str, str]]]):
         self.app, self.wsgi_app, self.headers = app, wsgi_app, headers
         self.services = app_services(app)
+        self.outages = app_outages(app)
         # Read once: the paradigms are known when the app is built (as the API's routes are).
         self.kinds = one_statement_kinds()
         self.path = path_pattern(self.kinds)
+        # The answer's JSON as ``app.json.dumps(result, separators=(",", ":"))`` writes it (its settings, the
+        # strict provider's allow_nan=False), with one encoder for every answer: json.dumps builds a new one on
+        # each call given any setting of its own.
+        provider = app.json
+        self.encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=provider.default,
+                                       ensure_ascii=provider.ensure_ascii, sort_keys=provider.sort_keys).encode
 
     def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         match = (self.path.fullmatch(environ.get("PATH_INFO", ""))
@@ -78,13 +90,16 @@ class FastLane:
             body = read_json_body(environ, self.kinds[match[2]].max_body)
         except ApiError:  # Flask's view refuses the token before reading, or the body with the kept error
             return self.wsgi_app(environ, start_response)
+        environ["perceptlab.kind"] = match[2]  # the metrics' kind (server/metrics.py), as the view's
         answer = self._store(environ, claims, match[2], body)
         if answer is None:
             return self.wsgi_app(environ, start_response)
         status, result = answer
-        data = (self.app.json.dumps(result, separators=(",", ":")) + "\n").encode()
+        data = (self.encode(result) + "\n").encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
                    *self.headers(environ["PATH_INFO"])]
+        if status == 503:
+            headers.append(("Retry-After", str(RETRY_AFTER_S)))
         start_response(f"{status} {HTTP_STATUS_CODES[status].upper()}", headers)  # as werkzeug writes it
         return [data]
 
@@ -93,11 +108,15 @@ class FastLane:
             return None
         try:
             answer = record_in_one_statement(self.services.engine, name, claims, body, self.services.clock())
-        except Exception:  # noqa: BLE001 - the statement changed nothing; Flask's view meets the error again
-            return None
-        if answer is None:
+        except Exception as exc:  # noqa: BLE001 - the statement changed nothing
+            if is_unavailable(exc):  # answered here: Flask's view would only meet the same outage again
+                self.outages.noticed(exc)
+                return 503, unavailable_error().to_dict()
+            return None  # Flask's view meets the error again, and answers it
+        if answer is None:  # declined (a lost connection too): the view decides, and meets any outage itself
             environ[ONE_STATEMENT_DECLINED] = True
             return None
+        self.outages.recovered()  # the statement answered: the database is back, if it was away
         status, result = answer
         if status == 201 and result.get("page_complete"):
             state = self._state(environ, claims)
@@ -123,6 +142,6 @@ class FastLane:
                 # Committed as the views are (a read-only transaction too: not the teardown's ROLLBACK,
                 # after which the connection's next requests would plan their statements again).
                 return committed(state_after_response)(claims)
-            except Exception:  # noqa: BLE001 - the stored response must still be acknowledged
-                self.app.logger.exception("the State after a stored response could not be built")
+            except Exception as exc:  # noqa: BLE001 - the stored response must still be acknowledged
+                log_failure(self.app, self.app.logger, exc, "the State after a stored response could not be built")
                 return None

@@ -11,8 +11,11 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import binom
 
+import scipy.sparse as sp
+
+from analysis import collusion, thurstone
 from analysis.collusion import (EXACT_TAIL_LIMIT, benjamini_hochberg, leave_one_out_gaps, poisson_binomial_tails, superhuman_motion,
-                                tarone_testable, targeted_bias)
+                                tarone_testable, targeted_bias, worker_solves)
 from analysis.formats import build_votes, write_votes
 from analysis.pipeline import AnalysisOptions, analyze, write_results
 from analysis.plots import plot_tpr_histogram
@@ -20,6 +23,7 @@ from analysis.scaling import ScalingOptions, fit_set, set_designs
 from analysis.screening import screen_workers
 from analysis.simulate import simulate_study
 from server.cli import cli
+from stimuli.designs import random_regular_design
 
 TARGET = 3  # m003: a middling item, so that both favouring and disfavouring it moves its scale
 
@@ -94,6 +98,53 @@ def test_leave_one_out_gap_is_close_to_a_refit_without_the_worker():
     # rounds without the flagged workers are for.
     assert np.abs(plain - exact).max() > 0.05
     assert np.abs(gap[mine] - exact).max() < 0.15 * np.abs(plain - exact).max()
+
+
+def test_worker_solves_match_a_dense_solve_block_by_block(monkeypatch):
+    """Conjugate gradients (large sets) give H^-1 G for every worker column, over several blocks."""
+    rng = np.random.default_rng(3)
+    n, workers = 400, 7
+    pairs = random_regular_design(n, 6, rng)
+    hess = thurstone.information_matrix(pairs, rng.uniform(2, 8, len(pairs)), n, 0.01)
+    hess = sp.csr_matrix(hess)
+    rows = rng.integers(0, len(pairs), (workers, 30))
+    g = rng.normal(size=(workers, 30))
+    gradients = sp.coo_matrix((np.concatenate([g.ravel(), -g.ravel()]),
+                               (np.concatenate([pairs[rows.ravel(), 0], pairs[rows.ravel(), 1]]),
+                                np.tile(np.repeat(np.arange(workers), 30), 2))), shape=(n, workers)).tocsc()
+    exact = np.linalg.solve(hess.toarray(), gradients.toarray())
+    monkeypatch.setattr(collusion, "LOO_BLOCK_ENTRIES", 3 * n)  # blocks of 3, 3 and 1 workers
+    got = np.zeros_like(exact)
+    blocks = []
+    for columns, solution, steps in worker_solves(hess, gradients, rtol=1e-8):
+        got[:, columns] = solution
+        blocks.append(len(columns))
+        assert steps < 100
+    assert blocks == [3, 3, 1]
+    assert np.abs(got - exact).max() < 1e-6 * np.abs(exact).max()
+
+
+def test_large_sets_give_the_leave_one_out_gaps_and_flags_of_the_exact_solve(monkeypatch):
+    """Sets above DENSE_LIMIT take conjugate gradients instead of a Cholesky factor: the same gaps
+    (to the solver's 1e-3) and the same flagged workers. DENSE_LIMIT is lowered so that the 8-item
+    sets take that path."""
+    study = _study(1, colluders=0.15)
+    votes, options = study.votes, ScalingOptions()
+    everyone = np.ones(len(votes.worker_ids), dtype=bool)
+    exact = leave_one_out_gaps(votes, options, everyone)
+    plain = np.full(len(votes), np.nan)  # the full fit's gaps: what a solver that did nothing would give
+    for design in set_designs(votes):
+        scale = fit_set(design, replace(options, anchors=False, allow_disconnected=True))
+        local = np.full(len(votes.item_ids), -1)
+        local[design.items] = np.arange(design.n_items)
+        plain[design.votes] = scale[local[votes.item_a[design.votes]]] - scale[local[votes.item_b[design.votes]]]
+    assert np.nanmax(np.abs(exact - plain)) > 0.1
+    flagged = targeted_bias(votes, options, everyone).flagged
+    monkeypatch.setattr(thurstone, "DENSE_LIMIT", 4)
+    assert sp.issparse(thurstone.information_matrix(np.array([[0, 1]]), np.ones(1), 8, 0.01))
+    large = leave_one_out_gaps(votes, options, everyone)
+    assert np.abs(large - exact).max() < 2e-3
+    assert flagged.any() and np.array_equal(targeted_bias(votes, options, everyone).flagged, flagged)
 
 
 # ------------------------------------------------------------------ targeted bias

@@ -76,7 +76,7 @@ def test_votes_csv_round_trip_with_hostile_ids(tmp_path):
 
 def test_output_tables_keep_negative_numbers_as_numbers(tmp_path):
     record = {"set_id": "-scene", "item_id": "@m", "scale": -0.5, "ci_low": -1.25, "ci_high": 0.0, "rank": 1,
-              "n_votes": 4, "rank_ci_low": 1, "rank_ci_high": 2, "unit": "z"}
+              "n_votes": 4, "rank_ci_low": 1, "rank_ci_high": 2, "unit": "z", "n_workers": 3, "ci_reason": ""}
     text = table_csv(SCALES_COLUMNS, [record])
     cells = dict(zip(*_cells(text)))
     assert cells["set_id"] == "'-scene" and cells["item_id"] == "'@m"

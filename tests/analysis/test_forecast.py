@@ -189,3 +189,23 @@ def test_bad_input_raises_one_line_errors():
         fit_pilot(lonely)
     with pytest.raises(ForecastInputError):
         StudyPlan(pairs_per_page=2, gold_per_page=2)
+
+
+def test_a_resampled_pilot_gives_each_drawn_workers_votes_under_their_own_id():
+    """The pilot bootstrap of the inconsistency factor: workers drawn with replacement, a worker drawn twice giving
+    their votes twice (two IDs, so the worker bootstrap and the screening see two workers), the same pick
+    reusable on the simulated pilot."""
+    from analysis.forecast import resample_workers
+
+    votes = simulate_study(n_sets=1, n_items=6, degree=2, votes_per_pair=3, n_workers=5, seed=1).votes
+    sample, pick = resample_workers(votes, np.random.default_rng(3))
+    counts = np.bincount(votes.worker, minlength=len(votes.worker_ids))
+    assert len(pick) == int((counts > 0).sum()) and len(set(pick.tolist())) < len(pick)  # a worker drawn twice
+    assert len(sample) == int(counts[pick].sum())
+    assert len(set(sample.worker_ids.tolist())) == len(pick)
+    for k, w in enumerate(pick):
+        mine = sample.worker == k
+        assert np.array_equal(sample.item_a[mine], votes.item_a[votes.worker == w])
+        assert np.array_equal(sample.a_won[mine], votes.a_won[votes.worker == w])
+    again, _ = resample_workers(votes, np.random.default_rng(99), pick)
+    assert np.array_equal(again.item_a, sample.item_a)

@@ -40,7 +40,8 @@ def test_votes_round_trip(tmp_path):
 
 def test_output_tables_round_trip(tmp_path):
     rows = [{"set_id": "s", "item_id": "m,1", "scale": 0.1 + 0.2, "ci_low": float("nan"), "ci_high": 1.0,
-             "rank": 1, "n_votes": 3, "rank_ci_low": 1, "rank_ci_high": 2, "unit": "anchored"}]
+             "rank": 1, "n_votes": 3, "rank_ci_low": 1, "rank_ci_high": 2, "unit": "anchored", "n_workers": 2,
+             "ci_reason": ""}]
     (tmp_path / "scales.csv").write_text(table_csv(SCALES_COLUMNS, rows))
     back = read_table(tmp_path / "scales.csv", SCALES_COLUMNS, numeric=("scale", "ci_low", "ci_high", "rank"))
     assert back[0]["item_id"] == "m,1" and back[0]["scale"] == 0.1 + 0.2  # exact float round trip
@@ -83,3 +84,41 @@ def test_non_utf8_bytes_name_the_line(tmp_path):
 def test_same_item_id_in_two_sets_is_two_items():
     v = build_votes(["w", "w"], ["s1", "s2"], ["a", "a"], ["b", "b"], ["a", "b"])
     assert len(v.item_ids) == 4 and v.item_set.tolist() == [0, 0, 1, 1]
+
+
+def _same_votes(one, two) -> None:
+    for name in ("worker", "item_a", "item_b", "a_won", "is_gold", "gold_correct", "item_set", "line"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+    for name in ("worker_ids", "set_ids", "item_ids"):
+        assert list(getattr(one, name)) == list(getattr(two, name)), name
+    assert one.extra.keys() == two.extra.keys()
+    for name in one.extra:
+        assert one.extra[name].tolist() == two.extra[name].tolist(), name
+
+
+@pytest.mark.parametrize("names", [("w", "s", "m"), ("wörker", "sét", "ítem")])  # bytes and text paths
+def test_plain_files_read_column_wise_as_the_row_reader_reads_them(tmp_path, monkeypatch, names):
+    """A file without quotes is split column by column (formats._plain_columns): the same votes,
+    line numbers (blank lines skipped) included, as the row reader gives; a formula-escaped cell
+    still goes through the row reader, which undoes the escape."""
+    from analysis import formats
+    w, s, m = names
+    rng = np.random.default_rng(0)
+    rows = []
+    for k in range(300):
+        a, b = rng.choice(12, 2, replace=False)
+        rows.append(f"{w}{k % 7},{s}{k % 3},{m}{a},{m}{b},{m}{(a, b)[k % 2]},{('left', 'right')[k % 2]},0")
+    rows.insert(100, "")
+    rows.insert(200, "   ")
+    header = "worker_id,set_id,item_a,item_b,winner,position_a,is_gold\n"
+    path = write(tmp_path, header + "\n".join(rows) + "\n", "plain.csv")
+    assert formats._plain_columns(path, formats.REQUIRED_VOTE_COLUMNS, formats.OPTIONAL_VOTE_COLUMNS) is not None
+    plain = read_votes(path)
+    assert plain.line[99:101].tolist() == [101, 103] and len(plain.line) == 300  # blank line 102 skipped
+    monkeypatch.setattr(formats, "_plain_columns", lambda *args: None)
+    _same_votes(plain, read_votes(path))
+    monkeypatch.undo()
+    rows[0] = rows[0].replace(f"{w}0,", "'=x,", 1)  # worker "=x", escaped for spreadsheets
+    escaped = write(tmp_path, header + "\n".join(rows) + "\n", "escaped.csv")
+    assert formats._plain_columns(escaped, formats.REQUIRED_VOTE_COLUMNS, formats.OPTIONAL_VOTE_COLUMNS) is None
+    assert read_votes(escaped).worker_ids[read_votes(escaped).worker[0]] == "=x"

@@ -2,14 +2,17 @@
 against a whole simulated study, the JSON report."""
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from analysis.forecast import ForecastInputError, StudyPlan, report
-from analysis.rating_forecast import (WHOLE_SET, _least_rated_stream, fit_rating_pilot, forecast_ratings, halfwidths,
-                                      ratings_needed_by_study, simulate_whole_study)
+from analysis.forecast import MIN_HUMAN_SECONDS, ForecastInputError, StudyPlan, report, usable_seconds
+from analysis.rating_forecast import (WHOLE_SET, _least_rated_stream, counted_rows, fit_rating_pilot, forecast_ratings,
+                                      halfwidths, ratings_needed_by_study, simulate_whole_study)
 from analysis.rating_models import simulate_ratings
-from analysis.ratings import build_ratings, t_interval
+from analysis.ratings import build_ratings, read_ratings, t_interval
 
 
 def _ratings(sim):
@@ -110,3 +113,71 @@ def test_bad_pilots_and_targets_are_refused():
         forecast_ratings(fit, 0.3, max_ratings=10)
     with pytest.raises(ForecastInputError, match="positive"):
         forecast_ratings(fit, 0.0)
+
+
+NFLX = Path(__file__).parent / "data" / "nflx_public_ratings.csv"
+
+
+def _nflx_replay(seed: int, pilot_workers: int = 4):
+    """The public NFLX lab ratings (70 test sequences x 26 subjects) replayed subject by subject in an order
+    shuffled by ``seed``: the pilot (its first 4 subjects, 15 %), the target (1.05 times the widest sequence's
+    half-width with every subject) and what the whole study needed to reach it, per quantile (1, 0.9)."""
+    data = read_ratings(NFLX)
+    rows = np.flatnonzero(counted_rows(data))
+    rng = np.random.default_rng(seed)
+    rank = np.argsort(rng.permutation(len(data.worker_ids)))
+    rows = rows[np.lexsort((rng.random(len(rows)), rank[data.worker[rows]]))]
+    stimuli, stimulus = np.unique(data.stimulus[rows], return_inverse=True)
+    worker, rating = rank[data.worker[rows]], data.rating[rows]
+    target = round(1.05 * float(np.max(halfwidths(stimulus, worker, rating, len(stimuli), 26))), 2)
+    n_pilot = int(np.sum(worker < pilot_workers))
+    needed = ratings_needed_by_study(stimulus, worker, rating, len(stimuli), target, quantiles=[1.0, 0.9],
+                                     start=n_pilot, growth=1.02)["needed"]
+    pilot = build_ratings(worker[:n_pilot].astype(str), data.stimulus_ids[stimuli[stimulus[:n_pilot]]],
+                          [repr(float(v)) for v in rating[:n_pilot]], scale="acr")
+    return fit_rating_pilot(pilot), target, needed, len(stimuli)
+
+
+def test_the_band_holds_a_real_study_that_a_pilot_of_average_stimuli_misses():
+    """A pilot of 4 of NFLX's 26 subjects: simulating every stimulus as noisy as the average one, from the pilot's
+    fit alone, gave a band a few percent wide that held neither need (the issue's "0 of 6"); stimuli drawn with
+    their own noise, each replicate refitting the crowd on a worker-resampled pilot, hold both."""
+    fit, target, needed, J = _nflx_replay(0)
+    assert fit.stimulus_noise_log_sd > 0.1  # real sequences differ in how consistently they are rated
+    kwargs = dict(quantiles=[1.0, 0.9], replicates=12, seed=0, max_ratings=6000, ratings_per_worker=J)
+    narrow = forecast_ratings(replace(fit, noise_posterior=None), target, pilot_bootstrap=False, **kwargs)
+    wide = forecast_ratings(fit, target, **kwargs)
+    for q in range(2):
+        before, after = narrow.votes_needed(q), wide.votes_needed(q)
+        assert not before["low"] <= needed[q] <= before["high"], (q, needed[q], before)
+        assert after["low"] <= needed[q] <= after["high"], (q, needed[q], after)
+        assert after["high"] - after["low"] > 2 * (before["high"] - before["low"])
+    doc = report(wide, StudyPlan())
+    assert any("stimuli differ in noise" in line for line in doc["model"])
+    assert any("workers resampled" in line for line in doc["model"])
+
+
+def test_a_bot_pilots_time_is_not_used():
+    """Ratings 0.1 s apart (a bot or the simulator) give no time per trial and a warning; a person's 6 s are kept."""
+    _, study = simulate_whole_study(n_sets=1, per_set=10, n_workers=20, seed=2)
+    for seconds, expected in ((0.1, None), (6.0, 6.0)):
+        fit = fit_rating_pilot(study.ratings(_crowd_of(study), 200, seconds_per_rating=seconds))
+        assert fit.seconds_per_trial == (None if expected is None else pytest.approx(expected))
+        assert (fit.seconds_warning is None) == (expected is not None)
+    bot = fit_rating_pilot(study.ratings(_crowd_of(study), 200, seconds_per_rating=0.1))
+    assert bot.seconds_source == "implausible"
+    assert usable_seconds(None, "unknown")[2].startswith("the pilot has no usable times")
+    assert usable_seconds(MIN_HUMAN_SECONDS, "rt_ms") == (MIN_HUMAN_SECONDS, "rt_ms", None)
+    result = forecast_ratings(fit_rating_pilot(study.ratings(_crowd_of(study), 200, seconds_per_rating=0.1)), 0.5,
+                              replicates=2)
+    doc = report(result, StudyPlan())
+    assert doc["worker_hours"]["total"] is None and "hours unknown" in doc["warnings"][0]
+    doc = report(result, StudyPlan(seconds_per_trial=6.0, seconds_source="study time prior"))
+    assert doc["worker_hours"]["total"] > 0 and doc["assumptions"]["seconds_source"] == "study time prior"
+    assert "hours from study time prior: 6 s per trial" in doc["warnings"][0]
+
+
+def _crowd_of(study):
+    crowd, again = simulate_whole_study(n_sets=1, per_set=10, n_workers=20, seed=2)
+    assert np.array_equal(again.rating, study.rating)
+    return crowd

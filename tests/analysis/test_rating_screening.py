@@ -33,12 +33,18 @@ def test_straight_liners_are_flagged_by_their_rule_alone():
     assert (result.kept == ~straight).all()
 
 
-def test_careless_workers_fail_the_correlation_rule():
+def test_careless_workers_fail_the_careless_rule_and_vqeg_s_fixed_correlation_rule():
     sim = simulate_ratings(40, 24, quality_sd=1.3, inconsistency_range=(0.2, 0.5), careless=0.125, seed=2)
     result = screen(sim.stimulus, sim.worker, sim.rating, 40, 24)
     careless = sim.worker_type == "careless"
-    assert (result.flags["correlation"] == careless).all()
+    assert (result.flags["careless"] == careless).all()
     assert (result.kept == ~careless).all()
+    # the default correlation test flags only a significantly negative correlation; VQEG's r < 0.75 is alpha 0.5
+    assert not result.flags["correlation"].any()
+    vqeg = screen(sim.stimulus, sim.worker, sim.rating, 40, 24,
+                  options=ScreeningOptions(correlation_threshold=0.75, correlation_alpha=0.5))
+    assert (vqeg.flags["correlation"] == careless).all()
+    np.testing.assert_allclose(vqeg.statistics["correlation_bound"], vqeg.statistics["correlation"])
 
 
 def test_the_correlation_leaves_the_worker_out_of_the_mos():
@@ -118,3 +124,43 @@ def test_rules_switched_off_still_report_but_keep():
     assert set(result.summary()["flagged"]) == set(RULES)
     with pytest.raises(ValueError, match="unknown screening rule"):
         ScreeningOptions(rules=("kurtosis",))
+
+
+def test_fisher_z_bound_and_shared_stimuli_by_hand():
+    from analysis.rating_screening import correlation_upper_bound, shared_stimuli
+
+    # r = 0.5 over 12 pairs: tanh(atanh(0.5) + 1.6449 / 3) = tanh(1.0976) = 0.7996; alpha 0.5 is r itself; k = 3: none
+    np.testing.assert_allclose(correlation_upper_bound(np.array([0.5]), np.array([12])), [0.79963], atol=1e-4)
+    np.testing.assert_allclose(correlation_upper_bound(np.array([0.5]), np.array([12]), 0.5), [0.5])
+    assert np.isnan(correlation_upper_bound(np.array([0.5]), np.array([3]))).all()
+    stimulus, worker = np.array([0, 1, 2, 0, 3]), np.array([0, 0, 0, 1, 1])
+    assert shared_stimuli(stimulus, worker, 4, 2).tolist() == [1, 1]
+
+
+def test_the_careless_rule_needs_more_evidence_from_fewer_ratings():
+    from analysis.rating_screening import careless_mixture
+
+    # 30 honest workers rating all 40 stimuli; two more workers answer at random, one 40 times, one 6 times
+    sim = simulate_ratings(40, 30, quality_sd=0.8, inconsistency_range=(0.4, 0.8), seed=3)
+    rng = np.random.default_rng(3)
+    stimulus = np.concatenate([sim.stimulus, np.arange(40), np.arange(6)])
+    worker = np.concatenate([sim.worker, np.full(40, 30), np.full(6, 31)])
+    rating = np.concatenate([sim.rating, rng.integers(1, 6, 46).astype(float)])
+    m = careless_mixture(stimulus, worker, rating, 40, 32, 1.0, 5.0)
+    assert m.posterior[30] > 0.99 and (m.posterior[:30] < 0.5).all()
+    assert abs(m.llr[31]) < abs(m.llr[30])             # six ratings say less than forty
+    assert 0.4 < m.honest_sd < 0.9 and m.careless_sd > 1.4 and 0.85 < m.honest_share < 1
+    # a slider's careless rater is uniform on the continuous range: (high - low)^2 / 12 instead of (K^2 - 1) / 12
+    continuous = careless_mixture(stimulus, worker, rating + 0.01, 40, 32, 1.0, 5.0)
+    assert continuous.careless_sd < m.careless_sd
+
+
+def test_moderated_variances_pool_alike_variances_and_never_give_zero():
+    from analysis.ratings import moderated_t_halfwidths, moderated_variances
+
+    rng = np.random.default_rng(0)
+    variance = rng.chisquare(9, 200) / 9 * 0.5       # 200 stimuli, true variance 0.5, 9 df each
+    variance[0] = 0.0                                 # five equal ratings
+    posterior, df, s0, d0 = moderated_variances(variance, np.full(200, 9.0))
+    assert abs(s0 - 0.5) < 0.05 and d0 > 50 and posterior[0] > 0.4 and (df > 59).all()
+    assert (moderated_t_halfwidths(np.full(200, 10), variance) > 0).all()

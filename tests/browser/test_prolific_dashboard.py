@@ -69,7 +69,8 @@ def test_create_publish_review_and_pay_in_the_browser(page, app, live_server, pr
     assert state.studies[prolific_id]["completion_codes"][0]["code"] == COMPLETION_CODE
 
     page.click("#publish")
-    expect(page.locator("#message")).to_have_text("Prolific study: active")
+    expect(page.locator("#message")).to_have_text("Prolific study: publishing")  # Prolific publishes asynchronously
+    state.settle()
     page.fill("#more", "2")
     page.click("#add-places")
     expect(page.locator("#message")).to_have_text("7 place(s) in all")
@@ -84,7 +85,13 @@ def test_create_publish_review_and_pay_in_the_browser(page, app, live_server, pr
     screenshot(page, "submissions")
 
     page.click("#approve-checked")
-    expect(page.locator("#message")).to_have_text("3 submission(s) approved; 1 left for you to review")
+    expect(page.locator("#message")).to_have_text("approval asked for 3 submission(s) (Prolific approves them "
+                                                  "shortly; reconcile to see); 1 left for you to review")
+    expect(_row(page, "submissions", PIDS[0]).locator(".status")).to_have_text("AWAITING REVIEW")
+    expect(_row(page, "submissions", PIDS[0]).locator(".check")).to_have_text(
+        "approval asked for; not shown approved by Prolific yet")
+    state.settle()  # Prolific carries out the bulk approval
+    page.click("#reconcile")
     expect(_row(page, "submissions", PIDS[0]).locator(".status")).to_have_text("APPROVED")
     wrong = _row(page, "submissions", PIDS[3])
     wrong.locator("select[name=category]").select_option("BAD_CODE")

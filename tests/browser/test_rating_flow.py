@@ -98,7 +98,10 @@ def _walk_study(page, app, live_server, slug, method, answers, participant, scre
 def _assert_stored_as_clicked(app, walker, assignment, method):
     stored = stored_ratings(app, assignment.id)
     assert set(stored) == set(walker.choices)
-    assert len(stored) == 2 + 2 * 6
+    # quiz and two pages of 6; an ACR page also carries the hidden reference of each of its scenes the worker
+    # has not rated yet (ACR-HR allocation, server/paradigms/rating/allocation.py), one more per scene at most
+    extra = len(stored) - (2 + 2 * 6)
+    assert extra == 0 if method != "acr" else 0 <= extra <= 2, len(stored)
     for trial_id, response in stored.items():
         clicked = walker.choices[trial_id]
         assert response.raw_rating == clicked

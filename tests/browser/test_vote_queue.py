@@ -33,7 +33,7 @@ HARNESS = """<!doctype html>
 <title>ResponseQueue harness</title>
 <script type="module">
 import { ResponseQueue, uuid4 } from "/static/js/response_queue.js";
-import { backoffDelay } from "/static/js/assignment_api.js";
+import { backoffDelay, callApi } from "/static/js/assignment_api.js";
 const VOTES = { path: "votes", idField: "vote_id" };  // the route of paired-comparison votes
 const params = new URLSearchParams(location.search);
 window.rejected = [];
@@ -50,13 +50,17 @@ window.q = new ResponseQueue({
   onDelivered: (vote, body) => window.delivered.push({ trial_id: vote.trial_id, status: body.status }),
 });
 window.lib = { backoffDelay, uuid4 };
+// GET /state through callApi, as the assignment driver asks it; its waits on a 503 are noted.
+window.waits = [];
+window.getState = () => callApi({ apiBase: "/api/v1", assignmentId: "A1", token: "TOK_PLACEHOLDER",
+                                  onWait: (ms) => window.waits.push(ms) }, "GET", "/state");
 window.vote = (trial) => window.q.enqueue(VOTES, {
   trial_id: trial, choice: "left", rt_ms: 512, input: "mouse",
   client_time: new Date().toISOString(), window: { width: 1366, height: 657, dpr: 1 },
 });
 window.harnessReady = true;
 </script>
-""" % TOKEN
+""".replace("TOK_PLACEHOLDER", TOKEN) % TOKEN
 
 
 class FakeVotes:
@@ -66,12 +70,15 @@ class FakeVotes:
         self.lock = threading.Lock()
         self.failures: list[str] = []   # consumed one per request: "503", "429", "drop", "store_then_503"
         self.fail_all = False
+        self.state_unavailable = 0  # GET /state answers 503 with Retry-After: 1 this many times first
+        self.state_attempts: list[int] = []
         self.stored: dict[str, str] = {}  # vote_id -> exact body
         self.attempts: list[tuple[float, str, int]] = []  # (time, vote_id, status)
 
     def reset(self):
         with self.lock:
             self.failures, self.fail_all = [], False
+            self.state_unavailable, self.state_attempts = 0, []
             self.stored.clear()
             self.attempts.clear()
 
@@ -100,6 +107,16 @@ def make_handler(fake: FakeVotes):
             path = self.path.split("?")[0]
             if path == "/harness.html":
                 self._send(200, HARNESS, "text/html; charset=utf-8")
+            elif path == "/api/v1/assignments/A1/state":
+                with fake.lock:
+                    down = fake.state_unavailable > 0
+                    fake.state_unavailable -= down
+                    fake.state_attempts.append(503 if down else 200)
+                if down:
+                    self._send(503, {"error": "unavailable", "message": "the database is out of reach",
+                                     "retry_after_s": 1.0}, headers=[("Retry-After", "1")])
+                else:
+                    self._send(200, {"stage": "trials"})
             elif path.startswith("/static/js/") and (JS / path[len("/static/js/"):]).is_file():
                 self._send(200, (JS / path[len("/static/js/"):]).read_text(encoding="utf-8"),
                            "text/javascript; charset=utf-8")
@@ -378,3 +395,28 @@ def test_queues_of_an_earlier_release_are_taken_over(page, server):
     page.wait_for_function("window.q.pending === 0")
     assert fake.trial_ids() == ["old1", "old2"]
     assert sorted(fake.stored) == [e["vote_id"] for e in old]
+
+
+def test_requests_wait_out_a_503_with_retry_after(page, server):
+    """GET /state (and every action: both go through callApi) meets the server's 503 with Retry-After: 1 twice,
+    waits the second asked each time, never earlier, tells the page, and resumes."""
+    fake, base = server
+    page.clock.install()
+    page.goto(f"{base}/harness.html")
+    page.wait_for_function("window.harnessReady === true")
+    pause_page_clock(page)
+    fake.state_unavailable = 2
+    page.evaluate("() => { window.answer = null; window.getState().then((s) => { window.answer = s; }); }")
+    waits_told = lambda n: wait_until(lambda: len(page.evaluate("window.waits")) == n)  # noqa: E731
+    # The page tells its wait just before it sleeps: only then is the retry's timer on the paused clock, and
+    # advancing the clock earlier (the 503 still on its way to the page) would leave the timer in the future.
+    assert wait_until(lambda: len(fake.state_attempts) == 1) and waits_told(1)
+    page.clock.run_for(999)
+    assert len(fake.state_attempts) == 1  # not a millisecond before Retry-After
+    page.clock.run_for(1001)  # Retry-After plus at most a second of jitter
+    assert wait_until(lambda: len(fake.state_attempts) == 2) and waits_told(2)
+    page.clock.run_for(2000)
+    assert wait_until(lambda: page.evaluate("window.answer") is not None)  # (the paused clock stops page polling)
+    assert fake.state_attempts == [503, 503, 200]
+    assert page.evaluate("window.answer") == {"stage": "trials"}
+    assert page.evaluate("window.waits") == [1000, 1000, 0]

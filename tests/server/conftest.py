@@ -197,6 +197,8 @@ def make_test_app(database_url: str, instance_path: Path, **overrides):
     # Running scale estimates are computed in the asking thread: tests replace parts of the computation
     # in this process (test_live_scales.py runs the child process on purpose).
     overrides.setdefault("live_scales_process", False)
+    # ... and so are [stopping] forecasts (test_forecast_jobs.py runs the child process on purpose).
+    overrides.setdefault("forecast_process", False)
 
     return create_app(database_url=database_url, instance_path=str(instance_path), secret_key="test-secret",
                       testing=True, **overrides)

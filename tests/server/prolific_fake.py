@@ -1,13 +1,28 @@
-"""A fake Prolific for tests: a small Flask (WSGI) app implementing the endpoints server/prolific.py calls, with
-Prolific's error shape, and a transport that injects faults.
+"""A fake Prolific for tests: a small Flask (WSGI) app implementing the endpoints server/prolific.py calls, as strict
+as Prolific's public API documentation (docs.prolific.com), with Prolific's error shape, and a transport that
+injects faults.
 
-No offline Prolific exists. This one keeps its state in memory and follows the public API documentation
-(docs.prolific.com): ``Authorization: Token ...``; lists paginated with ``results``, ``_links.next.href`` (a
-full URL or a path) and ``meta.count``; errors as ``{"error": {"status", "error_code", "title", "detail", ...}}``; study transitions
-PUBLISH / PAUSE / START / STOP; submission transitions APPROVE / REJECT (a category and a message of 100+
-characters), repeated requests ignored; bulk approve; bonuses set up from ``participant_id,amount`` lines and
-paid by ``/bulk-bonus-payments/{id}/pay/``, which pays again on every call (it is not idempotent), and each
-paid bonus shows in the submission's ``bonus_payments`` (cents).
+No offline Prolific exists. This one keeps its state in memory and follows the documentation:
+
+* every request is checked against :data:`ENDPOINTS`, the documented fields of each endpoint (the one place these
+  lists live; each cites its page): a missing required field or an undocumented one is a 400 with Prolific's
+  error shape, and is kept in ``violations`` (tests assert there are none);
+* ``Authorization: Token ...``; errors as ``{"error": {"status", "error_code", "title", "detail", ...}}``;
+* lists paginated by ``limit``/``offset`` with ``results`` and ``meta.count``; the studies list also gives
+  ``_links.next.href`` (a full URL), the study-submissions list gives none (``null``), as it may not; no page is
+  longer than ``page_size`` whatever ``limit`` asks;
+* study transitions PUBLISH / PAUSE / START / STOP; PUBLISH leaves the study PUBLISHING until :meth:`FakeState.settle`
+  (Prolific publishes asynchronously), and no other action is accepted meanwhile;
+* submission transitions APPROVE / REJECT (a category and a message of 100+ characters), repeated requests ignored;
+* bulk approve is asynchronous: it answers "in progress" and the submissions show PROCESSING until
+  :meth:`FakeState.settle` approves them;
+* bonuses set up from ``participant_id,amount`` lines (amounts in the study's currency, as the CSV takes them);
+  the set-up answer gives ``amount``, ``fees`` and ``total_amount`` in cents; ``/bulk-bonus-payments/{id}/pay/``
+  pays again on every call (it is not idempotent), and each paid bonus shows in the submission's
+  ``bonus_payments`` (cents).
+
+``latency`` (seconds) delays every answer, outside the fake's lock, so that two clients' calls overlap as they
+would against the real API (the race tests); the state itself is changed under a lock.
 
 :class:`FaultyTransport` serves the app through ``httpx.WSGITransport`` and, for the next matching requests,
 answers 429 (with ``Retry-After``) or 500, drops the connection, or times out *after* the app did the work (the
@@ -16,6 +31,9 @@ answer is lost, the money moved). A support module, not a test module.
 from __future__ import annotations
 
 import itertools
+import re
+import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -29,6 +47,76 @@ BASE_URL = "https://api.prolific.test/api/v1/"
 REJECTION_CATEGORIES = {"TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
                         "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER"}
 DEVICES = {"desktop", "tablet", "mobile"}
+DOCS = "https://docs.prolific.com/api-reference/"
+PAGINATION = frozenset({"limit", "offset"})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The documented fields of one endpoint: ``required`` body fields (each alternative of ``one_of``: one of
+    the sets, whole), ``optional`` ones, the ``query`` parameters, and the page that documents them."""
+    doc: str
+    required: frozenset[str] = frozenset()
+    optional: frozenset[str] = frozenset()
+    one_of: tuple[frozenset[str], ...] = ()
+    query: frozenset[str] = frozenset()
+
+    def problems(self, body: dict[str, Any] | None, query: set[str]) -> dict[str, list[str]]:
+        """Field -> what is wrong, by the documentation (empty: the request is as documented)."""
+        body = body or {}
+        problems: dict[str, list[str]] = {}
+        for name in self.required - set(body):
+            problems[name] = ["This field is required."]
+        known = self.required | self.optional | frozenset().union(*self.one_of)
+        for name in set(body) - known:
+            problems[name] = ["Unknown field (not in the documentation)."]
+        if self.one_of and not any(option <= set(body) for option in self.one_of):
+            problems["non_field_errors"] = ["One of these is required: "
+                                            + " or ".join(" + ".join(sorted(o)) for o in self.one_of)]
+        for name in query - self.query:
+            problems[name] = ["Unknown query parameter (not in the documentation)."]
+        return problems
+
+
+# Every endpoint server/prolific.py calls, with its documented fields: (method, path under /api/v1/ with {id}).
+ENDPOINTS: dict[tuple[str, str], Endpoint] = {
+    ("GET", "users/me/"): Endpoint(DOCS + "users/get-user"),
+    ("GET", "studies/"): Endpoint(DOCS + "studies/get-studies", query=PAGINATION | {"state"}),
+    ("POST", "studies/"): Endpoint(
+        DOCS + "studies/create-study",
+        # "filters" is required since Feb 2026 (an empty list is accepted); so are the recruitment basics.
+        required=frozenset({"name", "description", "external_study_url", "prolific_id_option", "completion_codes",
+                            "total_available_places", "estimated_completion_time", "reward", "filters"}),
+        optional=frozenset({"internal_name", "device_compatibility", "peripheral_requirements", "maximum_allowed_time",
+                            "project", "filter_set_id", "filter_set_version", "naivety_distribution_rate",
+                            "study_labels", "content_warnings", "submissions_config", "is_custom_screening"})),
+    ("GET", "studies/{id}/"): Endpoint(DOCS + "studies/get-study"),
+    ("PATCH", "studies/{id}/"): Endpoint(DOCS + "studies/update-study",
+                                         optional=frozenset({"total_available_places", "name", "internal_name",
+                                                             "description", "reward", "filters"})),
+    ("POST", "studies/{id}/transition/"): Endpoint(DOCS + "studies/publish-study",
+                                                   required=frozenset({"action"})),
+    ("GET", "studies/{id}/submissions/"): Endpoint(DOCS + "studies/get-study-submissions",
+                                                   query=PAGINATION | {"ordering"}),
+    ("GET", "submissions/{id}/"): Endpoint(DOCS + "submissions/get-submission"),
+    ("POST", "submissions/{id}/transition/"): Endpoint(DOCS + "submissions/transition-submission",
+                                                       required=frozenset({"action"}),
+                                                       optional=frozenset({"message", "rejection_category"})),
+    ("POST", "submissions/bulk-approve/"): Endpoint(
+        DOCS + "submissions/bulk-approve-submissions",
+        one_of=(frozenset({"submission_ids"}), frozenset({"study_id", "participant_ids"}))),
+    ("POST", "submissions/bonus-payments/"): Endpoint(DOCS + "bonuses/create-bonus-payments",
+                                                      required=frozenset({"study_id", "csv_bonuses"})),
+    ("POST", "bulk-bonus-payments/{id}/pay/"): Endpoint(DOCS + "bonuses/pay-bonus-payments"),
+}
+_ROUTES = [(method, re.compile("^/api/v1/" + re.escape(path).replace(re.escape("{id}"), "[^/]+") + "$"), (method, path))
+           for method, path in ENDPOINTS]
+
+
+def endpoint_of(method: str, path: str) -> tuple[str, str] | None:
+    """The :data:`ENDPOINTS` key a request path matches (fixed paths before ``{id}`` ones), or None."""
+    matches = [key for m, pattern, key in _ROUTES if m == method and pattern.match(path)]
+    return min(matches, key=lambda key: key[1].count("{id}")) if matches else None
 
 
 @dataclass
@@ -37,7 +125,8 @@ class Fault:
 
     ``kind``: "429" (refused, ``retry_after`` seconds), "500" (refused before any work), "500_after" (the work
     is done, then 500), "timeout" (the work is done, the answer never arrives), "timeout_before" (no work, no
-    answer), "connect" (no connection)."""
+    answer), "connect" (no connection), "pounds" (the work is done; the answer's amounts are in pounds, not the
+    documented cents)."""
     method: str
     path: str
     kind: str
@@ -51,21 +140,38 @@ class FakeState:
     bulks: dict[str, dict[str, Any]] = field(default_factory=dict)
     payments: list[tuple[str, str, int]] = field(default_factory=list)  # (bulk ID, participant, cents): money moved
     calls: list[tuple[str, str]] = field(default_factory=list)          # (method, path) the app served
-    page_size: int = 2
-    lists_bonuses: bool = True  # False: a submission's view leaves out ``bonus_payments``
+    # (method, endpoint key or None, body, query names) of every request, and those the documentation refuses.
+    requests: list[tuple[str, tuple[str, str] | None, Any, set[str]]] = field(default_factory=list)
+    violations: list[tuple[str, str, dict[str, list[str]]]] = field(default_factory=list)
+    page_size: int = 2           # the most items a page holds, whatever ``limit`` asks
+    lists_bonuses: bool = True   # False: a submission's view leaves out ``bonus_payments``
+    latency: float = 0.0         # seconds each answer takes (outside the lock)
     ids: Any = field(default_factory=lambda: itertools.count(1))
+    lock: Any = field(default_factory=threading.RLock)
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self.ids):023x}"
 
     def add_submission(self, study_id: str, participant_id: str, *, status: str = "AWAITING REVIEW",
                        code: str = "") -> str:
-        submission_id = self.new_id("5")
-        self.submissions[submission_id] = {
-            "id": submission_id, "study_id": study_id, "participant_id": participant_id, "status": status,
-            "study_code": code, "started_at": "2026-11-21T12:00:00Z", "completed_at": "2026-11-21T12:20:00Z",
-            "bonus_payments": []}
-        return submission_id
+        with self.lock:
+            submission_id = self.new_id("5")
+            self.submissions[submission_id] = {
+                "id": submission_id, "study_id": study_id, "participant_id": participant_id, "status": status,
+                "study_code": code, "started_at": "2026-11-21T12:00:00Z", "completed_at": "2026-11-21T12:20:00Z",
+                "bonus_payments": []}
+            return submission_id
+
+    def settle(self) -> None:
+        """Prolific finishes what it does asynchronously: PUBLISHING studies become ACTIVE, PROCESSING
+        submissions (a bulk approval) APPROVED."""
+        with self.lock:
+            for study in self.studies.values():
+                if study["status"] == "PUBLISHING":
+                    study["status"] = "ACTIVE"
+            for submission in self.submissions.values():
+                if submission["status"] == "PROCESSING":
+                    submission["status"] = "APPROVED"
 
     def paid_to(self, participant_id: str) -> int:
         """Cents of bonus paid to a participant, all pay calls counted."""
@@ -87,20 +193,48 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
     app = Flask("prolific_fake")
 
     @app.before_request
-    def _auth():
+    def _auth_and_fields():
+        if state.latency:
+            time.sleep(state.latency)  # an answer's latency, while other clients' calls go on
+        state.lock.acquire()  # released in teardown: one request changes the state at a time
         state.calls.append((request.method, request.path))
         if request.headers.get("Authorization") != f"Token {token}":
             return error(401, 140100, "Unauthorized", "Invalid token.")
+        key = endpoint_of(request.method, request.path)
+        body = request.get_json(silent=True) if request.data else None
+        query = set(request.args)
+        state.requests.append((request.method, key, body, query))
+        if key is None:
+            return error(404, 140400, "Not found", f"No endpoint {request.method} {request.path}.")
+        if body is not None and not isinstance(body, dict):
+            problems = {"non_field_errors": ["A JSON object is required."]}
+        else:
+            problems = ENDPOINTS[key].problems(body, query)
+        if problems:
+            state.violations.append((request.method, request.path, problems))
+            return error(400, 140001, "Request validation failed.", problems)
         return None
 
-    def page(items: list[dict[str, Any]], *, full_urls: bool = True):
-        """One page of ``items``; the next page's link is a full URL, or (``full_urls`` False) a path from the
-        host's root: a client must follow either."""
-        start = int(request.args.get("page", 1))
-        size = state.page_size
-        chunk = items[(start - 1) * size:start * size]
-        base = request.base_url if full_urls else request.path
-        following = (f"{base}?page={start + 1}" if start * size < len(items) else None)
+    @app.teardown_request
+    def _release(_exc):
+        try:
+            state.lock.release()
+        except RuntimeError:  # the request failed before taking the lock
+            pass
+
+    def page(items: list[dict[str, Any]], *, next_links: bool):
+        """One page of ``items`` by ``limit``/``offset`` (at most ``page_size`` items) with ``meta.count``; with
+        ``next_links``, the next page's full URL in ``_links.next.href``, else ``null`` there."""
+        try:
+            limit = min(int(request.args.get("limit", state.page_size)), state.page_size)
+            offset = int(request.args.get("offset", 0))
+        except ValueError:
+            return error(400, 140001, "Request validation failed.", {"limit": ["A whole number is required."]})
+        if limit < 1 or offset < 0:
+            return error(400, 140001, "Request validation failed.", {"limit": ["Out of range."]})
+        chunk = items[offset:offset + limit]
+        following = (f"{request.base_url}?limit={limit}&offset={offset + limit}"
+                     if next_links and offset + limit < len(items) else None)
         return jsonify({"results": chunk, "_links": {"self": {"href": request.url, "title": "Current"},
                                                      "next": {"href": following, "title": "Next"}},
                         "meta": {"count": len(items)}})
@@ -115,7 +249,7 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
 
     @app.get("/api/v1/studies/")
     def list_studies():
-        return page(list(state.studies.values()))
+        return page(list(state.studies.values()), next_links=True)
 
     @app.post("/api/v1/studies/")
     def create_study():
@@ -134,6 +268,8 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
                 problems[name] = ["A positive whole number is required."]
         if not set(body.get("device_compatibility") or []) <= DEVICES:
             problems["device_compatibility"] = ["Unknown device."]
+        if not isinstance(body.get("filters"), list):
+            problems["filters"] = ["A list of filters is required (it may be empty)."]
         if problems:
             return error(400, 140001, "Request validation failed.", problems)
         study_id = state.new_id("6")
@@ -164,7 +300,7 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
         if missing:
             return missing
         action = (request.get_json(silent=True) or {}).get("action")
-        moves = {("PUBLISH", "UNPUBLISHED"): "ACTIVE", ("PAUSE", "ACTIVE"): "PAUSED", ("START", "PAUSED"): "ACTIVE",
+        moves = {("PUBLISH", "UNPUBLISHED"): "PUBLISHING", ("PAUSE", "ACTIVE"): "PAUSED", ("START", "PAUSED"): "ACTIVE",
                  ("STOP", "ACTIVE"): "AWAITING REVIEW", ("STOP", "PAUSED"): "AWAITING REVIEW"}
         target = moves.get((action, study["status"]))
         if target is None:
@@ -179,7 +315,7 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
         if missing:
             return missing
         return page([{k: v for k, v in s.items() if k != "bonus_payments"}
-                     for s in state.submissions.values() if s["study_id"] == study_id], full_urls=False)
+                     for s in state.submissions.values() if s["study_id"] == study_id], next_links=False)
 
     @app.get("/api/v1/submissions/<submission_id>/")
     def get_submission(submission_id):
@@ -221,9 +357,9 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
         unknown = [i for i in ids if i not in state.submissions]
         if unknown:
             return error(400, 140001, "Request validation failed.", {"submission_ids": unknown})
-        for i in ids:
+        for i in ids:  # carried out later (settle): the answer only says it is under way
             if state.submissions[i]["status"] == "AWAITING REVIEW":
-                state.submissions[i]["status"] = "APPROVED"
+                state.submissions[i]["status"] = "PROCESSING"
         return jsonify("The request to bulk approve has been made successfully.")
 
     @app.post("/api/v1/submissions/bonus-payments/")
@@ -244,17 +380,18 @@ def make_fake(state: FakeState | None = None, token: str = TOKEN) -> tuple[Flask
             except (ValueError, InvalidOperation):
                 bad.append(line)
                 continue
-            if who not in taken or value <= 0:
+            if who not in taken or value <= 0 or value != value.quantize(Decimal("0.01")):
                 bad.append(line)
                 continue
             lines.append((who, int(value * 100)))
         if bad or not lines:
             return error(400, 140001, "Request validation failed.", {"csv_bonuses": bad or ["No bonuses."]})
         bulk_id = state.new_id("7")
-        amount = sum(c for _, c in lines) / 100
+        amount = sum(c for _, c in lines)  # cents, as Prolific answers
+        fees = round(amount / 3)
         state.bulks[bulk_id] = {"study": study_id, "lines": lines, "pay_calls": 0}
-        return jsonify({"id": bulk_id, "study": study_id, "amount": amount, "fees": round(amount / 3, 2),
-                        "total_amount": round(amount * 4 / 3, 2), "vat": 0}), 201
+        return jsonify({"id": bulk_id, "study": study_id, "amount": amount, "fees": fees,
+                        "total_amount": amount + fees, "vat": 0}), 201
 
     @app.post("/api/v1/bulk-bonus-payments/<bulk_id>/pay/")
     def pay(bulk_id):
@@ -309,6 +446,11 @@ class FaultyTransport(httpx.BaseTransport):
             raise httpx.ReadTimeout("timed out", request=request)
         response = self.inner.handle_request(request)  # the work is done ...
         response.read()
+        if fault.kind == "pounds":  # amounts answered in the currency's units, not cents (a client must notice)
+            body = response.json()
+            for name in ("amount", "fees", "total_amount"):
+                body[name] = body[name] / 100
+            return httpx.Response(response.status_code, json=body)
         if fault.kind == "500_after":
             return httpx.Response(500, json={"error": {"status": 500, "error_code": 140500,
                                                        "title": "Internal server error", "detail": "Try again."}})
@@ -339,3 +481,30 @@ def completed_participant(app, slug: str, participant_id: str, pages: int, *, st
         row.stage, row.pages_completed = stage, pages
         row.completion_code = row.completion_code or f"own-{participant_id}"
         db.commit()
+
+
+def pay_bonuses_in_a_process(database_url: str, base_url: str, slug: str, now_iso: str, barrier) -> None:
+    """``ProlificService.pay_bonuses`` of study ``slug`` in a process of its own (the target of a spawned
+    ``multiprocessing.Process``): its own engine and session on ``database_url``, its own client on the fake served
+    over HTTP at ``base_url``, the service clock at ``now_iso``; starts when ``barrier`` lets every process go."""
+    import datetime as dt
+
+    from sqlalchemy import select
+
+    from server.db import make_engine, make_session_factory
+    from server.models import Study
+    from server.prolific import ProlificClient, ProlificService
+
+    now = dt.datetime.fromisoformat(now_iso)
+    engine = make_engine(database_url)
+    client = ProlificClient(TOKEN, base_url=base_url, sleep=lambda s: None, clock=lambda: now)
+    try:
+        with make_session_factory(engine)() as session:
+            study = session.scalar(select(Study).where(Study.slug == slug))
+            service = ProlificService(client, session, clock=lambda: now)
+            session.commit()  # SQLite: no transaction (which holds the write lock) while waiting for the other
+            barrier.wait(timeout=60)
+            service.pay_bonuses(study)
+    finally:
+        client.close()
+        engine.dispose()

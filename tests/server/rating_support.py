@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
+import zlib
 from pathlib import Path
 
 from sqlalchemy import select
@@ -70,6 +71,21 @@ def trial_facts(app, trial_id: int) -> tuple[str, str, bool, bool]:
                               .where(RatingTrial.id == trial_id)).one()
         _, spec = study_paradigm(session, row.study_id)
     return row.role, spec.method, row.reference_first, row.is_quiz
+
+
+def consistent_rating(item_id: str, rng) -> int:
+    """An honest worker's rating of a stimulus on a 1..5 scale: its own level (fixed by its ID) give or take
+    often one point more or less (``rng``: a seeded ``random.Random``), so the screening keeps such workers."""
+    level = 1 + zlib.crc32(item_id.encode()) % 5
+    return min(5, max(1, level + rng.choice((-1, 0, 1))))
+
+
+def trial_stimulus(app, trial_id: int) -> tuple[str, str]:
+    """``(scene, item_id)`` of the stimulus a trial shows."""
+    with app_services(app).sessions() as session:
+        return tuple(session.execute(select(RatingStimulus.scene, RatingStimulus.item_id)
+                                     .join(RatingTrial, RatingTrial.stimulus_id == RatingStimulus.id)
+                                     .where(RatingTrial.id == trial_id)).one())
 
 
 def shown_answer(app, trial_id: int, correct: bool = True) -> int:
@@ -155,6 +171,20 @@ class RatingWorker:
             body = self.answer_page(lambda t: real() if trial_facts(self.app, t["id"])[0] == "test" else self.honest(t))
             if body.get("stage") == "page_done":
                 self.action("continue")
+
+    def rate_stimuli(self, pages: int, value_of) -> dict:
+        """Rate up to ``pages`` pages: each real stimulus ``value_of(scene, item_id)``, quality checks in their
+        range; go on after each page. Returns the last state (stops early when the worker has no page)."""
+        state = self.state()
+        for _ in range(pages):
+            if not state.get("page"):
+                break
+            body = self.answer_page(lambda t: value_of(*trial_stimulus(self.app, t["id"]))
+                                    if trial_facts(self.app, t["id"])[0] == "test" else self.honest(t))
+            if body.get("stage") == "page_done":
+                self.action("continue")
+            state = self.state()
+        return state
 
     def pass_training(self) -> dict:
         """Start and answer the training correctly: the state at the first page of trials."""

@@ -102,7 +102,7 @@ def test_active_study_stores_every_pair_and_the_regular_budget(app, demo_stimuli
         study = session.scalar(select(Study).where(Study.slug == slug))
         progress = paradigm_for(study).progress(session, study.id)
     # The study list and the dashboard show the budget as the target, and the design at work.
-    assert progress["target_votes"] == N_SETS * 3 * DESIGN_PAIRS and progress["n_pairs"] == ALL_PAIRS
+    assert progress["target_responses"] == N_SETS * 3 * DESIGN_PAIRS and progress["n_units"] == ALL_PAIRS
     assert progress["design"]["sampling"] == "active" and progress["design"]["phase"] == "warm-up"
     assert progress["design"]["phases"] == {"warm-up": 4, "active": 0, "done": 0}
 

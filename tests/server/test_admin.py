@@ -147,7 +147,7 @@ def _work(app, study, worker_id: str) -> WorkerClient:
 
 def test_summary_json_after_votes(app, study, admin):
     empty = admin.get(f"/admin/api/studies/{study}/summary").json
-    assert empty["study"]["n_votes"] == 0 and empty["scales"]["available"] is False
+    assert empty["study"]["n_responses"] == 0 and empty["scales"]["available"] is False
     assert empty["workers"] == [] and len(empty["sets"]) == 4
     for name in ("WORKERONE", "WORKERTWO"):
         _work(app, study, name)
@@ -156,8 +156,9 @@ def test_summary_json_after_votes(app, study, admin):
     response = admin.get(f"/admin/api/studies/{study}/summary")
     body = response.json
     headline = body["study"]
-    assert headline["n_votes"] == 10 and headline["n_workers"] == 3 and headline["status"] == "active"
-    assert headline["target_votes"] == 132 * 20 and headline["n_pairs"] == 132
+    assert headline["n_responses"] == 10 and headline["n_workers"] == 3 and headline["status"] == "active"
+    assert headline["target_responses"] == 132 * 20 and headline["n_units"] == 132
+    assert (headline["groups"], headline["units"], headline["unit"]) == ("sets", "pairs", "votes")
     assert headline["active_assignments"] == 3 and headline["last_vote_at"]
     assert sum(s["n_votes"] for s in body["sets"]) == 10
     for s in body["sets"]:

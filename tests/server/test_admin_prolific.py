@@ -78,7 +78,10 @@ def test_refusals_come_back_as_the_pages_message(http, app, pro, study, fake):
     assert "at least 100 characters" in _post(http, pro, "reject", submission_id="s1", category="OTHER",
                                               message="short")
     assert "no submission" in _post(http, pro, "approve", submission_id="not-mine")
-    assert "Prolific study: active" in _post(http, pro, "publish")
+    assert "Prolific study: publishing" in _post(http, pro, "publish")  # Prolific publishes asynchronously
+    assert "PUBLISHING: wait until Prolific has finished" in _post(http, pro, "pause")
+    fake.settle()
+    assert "Prolific study: paused" in _post(http, pro, "pause")
 
 
 def test_posts_without_the_csrf_token_are_refused(http, pro, fake):

@@ -147,7 +147,9 @@ def test_a_stored_study_forecasts_from_its_pilot_participants_only(app, study, t
     assert doc["pilot"]["workers"] == 5
     assert doc["pilot"]["votes"] == 5 * 3 * 5  # three pages of 6 trials, one of them hidden gold
     assert doc["assumptions"]["pairs_per_page"] == 6 and doc["assumptions"]["reward"] == 0.5
-    assert doc["pilot"]["seconds_source"] in ("created_at", "rt_ms")
+    # the test clients answer in milliseconds, as bots do: the study's own time estimate stands in
+    assert doc["pilot"]["seconds_source"] == "implausible"
+    assert doc["assumptions"]["seconds_source"] == "study time prior"
     unknown = CliRunner().invoke(cli, ["forecast", "--study", "nope", "--halfwidth", "3", "--database-url",
                                        app.config["DATABASE_URL"]], env={"PERCEPTLAB_SECRET_KEY": SECRET})
     assert unknown.exit_code == 2 and "no study 'nope'" in unknown.output
@@ -221,4 +223,48 @@ def test_a_stored_rating_study_forecasts_from_its_pilot_participants_ratings(app
     assert doc["pilot"]["ratings"] == 3 * 2 * 6  # two pages of 8 trials, 2 of them checks
     a = doc["assumptions"]
     assert (a["pairs_per_page"], a["gold_per_page"], a["reward"], a["bonus_per_page"]) == (8, 2, 0.5, 0.4)
-    assert doc["pilot"]["seconds_source"] in ("created_at", "rt_ms")
+    # the test clients answer in milliseconds, as bots do: the study's own time estimate stands in
+    assert doc["pilot"]["seconds_source"] == "implausible"
+    assert doc["assumptions"]["seconds_source"] == "study time prior"
+
+
+def _bot_ratings_csv(tmp_path):
+    """The DCR pilot of :func:`_ratings_csv` answered in 0.1 s a rating, as a bot or the simulator answers."""
+    path = _ratings_csv(tmp_path)
+    path.write_text(path.read_text().replace(",2500\n", ",100\n"))
+    return path
+
+
+def test_a_bot_pilots_time_warns_and_leaves_the_hours_unknown(tmp_path):
+    out = tmp_path / "f.json"
+    result = _run("--pilot", str(_bot_ratings_csv(tmp_path)), "--halfwidth", "0.6", "--quantile", "0.9",
+                  "--replicates", "2", "--json-out", str(out))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "time per trial unknown" in lines[0]
+    warning = [line for line in lines if line.startswith("warning: ")]
+    assert len(warning) == 1 and "median time per response is 0.10 s (rt_ms), below the 0.5 s" in warning[0]
+    assert "hours unknown" in warning[0]
+    assert any("stimuli differ in noise" in line for line in lines if line.startswith("assumes: "))
+    doc = json.loads(out.read_text())
+    assert doc["worker_hours"] == {"total": None, "low": None, "high": None}  # not "0 hours"
+    assert doc["pilot"]["seconds_source"] == "implausible" and doc["warnings"] == [warning[0][len("warning: "):]]
+    assert len(doc["model"]) == 4
+
+
+def test_a_bot_pilot_with_a_study_file_takes_the_studys_time_estimate(tmp_path, rating_manifest):
+    from server.paradigms import paradigm_of_spec, read_study_file
+
+    from .rating_support import write_rating_study
+
+    toml = write_rating_study(tmp_path, rating_manifest)
+    out = tmp_path / "f.json"
+    result = _run(str(toml), "--pilot", str(_bot_ratings_csv(tmp_path)), "--halfwidth", "0.6", "--quantile", "0.9",
+                  "--replicates", "2", "--json-out", str(out))
+    assert result.exit_code == 0, result.output
+    spec = read_study_file(toml)
+    pace = paradigm_of_spec(spec).time_prior(spec).unit_s / spec.ratings_per_page  # the paradigm's documented pace
+    assert f"time per trial {pace:.1f} s (study time prior)" in result.output.splitlines()[0]
+    assert f"hours from study time prior: {pace:g} s per trial" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["assumptions"]["seconds_per_trial"] == pace and doc["worker_hours"]["total"] > 0

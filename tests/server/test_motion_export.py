@@ -170,8 +170,8 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):
     with app_services(app).sessions() as session:
         n_probes = session.scalar(select(func.count()).select_from(MotionProbe).join(MotionClip).join(Study)
                                   .where(Study.slug == motion_study))
-    assert row["n_sets"] == 2 and row["n_pairs"] == n_probes > 0
-    assert row["n_votes"] == 1 and row["target_votes"] == 4 and row["fill"] == pytest.approx(2 / 8)
+    assert row["n_groups"] == 2 and row["n_units"] == n_probes > 0 and (row["groups"], row["units"]) == ("clips", "probes")
+    assert row["n_responses"] == 1 and row["target_responses"] == 4 and row["fill"] == pytest.approx(2 / 8)
 
 
 def test_results_draws_the_vector_fields_on_the_studys_clips(app, motion_study, tmp_path, monkeypatch):

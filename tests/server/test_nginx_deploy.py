@@ -44,6 +44,10 @@ def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
     answer = worker.http.get(worker.url("state"), timeout=30)
     assert answer.status_code == 200 and answer.json()["stage"] == "trials"
     assert answer.headers["Strict-Transport-Security"].startswith("max-age=63072000")
+    # nginx's request id reaches the app and comes back; /metrics answers a loopback scraper.
+    assert len(answer.headers["X-Request-ID"]) == 32
+    metrics = worker.http.get(f"{stack.nginx_url}/metrics", timeout=30)
+    assert metrics.status_code == 200 and 'perceptlab_responses_total{kind="api.get_state",status="200"}' in metrics.text
     # Plain HTTP only redirects to HTTPS.
     plain = requests.Session()
     plain.trust_env = False  # loopback: no proxy from the environment

@@ -404,3 +404,20 @@ def test_a_page_start_reads_lapsed_pages_through_the_trial_index(postgres_url, d
         assert not held_count_problems(app)
     finally:
         app_services(app).engine.dispose()
+
+
+def test_gold_pairs_are_shown_evenly_across_workers(app, demo_stimuli, tmp_path):
+    """Issue 38: how often a pair recurred across workers separated gold at AUC 0.805, each worker's picks
+    going at random among the gold pairs they had not seen. Now ties go to the gold pair least shown in the
+    study: over 6 workers (5 quiz + 2 hidden gold a page, 2 pages each: 54 gold trials on 24 pairs), every
+    gold pair is shown 2 or 3 times, as evenly as real pairs are filled."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="goldspread")
+    client = SpecClient(app.test_client())
+    for k in range(6):
+        assert work(WorkerClient(client, slug, worker_id=f"WSPREAD{k}"), pages=2)["stage"] == "completed"
+    gold = _study_gold(app, slug)
+    times = Counter({pair: 0 for pair in gold})
+    for k in range(6):
+        times.update(pair for _, pair, _ in _gold_shown(app, f"WSPREAD{k}"))
+    assert sum(times.values()) == 6 * (5 + 2 * 2)
+    assert max(times.values()) - min(times.values()) <= 1, times

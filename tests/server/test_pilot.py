@@ -324,7 +324,7 @@ def test_the_dashboard_marks_pilots_and_links_the_preview(app, study):
     listing = admin.get(f"/admin/studies/{study}/participants").get_data(as_text=True)
     assert 'data-pilot="1"' in listing and "Count as real" in listing
     summary = admin.get(f"/admin/api/studies/{study}/summary").json
-    assert summary["study"]["n_workers"] == 0 and summary["study"]["n_votes"] == 0
+    assert summary["study"]["n_workers"] == 0 and summary["study"]["n_responses"] == 0
     forged = admin.post(f"/admin/studies/{study}/participants/pilot",
                         data={"csrf_token": token, "worker": "w_000000000000", "pilot": "1"})
     assert forged.status_code == 404

@@ -97,6 +97,7 @@ def _published_with_submissions(service, db, fake, slug) -> Study:
     study = _study(db, slug)
     row = service.create(study, host=HOST, places=5)
     service.publish(study)
+    state.settle()
     db.commit()
     for pid in PIDS:
         state.add_submission(row.prolific_id, pid, code="WRONG" if pid == PIDS[1] else COMPLETION_CODE)
@@ -120,8 +121,13 @@ def test_every_call_of_the_client_against_the_fake(client, fake):
     assert (body["reward"], body["estimated_completion_time"], body["total_available_places"],
             body["device_compatibility"], body["prolific_id_option"]) == (50, 5, 3, ["desktop"], "url_parameters")
 
+    assert body["filters"] == []  # required by the API: an empty list recruits everyone the devices allow
+
     study_id = created[0].id
-    assert client.transition_study(study_id, "PUBLISH").status == "ACTIVE"
+    assert client.transition_study(study_id, "PUBLISH").status == "PUBLISHING"  # Prolific publishes asynchronously
+    with pytest.raises(ProlificError, match="Cannot PAUSE a study that is PUBLISHING"):
+        client.transition_study(study_id, "PAUSE")
+    state.settle()
     assert client.transition_study(study_id, "PAUSE").status == "PAUSED"
     assert client.transition_study(study_id, "START").status == "ACTIVE"
     assert client.set_places(study_id, 7).total_available_places == 7
@@ -137,12 +143,15 @@ def test_every_call_of_the_client_against_the_fake(client, fake):
     assert client.transition_submission(ids[0], "APPROVE").status == "APPROVED"  # ignored when repeated
     rejected = client.transition_submission(ids[1], "REJECT", rejection_category="NO_CODE", message="x" * 100)
     assert rejected.status == "REJECTED"
-    client.bulk_approve([ids[2]])
-    assert state.submissions[ids[2]]["status"] == "APPROVED"
+    client.bulk_approve([ids[2]])  # asynchronous: under way, approved later
+    assert client.get_submission(ids[2]).status == "PROCESSING"
+    state.settle()
+    assert client.get_submission(ids[2]).status == "APPROVED"
 
     from decimal import Decimal
     bulk = client.set_up_bonuses(study_id, [(PIDS[0], Decimal("0.80")), (PIDS[2], Decimal("0.40"))])
-    assert bulk.amount == pytest.approx(1.2) and state.payments == []  # set up: nothing paid
+    assert (bulk.amount_cents, bulk.fees_cents, bulk.total_cents) == (120, 40, 160)  # cents, as the API answers
+    assert state.payments == []  # set up: nothing paid
     client.pay_bonuses(bulk.id)
     assert (state.paid_to(PIDS[0]), state.paid_to(PIDS[2])) == (80, 40)
     assert client.get_submission(ids[0]).bonus_payments == (80,)
@@ -295,7 +304,11 @@ def test_publish_places_pause_resume_and_stop_can_be_repeated(service, db, fake,
     state, _ = fake
     study = _study(db, pro)
     row = service.create(study, host=HOST, places=5)
-    assert service.publish(study) == "active"
+    assert service.publish(study) == "publishing"
+    assert service.publish(study) == "already publishing"
+    with pytest.raises(ProlificError, match="PUBLISHING: wait until Prolific has finished"):
+        service.pause(study)  # asked of a study in transition: refused here, never sent
+    state.settle()
     assert service.publish(study) == "already active"
     assert service.add_places(study, 3) == 8 and state.studies[row.prolific_id]["total_available_places"] == 8
     assert service.pause(study) == "paused"
@@ -317,11 +330,14 @@ def test_reconcile_fetches_every_page_of_submissions(service, db, fake, pro):
 def test_approve_only_submissions_whose_codes_check_and_reject_with_reasons(service, db, fake, pro):
     state, _ = fake
     study = _published_with_submissions(service, db, fake, pro)
-    approved, refused = service.approve_checked(study)
-    assert {s.participant_id for s in approved} == {PIDS[0], PIDS[2]}
+    asked, refused = service.approve_checked(study)
+    assert {s.participant_id for s in asked} == {PIDS[0], PIDS[2]}
     assert {s.participant_id: why.split(":")[0] for s, why in refused} == {
         PIDS[1]: "wrong code", PIDS[3]: "not completed", PIDS[4]: "unknown participant"}
     by_pid = {s["participant_id"]: s for s in state.submissions.values()}
+    assert [by_pid[p]["status"] for p in PIDS] == ["PROCESSING", "AWAITING REVIEW", "PROCESSING", "AWAITING REVIEW",
+                                                   "AWAITING REVIEW"]
+    state.settle()
     assert [by_pid[p]["status"] for p in PIDS] == ["APPROVED", "AWAITING REVIEW", "APPROVED", "AWAITING REVIEW",
                                                    "AWAITING REVIEW"]
     assert service.approve(study, by_pid[PIDS[1]]["id"]) == "approved"  # a person looked
@@ -341,6 +357,8 @@ def test_approve_only_submissions_whose_codes_check_and_reject_with_reasons(serv
 def _approved(service, db, fake, slug) -> Study:
     study = _published_with_submissions(service, db, fake, slug)
     service.approve_checked(study)  # PIDS[0] and PIDS[2]
+    fake[0].settle()  # Prolific carries the bulk approval out
+    service.reconcile(study)  # ... and reading back shows it
     db.commit()
     return study
 
@@ -410,6 +428,7 @@ def test_a_refused_pay_call_leaves_the_bonus_to_be_set_up_again(service, db, fak
     db.commit()
     with pytest.raises(ProlificError, match="404"):
         service.pay_bonuses(study)
+    db.refresh(bonus)  # the service changes the ledger by conditional UPDATEs (claims)
     assert (bonus.status, bonus.bulk_id) == ("recorded", None)
     assert len(service.pay_bonuses(study).paid) == 1 and state.paid_to(PIDS[0]) == 80
 
@@ -432,7 +451,8 @@ def test_cli_create_publish_review_approve_reject_and_bonus(monkeypatch, fake, d
     result = _cli(monkeypatch, fake, database_url, "create", pro, "--url", HOST, "--places", "5", "--publish",
                   input="y\n")
     assert result.exit_code == 0, result.output
-    assert "5 place(s), reward 0.50" in result.output and "published: active" in result.output
+    assert "5 place(s), reward 0.50" in result.output and "published: publishing" in result.output
+    state.settle()
     prolific_id = next(iter(state.studies))
     for pid in PIDS[:3]:
         state.add_submission(prolific_id, pid, code=COMPLETION_CODE)
@@ -450,7 +470,10 @@ def test_cli_create_publish_review_approve_reject_and_bonus(monkeypatch, fake, d
                   "Your answers were given faster than the images could be seen, on every page of the study. " * 2)
     assert result.exit_code == 0 and f"{sub}: rejected" in result.output
     result = _cli(monkeypatch, fake, database_url, "approve", pro, "--yes")
-    assert result.exit_code == 0 and "2 approved, 0 left" in result.output
+    assert result.exit_code == 0 and "approval asked for 2 submission(s), 0 left" in result.output
+    result = _cli(monkeypatch, fake, database_url, "bonus", pro, "--yes")  # not approved yet: nothing is paid
+    assert result.exit_code == 0 and "0 new bonus(es)" in result.output and state.payments == []
+    state.settle()
     first = next(s["id"] for s in state.submissions.values() if s["participant_id"] == PIDS[0])
     result = _cli(monkeypatch, fake, database_url, "approve", pro, first, "--yes")
     assert result.exit_code == 0 and f"{first}: already approved" in result.output

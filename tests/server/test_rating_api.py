@@ -179,7 +179,7 @@ def test_pilots_fill_no_target(app, rating_study):
     worker.answer_page(worker.honest)
     with app_services(app).sessions() as session:
         study = session.scalar(select(RatingStimulus.study_id).limit(1))
-        assert PARADIGM.progress(session, study)["n_votes"] == 6  # the worker's six real ratings; none of the pilot's
+        assert PARADIGM.progress(session, study)["n_responses"] == 6  # the worker's six real ratings; none of the pilot's
         # The pilot's pages reserve nothing (the worker's page does, until it is complete).
         reserved = session.execute(select(Page.reserved_until).join(Assignment, Page.assignment_id == Assignment.id)
                                    .where(Assignment.pilot, Page.kind == "trials")).scalars().all()

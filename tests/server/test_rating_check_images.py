@@ -1,7 +1,9 @@
 """Quality-check images of a rating study cannot be told from real candidates by a script reading their
-downloads: byte size (absolute and within the scene), dimensions and PNG header fields separate them no
-better than an honest random split of the real candidates does (stimuli/separability.py's AUC), and the
-padded files decode to the pixels they were made of (stimuli/check_images.py)."""
+downloads: byte size (absolute and within the scene), dimensions, PNG header fields, re-encoding the pixels
+and the stream's end separate them no better than an honest random split of the real candidates does
+(stimuli/separability.py's AUC), and the padded files decode to the pixels they were made of
+(stimuli/check_images.py). The hidden reference is not pixel-identical to the reference, and in CCR no
+reference URL comes back within a worker's trials (issue 38 item 4)."""
 from __future__ import annotations
 
 import zlib
@@ -10,24 +12,28 @@ import numpy as np
 import pytest
 
 from server.paradigms import read_study_file
-from server.paradigms.rating.study import scene_manifests, write_check_images
-from stimuli.check_images import IDAT_SIZE, PngSizeError, draw_sizes, pad_png, png_chunks, unpadded_size
+from server.paradigms.rating.study import scene_manifests, write_scene_images
+from stimuli.check_images import IDAT_SIZE, PngSizeError, common_sizes, draw_sizes, pad_png, png_chunks, unpadded_size
 from stimuli.io import encode_png, read_image
-from stimuli.separability import IMAGE_STATISTICS, auc, image_separability, image_statistics
+from stimuli.separability import IMAGE_STATISTICS, auc, image_separability, stream_statistics
 
 from .rating_support import write_rating_study
 
 SPLITS = 400  # random splits of the real candidates: the AUCs an honest split reaches
 
 
-def _check_files(manifest, folder, method: str, stimulus: str):
+def _scene_images(manifest, folder, method: str, stimulus: str):
+    """{scene: (SceneImages, its scene folder, its manifest)} of a rating study with checks."""
     folder.mkdir(parents=True, exist_ok=True)
     spec = read_study_file(write_rating_study(folder, manifest, rating={"method": method, "stimulus": stimulus}))
-    scenes = {}
-    for scene_folder, scene in scene_manifests(spec):
-        hidden, degraded = write_check_images(spec, scene_folder, scene)
-        scenes[scene["scene_id"]] = ([scene_folder / c[stimulus] for c in scene["candidates"]], [hidden, *degraded])
-    return scenes
+    return {scene["scene_id"]: (write_scene_images(spec, scene_folder, scene), scene_folder, scene)
+            for scene_folder, scene in scene_manifests(spec)}
+
+
+def _check_files(manifest, folder, method: str, stimulus: str):
+    """{scene: (the candidates' files as delivered, the checks' files)}."""
+    return {scene: (list(images.candidates.values()), images.checks)
+            for scene, (images, _, _) in _scene_images(manifest, folder, method, stimulus).items()}
 
 
 def _honest_tolerance(scenes, rng: np.random.Generator) -> float:
@@ -39,8 +45,8 @@ def _honest_tolerance(scenes, rng: np.random.Generator) -> float:
         for candidates, checks in scenes.values():
             median = float(np.median([p.stat().st_size for p in candidates]))
             picked = set(rng.choice(len(candidates), size=len(checks), replace=False).tolist())
-            for k, path in enumerate(candidates):
-                (gold if k in picked else real).append(image_statistics(path, median)["bytes_in_scene"])
+            for k, path in enumerate(candidates):  # image_statistics' bytes_in_scene
+                (gold if k in picked else real).append(path.stat().st_size / median)
         value = auc(gold, real)
         values.append(max(value, 1 - value))
     return float(np.quantile(values, 0.99))
@@ -56,9 +62,9 @@ def test_check_images_are_not_separable_from_real_candidates(rating_manifest, tm
         assert result.aucs[name] <= tolerance, (name, result.aucs[name], tolerance)
     for name in set(IMAGE_STATISTICS) - {"bytes", "bytes_in_scene"}:
         assert result.aucs[name] == 0.5, name  # every check has the candidates' header and chunk layout
-    for candidates, checks in scenes.values():
-        sizes = [p.stat().st_size for p in candidates]
-        assert all(min(sizes) - 4 <= p.stat().st_size <= max(sizes) for p in checks)
+    for candidates, checks in scenes.values():  # one distribution for all: within 15 % of the smallest
+        sizes = [p.stat().st_size for p in [*candidates, *checks]]
+        assert max(sizes) <= 1.15 * (min(sizes) + 4) + 1
 
 
 def test_the_same_study_writes_the_same_check_files(rating_manifest, tmp_path):
@@ -100,3 +106,60 @@ def test_drawn_sizes_stay_within_the_real_range_and_above_their_floors():
     assert drawn.min() >= 90_000 and drawn.max() <= 150_000 and len(set(drawn.ravel().tolist())) > 300
     assert (drawn[:, 1] >= 140_000).all() and (drawn[:, [0, 2]] >= 120_000).all()
     assert draw_sizes(sizes, [160_000, 100_000], rng)[0] == 160_000  # beyond every real size: the floor
+
+
+@pytest.mark.parametrize("method", ["acr", "dcr", "ccr"])
+def test_every_delivered_image_has_one_stream_structure(rating_manifest, tmp_path, method):
+    """Issue 38: every check's stream ended in an empty block (`03 00`) and no check re-encoded at level 3,
+    while every real file did. Now candidates, checks and the reference's copies come out of one path."""
+    for images, folder, scene in _scene_images(rating_manifest, tmp_path, method, "amplified").values():
+        prepared = [folder / c["amplified"] for c in scene["candidates"]]
+        assert all(stream_statistics(p.read_bytes())["reencodes"] == 1.0 for p in prepared)  # the tell, before
+        delivered = [*images.candidates.values(), *images.checks, *images.references.values()]
+        assert len(images.references) == (0 if method == "acr" else len(images.candidates) + len(images.checks))
+        for path in delivered:
+            stats = stream_statistics(path.read_bytes())
+            assert stats["reencodes"] == 0.0 and stats["final_empty_block"] == 1.0, path.name
+        for item, path in images.candidates.items():  # the same pixels as prepared
+            original = next(folder / c["amplified"] for c in scene["candidates"] if c["id"] == item)
+            np.testing.assert_array_equal(read_image(path), read_image(original))
+
+
+def test_hidden_reference_is_an_imperceptible_copy_and_each_stimulus_has_its_own_reference(rating_manifest,
+                                                                                             tmp_path):
+    for images, folder, scene in _scene_images(rating_manifest, tmp_path, "ccr", "amplified").values():
+        reference = read_image(folder / scene["reference"]["path"]).astype(int)
+        hidden = read_image(images.hidden).astype(int)
+        assert np.abs(hidden - reference).max() == 1 and (hidden != reference).mean() > 0.5
+        copies = list(images.references.values())
+        assert len({p.name for p in copies}) == len(copies)  # one URL per stimulus: none repeats in a scene
+        for path in copies:
+            np.testing.assert_array_equal(read_image(path).astype(int), reference)
+
+
+def test_ccr_reference_urls_never_repeat_within_a_workers_trials(app, rating_manifest, tmp_path):
+    """Issue 38: the CCR reference's URL repeated across a scene's trials, giving its side in 216/216."""
+    from .rating_support import SMALL, RatingWorker, create_rating_study
+
+    sections = {**SMALL, "rating": {**SMALL["rating"], "method": "ccr"}}
+    slug = create_rating_study(app, rating_manifest, tmp_path, **sections)
+    worker = RatingWorker(app.test_client(), slug)
+    state = worker.pass_training()
+    seen: list[str] = []
+    for _ in range(2):
+        trials = state["page"]["trials"]
+        seen += [image["url"] for trial in trials for image in trial["images"]]
+        worker.answer_page(worker.honest)
+        worker.action("continue")
+        state = worker.state()
+        if state["stage"] != "trials":
+            break
+    assert len(seen) >= 32 and len(set(seen)) == len(seen)
+
+
+def test_common_sizes_are_drawn_alike_for_every_image():
+    rng = np.random.default_rng(5)
+    drawn = np.array([common_sizes([1000, 5000, 3000], rng) for _ in range(2000)])
+    assert drawn.min() >= 5000 and drawn.max() <= 5750
+    means = drawn.mean(axis=0)  # the floors do not move an image's size: all three alike
+    assert np.ptp(means) < 30

@@ -111,3 +111,41 @@ def test_results_run_the_rating_analysis(app, rating_study, database_url, tmp_pa
     assert (out / "ratings.csv").is_file() and (out / "analysis" / "scores.csv").is_file()
     scores = list(csv.DictReader((out / "analysis" / "scores.csv").open()))
     assert scores and all("/" in s["stimulus_id"] for s in scores)
+
+
+def test_acr_hr_pages_hold_the_hidden_reference_of_every_scene_so_the_dmos_uses_every_test_rating(
+        app, rating_manifest, tmp_path):
+    # Issue 37 item 4: each worker gets the hidden reference of every content they rate, on the same page (in the
+    # page's random order), so no test rating lacks its worker's reference rating (dv_without_reference = 0).
+    from analysis.rating_report import RatingOptions, analyze_ratings
+    from analysis.rating_screening import ScreeningOptions
+    from analysis.ratings import build_ratings
+
+    slug = create_rating_study(app, rating_manifest, tmp_path, slug="acrhr", **{
+        **SMALL, "rating": {"method": "acr", "ratings_per_stimulus": 2}})
+    for _ in range(3):
+        worker = RatingWorker(app.test_client(), slug)
+        worker.pass_training()
+        pages = []
+        for _ in range(3):
+            state = worker.state()
+            if state["stage"] != "trials":
+                break
+            trials = state["page"]["trials"]
+            roles = [trial_facts(app, t["id"])[0] for t in trials]
+            pages.append((trials, roles))
+            body = worker.answer_page(lambda t: worker.honest(t) if trial_facts(app, t["id"])[0] != "test"
+                                      else 1 + t["position"] % 5)
+            if body.get("stage") == "page_done":
+                worker.action("continue")
+        assert pages and any(role == "hidden_reference" for _, roles in pages for role in roles)
+    rows = [r for r in _export(app, slug) if r["is_quiz"] == "0"]
+    tests = [r for r in rows if r["check"] == "" and r["is_gold"] == "0"]
+    references = {(r["worker_id"], r["reference_id"]) for r in rows if r["check"] == "hidden_reference"}
+    assert tests and all((r["worker_id"], r["reference_id"]) in references for r in tests)
+    data = [r for r in rows if r["is_gold"] == "0"]
+    ratings = build_ratings([r["worker_id"] for r in data], [r["stimulus_id"] for r in data],
+                            [r["rating"] for r in data], reference_id=[r["reference_id"] for r in data], scale="acr")
+    result = analyze_ratings(ratings, RatingOptions(dmos=True, screening=ScreeningOptions(rules=())))
+    assert result.summary["counts"]["dv_without_reference"] == 0
+    assert result.summary["counts"]["kept_ratings"] == len(data)

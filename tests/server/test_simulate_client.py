@@ -14,8 +14,8 @@ from sqlalchemy import select
 
 from server.paradigms.paired.models import Vote
 from server.services import app_services
-from server.simulate_client import (DEFAULT_NOISE_RMSE, ServerUnreachable, StudyNotFound, SimulationReport,
-                                    run_simulation)
+from server.paradigms.paired.simulated_worker import DEFAULT_NOISE_RMSE
+from server.simulate_client import ServerUnreachable, SimulationReport, StudyNotFound, run_simulation
 
 
 def _stored_votes(app) -> tuple[Counter, Counter]:
@@ -36,9 +36,9 @@ def no_gold_study(app, demo_stimuli, tmp_path) -> str:
 
 def _assert_db_holds_exactly_the_acknowledged_votes(app, report: SimulationReport) -> None:
     by_vote, by_trial = _stored_votes(app)
-    assert report.votes_unresolved == 0 and report.votes_rejected == 0
-    assert report.votes_acknowledged == report.votes_sent == len(report.votes) > 0
-    assert set(by_vote) == report.acknowledged_vote_ids() == report.sent_vote_ids()
+    assert report.unresolved == 0 and report.rejected == 0
+    assert report.acknowledged == report.sent == len(report.responses) > 0
+    assert set(by_vote) == report.acknowledged_ids() == report.sent_ids()
     assert max(by_vote.values()) == 1 and max(by_trial.values()) == 1
 
 
@@ -55,9 +55,9 @@ def test_small_simulation_stores_exactly_the_acknowledged_votes(app, study, live
     assert honest[0] / honest[1] > spam[0] / spam[1]
     assert report.outcomes.get("completed", 0) >= 4  # the 4 honest workers pass the quiz and the hidden gold
     assert report.images_downloaded > 0 and len(report.latencies_ms["image"]) == report.images_downloaded
-    assert 0 < report.p50() <= report.p99() and report.votes_per_second() > 0
+    assert 0 < report.p50() <= report.p99() and report.per_second() > 0
     summary = report.to_dict()
-    assert summary["votes_acknowledged"] == report.votes_acknowledged
+    assert summary["responses_acknowledged"] == report.acknowledged
     json.dumps(summary)  # plain JSON
 
 
@@ -116,7 +116,7 @@ def test_lost_answers_are_retried_with_the_same_vote_id(app, no_gold_study):
         thread.join(timeout=10)
     assert flaky.lost > 0
     assert report.duplicates == flaky.lost == report.errors["http_503"] == report.retries
-    assert report.vote_attempts == report.votes_sent + flaky.lost
+    assert report.attempts == report.sent + flaky.lost
     _assert_db_holds_exactly_the_acknowledged_votes(app, report)
 
 
@@ -148,7 +148,7 @@ def test_cli_simulate(app, study, no_gold_study, live_server, tmp_path, monkeypa
     assert result.exit_code == 0, result.output
     assert "votes: sent" in result.output and "p99" in result.output and "completed 2" in result.output
     data = json.loads(out.read_text())
-    assert data["workers"] == 2 and data["votes_acknowledged"] == data["votes_sent"] > 0
+    assert data["workers"] == 2 and data["responses_acknowledged"] == data["responses_sent"] > 0
     assert data["outcomes"] == {"completed": 2}
     with app_services(app).sessions() as session:
         stored = session.execute(select(Worker.external_id, Worker.pilot, Worker.simulated)).all()

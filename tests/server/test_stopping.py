@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from server import stopping
+from server import forecast_jobs, stopping
 from server.models import MTurkHit, Study, StudyStopping
 from server.mturk import PAST
 from server.paradigms.core import study_paradigm
@@ -22,7 +22,7 @@ from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
 from .prolific_fake import BASE_URL, PROLIFIC_ENTRY, TOKEN, FaultyTransport, make_fake
-from .rating_support import SMALL, RatingWorker, create_rating_study, write_rating_study
+from .rating_support import SMALL, RatingWorker, consistent_rating, create_rating_study, write_rating_study
 from .simulated_votes import add_votes
 
 
@@ -63,7 +63,9 @@ def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, 
     assert _reanalyse(app, study_id)
     first = _record(app, study_id)
     assert first.stopped_at is None and first.measured["reason"] is None and not first.measured["target_met"]
-    assert first.measured["unit"] == "JOD" and all(s["halfwidth"] > 1.0 for s in first.measured["sets"])
+    # Three workers: no item has the 5 different kept workers ([stopping] min_workers' default) it needs to count.
+    assert first.measured["unit"] == "JOD" and all(s["halfwidth"] is None for s in first.measured["sets"])
+    assert all(s["too_few_workers"] == s["items"] for s in first.measured["sets"])
     assert _study(app, slug)[1] == "active"
     # More honest workers narrow the intervals until half the items of every set are within 1 JOD.
     client.stubber.add_response("update_expiration_for_hit", {}, {"HITId": "HITS1", "ExpireAt": PAST})
@@ -77,6 +79,33 @@ def test_a_paired_study_stops_itself_at_its_precision_target(app, demo_stimuli, 
     assert all(s["halfwidth"] <= 1.0 for s in record.at_stop["sets"])
     assert _study(app, slug)[1] == "stopped"
     assert record.mturk_told_at is not None and "1 HIT(s) expired" in record.recruiter_note
+    # `perceptlab results` in the target's unit judges the target on its own analysis (scales.csv, workers.csv) by
+    # the same rule: the same workers kept, the same items counted. Its bootstrap draws the workers in the order of
+    # their export pseudonyms, the running estimate in the order of their database IDs, so the half-widths agree
+    # within the noise of 40 resamples, not to the digit: it is checked one round of votes past the stop.
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    add_votes(app, slug, honest=4, seed=40, prefix="LATE")  # workers who were in when the study stopped
+    _reanalyse(app, study_id)
+    measured = _record(app, study_id).measured
+    shown = CliRunner().invoke(cli, ["results", slug, "--out", str(tmp_path / "results"), "--no-mturk", "--no-plots",
+                                     "--units", "jod", "--bootstrap", "40", "--allow-disconnected",
+                                     "--database-url", app.config["DATABASE_URL"]],
+                               env={"PERCEPTLAB_SECRET_KEY": app.config["SECRET_KEY"]})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("[stopping] target"))
+    assert lines[head].startswith("[stopping] target met by this analysis: 95 % half-width at most 1 JOD"), (
+        "\n".join(lines[head:]))
+    reported = [line for line in lines[head + 1:] if line.startswith("  ") and "items within" in line]
+    assert len(reported) == len(measured["sets"])
+    for line, s in zip(reported, measured["sets"]):
+        assert line.startswith(f"  {s['name']}: ")
+        assert float(line.rsplit("half-width ", 1)[1].rstrip(")")) == pytest.approx(s["halfwidth"], rel=0.25)
+    assert [line for line in lines[head + 1:] if "do not count" in line or "does not count" in line] == [
+        f"    {why}" for s in measured["sets"] for why in s["not_counted"]]
     # Checked again (and again concurrently): nothing more is told (the Stubber has no response left).
     threads = [threading.Thread(target=stopping.check_in_app, args=(app, study_id)) for _ in range(3)]
     [t.start() for t in threads]
@@ -121,6 +150,7 @@ def test_new_entries_are_refused_after_the_stop_and_a_worker_in_progress_finishe
     slug = _paired(app, demo_stimuli, tmp_path, max_participants=2)
     api = app.test_client()
     first = WorkerClient(api, slug, platform="link", worker_id="P1")
+    assert first.action("consent").status_code == 200  # participants count once they consent
     second = WorkerClient(api, slug, platform="link", worker_id="P2")
     state = second.start()  # an action: the check runs after it and sees 2 participants
     study_id, status = _study(app, slug)
@@ -137,7 +167,7 @@ def test_new_entries_are_refused_after_the_stop_and_a_worker_in_progress_finishe
         if state["stage"] == "page_done":
             state = second.action("finish").json if second.action("finish").status_code == 200 else second.state()
     assert state["stage"] == "completed" and state["completion"]["code"]
-    assert first.state()["stage"] == "consent"
+    assert first.state()["stage"] == "instructions"
 
 
 def test_prolific_is_stopped_once(app, demo_stimuli, tmp_path):
@@ -153,6 +183,7 @@ def test_prolific_is_stopped_once(app, demo_stimuli, tmp_path):
         service.create(study, host="https://lab.example.org", places=5)
         service.publish(study)
         session.commit()
+    fake_state.settle()  # Prolific publishes asynchronously (PUBLISHING, then ACTIVE)
     add_votes(app, slug, honest=2, seed=6, pairs_per_worker=40)
     _reanalyse(app, study_id)
     for _ in range(3):
@@ -167,22 +198,39 @@ def test_prolific_is_stopped_once(app, demo_stimuli, tmp_path):
 
 def test_a_rating_study_stops_at_its_mos_target(app, rating_manifest, tmp_path):
     app.config["SERVER"]["stopping_check_seconds"] = 0
-    slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 2.5, "quantile": 0.5}, **SMALL)
+    slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 1.5, "quantile": 0.5},
+                               **{**SMALL, "rating": {"ratings_per_stimulus": 6}})
     study_id, _ = _study(app, slug)
     rng = random.Random(3)
     api = app.test_client()
     stopped_after = None
-    for n in range(1, 15):
+    for n in range(1, 20):
         worker = RatingWorker(api, slug)
         worker.pass_training()
-        worker.rate_pages(3, lambda: rng.randint(2, 4))
+        worker.rate_stimuli(3, lambda scene, item: consistent_rating(item, rng))
         if _study(app, slug)[1] == "stopped":
             stopped_after = n
             break
-    assert stopped_after is not None
+    assert stopped_after is not None, "\n".join(stopping.describe(_record(app, study_id)))
     record = _record(app, study_id)
     assert record.reason == "target" and record.measured["unit"] == "MOS points"
-    assert all(s["halfwidth"] <= 2.5 for s in record.at_stop["sets"])
+    assert all(s["halfwidth"] <= 1.5 for s in record.at_stop["sets"])
+    # `perceptlab results` judges the same target on its own analysis (the same screening and intervals) and
+    # finds it met with the same numbers, set by set, as the check of the same ratings (the worker who was rating
+    # when the study stopped finished their pages).
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    shown = CliRunner().invoke(cli, ["results", slug, "--out", str(tmp_path / "results"), "--no-mturk", "--no-plots",
+                                     "--database-url", app.config["DATABASE_URL"]],
+                                env={"PERCEPTLAB_SECRET_KEY": app.config["SECRET_KEY"]})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("[stopping] target"))
+    assert lines[head].startswith("[stopping] target met by this analysis: 95 % half-width at most 1.5 MOS points")
+    now = stopping.check_in_app(app, study_id).measured
+    assert now["target_met"] and lines[head + 1:head + 1 + len(stopping.set_lines(now))] == stopping.set_lines(now)
     refused = api.post(f"/api/v1/studies/{slug}/assignments",
                        json={"platform": "mturk", "worker_id": "WLATE", "assignment_id": "ALATE1234567",
                              "hit_id": "HIT1", "turk_submit_to": "https://workersandbox.mturk.com"})
@@ -247,17 +295,18 @@ def test_evaluate_caps_win_and_the_target_needs_every_set_and_pair():
     spec = StudySpec(manifests=("m.json",), slug="s", name="s", halfwidth=0.3, quantile=0.5, resolve=("a|b",),
                      max_votes=100)
     counts = stopping.Counts(responses=40, participants=4, completed=4, cost=Decimal("8.00"), first_started=None)
-    narrow = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, math.nan), 40, {"a|b": True})
-    wide = SetPrecision("two", ("a", "b", "c"), (0.5, 0.6, 0.2), 40, {"a|b": True})
+    workers = (5, 5, 5)  # [stopping] min_workers' default: each item counts
+    narrow = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, math.nan), 40, {"a|b": True}, workers=workers)
+    wide = SetPrecision("two", ("a", "b", "c"), (0.5, 0.6, 0.2), 40, {"a|b": True}, workers=workers)
     met = stopping.evaluate(spec, Precision("u", (narrow,), 40), counts)
     assert met["reason"] == "target" and met["sets"][0]["meeting"] == 2 and met["sets"][0]["needed"] == 2
     assert stopping.evaluate(spec, Precision("u", (narrow, wide), 40), counts)["reason"] is None
-    open_pair = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, 0.1), 40, {"a|b": False})
+    open_pair = SetPrecision("one", ("a", "b", "c"), (0.1, 0.2, 0.1), 40, {"a|b": False}, workers=workers)
     assert stopping.evaluate(spec, Precision("u", (open_pair,), 40), counts)["reason"] is None
     capped = stopping.Counts(100, 4, 4, Decimal("8.00"), None)
     assert stopping.evaluate(spec, Precision("u", (narrow,), 100), capped)["reason"] == "max_votes"
     # Ratings' projection: n = (s t / h)^2 per stimulus, minus what each has; the band from the items' spread.
-    rating = SetPrecision("scene", ("x", "y"), (0.5, 0.8), 20, {}, (1.0, 2.0))
+    rating = SetPrecision("scene", ("x", "y"), (0.5, 0.8), 20, {}, (1.0, 2.0), (10, 10))
     projected = stopping.projection(spec, Precision("MOS", (rating,), 20), counts,
                                     dt.datetime.now(dt.timezone.utc))
     need = np.maximum((1.959964 * np.array([1.0, 2.0]) / 0.3) ** 2 - 10, 0) * 2
@@ -276,7 +325,7 @@ def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, 
     response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303
-    stopping.wait_for_forecasts(app)
+    forecast_jobs.wait(app)
     record = _record(app, study_id)
     forecast = record.forecast
     assert forecast["votes_now"] == 160 and forecast["replicates"] == 8
@@ -325,12 +374,18 @@ def test_the_target_is_measured_in_the_units_the_study_file_names(app, demo_stim
         items = {(s["set_id"], i["item_id"]): i for s in session.get(ScaleSnapshot, study_id).payload["sets"]
                  for i in s["items"]}
     assert [measured[u].unit for u in ("jod", "z")] == ["JOD", "z units"]
+    compared = 0
     for jod, z, anchored in zip(*(measured[u].sets for u in ("jod", "z", "anchored")), strict=True):
         for item, h_jod, h_z, h_anchored in zip(jod.item_ids, jod.halfwidths, z.halfwidths, anchored.halfwidths):
             snapshot = items[(jod.name, item)]
+            if snapshot["ci_high_jod"] is None:     # a blank interval (too few kept workers): no half-width
+                assert snapshot["ci_high"] is None and np.isnan([h_jod, h_z, h_anchored]).all()
+                continue
             assert h_jod == pytest.approx((snapshot["ci_high_jod"] - snapshot["ci_low_jod"]) / 2)
             assert h_z == pytest.approx(h_jod / JOD_PER_Z, rel=1e-12)
             assert h_anchored == pytest.approx((snapshot["ci_high"] - snapshot["ci_low"]) / 2)
+            compared += 1
+    assert compared > 0
 
 
 def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(app, demo_stimuli, tmp_path):
@@ -340,9 +395,9 @@ def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(
 
     from server.cli import cli
 
-    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=50.0)  # met by any interval at all
+    slug = _paired(app, demo_stimuli, tmp_path, halfwidth=50.0, quantile=0.5)  # met by any interval at all
     study_id, _ = _study(app, slug)
-    add_votes(app, slug, honest=4, seed=13, pairs_per_worker=30)
+    add_votes(app, slug, honest=6, seed=13, pairs_per_worker=30)
     with app_services(app).sessions() as session:
         live_scales.compute_snapshot(session, study_id, bootstrap=40)
         snapshot = session.get(ScaleSnapshot, study_id)
@@ -359,13 +414,13 @@ def test_a_snapshot_without_jod_intervals_measures_nothing_until_the_next_votes(
     add_votes(app, slug, honest=1, seed=14, pairs_per_worker=10, prefix="NEXT")
     _reanalyse(app, study_id)
     record = _record(app, study_id)
-    assert record.reason == "target" and "recomputed" not in record.measured["note"]
+    assert record.reason == "target" and "recomputed" not in record.measured["note"], str(record.measured)
 
 
 def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifest, tmp_path, admin):
     from .admin_support import csrf_of
 
-    slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 0.3}, **SMALL)
+    slug = create_rating_study(app, rating_manifest, tmp_path, stopping={"halfwidth": 0.3, "min_workers": 2}, **SMALL)
     study_id, _ = _study(app, slug)
     rng = random.Random(5)
     for _ in range(4):
@@ -375,7 +430,7 @@ def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifes
     response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303
-    stopping.wait_for_forecasts(app)
+    forecast_jobs.wait(app)
     forecast = _record(app, study_id).forecast
     with app_services(app).sessions() as session:  # the ratings [stopping] measures on
         paradigm, spec = study_paradigm(session, study_id)

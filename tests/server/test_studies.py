@@ -150,6 +150,7 @@ halfwidth = 0.05
 units = "anchored"
 quantile = 0.9
 resolve = ["a|b"]
+min_workers = 8
 max_votes = 5000
 max_participants = 200
 max_cost = 300
@@ -170,7 +171,7 @@ title = "Compare frames"
         "min_window_width": 800, "min_window_height": 500, "min_image_scale": 0.75, "policy": "pixel_exact",
         "consent": "Agree?", "instructions": "Click.\n\nTwice.",
         "researcher": "Dr A. Lee", "contact": "a.lee@x.example",
-        "halfwidth": 0.05, "units": "anchored", "quantile": 0.9, "resolve": ("a|b",), "max_votes": 5000,
+        "halfwidth": 0.05, "units": "anchored", "quantile": 0.9, "resolve": ("a|b",), "min_workers": 8, "max_votes": 5000,
         "max_participants": 200, "max_cost": "300", "notify_only": True,
         "mturk": {"title": "Compare frames"}, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec

@@ -79,27 +79,57 @@ export function assignmentUrl(conn, path) {
   return `${conn.apiBase}/assignments/${encodeURIComponent(conn.assignmentId)}${path}`;
 }
 
+/** Retry-After (seconds or an HTTP date) of a response, in ms; null when it has none. */
+export function retryAfterMs(response) {
+  const value = response.headers && response.headers.get('Retry-After');
+  if (!value) return null;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : null;
+}
+
+/** How long {@link callApi} waits out a server that answers 503 with Retry-After before it gives up. */
+export const UNAVAILABLE_MAX_WAIT_MS = 10 * 60 * 1000;
+
 /**
  * One JSON request to `{apiBase}/assignments/{assignmentId}{path}`.
- * @param {{apiBase: string, assignmentId: string, token: string}} conn
+ *
+ * A 503 with Retry-After means the server stored nothing (its database is briefly out of reach): the same
+ * request goes again after the time it asks (plus up to a second of jitter, so that every worker of a study
+ * does not come back in the same instant), for up to {@link UNAVAILABLE_MAX_WAIT_MS}. `conn.onWait(ms)`, when
+ * the connection has one, is told each wait, and `conn.onWait(0)` once the server answers again.
+ * @param {{apiBase: string, assignmentId: string, token: string, onWait?: (ms: number) => void}} conn
  * @returns {Promise<object|null>} the JSON answer (null for 204); an ApiError for a 4xx/5xx or no answer
  */
 export async function callApi(conn, method, path, body) {
-  let response;
-  try {
-    response = await fetch(assignmentUrl(conn, path), {
-      method,
-      headers: { Authorization: `Bearer ${conn.token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-      credentials: 'same-origin',
-      cache: 'no-store',
-    });
-  } catch (_) {
-    throw ApiError.network();
+  const started = Date.now();
+  let waited = false;
+  for (;;) {
+    let response;
+    try {
+      response = await fetch(assignmentUrl(conn, path), {
+        method,
+        headers: { Authorization: `Bearer ${conn.token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+        credentials: 'same-origin',
+        cache: 'no-store',
+      });
+    } catch (_) {
+      throw ApiError.network();
+    }
+    const data = await readJson(response);
+    const wait = response.status === 503 ? retryAfterMs(response) : null;
+    if (wait !== null && Date.now() + wait - started <= UNAVAILABLE_MAX_WAIT_MS) {
+      waited = true;
+      if (conn.onWait) conn.onWait(wait);
+      await sleep(wait + Math.random() * 1000);
+      continue;
+    }
+    if (waited && conn.onWait) conn.onWait(0);
+    if (!response.ok) throw ApiError.fromResponse(response.status, data);
+    return data;
   }
-  const data = await readJson(response);
-  if (!response.ok) throw ApiError.fromResponse(response.status, data);
-  return data;
 }
 
 /**

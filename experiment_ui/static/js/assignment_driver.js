@@ -199,6 +199,13 @@ export class AssignmentDriver {
     return callApi(this, method, path, body);
   }
 
+  /** {@link callApi}'s wait while the server answers 503 with Retry-After (0: it answers again). */
+  onWait(ms) {
+    this.showNotice(ms > 0
+      ? `The server is briefly unavailable. Trying again in ${Math.ceil(ms / 1000)} s… Your answers are kept.`
+      : '');
+  }
+
   /** A binary file of this assignment (e.g. an RDK trial's dots), as an ArrayBuffer. */
   fetchFile(path) {
     return fetchAssignmentFile(this, path);

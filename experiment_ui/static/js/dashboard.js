@@ -113,8 +113,8 @@ function studyListPage() {
       const field = (name) => row.querySelector(`[data-field="${name}"]`);
       field("status").textContent = study.status;
       field("status").className = `badge status-${study.status}`;
-      for (const name of ["n_sets", "n_pairs", "n_workers", "active_assignments"]) field(name).textContent = study[name];
-      field("votes").textContent = `${study.n_votes} / ${study.target_votes} ${study.unit}`;
+      for (const name of ["n_groups", "n_units", "n_workers", "active_assignments"]) field(name).textContent = study[name];
+      field("votes").textContent = `${study.n_responses} / ${study.target_responses} ${study.unit}`;
       field("fill").textContent = `(${percent(study.fill)})`;
       field("progress").value = study.fill;
     }
@@ -133,14 +133,14 @@ function renderStatus(study) {
 }
 
 function renderHeadline(study) {
-  setText("n-votes", study.n_votes);
-  setText("target-votes", study.target_votes);
+  setText("n-votes", study.n_responses);
+  setText("target-votes", study.target_responses);
   setText("fill-percent", (100 * study.fill).toFixed(1));
   document.getElementById("votes-progress").value = study.fill;
   setText("n-workers", study.n_workers);
   setText("n-active", study.active_assignments);
-  setText("n-sets", study.n_sets);
-  setText("n-pairs", study.n_pairs);
+  setText("n-sets", study.n_groups);
+  setText("n-pairs", study.n_units);
   setText("last-vote", study.last_vote_at ? ago(study.last_vote_at) : "none yet");
   renderDesign(study.design);
   renderStatus(study);

@@ -7,6 +7,7 @@
 // button) are hidden.
 
 import { policyFactor, windowNeeded } from './display.js';
+import { decodingProblems } from './media.js';
 
 /** What the browser says about itself (kept in one place so that the check is a pure function). */
 export function environment() {
@@ -79,20 +80,27 @@ export function startDeviceCheck(box) {
   const { where, platform } = box.dataset;
   const alert = box.querySelector('.device-problem');
   const guarded = [...document.querySelectorAll('[data-needs-device]')];
+  // Video studies: whether this browser decodes the clips (media.js), asked once; the guarded parts stay
+  // hidden until the answer is in.
+  const types = requirement.decode || [];
+  let decoding = types.length ? null : [];
   const render = () => {
-    const problems = deviceProblems(requirement, environment());
+    const problems = [...(decoding || []), ...deviceProblems(requirement, environment())];
     const fixable = problems.length > 0 && problems.every((p) => p.code === 'window_too_small');
     alert.hidden = problems.length === 0;
-    box.dataset.device = problems.length ? problems[0].code : 'ok';
+    box.dataset.device = problems.length ? problems[0].code : decoding === null ? 'checking' : 'ok';
     if (problems.length) {
       alert.replaceChildren(...problems.map((p) => Object.assign(document.createElement('p'), { textContent: p.text })));
       const todo = advice(where, platform, fixable);
       alert.append(Object.assign(document.createElement('p'), { className: 'device-advice', textContent: todo }));
     }
     // The preview has nothing to hide (accepting happens on the platform's page).
-    for (const part of guarded) part.hidden = problems.length > 0;
+    for (const part of guarded) part.hidden = problems.length > 0 || decoding === null;
   };
   render();
+  if (decoding === null) {
+    decodingProblems(types).then((found) => { decoding = found; render(); });
+  }
   window.addEventListener('resize', render);
   return render;
 }

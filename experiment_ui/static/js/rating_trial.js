@@ -32,6 +32,7 @@
 
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor, round6 } from './display.js';
+import { MediaFailure, PlaybackLog, clipElement, failureText, faithful, playClip, preloadClip } from './media.js';
 
 export const info = Object.freeze({
   name: 'rating',
@@ -55,6 +56,8 @@ export const info = Object.freeze({
     saving_delay_ms: { type: 'int', default: 400,
       description: 'Practice: show "Saving" only if the server has not answered after this long.' },
     send_key: { type: 'key', default: 'Enter', description: 'Key that sends the chosen rating (as Next does).' },
+    clip_timeout_ms: { type: 'int', default: 120000,
+      description: 'Video: a clip whose whole file has not loaded after this long is a timeout failure (P.910 toolkit: 120 s).' },
   }),
 });
 
@@ -171,6 +174,13 @@ export class RatingTrial {
     this.keysDown = new Set();  // keys pressed and not yet released: Enter must be pressed afresh
     this.scale = null;          // CSS px per image px of the trial on screen
     this.sent = null;           // resolves the wait for Next
+    // Video trials (media.js): clips preloaded whole (url -> Promise of an object URL), the clips on screen,
+    // their playback log, and the failures met per trial (recorded on its rating).
+    this.clipFiles = new Map();
+    this.clips = null;
+    this.playing = false;
+    this.playback = null;
+    this.failures = new Map();
     // Keys are tracked from the start, so that a key already held when the first trial appears does nothing.
     document.addEventListener('keydown', (event) => this.onKeyDown(event));
     document.addEventListener('keyup', (event) => this.keysDown.delete(event.key));
@@ -408,6 +418,7 @@ export class RatingTrial {
       this.renderProgress();
       if (!(await this.show(trial, seq)) || seq !== this.seq) return;
       this.preload(next);
+      if (this.clips && !(await this.playTrial(trial, seq))) return;
       const sent = await unlessAborted(new Promise((resolve) => { this.sent = resolve; }), signal);
       this.sent = null;
       if (!sent || seq !== this.seq) return;
@@ -432,6 +443,7 @@ export class RatingTrial {
       imgs = await this.buildImages(images);
     } catch (error) {
       if (seq !== this.seq) return false;
+      if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
       throw new StimulusLoadError('An image of this trial could not be loaded. Check your connection; trying again…',
                                   { cause: error });
     } finally {
@@ -457,6 +469,10 @@ export class RatingTrial {
     this.releaseFocus();
     this.imagesShown = true;
     this.awaitingRating = true;
+    this.clips = imgs[0] instanceof HTMLVideoElement ? imgs : null;
+    this.playing = this.clips !== null; // no choice counts before the clips have played
+    this.playback = null;
+    delete this.trialEl.dataset.played;
     const wasVisible = !this.trialEl.hidden;
     this.setMode('trial'); // arms the clock itself if this un-hides the trial
     if (wasVisible && !this.trialEl.hidden) this.armClock();
@@ -481,13 +497,14 @@ export class RatingTrial {
     const trial = this.trial;
     this.setAccepting(false);
     await nextFrame();
-    if (this.trial !== trial || this.trialEl.hidden || !this.awaitingRating) return;
+    if (this.trial !== trial || this.trialEl.hidden || !this.awaitingRating || this.playing) return;
     this.t0 = performance.now();
     this.setAccepting(true);
   }
 
-  /** Decoded <img> elements for `images` (in display order). */
+  /** Decoded <img> elements for `images` (in display order); for video trials, decoded <video>s. */
   async buildImages(images) {
+    if (images.some((image) => image.kind === 'video')) return this.buildClips(images);
     const imgs = images.map((image) => {
       const img = new Image();
       img.className = 'rating-image';
@@ -501,10 +518,150 @@ export class RatingTrial {
     return imgs;
   }
 
-  /** Warm the cache with the next trial's images while this one is judged. */
+  // --- video (media.js) -----------------------------------------------------
+
+  /** The whole file of a clip as an object URL, loaded once (this trial's, or the next one's early). */
+  clipFile(url, onProgress = () => {}) {
+    let file = this.clipFiles.get(url);
+    if (!file) {
+      file = preloadClip(url, { onProgress: (f) => this.clipProgress.get(url)?.(f),
+                                timeoutMs: this.params.clip_timeout_ms });
+      file.catch(() => this.clipFiles.delete(url)); // a failed load is tried afresh
+      this.clipFiles.set(url, file);
+    }
+    this.clipProgress.set(url, onProgress);
+    return file;
+  }
+
+  get clipProgress() {
+    if (!this._clipProgress) this._clipProgress = new Map();
+    return this._clipProgress;
+  }
+
+  /** Decoded <video> elements of a trial's clips, each loaded whole first; the progress in the status line. */
+  async buildClips(images) {
+    const fractions = images.map(() => 0);
+    const shown = () => {
+      if (this.mode !== 'loading') return;
+      const done = fractions.reduce((a, b) => a + b, 0) / images.length;
+      this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
+    };
+    const files = await Promise.all(images.map((image, i) => this.clipFile(image.url, (f) => {
+      fractions[i] = f === null ? fractions[i] : f;
+      shown();
+    })));
+    const videos = await Promise.all(files.map(({ objectUrl }) => clipElement(objectUrl)));
+    videos.forEach((video, i) => {
+      video.className = 'rating-image rating-video';
+      video.dataset.durationS = String(images[i].duration_s ?? '');
+    });
+    // Object URLs of clips no longer needed (not this trial's, not the next one's) are released.
+    const keep = new Set(images.map((image) => image.url));
+    for (const [url, file] of this.clipFiles) {
+      if (!keep.has(url) && !this.nextUrls?.has(url)) {
+        file.then(({ objectUrl }) => URL.revokeObjectURL(objectUrl), () => {});
+        this.clipFiles.delete(url);
+      }
+    }
+    return videos;
+  }
+
+  /** A clip's failure: recorded on the trial (sent with its rating) and named to the worker. */
+  mediaFailure(trial, failure) {
+    this.failures.set(trialIdOf(trial), failure.message);
+    return new StimulusLoadError(`${failureText(failure)} Trying again…`, { cause: failure });
+  }
+
+  /**
+   * Play the trial's clips one after the other (DCR: the reference, then the test), then let the worker
+   * rate; an unfaithful playback (the State's media.rule) is played again up to rule.max_repeats times.
+   * @returns {Promise<boolean>} false if a newer trial or clear() took over
+   */
+  async playTrial(trial, seq) {
+    const media = this.driver.state.media || {};
+    const rule = media.rule || null;
+    const clips = this.clips;
+    const duration = clips.reduce((sum, v) => sum + 1000 * (Number(v.dataset.durationS) || v.duration || 0), 0);
+    let log;
+    try {
+      for (let attempt = 0; ; attempt += 1) {
+        log = new PlaybackLog();
+        log.duration_ms = duration;
+        this.trialEl.dataset.playing = 'true';
+        await this.playClips(clips, log, seq);
+        if (seq !== this.seq) return false;
+        if (!rule || faithful(log, rule) || attempt >= rule.max_repeats) break;
+        this.trialEl.dataset.repeats = String(attempt + 1);
+      }
+    } catch (error) {
+      if (seq !== this.seq) return false;
+      if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
+      throw error;
+    } finally {
+      delete this.trialEl.dataset.playing;
+    }
+    log.error = this.failures.get(trialIdOf(trial)) || null;
+    this.playback = log;
+    this.playing = false;
+    this.trialEl.dataset.played = 'true';
+    this.showReplay(media.replays || 0, seq);
+    if (!this.trialEl.hidden) this.armClock();
+    return true;
+  }
+
+  async playClips(clips, log, seq) {
+    for (const video of clips) {
+      if (seq !== this.seq) return;
+      video.dataset.state = 'playing';
+      await playClip(video, log, { durationS: Number(video.dataset.durationS) || video.duration,
+                                   askClick: () => this.askClick(video) });
+      video.dataset.state = 'played';
+    }
+  }
+
+  /** The browser refused to autoplay: a Play button over the clip starts it (never a stuck page). */
+  askClick(video) {
+    return new Promise((resolve) => {
+      const button = el('button', { type: 'button', class: 'rating-play', id: 'rating-play', text: '▶ Play' });
+      button.addEventListener('click', () => { button.remove(); resolve(); }, { once: true });
+      video.parentElement.append(button);
+      this.driver.setStatus('Your browser waits for a click to play the video.');
+    });
+  }
+
+  /** "Play again" while the study allows replays of this trial (each counted in the log). */
+  showReplay(left, seq) {
+    this.replayButton?.remove();
+    if (left <= 0) return;
+    this.replayButton = el('button', { type: 'button', id: 'rating-replay', class: 'rating-replay',
+                                       text: `Play again (${left})` });
+    this.replayButton.addEventListener('click', async () => {
+      if (seq !== this.seq || !this.accepting) return;
+      this.replayButton.remove();
+      this.setAccepting(false);
+      this.playing = true;
+      this.playback.replays += 1;
+      try {
+        await this.playClips(this.clips, this.playback, seq);
+      } finally {
+        this.playing = false;
+      }
+      if (seq !== this.seq) return;
+      this.showReplay(left - 1, seq);
+      this.setAccepting(true);
+    });
+    this.scaleRow.prepend(this.replayButton);
+  }
+
+  /** Warm the cache with the next trial's images while this one is judged (clips: their whole files). */
   preload(trial) {
     this.preloaded.clear();
+    this.nextUrls = new Set((trial?.images || []).map((image) => image.url));
     if (!trial) return;
+    if ((trial.images || []).some((image) => image.kind === 'video')) {
+      for (const image of trial.images) this.clipFile(image.url).catch(() => {}); // shown when the trial is
+      return;
+    }
     for (const image of trial.images || []) {
       if (this.preloaded.has(image.url)) continue;
       const img = new Image();
@@ -572,6 +729,7 @@ export class RatingTrial {
   async answer(trial, { rating, rt }, finish, seq) {
     const quiz = this.driver.state.page.kind === 'quiz';
     const body = { trial_id: trialIdOf(trial), rating, rt_ms: Math.round(rt) };
+    if (this.playback) body.playback = this.playback.toJSON();
     // Main trials do not wait for the server (the queue delivers in the background); practice
     // feedback comes in the rating's answer, so it is awaited.
     const delivered = finish(body, { awaitAnswer: quiz });

@@ -16,7 +16,7 @@
 // sees them in the order they were made, and a failing connection is probed by one request
 // instead of a burst.
 
-import { ApiError, BACKOFF, backoffDelay, isTransientStatus, readJson } from './assignment_api.js';
+import { ApiError, BACKOFF, backoffDelay, isTransientStatus, readJson, retryAfterMs } from './assignment_api.js';
 
 const STORAGE_PREFIX = 'perceptlab.responses.';
 // Queues that pages of earlier releases left behind (one per endpoint), taken over at start-up.
@@ -47,16 +47,6 @@ export function uuid4() {
   b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
   const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
-
-/** Retry-After (seconds or HTTP date) in ms, or null. */
-function retryAfterMs(response) {
-  const value = response.headers && response.headers.get('Retry-After');
-  if (!value) return null;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const date = Date.parse(value);
-  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : null;
 }
 
 const isEntry = (e) => e && typeof e.id === 'string' && typeof e.path === 'string' && typeof e.body === 'string';

@@ -959,6 +959,11 @@ class MotionMatching(Paradigm):
         return {"clip_example": example_clip(session, study),
                 "min_window": self.min_window(session, study)}
 
+    def simulated_worker(self):
+        """``perceptlab simulate``'s worker: calibrates, then matches RDK dots and clip motion (:mod:`.simulated_worker`)."""
+        from .simulated_worker import MotionWorker
+        return MotionWorker
+
     def trial_media(self, session: Session, assignment: Assignment, trial_id: str) -> bytes:
         return rdk_dot_movie_of(session, assignment, trial_id)
 
@@ -997,10 +1002,10 @@ class MotionMatching(Paradigm):
             session, study_id, salt=salt, include_pilot=include_pilot)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
-        """The study list's columns read sets / pairs / answers: for motion studies clips / probes / sessions."""
+        """Clips, their probes and sessions (:meth:`core.Paradigm.progress`'s neutral keys)."""
         motion = motion_progress(session, study_id)
-        return {"kind": self.kind, "n_sets": motion["n_clips"], "n_pairs": motion["n_probes"],
-                "n_votes": motion["sessions_done"], "target_votes": motion["sessions_target"],
+        return {"kind": self.kind, "n_groups": motion["n_clips"], "groups": "clips", "n_units": motion["n_probes"],
+                "units": "probes", "n_responses": motion["sessions_done"], "target_responses": motion["sessions_target"],
                 "fill": motion["fill"], "n_workers": motion["n_workers"], "unit": "sessions"}
 
     def summary_line(self, session: Session, study_id: int) -> str:

@@ -21,7 +21,7 @@ def analyse_results(session: Session, study: Study, export: StudyExport, out: Pa
     notes = [f"clips for the plots and image gradients: {clips_note}"] if clips_note else []
 
     def run(analysis: Path) -> None:
-        from ...cli.cmd_analysis import run_motion_analysis
+        from .cli import run_motion_analysis
 
         frames = out / "frames.csv"
         run_motion_analysis(out / "motion.csv", analysis, clips=clips, frames_csv=frames if frames.is_file() else None,

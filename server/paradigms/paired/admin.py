@@ -9,7 +9,7 @@ JSON (401 JSON when not logged in)
 :func:`dashboard_summary` is what ``GET /admin/api/studies/<slug>/summary`` adds to the study row for a
 paired-comparison study: per-set fill of the pairs, the workers table and the running scales, which
 ``pc/admin_study.html`` (through static/js/dashboard.js) shows. Every route needs a logged-in
-experimenter and the session's CSRF token on POST (:func:`server.views.admin.protect`).
+experimenter and the session's CSRF token on POST (:func:`server.admin_support.protect`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from ... import auth, codes, exports
 from ...db import db_session
-from ...views.admin import admin_error, csv_download, download_salt, flag, protect, study_or_404
+from ...admin_support import admin_error, csv_download, download_salt, flag, protect, study_or_404
 from . import export as paired_export, live_scales
 from .models import Pair, ScaleSnapshot, StudySet, Vote
 from ...models import Assignment, Study

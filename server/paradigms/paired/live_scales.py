@@ -66,6 +66,8 @@ from analysis.screening import DEFAULT_GOLD_ACCURACY
 from ...models import Assignment, Study, as_utc, utcnow
 from .export import export_votes
 from .models import ScaleSnapshot, Stimulus, StudySet, Vote
+from ...metrics import job as background_job
+from ...outages import log_failure
 from ...services import app_services
 
 log = logging.getLogger("perceptlab.live_scales")
@@ -104,12 +106,17 @@ def load_study_votes(session: Session, study_id: int) -> StudyVotes:
     rows = export_votes(session, study_id, pseudonymise=False)
     for row in rows:
         row["worker_id"] = str(row["_worker_db_id"])
+    return StudyVotes(study_id, study.seed, rows, candidate_items(session, study))
+
+
+def candidate_items(session: Session, study: Study) -> dict[str, list[str]]:
+    """Set name -> its candidate item IDs (also those without votes yet), in the study's order."""
     items: dict[str, list[str]] = {s.name: [] for s in study.sets}
     for set_name, item_id in session.execute(
             select(StudySet.name, Stimulus.item_id).join(Stimulus, Stimulus.set_id == StudySet.id)
-            .where(StudySet.study_id == study_id, Stimulus.kind == "candidate").order_by(Stimulus.id)):
+            .where(StudySet.study_id == study.id, Stimulus.kind == "candidate").order_by(Stimulus.id)):
         items[set_name].append(item_id)
-    return StudyVotes(study_id, study.seed, rows, items)
+    return items
 
 
 def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
@@ -128,8 +135,8 @@ def snapshot_payload(data: StudyVotes, *, bootstrap: int = DEFAULT_BOOTSTRAP, se
         there are no scales at all), ``notes``, ``screening``, ``sets`` (per set ``set_id``, ``status`` "ok" | "disconnected" |
         "no_votes", ``connected``, ``message``, ``n_votes``, ``items``: ``item_id``,
         ``scale``, ``ci_low``, ``ci_high`` (anchored), ``scale_jod``, ``ci_low_jod``, ``ci_high_jod`` (JOD,
-        the same resamples reported in JOD: :data:`ALSO_UNITS`), ``rank``, ``n_votes``; items without votes
-        have null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``, ``flags``: why the
+        the same resamples reported in JOD: :data:`ALSO_UNITS`), ``rank``, ``n_votes``, ``n_workers`` (different
+        kept workers who voted on the item's real pairs); items without votes have null scales) and ``workers`` (by worker database ID: ``tpr``, ``kept``, ``n_votes``, ``flags``: why the
         analysis flags them, as in workers.csv, e.g. ``favours:ITEM`` for a targeted bias).
     """
     started = time.perf_counter()
@@ -210,10 +217,28 @@ def _set_records(result, votes) -> dict[str, dict[str, Any]]:
             (f"not connected yet: the items fall into {n_groups} groups never compared with each other, "
              "so scale values of different groups are not comparable until more votes link them"),
             "n_votes": int(len(design.votes)), "items": []}
+    workers = kept_workers_per_item({str(w["worker_id"]) for w in result.workers if w["kept"]}, votes)
     for r in result.scales:
         records[r["set_id"]]["items"].append({"item_id": r["item_id"], **{key: _num(r[key]) for key in SCALE_FIELDS},
-                                              "rank": int(r["rank"]), "n_votes": int(r["n_votes"])})
+                                              "rank": int(r["rank"]), "n_votes": int(r["n_votes"]),
+                                              "n_workers": workers.get((r["set_id"], r["item_id"]), 0)})
     return records
+
+
+def kept_workers_per_item(kept_ids: set[str], votes) -> dict[tuple[str, str], int]:
+    """``{(set_id, item_id): different workers of ``kept_ids`` (those the analysis kept) who voted on a real pair of
+    the item}``: what ``[stopping] min_workers`` compares (server/paradigms/paired/precision.py), for the running
+    estimate and for ``perceptlab results``' report of the target (server/paradigms/paired/results.py)."""
+    import numpy as np
+
+    kept = np.array([str(w) in kept_ids for w in votes.worker_ids], dtype=bool)
+    rows = ~votes.is_gold & kept[votes.worker] if len(votes) else np.zeros(0, dtype=bool)
+    items = np.concatenate([votes.item_a[rows], votes.item_b[rows]])
+    voters = np.concatenate([votes.worker[rows], votes.worker[rows]])
+    distinct = np.unique(items * max(len(votes.worker_ids), 1) + voters) // max(len(votes.worker_ids), 1)
+    counts = np.bincount(distinct, minlength=len(votes.item_ids))
+    return {(str(votes.set_ids[votes.item_set[g]]), str(votes.item_ids[g])): int(counts[g])
+            for g in range(len(votes.item_ids))}
 
 
 def _add_unvoted(record: dict[str, Any], ids: list[str]) -> None:
@@ -222,7 +247,7 @@ def _add_unvoted(record: dict[str, Any], ids: list[str]) -> None:
 
 
 def _unvoted(item_id: str) -> dict[str, Any]:
-    return {"item_id": item_id, **dict.fromkeys(SCALE_FIELDS), "rank": None, "n_votes": 0}
+    return {"item_id": item_id, **dict.fromkeys(SCALE_FIELDS), "rank": None, "n_votes": 0, "n_workers": 0}
 
 
 def _empty_set(name: str, ids: list[str]) -> dict[str, Any]:
@@ -633,9 +658,10 @@ def wait_for_refreshes(app, timeout: float = 30.0) -> None:
 
 def _logged(app, study_id: int, min_age: float) -> None:
     try:
-        refresh_if_stale(app, study_id, min_age=min_age)
-    except Exception:  # noqa: BLE001 - a failed refresh must not take anything else down
-        log.exception("running scale estimate of study %s failed", study_id)
+        with background_job("live_scales") as job:
+            job.set("done" if refresh_if_stale(app, study_id, min_age=min_age) else "skipped")
+    except Exception as exc:  # noqa: BLE001 - a failed refresh must not take anything else down
+        log_failure(app, log, exc, "running scale estimate of study %s failed", study_id)
 
 
 # ---------------------------------------------------------------- the background thread
@@ -657,10 +683,13 @@ def refresh_all(app) -> list[int]:
         if stored.get(study_id) == n:
             continue
         try:
-            if refresh_if_stale(app, study_id):
-                computed.append(study_id)
-        except Exception:  # noqa: BLE001
-            log.exception("running scale estimate of study %s failed", study_id)
+            with background_job("live_scales") as job:
+                if refresh_if_stale(app, study_id):
+                    computed.append(study_id)
+                else:
+                    job.set("skipped")
+        except Exception as exc:  # noqa: BLE001
+            log_failure(app, log, exc, "running scale estimate of study %s failed", study_id)
     return computed
 
 
@@ -668,8 +697,8 @@ def _loop(app, state: _ProcessState, interval: float) -> None:
     while not state.stop.wait(interval):
         try:
             refresh_all(app)
-        except Exception:  # noqa: BLE001 - e.g. the database is briefly unreachable: try again next time
-            log.exception("running scale estimates: refresh pass failed")
+        except Exception as exc:  # noqa: BLE001 - e.g. the database is briefly unreachable: try again next time
+            log_failure(app, log, exc, "running scale estimates: refresh pass failed")
         child = state.child
         if child is not None and child.owned_here():
             child.close_if_idle(CHILD_IDLE_SECONDS)  # votes stopped coming: give its memory back

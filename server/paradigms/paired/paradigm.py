@@ -127,6 +127,11 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
               .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
+# How often each gold pair was shown in the study (every worker, quiz and hidden): through the trial's
+# pair index, over the study's few gold pairs only.
+_GOLD_SHOWN = (select(_trial.c.pair_id, func.count())
+               .where(_trial.c.pair_id.in_(bindparam("pair_ids", expanding=True)), _trial.c.is_gold)
+               .group_by(_trial.c.pair_id))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
 # What a page start asks first, in one round trip: is the worker turned away, how many pages of
 # trials did they get in the study, which index the assignment's next page has, and whether the
@@ -179,23 +184,29 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
 
     A gold pair that comes back is a pattern that marks it as gold (real pairs never
     repeat for a worker), so every pick is one the worker has seen least often, in
-    any of their assignments: unseen ones while any remain. Ties go to the set the
-    worker has seen least gold of (spreading gold over the sets), then at random.
+    any of their assignments: unseen ones while any remain. Ties go to the gold pair
+    shown least in the whole study (issue 38: how often a pair recurs across workers
+    separated gold at AUC 0.805; real pairs are filled evenly, so gold pairs are too),
+    then to the set the worker has seen least gold of (spreading gold over the sets),
+    then at random.
     """
     gold = _gold_pairs(session, study)
     if not gold or n == 0:
         return []
     seen = _gold_seen(session, worker_id)
+    shown = dict(session.connection().execute(_GOLD_SHOWN, {"pair_ids": list(gold)}).all())
     times = {pair_id: seen.get(pair_id, 0) for pair_id in gold}
+    overall = {pair_id: int(shown.get(pair_id, 0)) for pair_id in gold}
     per_set: dict[int, int] = {}
     for pair_id, count in times.items():
         per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + count
     tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
     for _ in range(n):
-        pick = min(gold, key=lambda p: (times[p], per_set[gold[p]], tie_break[p]))
+        pick = min(gold, key=lambda p: (times[p], overall[p], per_set[gold[p]], tie_break[p]))
         picks.append(int(pick))
         times[pick] += 1
+        overall[pick] += 1
         per_set[gold[pick]] += 1
     return picks
 
@@ -920,6 +931,11 @@ class PairedComparison(Paradigm):
 
         return simulation_forecast(session, study, spec)
 
+    def simulated_worker(self):
+        """``perceptlab simulate``'s worker: votes on each pair by the images' RMSE to the reference (:mod:`simulated_worker`)."""
+        from .simulated_worker import PairedWorker
+        return PairedWorker
+
     def admin_blueprint(self):
         """votes.csv, the running scales and their refresh (:mod:`.admin`)."""
         from .admin import bp
@@ -957,7 +973,10 @@ class PairedComparison(Paradigm):
                                                   _active_sets(session, study_id))
         else:
             design = dict(paired_active.REGULAR_DESIGN)
-        return {"kind": self.kind, **study_progress(session, study_id), "unit": "votes", "design": design}
+        p = study_progress(session, study_id)
+        return {"kind": self.kind, "n_groups": p["n_sets"], "groups": "sets", "n_units": p["n_pairs"], "units": "pairs",
+                "n_responses": p["n_votes"], "target_responses": p["target_votes"], "unit": "votes",
+                "fill": p["fill"], "n_workers": p["n_workers"], "design": design}
 
     def summary_line(self, session: Session, study_id: int) -> str:
         p = study_progress(session, study_id)

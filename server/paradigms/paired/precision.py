@@ -7,7 +7,11 @@ times a constant), ``"anchored"`` its anchored ones (each set's virtual worst an
 computed before the JOD intervals existed has none: its half-widths are NaN (not met) until the next votes
 recompute it. A named pair counts as resolved when the two items' 95 % intervals do not overlap: then the
 interval of their difference excludes 0 as well (a conservative test; the snapshot keeps no covariances).
-Intervals count only once :data:`MIN_WORKERS` workers are kept: the worker bootstrap of fewer is degenerate."""
+
+The snapshot is the analysis of ``perceptlab analyze`` (the same worker screening, gold and targeted-bias tests),
+and each item carries ``n_workers``, the different kept workers who voted on its real pairs: ``[stopping]
+min_workers`` compares those (server/stopping.py), so an item a few workers answered never counts, whatever its
+interval. A snapshot stored before ``n_workers`` existed counts no item until the next votes recompute it."""
 from __future__ import annotations
 
 import math
@@ -37,8 +41,7 @@ UNITS = {"jod": SnapshotUnit("ci_low_jod", "ci_high_jod", 1.0, "JOD"),
          "z": SnapshotUnit("ci_low_jod", "ci_high_jod", 1.0 / JOD_PER_Z, "z units"),
          "anchored": SnapshotUnit("ci_low", "ci_high", 1.0, "anchored units (worst anchor 0, best 1)")}
 OLD_SNAPSHOT_NOTE = "the running estimate has no {label} intervals yet: recomputed with the next votes"
-# The intervals resample workers: with fewer kept workers they are degenerate (one worker: zero width).
-MIN_WORKERS = 3
+NO_WORKERS_NOTE = "the running estimate does not count each item's kept workers yet: recomputed with the next votes"
 
 
 def real_votes(session: Session, study_id: int) -> int:
@@ -69,18 +72,22 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...], un
         return Precision(unit.label, (), votes, note="no running scale estimate yet")
     payload = snapshot.payload
     kept = (payload.get("screening") or {}).get("kept_workers") or 0
-    sets, has_unit = [], True
+    sets, has_unit, has_workers = [], True, True
     for record in payload.get("sets", []):
         has_unit = has_unit and all(unit.low in i for i in record["items"])
+        has_workers = has_workers and all("n_workers" in i for i in record["items"])
         items = {i["item_id"]: _bounds(i, unit) for i in record["items"]}
-        widths = tuple((high - low) / 2 if low is not None and high is not None and kept >= MIN_WORKERS
-                       else math.nan for low, high in items.values())
+        widths = tuple((high - low) / 2 if low is not None and high is not None else math.nan
+                       for low, high in items.values())
+        workers = tuple(int(i["n_workers"]) for i in record["items"]) if has_workers else ()
         pairs = {pair: ok for pair in resolve if (ok := resolved(items, pair)) is not None}
-        sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs))
+        sets.append(SetPrecision(record["set_id"], tuple(items), widths, int(record.get("n_votes") or 0), pairs,
+                                 workers=workers))
     note = payload.get("error") or ("" if has_unit else OLD_SNAPSHOT_NOTE.format(label=unit.label)) or (
-        f"intervals need {MIN_WORKERS} kept workers, {kept} so far" if kept < MIN_WORKERS else "")
-    if snapshot.n_votes and votes:
-        note = note or f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes"
+        "" if has_workers else NO_WORKERS_NOTE)
+    if not note and snapshot.n_votes and votes:
+        note = (f"from the running estimate of {payload.get('n_scaling_votes', 0)} votes, {kept} workers kept by "
+                "the screening of perceptlab analyze")
     return Precision(unit.label, tuple(sets), votes, note=note)
 
 

@@ -6,7 +6,6 @@ study template``) is made from it. Only ``study.manifests`` is required; a paire
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +19,7 @@ from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
-from ..studyfile import StudyDefinitionError, common_root
+from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import Pair, Stimulus, StudySet
 
 KIND = "pc"
@@ -205,11 +204,13 @@ def _scene_manifests(spec: StudySpec) -> list[tuple[Path, dict]]:
     scenes: list[tuple[Path, dict]] = []
     for name in spec.manifests:
         path = Path(spec.base_dir) / name
-        manifest = _load_json(path)
+        manifest = load_manifest_json(path)
         if manifest.get("kind") == "study":
             for entry in manifest.get("scenes", []):
+                if not isinstance(entry, dict) or not isinstance(entry.get("manifest"), str):
+                    raise StudyDefinitionError(f"{path}: a scene entry names no manifest")
                 scene_path = path.parent / entry["manifest"]
-                scenes.append((scene_path.parent, _load_json(scene_path)))
+                scenes.append((scene_path.parent, load_manifest_json(scene_path)))
         elif manifest.get("kind") == "scene":
             scenes.append((path.parent, manifest))
         else:
@@ -221,15 +222,6 @@ def _scene_manifests(spec: StudySpec) -> list[tuple[Path, dict]]:
     if not scenes:
         raise StudyDefinitionError("the manifests name no scenes")
     return scenes
-
-
-def _load_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StudyDefinitionError(f"{path}: no such manifest") from None
-    except json.JSONDecodeError as exc:
-        raise StudyDefinitionError(f"{path}: not valid JSON ({exc})") from None
 
 
 def stimulus_root(spec: StudySpec) -> Path:
@@ -246,6 +238,7 @@ def create_study(session: Session, spec: StudySpec) -> Study:
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)
+    check_resolve_items(spec.resolve, [{c["id"] for c in m["candidates"]} for _, m in scenes])
     if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
         raise StudyDefinitionError("the stimuli have no gold pairs (prepared with --gold-pairs 0): "
                                    "set [quality] quiz_size = 0 and gold_rate = 0")

@@ -6,7 +6,7 @@ HTML downloads
 The study page itself (``rating/admin_study.html``) is rendered by the shared ``GET /admin/studies/<slug>``
 with :meth:`Rating.dashboard_context` and refreshed from ``GET /admin/api/studies/<slug>/summary``
 (:meth:`Rating.dashboard_summary`). Every route needs a logged-in experimenter and the session's CSRF token
-on POST (:func:`server.views.admin.protect`).
+on POST (:func:`server.admin_support.protect`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from ... import auth
 from ...db import db_session
-from ...views.admin import admin_error, csv_download, download_salt, flag, protect, study_or_404
+from ...admin_support import admin_error, csv_download, download_salt, flag, protect, study_or_404
 from .export import RATINGS_COLUMNS, rating_rows
 
 bp = Blueprint("rating_admin", __name__, url_prefix="/admin")

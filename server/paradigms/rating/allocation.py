@@ -1,6 +1,13 @@
 """Which stimuli a page of ratings shows: at most once per worker and study, the least-rated first,
 quality checks the worker has seen least, in a random order seeded per page.
 
+ACR with hidden references (P.910's ACR-HR): a page of an ACR study also holds the hidden reference of every
+scene (content) among its real stimuli that the worker has not had yet (:func:`hidden_references_for`), so each
+worker rates the reference of every content they rate, on the page where they first meet the content, in the
+page's random order: the DMOS (``analyze-ratings --dmos``) then uses every test rating. They take the places of
+the page's quality checks (a hidden reference is one), and a page whose scenes need more references than it has
+checks grows by the difference.
+
 A page of real trials reserves its stimuli while its reservation holds (``Page.reserved_until``,
 renewed by every rating and state request: :mod:`server.allocation`, whose reservation rules every
 paradigm shares): a stimulus's filled count is its stored ratings by participants who are not pilots
@@ -19,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from ...allocation import NOW, now
 from ...models import Assignment, Page
-from .models import RatingResponse, RatingStimulus, RatingTrial
+from .models import HIDDEN_REFERENCE, RatingResponse, RatingStimulus, RatingTrial
 
 RATING_ALLOCATION_LOCKS = 7_200_000  # advisory lock namespace (paired 7_000_000, motion 7_100_000)
 
@@ -53,6 +60,29 @@ _CHECKS = (select(_stimulus.c.id, _stimulus.c.scene, _stimulus.c.role)
 _CHECKS_SEEN = (select(_trial.c.stimulus_id, func.count()).where(_trial.c.worker_id == bindparam("worker_id"),
                                                                  _trial.c.is_gold)
                 .group_by(_trial.c.stimulus_id))
+
+
+_REFERENCES_OF = (select(_stimulus.c.id, _stimulus.c.scene)
+                  .where(_stimulus.c.study_id == bindparam("study_id"), _stimulus.c.role == HIDDEN_REFERENCE)
+                  .order_by(_stimulus.c.id))
+_SCENES_OF = select(_stimulus.c.scene).where(_stimulus.c.id.in_(bindparam("ids", expanding=True)))
+# A training (quiz) answer is gold, never data: a reference met only there is met again on a page.
+_SEEN_ON_PAGES = select(_trial.c.stimulus_id).where(_trial.c.worker_id == bindparam("worker_id"), ~_trial.c.is_quiz)
+
+
+def hidden_references_for(session: Session, study_id: int, worker_id: int, real: list[int]) -> list[int]:
+    """The hidden reference of each scene of the stimuli ``real`` that this worker has had on no page yet (ACR-HR:
+    the module docstring; the training does not count), one per scene, in scene order."""
+    if not real:
+        return []
+    connection = session.connection()
+    scenes = {row[0] for row in connection.execute(_SCENES_OF, {"ids": list(real)})}
+    seen = {row[0] for row in connection.execute(_SEEN_ON_PAGES, {"worker_id": worker_id})}
+    picked: dict[str, int] = {}
+    for stimulus_id, scene in connection.execute(_REFERENCES_OF, {"study_id": study_id}):
+        if scene in scenes and scene not in picked and stimulus_id not in seen:
+            picked[scene] = int(stimulus_id)
+    return [picked[scene] for scene in sorted(picked)]
 
 
 def choose_stimuli(session: Session, study_id: int, worker_id: int, n: int, rng: np.random.Generator) -> list[int]:

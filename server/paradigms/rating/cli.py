@@ -4,7 +4,8 @@ CCR) and the comparison of a rating study with a paired-comparison study of the 
 The numerics live in :mod:`analysis.ratings`, :mod:`analysis.rating_screening`, :mod:`analysis.rating_models`,
 :mod:`analysis.rating_report` and :mod:`analysis.protocols`; they are imported inside the commands, so
 ``perceptlab --help`` stays fast. :mod:`server.cli` imports this module (it imports every
-``server/paradigms/<package>/cli.py``).
+``server/paradigms/<package>/cli.py``) and adds its :data:`COMMANDS` to the ``perceptlab`` group; the commands
+are plain click commands built with :mod:`server.command_support`, so the package never imports ``server/cli/``.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import click
 
-from server.cli.base import UserError, cli
+from ...command_support import FiniteFloatRange, UserError
 
-SCREENING_RULES = ("bt500", "correlation", "straight_liner", "gold", "hidden_reference")  # analysis.rating_screening.RULES
+# analysis.rating_screening.RULES (not imported: `perceptlab --help` stays fast)
+SCREENING_RULES = ("bt500", "careless", "correlation", "straight_liner", "gold", "hidden_reference")
 
 
 def _rules(value: str) -> tuple[str, ...]:
@@ -25,7 +27,7 @@ def _rules(value: str) -> tuple[str, ...]:
     return names
 
 
-@cli.command("analyze-ratings")
+@click.command("analyze-ratings")
 @click.argument("ratings_csv", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for scores.csv, workers.csv, summary.json and the plots.")
@@ -34,12 +36,13 @@ def _rules(value: str) -> tuple[str, ...]:
                    "clause 12.6 model's quality of an average worker (bias and inconsistency removed), or "
                    "that model with an ambiguity per content (sureal's MLE; content = reference_id).")
 @click.option("--interval", type=click.Choice(["t", "bootstrap"]), default="t", show_default=True,
-              help="Intervals: Student t over each stimulus' ratings (with --model p913: the model's normal "
-                   "interval), or a bootstrap over workers (percentile).")
+              help="Intervals: Student t with a moderated variance over each stimulus' ratings (with --model "
+                   "p913: of a jackknife over workers; mle: the model's normal interval), or a bootstrap over "
+                   "workers (percentile); always inside the scale, blank below 2 workers (scores.csv ci_reason).")
 @click.option("--n-boot", type=click.IntRange(min=2), default=1000, show_default=True,
               help="Bootstrap resamples (with --interval bootstrap).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True)
 @click.option("--scale", type=click.Choice(["auto", "acr", "dcr", "ccr"]), default="auto", show_default=True,
               help="The rating scale (ACR 1..5, DCR 1..5, CCR -3..3); auto: the file's scale column, else CCR "
@@ -51,24 +54,35 @@ def _rules(value: str) -> tuple[str, ...]:
               help="Screening rules that exclude workers, comma-separated (every rule is computed and shown "
                    "in workers.csv either way).")
 @click.option("--no-screening", is_flag=True, help="Keep every worker (the rules are still reported).")
-@click.option("--correlation-threshold", type=click.FloatRange(-1, 1), default=0.75, show_default=True,
-              help="Correlation rule: flag a worker whose ratings correlate below this with the others' MOS.")
+@click.option("--careless-posterior", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.5,
+              show_default=True,
+              help="Careless rule: flag a worker whose posterior of rating uniformly at random (against the P.913 "
+                   "model's honest raters) is above this.")
+@click.option("--correlation-threshold", type=FiniteFloatRange(-1, 1), default=0.0, show_default=True,
+              help="Correlation rule: flag a worker whose correlation with the others' MOS is significantly below "
+                   "this (one-sided Fisher z test at --correlation-alpha).")
+@click.option("--correlation-alpha", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True,
+              help="Correlation rule: the test's level; 0.5 compares r itself with the threshold (VQEG HDTV's fixed "
+                   "rule is --correlation-threshold 0.75 --correlation-alpha 0.5).")
 @click.option("--min-common", type=click.IntRange(min=3), default=5, show_default=True,
               help="Correlation rule: stimuli a worker must share with others for a correlation.")
-@click.option("--gold-accuracy", type=click.FloatRange(0, 1), default=0.7, show_default=True,
+@click.option("--gold-accuracy", type=FiniteFloatRange(0, 1), default=0.7, show_default=True,
               help="Gold rule: flag a worker with a smaller share of gold answers inside gold_low..gold_high.")
 @click.option("--min-ratings", type=click.IntRange(min=2), default=10, show_default=True,
               help="Straight-liner rule: ratings a worker needs before a near-constant answer is flagged.")
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, confidence, scale, dmos, rules,
-                            no_screening, correlation_threshold, min_common, gold_accuracy, min_ratings, no_plots):
+                            no_screening, careless_posterior, correlation_threshold, correlation_alpha, min_common,
+                            gold_accuracy, min_ratings, no_plots):
     """Screen the workers and score the stimuli of RATINGS_CSV (worker_id,stimulus_id,rating)."""
     from analysis.rating_report import RatingOptions, analyze_ratings, write_rating_results
     from analysis.rating_screening import ScreeningOptions
     from analysis.ratings import RatingsFormatError, read_ratings
 
     screening = ScreeningOptions(rules=() if no_screening else _rules(rules),
-                                 correlation_threshold=correlation_threshold, min_common=min_common,
+                                 careless_posterior=careless_posterior, correlation_threshold=correlation_threshold,
+                                 correlation_alpha=correlation_alpha, min_common=min_common,
                                  gold_accuracy=gold_accuracy, min_ratings=min_ratings)
     try:
         options = RatingOptions(model=model, interval=interval, n_boot=n_boot, confidence=confidence, seed=seed,
@@ -93,7 +107,7 @@ def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, con
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
 
 
-@cli.command("compare-protocols")
+@click.command("compare-protocols")
 @click.option("--pc", "scales_csv", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="scales.csv of a paired-comparison analysis (`perceptlab analyze`).")
 @click.option("--ratings", "scores_csv", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -106,7 +120,7 @@ def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, con
 @click.option("--n-boot", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples of the items for the correlations' intervals (0: Fisher z only).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True)
 @click.option("--no-plots", is_flag=True, help="Skip the plot (PNG at 200 dpi with a vector PDF beside it).")
 def compare_protocols_command(scales_csv, scores_csv, out, map_csv, n_boot, seed, confidence, no_plots):
@@ -133,3 +147,7 @@ def compare_protocols_command(scales_csv, scores_csv, out, map_csv, n_boot, seed
     click.echo(f"mapping: {m['kind']}" + (f" ({m['fallback_reason']})" if m["fallback_reason"] else "")
                + f"; RMSE {s['rmse']:.4f}")
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
+
+
+#: What :mod:`server.cli` adds to the ``perceptlab`` group.
+COMMANDS = (analyze_ratings_command, compare_protocols_command)

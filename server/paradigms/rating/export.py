@@ -22,6 +22,9 @@ trial_id,created_at,method,rt_ms`` and the extra columns ``set_id,item_id,raw_ra
   hidden reference shown among the real trials is data as well (P.910's ACR-HR rates it like any test),
   so its rows have ``is_gold`` 0 (``check`` still says ``hidden_reference``, with its range and
   ``in_range``), and ``perceptlab analyze-ratings --dmos`` finds every worker's reference rating.
+* Video studies: ``stall_ms``, ``dropped_frames``, ``presented_frames``, ``start_delay_ms``, ``replays`` (the
+  trial's playback log, media.js) and ``playback_faithful`` (the ``[media]`` rule, server/paradigms/media.py);
+  empty for images. With ``[media] unfaithful = "exclude"`` ratings of unfaithful playbacks are left out.
 * ``method`` and ``scale`` both name the method (``acr``, ``dcr``, ``ccr``).
 * ``worker_id`` is a pseudonym (:func:`server.exports.worker_label`) unless raw IDs are asked for;
   pilots and simulated participants are left out unless ``include_pilot``.
@@ -39,6 +42,7 @@ from analysis.formats import table_csv
 from ...exports import pilot_filter, worker_label
 from ...models import Assignment, Worker, as_utc
 from ..core import StudyExport, spec_for
+from ..media import PLAYBACK_COLUMNS, faithful, playback_columns
 from .allocation import COUNTED
 from .models import HIDDEN_REFERENCE, RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
 from .quality import known_range
@@ -46,7 +50,7 @@ from .study import REFERENCE_ITEM
 
 RATINGS_COLUMNS = ("worker_id", "stimulus_id", "rating", "reference_id", "is_gold", "trial_id", "created_at",
                    "method", "rt_ms", "scale", "gold_low", "gold_high", "set_id", "item_id", "raw_rating", "is_quiz",
-                   "check", "in_range")
+                   "check", "in_range", *PLAYBACK_COLUMNS)
 
 
 def stimulus_id(set_id: str, item_id: str) -> str:
@@ -68,7 +72,8 @@ def rating_rows(session: Session, study_id: int, *, salt: bytes | None, include_
     """Every rating of a study as ratings.csv records (:data:`RATINGS_COLUMNS`)."""
     query = (select(Worker.external_id, RatingStimulus.scene, RatingStimulus.item_id, RatingStimulus.role,
                     RatingResponse.rating, RatingResponse.raw_rating, RatingTrial.is_gold, RatingTrial.is_quiz,
-                    RatingResponse.trial_id, RatingResponse.created_at, RatingResponse.rt_ms, RatingGoldResult.correct)
+                    RatingResponse.trial_id, RatingResponse.created_at, RatingResponse.rt_ms, RatingGoldResult.correct,
+                    RatingResponse.playback)
              .select_from(RatingResponse)
              .join(RatingTrial, RatingResponse.trial_id == RatingTrial.id)
              .join(RatingStimulus, RatingResponse.stimulus_id == RatingStimulus.id)
@@ -81,7 +86,9 @@ def rating_rows(session: Session, study_id: int, *, salt: bytes | None, include_
     labels: dict[str, str] = {}
     rows = []
     for (raw, scene, item, role, rating, raw_rating, is_gold, is_quiz, trial_id, created, rt_ms,
-         correct) in session.execute(query):
+         correct, playback) in session.execute(query):
+        if spec.unfaithful == "exclude" and faithful(playback, spec) is False:
+            continue
         # ACR-HR: a hidden reference among the real trials of an ACR study is data as well (module docstring).
         gold = is_gold and not (method == "acr" and role == HIDDEN_REFERENCE and not is_quiz)
         if gold and not include_gold:
@@ -95,7 +102,8 @@ def rating_rows(session: Session, study_id: int, *, salt: bytes | None, include_
                      "trial_id": str(trial_id), "created_at": _iso(created), "method": method,
                      "rt_ms": float(rt_ms), "scale": method, "gold_low": low, "gold_high": high, "set_id": scene,
                      "item_id": item, "raw_rating": _number(raw_rating), "is_quiz": "1" if is_quiz else "0",
-                     "check": role if is_gold else "", "in_range": "" if correct is None else ("1" if correct else "0")})
+                     "check": role if is_gold else "", "in_range": "" if correct is None else ("1" if correct else "0"),
+                     **playback_columns(playback, spec)})
     return rows
 
 

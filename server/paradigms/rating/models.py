@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false, func
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ...models import Base, utcnow
@@ -90,6 +90,8 @@ class RatingResponse(Base):
     rating: Mapped[float] = mapped_column(Float)
     rt_ms: Mapped[float] = mapped_column(Float)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    # A video trial's playback log (server/paradigms/media.py parse_playback); None for images.
+    playback: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=None)
 
 
 class RatingGoldResult(Base):

@@ -42,9 +42,11 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     stop, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
+from ..media import media_of, parse_playback, state_media, stimulus_fields
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
-from .allocation import COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, page_rows, pick_checks
+from .allocation import (COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, hidden_references_for,
+                         page_rows, pick_checks)
 from .models import GOLD_LOW, HIDDEN_REFERENCE, RatingGoldResult, RatingResponse, RatingStimulus, RatingTrial
 from .quality import STRAIGHT_LINE_MIN_TRIALS, below_threshold, in_range, known_range, straight_lined
 from .scales import normalise, scale_of, valid_rating
@@ -72,6 +74,15 @@ class StimulusLayout(NamedTuple):
 
 _LAYOUT = select(_stimulus.c.id, _stimulus.c.role, _stimulus.c.path, _stimulus.c.reference_path, _stimulus.c.width,
                  _stimulus.c.height).where(_stimulus.c.study_id == bindparam("study_id"))
+
+
+def study_media(session: Session, study_id: int) -> dict:
+    """The study's media (server/paradigms/media.py), read once per process (fixed at creation)."""
+    known = fixed_study_facts(session, "rating.media")
+    media = known.get(study_id)
+    if media is None:
+        media = known.setdefault(study_id, media_of(session.get(Study, study_id).config))
+    return media
 
 
 def study_stimuli(session: Session, study_id: int) -> dict[int, StimulusLayout]:
@@ -135,7 +146,10 @@ def start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         release_other_pages(session, assignment.worker_id, assignment.id)
     counted = not assignment.pilot  # a pilot's page reserves nothing (server/pilot.py)
     page = new_page(session, assignment, Stage.TRIALS, index, reservation_end(session, spec) if counted else None)
-    checks = pick_checks(session, study.id, assignment.worker_id, spec.gold_per_page, rng)
+    # ACR-HR: the hidden reference of every scene on the page that the worker has not had yet (allocation.py)
+    references = hidden_references_for(session, study.id, assignment.worker_id, real) if spec.method == "acr" else []
+    others = pick_checks(session, study.id, assignment.worker_id, max(spec.gold_per_page - len(references), 0), rng)
+    checks = references + [c for c in others if c not in references]
     add_trials(session, RatingTrial, page, assignment, page_rows(spec.method, real, checks, rng))
     return move_to(session, assignment, Stage.TRIALS)
 
@@ -149,10 +163,11 @@ def _no_work_left(session: Session, assignment: Assignment | AssignmentRow, spec
 # ---------------------------------------------------------------- ratings
 
 def parse_rating(payload: Any, spec: RatingSpec) -> dict[str, Any]:
-    """Validate a rating body ``{"rating_id", "trial_id", "rating", "rt_ms"}``; raise a 400 naming the problem."""
+    """Validate a rating body ``{"rating_id", "trial_id", "rating", "rt_ms", "playback"?}``; raise a 400 naming the
+    problem. ``playback`` is a video trial's playback log (:func:`server.paradigms.media.parse_playback`)."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
-    reject_unknown(payload, ("rating_id", "trial_id", "rating", "rt_ms"))
+    reject_unknown(payload, ("rating_id", "trial_id", "rating", "rt_ms", "playback"))
     rating_id = payload.get("rating_id")
     if not isinstance(rating_id, str) or not UUID_PATTERN.fullmatch(rating_id):
         raise invalid("rating_id must be a UUID made by the browser")
@@ -166,7 +181,12 @@ def parse_rating(payload: Any, spec: RatingSpec) -> dict[str, Any]:
                   else "one of " + ", ".join(str(v) for v in scale.values))
         raise invalid(f"rating must be {wanted}")
     rt = check.number(payload.get("rt_ms"), "rt_ms (milliseconds)", *check.RT_MS)
-    return {"rating_id": rating_id.lower(), "trial_id": trial_id, "rating": float(rating), "rt_ms": rt}
+    def fail(message: str):
+        raise invalid(message)
+
+    playback = parse_playback(payload.get("playback"), fail)
+    return {"rating_id": rating_id.lower(), "trial_id": trial_id, "rating": float(rating), "rt_ms": rt,
+            "playback": playback}
 
 
 _CLAIM_TRIAL = (update(_trial)
@@ -237,7 +257,7 @@ def record_rating(session: Session, assignment: AssignmentRow, payload: Any) -> 
             "client_rating_id": rating["rating_id"], "trial_id": rating["trial_id"], "assignment_id": assignment.id,
             "worker_id": assignment.worker_id, "study_id": assignment.study_id, "stimulus_id": trial.stimulus_id,
             "raw_rating": rating["rating"], "rating": stored_rating, "rt_ms": rating["rt_ms"],
-            "created_at": utcnow()}).scalar_one()
+            "playback": rating["playback"], "created_at": utcnow()}).scalar_one()
     except IntegrityError:
         # Only the unique client_rating_id can clash (the trial is ours and locked): the browser reused a
         # rating ID for another trial. The caller rolls the whole request back.
@@ -279,7 +299,7 @@ def record_rating_in_one_statement(connection, claims: TokenClaims, spec: Rating
         rating = parse_rating(payload, spec)
     except ApiError:
         return None
-    if rating["trial_id"] > MAX_ROW_ID:
+    if rating["trial_id"] > MAX_ROW_ID or rating["playback"] is not None:  # rating.sql stores no playback log
         return None
     reference = known_range(spec.method, HIDDEN_REFERENCE, spec.slider)
     gold = known_range(spec.method, GOLD_LOW, spec.slider)
@@ -387,11 +407,13 @@ _LATEST_PAGE_TRIALS = (select(_page.c.index, _page.c.kind, _trial.c.id, _trial.c
                        .where(_page.c.id == _LATEST_PAGE_ID).order_by(_trial.c.position))
 
 
-def trial_images(method: str, stimulus: StimulusLayout, reference_first: bool, url_for: UrlFor) -> list[dict]:
+def trial_images(method: str, stimulus: StimulusLayout, reference_first: bool, url_for: UrlFor,
+                 media: dict | None = None) -> list[dict]:
     """The images of one trial as the State sends them: ACR the test alone; DCR the reference, then the
     test; CCR ``first`` and ``second`` (the reference's place drawn per trial and never named)."""
     def image(role: str, path: str) -> dict[str, Any]:
-        return {"role": role, "url": url_for(path), "width": stimulus.width, "height": stimulus.height}
+        return {"role": role, "url": url_for(path), "width": stimulus.width, "height": stimulus.height,
+                **stimulus_fields(media or {}, path)}
 
     if method == "acr":
         return [image("test", stimulus.path)]
@@ -410,8 +432,10 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             stimuli = study_stimuli(session, assignment.study_id)
+            media = study_media(session, assignment.study_id)
             trials = [{"id": row.id, "position": row.position, "answered": row.answered,
-                       "images": trial_images(spec.method, stimuli[row.stimulus_id], row.reference_first, url_for)}
+                       "images": trial_images(spec.method, stimuli[row.stimulus_id], row.reference_first, url_for,
+                                              media)}
                       for row in rows if row.id is not None]
             page = {"index": rows[0].index, "kind": rows[0].kind, "trials": trials}
     elif assignment.stage in TERMINAL_STAGES:
@@ -429,7 +453,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
             "scale": scale_of(spec.method).as_state(spec.slider, spec.question),
             "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                         "floor": [spec.min_window_width, spec.min_window_height]},
-            "page": page}
+            "page": page, **state_media(study_media(session, assignment.study_id), spec)}
 
 
 # ---------------------------------------------------------------- dashboard, pay
@@ -467,6 +491,7 @@ class Rating(Paradigm):
     worker_pages = "rating/worker_pages.html"
     dashboard_template = "rating/admin_study.html"
     downloads = ("ratings.csv",)
+    shows_video = True
     response_model = RatingResponse
     mturk_settings = rating_study.MTURK_TEXTS
     response_kinds = (ResponseKind(
@@ -497,7 +522,8 @@ class Rating(Paradigm):
         found = cache.get(study.id)
         if found is None:
             sizes = {(s.width, s.height) for s in study_stimuli(session, study.id).values()}
-            found = cache[study.id] = rating_study.window_for(spec_for(session, study.id), sorted(sizes))
+            found = cache[study.id] = rating_study.window_for(spec_for(session, study.id), sorted(sizes),
+                                                              study_media(session, study.id))
         return found
 
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
@@ -543,11 +569,11 @@ class Rating(Paradigm):
         return analyse_results(session, study, export, out, options)
 
     def progress(self, session: Session, study_id: int) -> dict[str, Any]:
-        """The study list's columns read sets / pairs / answers: here scenes / stimuli / ratings."""
+        """Scenes, their stimuli and ratings (:meth:`core.Paradigm.progress`'s neutral keys)."""
         p = rating_progress(session, study_id)
-        return {"kind": self.kind, "n_sets": p["n_scenes"], "n_pairs": p["n_stimuli"], "n_votes": p["n_ratings"],
-                "target_votes": p["target_ratings"], "fill": p["fill"], "n_workers": p["n_workers"],
-                "unit": "ratings", "method": spec_for(session, study_id).method}
+        return {"kind": self.kind, "n_groups": p["n_scenes"], "groups": "scenes", "n_units": p["n_stimuli"],
+                "units": "stimuli", "n_responses": p["n_ratings"], "target_responses": p["target_ratings"],
+                "fill": p["fill"], "n_workers": p["n_workers"], "unit": "ratings", "method": spec_for(session, study_id).method}
 
     def summary_line(self, session: Session, study_id: int) -> str:
         p = rating_progress(session, study_id)
@@ -580,6 +606,11 @@ class Rating(Paradigm):
         from .precision import simulation_forecast
 
         return simulation_forecast(session, study, spec)
+
+    def simulated_worker(self):
+        """``perceptlab simulate``'s worker: a P.913-like rater on the study's scale (:mod:`simulated_worker`)."""
+        from .simulated_worker import RatingWorker
+        return RatingWorker
 
     def admin_blueprint(self):
         """The ratings.csv download (:mod:`.admin`)."""

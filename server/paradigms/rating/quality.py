@@ -5,8 +5,8 @@ A rating study mixes three kinds of quality check into its pages (P.808's gold a
 questions and P.910's hidden reference, as one rule: a known range of acceptable answers), each
 indistinguishable from real trials on the wire (server/paradigms/rating/study.py makes their files):
 
-* the **hidden reference**: the scene's reference shown as the test (in a copy of its own, so that
-  its URL and bytes differ from the reference's). DCR: "Imperceptible" or "Perceptible but not
+* the **hidden reference**: the scene's reference shown as the test (in a copy of its own with one code
+  value of noise, so that its URL, bytes and pixels differ from the reference's, below visibility). DCR: "Imperceptible" or "Perceptible but not
   annoying" (5 or 4); ACR: Fair or better (3-5, the reference of a natural scene); CCR: about the
   same (-1..1 normalised).
 * the **strongly degraded image** (``gold_low``): the scene's reference blurred, washed out and darkened

@@ -7,22 +7,32 @@ candidate of every scene becomes a stimulus ``<scene>/<candidate>``, shown as pr
 (``[rating] stimulus``: "amplified" or "original"). ``STUDY_TEMPLATE`` (``perceptlab study
 template --kind rating``) documents every key.
 
-Quality checks (server/paradigms/rating/quality.py) need images of their own, written at creation
-under each scene's folder in ``rating/`` (deterministic: the same study file writes the same bytes):
+Quality checks (server/paradigms/rating/quality.py) need images of their own. A study with checks has
+every image it shows written at creation under each scene's folder in ``rating/`` by one encoder path
+(:func:`write_scene_images`; deterministic: the same study file writes the same bytes):
 
-* ``rating/hidden_reference.png``: the reference's pixels, re-encoded (another zlib stream), so that its
-  URL, ETag and size differ from the reference's while it shows the very same image;
-* ``rating/<stimulus>/gold_low_<k>.png``: strongly degraded copies (blurred, washed out and darkened:
+* ``rating/<stimulus>/test-<hash>.png``: each candidate as shown, the same pixels;
+* ``rating/hidden_reference-<hash>.png``: the reference with one code value of seeded noise
+  (:func:`stimuli.check_images.imperceptible_copy`): never a pixel-identical copy of the reference;
+* ``rating/<stimulus>/gold_low_<k>-<hash>.png``: strongly degraded copies (blurred, washed out and darkened:
   :func:`stimuli.check_images.blurred_degradations`, an error of at least twice the worst candidate's
-  IE), amplified like the candidates when the study shows amplified images.
+  IE), amplified like the candidates when the study shows amplified images;
+* DCR and CCR: ``rating/reference-<hash>.png``, one copy of the reference per stimulus (same pixels, own
+  bytes), so that in CCR no URL repeats across a scene's trials to mark the reference's side.
 
-Each of these files is padded to a size drawn from the scene's candidates' sizes with the study's seed,
-in the candidates' PNG structure (:mod:`stimuli.check_images`): neither ``Content-Length`` nor the PNG
-header tells a check from a real stimulus (tests/server/test_rating_check_images.py).
+Each of these files is re-encoded and padded to a size drawn independently from one distribution per
+scene (:func:`stimuli.check_images.common_sizes`), in the prepared files' PNG structure
+(:mod:`stimuli.check_images`): neither ``Content-Length``, the PNG header, re-encoding the pixels nor the
+stream's block structure tells a check from a real stimulus (tests/server/test_rating_check_images.py).
+What a script learns by decoding (the pixels; the compressed body's length before the padding, a
+measure of compressibility; how close the hidden reference is to the reference) is not hidden: checks are
+plain to eyes, and so to a program that measures what eyes see. A study without checks shows the
+prepared files as they are.
+
 """
 from __future__ import annotations
 
-import json
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,12 +42,15 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from stimuli.media import VIDEO
+
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement
+from ..media import MediaParams, decode_types, study_media
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
-from ..studyfile import StudyDefinitionError, common_root
+from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
 from .scales import METHODS
 
@@ -108,7 +121,7 @@ RATING_UNITS = "points"  # [stopping] units of ratings
 
 
 @dataclass(frozen=True, kw_only=True)
-class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
+class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, MediaParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
@@ -129,7 +142,8 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
     slider: bool = param(False, section="rating", doc="true: a continuous slider over the same scale (labels at "
                                                       "the ticks)")
     stimulus: str = param("amplified", section="rating", choices=STIMULI,
-                          doc='candidate images shown: "amplified" (artefacts amplified) or "original"')
+                          doc='candidate images shown: "amplified" (artefacts amplified) or "original"; video clips are '
+                              'shown as delivered (never amplified)')
     ratings_per_stimulus: int = param(24, section="rating", low=1,
                                       doc="ratings each candidate gets (P.808: at least 24 per condition)")
     question: str = param("", section="rating", doc='the question above the scale; "" = the method\'s own')
@@ -200,6 +214,9 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
             fail("rating.question must be at most 300 characters")
         if any(not m for m in self.manifests):
             fail("study.manifests must be a list of paths (non-empty strings)")
+        if (self.halfwidth > 0 or self.resolve) and self.ratings_per_stimulus < self.min_workers:
+            fail(f"rating.ratings_per_stimulus ({self.ratings_per_stimulus}) is below stopping.min_workers "
+                 f"({self.min_workers}): no stimulus could ever meet the [stopping] target")
 
 
 STUDY_TEMPLATE = study_template(RatingSpec, header="perceptlab rating study: `perceptlab study create study.toml`",
@@ -231,7 +248,7 @@ def images_shown(method: str) -> int:
     return 1 if method == "acr" else 2
 
 
-def window_for(spec, sizes) -> WindowRequirement:
+def window_for(spec, sizes, media: dict | None = None) -> WindowRequirement:
     """The smallest inner window (CSS px) that shows every scene's images of ``sizes`` (``(width, height)``)
     side by side at the study's smallest scale (``fit``) or 1:1 at devicePixelRatio 1 (``pixel_exact``),
     with the scale's row below them: rating_trial.js's ``ratingWindowNeeded`` of the same numbers."""
@@ -246,12 +263,14 @@ def window_for(spec, sizes) -> WindowRequirement:
                      + c["scale"] + c["pad"] + c["margin"])
     floor = (spec.min_window_width, spec.min_window_height)
     return WindowRequirement(min_window=(width, height), policy=spec.policy, min_image_scale=spec.min_image_scale,
-                             floor=floor)
+                             floor=floor, decode=decode_types(media or {}))
 
 
 def window_requirement(spec: RatingSpec) -> WindowRequirement:
     """:func:`window_for` the scenes of the spec's manifests (before the study exists)."""
-    return window_for(spec, [(m["image_size"]["width"], m["image_size"]["height"]) for _, m in scene_manifests(spec)])
+    scenes = scene_manifests(spec)
+    media = study_media(scenes, common_root([folder.resolve() for folder, _ in scenes]))
+    return window_for(spec, [(m["image_size"]["width"], m["image_size"]["height"]) for _, m in scenes], media)
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -262,13 +281,13 @@ def scene_manifests(spec: RatingSpec) -> list[tuple[Path, dict]]:
     scenes: list[tuple[Path, dict]] = []
     for name in spec.manifests:
         path = Path(spec.base_dir) / name
-        manifest = _load_json(path)
+        manifest = load_manifest_json(path)
         if manifest.get("kind") == "study":
             for entry in manifest.get("scenes", []):
                 if not isinstance(entry, dict) or not isinstance(entry.get("manifest"), str):
                     raise StudyDefinitionError(f"{path}: a scene entry names no manifest")
                 scene_path = path.parent / entry["manifest"]
-                scenes.append((scene_path.parent, _checked_scene(scene_path, _load_json(scene_path))))
+                scenes.append((scene_path.parent, _checked_scene(scene_path, load_manifest_json(scene_path))))
         elif manifest.get("kind") == "scene":
             scenes.append((path.parent, _checked_scene(path, manifest)))
         else:
@@ -287,28 +306,28 @@ def _checked_scene(path: Path, manifest: dict) -> dict:
     try:
         ok = (isinstance(manifest["scene_id"], str) and isinstance(manifest["reference"]["path"], str)
               and int(manifest["image_size"]["width"]) > 0 and int(manifest["image_size"]["height"]) > 0
-              and all(isinstance(c["id"], str) and all(isinstance(c[k], str) for k in STIMULI)
+              and all(isinstance(c["id"], str) and all(isinstance(c[k], str) for k in _shown_keys(manifest))
                       for c in manifest["candidates"]))
     except (KeyError, TypeError, ValueError):
         ok = False
     if not ok or not manifest["candidates"]:
         raise StudyDefinitionError(f"{path}: not a scene manifest of `perceptlab stimuli prepare` (scene_id, "
                                    "image_size, reference and candidates with original and amplified images)")
+    reserved = [c["id"] for c in manifest["candidates"] if c["id"].startswith("__") and c["id"].endswith("__")]
+    if reserved:  # "__reference__", "__gold_low_<k>__": the IDs of the scene's quality checks
+        raise StudyDefinitionError(f"{path}: candidate {reserved[0]!r}: IDs that begin and end with '__' are kept "
+                                   "for the quality checks; rename the file")
     return manifest
 
 
-def _load_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StudyDefinitionError(f"{path}: no such manifest") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StudyDefinitionError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise StudyDefinitionError(f"{path}: cannot be read ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise StudyDefinitionError(f"{path}: not a manifest written by `perceptlab stimuli prepare`")
-    return data
+def _shown_keys(manifest: dict) -> tuple[str, ...]:
+    """The files a candidate of the scene must name: video scenes are delivered as they are (no amplified copy)."""
+    return ("original",) if is_video_scene(manifest) else STIMULI
+
+
+def is_video_scene(manifest: dict) -> bool:
+    """Whether a prepared scene's manifest describes video clips (stimuli/video.py writes ``media``)."""
+    return (manifest.get("media") or {}).get("kind") == VIDEO
 
 
 def stimulus_root(spec: RatingSpec) -> Path:
@@ -325,20 +344,28 @@ def create_study(session: Session, spec: RatingSpec) -> Study:
     if session.scalar(select(func.count()).select_from(Study).where(Study.slug == spec.slug)):
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = scene_manifests(spec)
+    check_resolve_items(spec.resolve, [{c["id"] for c in m["candidates"]} for _, m in scenes])
     root = common_root([folder.resolve() for folder, _ in scenes])
     config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     session.flush()
+    rows = []
     for folder, manifest in scenes:
-        session.add_all(scene_stimuli(study.id, spec, root, folder.resolve(), manifest))
+        rows.extend(scene_stimuli(study.id, spec, root, folder.resolve(), manifest))
+    # What the study shows (server/paradigms/media.py): for videos each clip's duration, rate, size and codec,
+    # the check clips written above included.
+    checks = {row.path: root / row.path for row in rows if row.role != TEST}
+    study.config = {**config, "media": study_media([(f.resolve(), m) for f, m in scenes], root, checks)}
+    session.add_all(rows)
     session.flush()
     return study
 
 
 def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, manifest: dict) -> list[RatingStimulus]:
     """The rating stimuli of one scene: every candidate, and with quality checks its hidden reference and
-    ``gold_per_scene`` strongly degraded images (their files written here)."""
+    ``gold_per_scene`` strongly degraded images. With checks, every image is one :func:`write_scene_images`
+    wrote (candidates and references too), each stimulus with a reference copy of its own."""
     def rel(path: Path) -> str:
         if not path.is_file():
             raise StudyDefinitionError(f"{path}: listed in {folder / 'manifest.json'} but missing")
@@ -348,61 +375,178 @@ def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, man
     width, height = int(manifest["image_size"]["width"]), int(manifest["image_size"]["height"])
     reference = rel(folder / manifest["reference"]["path"])
 
-    def stimulus(item_id: str, role: str, path: str) -> RatingStimulus:
+    def stimulus(item_id: str, role: str, path: str, reference_path: str = reference) -> RatingStimulus:
         real = role == TEST
         return RatingStimulus(study_id=study_id, scene=scene, item_id=item_id, role=role, path=path,
-                              reference_path=reference, width=width, height=height,
+                              reference_path=reference_path, width=width, height=height,
                               target_ratings=spec.ratings_per_stimulus if real else 0, is_gold=not real)
 
-    rows = [stimulus(c["id"], TEST, rel(folder / c[spec.stimulus])) for c in manifest["candidates"]]
-    if spec.has_checks:
-        hidden, degraded = write_check_images(spec, folder, manifest)
+    video = is_video_scene(manifest)
+    shown_key = "original" if video else spec.stimulus
+    shown = {c["id"]: rel(folder / c[shown_key]) for c in manifest["candidates"]}
+    if not spec.has_checks:  # nothing to hide: the prepared files, as they are
+        return [stimulus(item, TEST, path) for item, path in shown.items()]
+    if video:  # check clips come out of the video encoder path (stimuli/video.py), sized like candidates
+        hidden, degraded = write_check_clips(spec, folder, manifest)
+        rows = [stimulus(item, TEST, path) for item, path in shown.items()]
         rows.append(stimulus(REFERENCE_ITEM, HIDDEN_REFERENCE, rel(hidden)))
         rows.extend(stimulus(gold_low_item(k), GOLD_LOW, rel(path)) for k, path in enumerate(degraded, start=1))
+        return rows
+    images = write_scene_images(spec, folder, manifest)
+    references = {item: rel(path) for item, path in images.references.items()} if images.references else {}
+    rows = [stimulus(item, TEST, rel(images.candidates[item]), references.get(item, reference)) for item in shown]
+    rows.append(stimulus(REFERENCE_ITEM, HIDDEN_REFERENCE, rel(images.hidden),
+                         references.get(REFERENCE_ITEM, reference)))
+    rows.extend(stimulus(gold_low_item(k), GOLD_LOW, rel(path), references.get(gold_low_item(k), reference))
+                for k, path in enumerate(images.degraded, start=1))
     return rows
 
 
-def write_check_images(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[Path, list[Path]]:
-    """Write a scene's hidden reference and its strongly degraded images (see the module docstring);
-    return their paths. Deterministic in the study's seed and the scene's files.
+def write_check_clips(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[Path, list[Path]]:
+    """A video scene's hidden reference and strongly degraded clips (washed out and blurred), through the
+    delivery encoder path (:func:`stimuli.video.write_check_clip`), each sized like a candidate drawn at
+    random (seeded by the study and the scene): neither metadata, size nor bitrate tells them from real clips.
+    Their paths: the hidden reference's, then the degraded clips'."""
+    from stimuli.media import MediaError
+    from stimuli.video import washed_out_blur, write_check_clip
 
-    Every check image's file size is drawn from the scene's candidates' sizes (the images shown as
-    tests), and its PNG has their structure (:mod:`stimuli.check_images`): a script reading sizes or
-    headers cannot tell the checks from real stimuli."""
+    scene = manifest["scene_id"]
+    parameters = manifest.get("parameters") or {}
+    reference = folder / manifest["reference"]["path"]
+    target = folder / CHECK_FOLDER
+    stems = ["hidden_reference", *(f"original/gold_low_{k}" for k in range(1, spec.gold_per_scene + 1))]
+    rng = np.random.default_rng([spec.seed, *scene.encode("utf-8")])
+    written = []
+    try:
+        sizes = [(folder / c["original"]).stat().st_size for c in manifest["candidates"]]
+        (target / "original").mkdir(parents=True, exist_ok=True)
+        for k, stem in enumerate(stems):
+            scratch = (target / stem).with_name(f".{Path(stem).name}.new.mp4")
+            write_check_clip(reference, scratch, crf=float(parameters.get("crf", 12)),
+                             preset=str(parameters.get("preset", "medium")),
+                             degrade=None if k == 0 else washed_out_blur, target_bytes=int(rng.choice(sizes)))
+            # Named by their content, as the check images: never new bytes under a name a study already serves.
+            data = scratch.read_bytes()
+            path = target / f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.mp4"
+            if path.is_file() and path.read_bytes() == data:
+                scratch.unlink()
+            else:
+                scratch.replace(path)
+            written.append(path)
+    except (MediaError, OSError) as exc:
+        raise StudyDefinitionError(f"scene {scene!r}: the quality checks' clips cannot be written ({exc}); the "
+                                   "stimulus folder must be writable when the study is created") from None
+    return written[0], written[1:]
+
+
+def content_name(stem: str, data: bytes) -> str:
+    """``<stem>-<16 hex digits of data's SHA-256>.png``: a written image's file name, fixed by its bytes."""
+    return f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.png"
+
+
+@dataclass(frozen=True)
+class SceneImages:
+    """The files :func:`write_scene_images` wrote for one scene.
+
+    Attributes
+    ----------
+    candidates : dict
+        candidate ID -> its image as shown, re-encoded and padded.
+    hidden : Path
+        The hidden reference (the reference with imperceptible noise).
+    degraded : list of Path
+        The strongly degraded images, ``gold_low_1``, ``gold_low_2``, ...
+    references : dict
+        item ID (every candidate, ``__reference__``, ``__gold_low_<k>__``) -> the reference copy its trials
+        show (DCR and CCR; empty for ACR, which never shows the reference).
+    """
+
+    candidates: dict[str, Path]
+    hidden: Path
+    degraded: list[Path]
+    references: dict[str, Path]
+
+    @property
+    def checks(self) -> list[Path]:
+        """The quality checks' files: the hidden reference, then the degraded images."""
+        return [self.hidden, *self.degraded]
+
+
+def write_scene_images(spec: RatingSpec, folder: Path, manifest: dict) -> SceneImages:
+    """Write every image a rating study with quality checks shows of one scene; return their paths.
+    Deterministic in the study's seed and the scene's files.
+
+    One encoder path for every image, real or check (issue 38): decoded, encoded by
+    :func:`stimuli.io.encode_png` and re-written by :func:`stimuli.check_images.pad_png` to a size drawn for
+    each file independently from one distribution per scene (:func:`stimuli.check_images.common_sizes`).
+    So neither the size, nor re-encoding the pixels, nor the stream's block structure tells a check from a
+    candidate: every file ends in the same padding, none re-encodes to its own stream.
+
+    * Candidates: their prepared image as shown (``[rating] stimulus``), same pixels.
+    * Hidden reference: the reference with one code value of seeded noise per pixel and channel
+      (:func:`stimuli.check_images.imperceptible_copy`): not a pixel-identical copy.
+    * Strongly degraded images: :func:`stimuli.check_images.blurred_degradations`, amplified like the
+      candidates when the study shows amplified images.
+    * DCR and CCR: one reference copy per stimulus (same pixels, its own padding, so its own bytes and
+      URL). A worker meets each stimulus once, so no reference URL comes back within a scene: in CCR the
+      repeated URL no longer marks the reference's side.
+    """
     from stimuli.amplify import amplify_with_alpha
-    from stimuli.check_images import blurred_degradations, draw_sizes, pad_png, unpadded_size
+    from stimuli.check_images import (blurred_degradations, common_sizes, imperceptible_copy, pad_png,
+                                      unpadded_size)
     from stimuli.io import StimulusInputError, encode_png, read_image, write_bytes_atomic
 
     scene = manifest["scene_id"]
     parameters = manifest.get("parameters") or {}
     compression = int(parameters.get("compression", 3))
+    # The study's seed and the scene: the same study file writes the same bytes.
+    rng = np.random.default_rng([spec.seed, *scene.encode("utf-8")])
     try:
         reference = read_image(folder / manifest["reference"]["path"])
         candidates = {c["id"]: read_image(folder / c["original"]) for c in manifest["candidates"]}
-        shown_sizes = [(folder / c[spec.stimulus]).stat().st_size for c in manifest["candidates"]]
+        shown = {c["id"]: read_image(folder / c[spec.stimulus]) for c in manifest["candidates"]}
         degraded_images = blurred_degradations(reference, candidates, spec.gold_per_scene, margin=GOLD_MARGIN)
+        hidden_image = imperceptible_copy(reference, rng)
     except ValueError as exc:
         raise StudyDefinitionError(f"scene {scene!r}: no strongly degraded image can be made ({exc}); set "
                                    "[quality] quiz_size = 0 and gold_rate = 0 for a study without checks") from None
     except (StimulusInputError, OSError) as exc:
         raise StudyDefinitionError(f"scene {scene!r}: {exc}") from None
-    encoded = [encode_png(reference, compression)]
-    for image in degraded_images:
-        if spec.stimulus == "amplified":
-            image = amplify_with_alpha(reference, image, float(parameters.get("alpha", 1.5)))[0]
-        encoded.append(encode_png(image, compression))
-    # The study's seed and the scene: the same study file writes the same bytes.
-    rng = np.random.default_rng([spec.seed, *scene.encode("utf-8")])
-    targets = draw_sizes(shown_sizes, [unpadded_size(data) for data in encoded], rng)
-    files = [pad_png(data, int(size)) for data, size in zip(encoded, targets)]
+    if spec.stimulus == "amplified":
+        alpha = float(parameters.get("alpha", 1.5))
+        degraded_images = [amplify_with_alpha(reference, image, alpha)[0] for image in degraded_images]
+    items = [*shown, REFERENCE_ITEM, *(gold_low_item(k) for k in range(1, len(degraded_images) + 1))]
+    with_reference = images_shown(spec.method) == 2
+    encoded = ([encode_png(image, compression) for image in shown.values()] + [encode_png(hidden_image, compression)]
+               + [encode_png(image, compression) for image in degraded_images])
+    if with_reference:
+        reference_png = encode_png(reference, compression)
+        encoded += [reference_png] * len(items)
+    sizes = common_sizes([unpadded_size(data) for data in encoded], rng)
+    files: list[bytes] = []
+    for data, size in zip(encoded, sizes):
+        padded = pad_png(data, int(size))
+        while padded in files:  # the reference's copies: each its own bytes (one padding block more)
+            size += 5
+            padded = pad_png(data, int(size))
+        files.append(padded)
     target = folder / CHECK_FOLDER
-    hidden = target / "hidden_reference.png"
-    degraded = [target / spec.stimulus / f"gold_low_{k}.png" for k in range(1, len(degraded_images) + 1)]
+    # Named by their content: another study over this folder (another seed, another instance) writes files of
+    # its own beside these, or the very same bytes, never new bytes under a name a study already serves.
+    n_shown, n_checks = len(shown), 1 + len(degraded_images)
+    paths = ([target / spec.stimulus / content_name("test", data) for data in files[:n_shown]]
+             + [target / content_name("hidden_reference", files[n_shown])]
+             + [target / spec.stimulus / content_name(f"gold_low_{k}", data)
+                for k, data in enumerate(files[n_shown + 1:n_shown + n_checks], start=1)]
+             + [target / content_name("reference", data) for data in files[n_shown + n_checks:]])
     try:
         (target / spec.stimulus).mkdir(parents=True, exist_ok=True)
-        for path, data in zip([hidden, *degraded], files):
-            write_bytes_atomic(path, data)
+        for path, data in zip(paths, files):
+            if not (path.is_file() and path.read_bytes() == data):  # present: kept as it is, byte for byte
+                write_bytes_atomic(path, data)
     except OSError as exc:
-        raise StudyDefinitionError(f"{target}: cannot write the quality checks' images ({exc.strerror}); the "
+        raise StudyDefinitionError(f"{target}: cannot write the rating study's images ({exc.strerror}); the "
                                    "stimulus folder must be writable when the study is created") from None
-    return hidden, degraded
+    return SceneImages(candidates=dict(zip(shown, paths[:n_shown])), hidden=paths[n_shown],
+                       degraded=paths[n_shown + 1:n_shown + n_checks],
+                       references=dict(zip(items, paths[n_shown + n_checks:])) if with_reference else {})

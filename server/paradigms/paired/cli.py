@@ -1,4 +1,11 @@
-"""``perceptlab analyze``, ``simulate-votes``, ``demo-analysis`` and ``analyze-motion``."""
+"""``perceptlab analyze``, ``simulate-votes`` and ``demo-analysis``: the analysis of paired-comparison votes.
+
+The numerics live in :mod:`analysis.pipeline` (screening, scaling, bootstrap) and :mod:`analysis.simulate`; they
+are imported inside the commands, so ``perceptlab --help`` stays fast. :mod:`server.cli` imports this module (it
+imports every ``server/paradigms/<package>/cli.py``) and adds its :data:`COMMANDS` to the ``perceptlab`` group;
+the commands are plain click commands built with :mod:`server.command_support`, so the package never imports
+``server/cli/``. ``perceptlab results`` of a paired study runs :func:`analyze_command` (results.py).
+"""
 from __future__ import annotations
 
 import csv
@@ -9,7 +16,7 @@ import click
 
 from stimuli.csv_safety import dict_rows
 
-from .base import UserError, cli, cli_config
+from ...command_support import FiniteFloatRange, UserError, cli_config
 
 
 def _defaults() -> dict:
@@ -75,7 +82,7 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
         raise UserError(f"{path}: {exc.strerror or exc}") from None
 
 
-@cli.command("analyze")
+@click.command("analyze")
 @click.argument("votes_csv", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for scales.csv, overall.csv, workers.csv, summary.json and plots.")
@@ -84,7 +91,7 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--keep", default=lambda: str(_defaults()["keep"]), show_default="auto",
               help="Worker screening: 'auto' (likelihood-ratio test against guessing), a fraction of votes "
                    "to keep (0.6 as in StudyMB 2.0), or 'none'.")
-@click.option("--min-tpr", type=click.FloatRange(0, 1), default=None,
+@click.option("--min-tpr", type=FiniteFloatRange(0, 1), default=None,
               help="Screen by a minimum TPR instead of --keep.")
 @click.option("--no-anchors", is_flag=True,
               help="Fit without the virtual worst/best anchors (reported in z units unless --units says otherwise).")
@@ -93,10 +100,10 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
                    "best 1; the default with anchors), 'jod' (1 JOD = 75 % preference, as pwcmp) or 'z' "
                    "(Thurstone Case V, P = Phi(s_i - s_j); the default with --no-anchors). jod and z are "
                    "centred on each set's mean; intervals are converted with the values.")
-@click.option("--anchor-votes", type=click.FloatRange(min=0, min_open=True),
+@click.option("--anchor-votes", type=FiniteFloatRange(min=0, min_open=True),
               default=lambda: _defaults()["anchor_votes"], show_default="1",
               help="Virtual comparisons of each item against each anchor.")
-@click.option("--prior", "prior_strength", type=click.FloatRange(min=0, min_open=True),
+@click.option("--prior", "prior_strength", type=FiniteFloatRange(min=0, min_open=True),
               default=lambda: _defaults()["prior_strength"], show_default="0.01",
               help="Ridge (prior precision) of the MLE, z units.")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=lambda: _defaults()["bootstrap"],
@@ -104,14 +111,14 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--bootstrap-unit", type=click.Choice(["worker", "vote"]),
               default=lambda: _defaults()["bootstrap_unit"], show_default="worker",
               help="Resample workers (all their votes) or individual votes.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
               default=lambda: _defaults()["confidence"], show_default="0.95")
 @click.option("--interval-method", type=click.Choice(["t", "basic", "percentile"]),
               default=lambda: _defaults().get("interval_method", "t"), show_default="t",
               help="Bootstrap interval: 't' (estimate +/- Student t x bootstrap SD, corrected for the "
                    "bootstrap's narrowness with few workers), 'basic' (reflected quantiles) or 'percentile' "
                    "(pwcmp's; too narrow with few workers).")
-@click.option("--gold-accuracy", type=click.FloatRange(0, 1), default=lambda: _defaults()["gold_accuracy"],
+@click.option("--gold-accuracy", type=FiniteFloatRange(0, 1), default=lambda: _defaults()["gold_accuracy"],
               show_default="0.7", help="Exclude workers below this accuracy on is_gold rows (needs gold_winner).")
 @click.option("--no-gold", is_flag=True, help="Do not screen by gold questions.")
 @click.option("--allow-disconnected", is_flag=True,
@@ -125,7 +132,12 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
               help="Keep workers whose votes favour or disfavour one item (flagged in workers.csv, excluded by "
                    "default).")
 @click.option("--no-bias-test", is_flag=True, help="Do not test workers for a bias for or against single items.")
-@click.option("--bias-fdr", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+@click.option("--no-sockpuppet-test", is_flag=True,
+              help="Do not set aside the votes of short-lived identities on items they favour or disfavour as a "
+                   "group (sock puppets).")
+@click.option("--short-lived-votes", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Identities with at most this many scaling votes form the group of the sock-puppet test.")
+@click.option("--bias-fdr", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05,
               show_default=True, help="False discovery rate of the bias and machine-agreement tests.")
 @click.option("--machine-errors", type=click.Path(dir_okay=False, path_type=Path),
               help="CSV of set_id,item_id,error (each image's error against its reference; `perceptlab results` "
@@ -133,8 +145,8 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
-                    objective_column, higher_is_better, seed, keep_biased, no_bias_test, bias_fdr, machine_errors,
-                    no_plots):
+                    objective_column, higher_is_better, seed, keep_biased, no_bias_test, no_sockpuppet_test,
+                    short_lived_votes, bias_fdr, machine_errors, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
     from analysis.pipeline import AnalysisOptions, analyze, write_results
@@ -156,7 +168,8 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
                                    units=units),
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
             bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed,
-            bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr)
+            bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr,
+            sockpuppet_test=not no_sockpuppet_test, short_lived_votes=short_lived_votes)
         result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better,
                          machine_errors=errors)
     except (VotesFormatError, DisconnectedDesignError) as exc:
@@ -180,10 +193,15 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
              if flagged.get(k)]
     if notes:
         click.echo("workers flagged: " + ", ".join(notes) + " (why: workers.csv, column flags)")
+    sock = result.summary.get("sockpuppets") or {}
+    if sock.get("coordinated_items"):
+        items = ", ".join(f"{i['direction']} {i['item_id']} (z {i['z']:.1f})" for i in sock["coordinated_items"])
+        click.echo(f"sock-puppet test: short-lived identities as a group {items}; {sock['set_aside_votes']} of their "
+                   f"votes set aside (workers.csv flags set_aside:...)")
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))
 
 
-@cli.command("simulate-votes")
+@click.command("simulate-votes")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for votes.csv, truth.csv and workers_truth.csv.")
 @click.option("--sets", type=click.IntRange(min=1), default=8, show_default=True)
@@ -192,9 +210,9 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
               help="Pairs per item (random regular design).")
 @click.option("--votes-per-pair", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=300, show_default=True)
-@click.option("--random-clickers", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+@click.option("--random-clickers", type=FiniteFloatRange(0, 1), default=0.25, show_default=True,
               help="Share of workers who click at random.")
-@click.option("--left-clickers", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+@click.option("--left-clickers", type=FiniteFloatRange(0, 1), default=0.05, show_default=True,
               help="Share of workers who always click the left image.")
 @click.option("--seed", type=int, default=0, show_default=True)
 def simulate_votes_command(out, sets, items, degree, votes_per_pair, workers, random_clickers, left_clickers, seed):
@@ -210,7 +228,7 @@ def simulate_votes_command(out, sets, items, degree, votes_per_pair, workers, ra
     click.echo("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
-@cli.command("demo-analysis")
+@click.command("demo-analysis")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo_output/analysis-demo"),
               show_default=True, help="Folder for the simulated study and its analysis.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -238,53 +256,5 @@ def demo_command(ctx, out, seed):
     sys.stdout.flush()
 
 
-def _model_spec(value: str) -> tuple[str | None, Path]:
-    """``NAME=preds.csv`` or just ``preds.csv`` (name from the file's model column or stem)."""
-    name, sep, path = value.partition("=")
-    if not sep:
-        return None, Path(value)
-    if not name.strip() or not path.strip():
-        raise click.BadParameter(f"{value!r}: expected NAME=preds.csv")
-    return name.strip(), Path(path)
-
-
-@cli.command("analyze-motion")
-@click.argument("motion_csv", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for probes.csv, observers.csv, tables/, epe_by_property.csv, summary.json and plots/.")
-@click.option("--clips", type=click.Path(path_type=Path),
-              help="Clip manifest (manifest.json or its folder): image gradients and vector fields over the frames.")
-@click.option("--model", "models", multiple=True, metavar="NAME=PREDS.CSV",
-              help="Model predictions (clip_id,probe_id,pred_u,pred_v[,model]); repeatable.")
-@click.option("--machine-observers", is_flag=True,
-              help="Run OpenCV Farnebäck and DIS on the clips and add them as models (needs --clips).")
-@click.option("--keep-dropped", is_flag=True, help="Keep trials with frame drops (excluded by default).")
-@click.option("--frames", "frames_csv", type=click.Path(dir_okay=False, path_type=Path),
-              help="frames.csv: frame-drop rate and onset errors over every logged frame.")
-@click.option("--bins", type=click.IntRange(min=1), default=6, show_default=True,
-              help="Bins for EPE against GT speed and image gradient.")
-@click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
-def analyze_motion_command(motion_csv, out, clips, models, machine_observers, keep_dropped, frames_csv, bins,
-                           no_plots):
-    """Analyse motion-matching responses of MOTION_CSV (HuPerFlow statistics: EPE, r, partial r, RCI)."""
-    run_motion_analysis(motion_csv, out, clips=clips, models=[_model_spec(m) for m in models],
-                        machine_observers=machine_observers, keep_dropped=keep_dropped, frames_csv=frames_csv,
-                        bins=bins, plots=not no_plots)
-
-
-def run_motion_analysis(motion_csv: Path, out: Path, *, clips=None, models=(), machine_observers: bool = False,
-                        keep_dropped: bool = False, frames_csv: Path | None = None, bins: int = 6,
-                        plots: bool = True) -> None:
-    """``analyze-motion``'s work and its printed lines; ``clips`` a manifest path or a built ClipManifest
-    (``perceptlab results`` passes the study's stored clips)."""
-    from analysis.motion_report import MotionAnalysisError, MotionOptions, run_analyze_motion, summary_lines
-
-    options = MotionOptions(keep_dropped=keep_dropped, bins=bins, machine_observers=machine_observers)
-    try:
-        result, written = run_analyze_motion(motion_csv, out, clips=clips, models=list(models),
-                                             frames_csv=frames_csv, options=options, plots=plots, progress=False)
-    except MotionAnalysisError as exc:
-        raise UserError(str(exc)) from None
-    for line in summary_lines(result):
-        click.echo(line)
-    click.echo(f"wrote {len(written)} entries to {out}/: " + ", ".join(p.name for p in written))
+#: What :mod:`server.cli` adds to the ``perceptlab`` group.
+COMMANDS = (analyze_command, simulate_votes_command, demo_command)

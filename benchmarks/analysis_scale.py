@@ -1,0 +1,157 @@
+"""`perceptlab analyze` at scale, beside choix and crowd-kit, in one run (issue 37 item 6).
+
+Two simulated studies (analysis/simulate.py, seed 0, 25 % random and 5 % left clickers):
+
+* large: one set of 20,000 items, a random 6-regular design, 20 votes per pair (1.2 M votes) from
+  300 workers, analysed as `perceptlab analyze VOTES --out DIR --bootstrap 0` (the default
+  collusion test, screening and plots; no intervals). Target: 10 s.
+* StudyMB-sized: 8 sets x 141 items, degree 6, 20 votes per pair (67,680 votes), analysed with the
+  defaults (1,000 worker bootstraps) and --no-plots, as benchmarks/analysis_load.py does. Target: 5 s.
+
+Each analysis runs as the real command in a fresh process; the table shows its wall time and its
+CPU time (user + system of the child), which hardly depends on what else the machine runs. On a
+busy machine the wall time is longer than the CPU time; the load average is printed.
+
+Beside them, the peers fit the same votes in this process (no screening, no collusion test, no
+intervals): choix's ilsr_pairwise and opt_pairwise and crowd-kit's BradleyTerry
+(benchmarks/scaling.py), each in a forked child stopped after --time-limit CPU seconds.
+
+``--before DIR`` also runs the commands with the analysis package of another checkout (e.g. a
+worktree of main: ``git worktree add /tmp/before main``) first on PYTHONPATH, for a before/after
+table. Every analysis is stopped after --time-limit CPU seconds (a limit on CPU, not wall time, so
+that a busy machine does not stop a run that would meet its target).
+
+Run: .venv/bin/python benchmarks/analysis_scale.py [--before DIR] [--time-limit 120] [--skip-peers]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import print_table  # noqa: E402
+from analysis.correlation import srocc  # noqa: E402
+from benchmarks.scaling import choix_ilsr, choix_opt, crowdkit_bt  # noqa: E402
+
+STUDIES = {
+    "large (20,000 items, 1.2 M votes)": (dict(n_sets=1, n_items=20000, degree=6, votes_per_pair=20, n_workers=300),
+                                          ["--bootstrap", "0"], 10.0),
+    "StudyMB-sized (8 x 141 items)": (dict(n_sets=8, n_items=141, degree=6, votes_per_pair=20),
+                                      ["--no-plots"], 5.0),
+}
+PEERS = {"choix ilsr_pairwise": choix_ilsr, "choix opt_pairwise": choix_opt, "crowd-kit BradleyTerry": crowdkit_bt}
+
+
+def run_analyze(votes_csv: Path, out: Path, options: list[str], limit: float,
+                before: Path | None = None) -> tuple[float, float] | None:
+    """(wall, CPU) seconds of `perceptlab analyze` in a fresh process, or None after ``limit`` CPU seconds."""
+    env = dict(os.environ)
+    tree = str(before) if before is not None else str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    command = [sys.executable, "-c", "from server.cli import main; main()", "analyze", str(votes_csv),
+               "--out", str(out), *options]
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+
+    def cpu_limit() -> None:  # in the child: the kernel stops it after ``limit`` CPU seconds, whatever the load
+        resource.setrlimit(resource.RLIMIT_CPU, (int(limit), int(limit) + 1))
+
+    completed = subprocess.run(command, env=env, cwd=tree, check=False, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=cpu_limit)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if completed.returncode < 0:  # SIGXCPU or SIGKILL: over the limit
+        return None
+    if completed.returncode != 0:
+        raise RuntimeError(f"perceptlab analyze failed:\n{completed.stderr}")
+    return wall, (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+
+
+def _peer_child(queue, fit, votes, truth, limit: float) -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (int(limit), int(limit) + 1))
+    wall, cpu = time.perf_counter(), time.process_time()
+    scale = fit(*votes)
+    queue.put((time.perf_counter() - wall, time.process_time() - cpu, srocc(scale, truth)))
+
+
+def peer_fit(fit, votes, truth, limit: float) -> tuple[float, float, float] | None:
+    """(wall, CPU, SROCC vs truth) of one peer's fit in a forked child, or None after ``limit`` CPU seconds."""
+    import multiprocessing as mp
+    import queue as queues
+    context = mp.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_peer_child, args=(results, fit, votes, truth, limit))
+    child.start()
+    try:
+        while True:
+            try:
+                return results.get(timeout=1.0)
+            except queues.Empty:
+                if not child.is_alive():
+                    return None  # stopped at the CPU limit
+    finally:
+        child.kill()
+        child.join()
+
+
+def peer_inputs(votes):
+    """The scaling votes of a one-set study as (n_items, a, b, a_won, worker) for the peers."""
+    keep = ~votes.is_gold
+    return len(votes.item_ids), votes.item_a[keep], votes.item_b[keep], votes.a_won[keep], votes.worker[keep]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", type=Path, help="a checkout whose analysis to time too (before/after)")
+    parser.add_argument("--time-limit", type=float, default=120.0,
+                        help="CPU seconds allowed per analysis and per peer fit")
+    parser.add_argument("--skip-peers", action="store_true", help="leave out choix and crowd-kit")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    from analysis.simulate import simulate_study, write_study
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="perceptlab-analysis-scale-") as work:
+        work = Path(work)
+        for name, (size, options, target) in STUDIES.items():
+            study = simulate_study(**size, seed=0)
+            votes_csv = write_study(study, work / "study")["votes"]
+            print(f"# {name}: {len(study.votes)} votes, {len(study.votes.worker_ids)} workers; "
+                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+            runs = [("perceptlab analyze " + " ".join(options), None)]
+            if args.before is not None:
+                runs.insert(0, (f"perceptlab analyze {' '.join(options)} (before: {args.before})", args.before))
+            for label, tree in runs:
+                timing = run_analyze(votes_csv, work / "out", options, args.time_limit, tree)
+                wall, cpu = ("-", "> %.0f" % args.time_limit) if timing is None else \
+                    (f"{timing[0]:.2f}", f"{timing[1]:.2f}")
+                verdict = "" if timing is None or tree is not None else \
+                    ("met" if timing[1] < target else "NOT met") + f" (CPU < {target:.0f} s)"
+                rows.append([name, label, wall, cpu, verdict])
+                print(f"  {label}: {wall} s wall, {cpu} s CPU", flush=True)
+            if not args.skip_peers and size["n_sets"] == 1:
+                inputs = peer_inputs(study.votes)
+                true_of = dict(zip(study.item_ids, study.truth[str(study.votes.set_ids[0])]))
+                truth = [true_of[i] for i in study.votes.item_ids]  # in the order of votes.item_ids
+                for peer, fit in PEERS.items():
+                    # Fit only, on the same votes, without screening or a collusion test.
+                    result = peer_fit(fit, inputs, truth, args.time_limit)
+                    wall, cpu = ("-", f"> {args.time_limit:.0f}") if result is None else \
+                        (f"{result[0]:.2f}", f"{result[1]:.2f}")
+                    note = "" if result is None else f"SROCC vs truth {result[2]:.4f}"
+                    rows.append([name, peer + " (fit only)", wall, cpu, note])
+                    print(f"  {peer}: {wall} s wall, {cpu} s CPU", flush=True)
+    print()
+    print_table(["study", "run", "wall s", "CPU s", "target / note"], rows)
+
+
+if __name__ == "__main__":
+    main()

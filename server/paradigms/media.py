@@ -1,0 +1,216 @@
+"""The media layer's server half, shared by every paradigm: what a study shows (images or videos),
+the ``[media]`` parameters, the playback log a video trial's response carries, and the rule that
+says whether a playback was faithful.
+
+A paradigm holds no media code: it stores :func:`study_media` in its study's config when it creates
+the study, sends :func:`state_media` in its State and each stimulus's :func:`stimulus_fields`, takes
+the ``playback`` member of a response through :func:`parse_playback` and exports
+:data:`PLAYBACK_COLUMNS` with :func:`playback_columns`. The browser half is
+``experiment_ui/static/js/media.js`` (preload, decoding check, playback and its log).
+
+**The playback rule** (ITU-T P.910's crowd toolkit, microsoft/P.910 ``master.cfg``): a playback is
+faithful when the clip stalled for at most ``max_stall_ms`` in total (500 ms: a stall a viewer
+notices, and one that changes a quality judgement, P.910 Annex on rebuffering) and its playback took
+at most ``max_extra_playing_ms`` longer than the clip (2500 ms: the toolkit's
+``max_accepted_extra_playing_time_sec``), and at most ``max_dropped_share`` of its frames were
+dropped (5 %). An unfaithful playback is played again (``unfaithful = "repeat"``, up to
+``max_repeats`` times, by the browser) and, if still unfaithful, stored with ``playback_faithful``
+false; ``unfaithful = "exclude"`` leaves such ratings out of the exported responses (the database
+keeps them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from stimuli.media import IMAGE, VIDEO, MediaError, manifest_media, probe
+
+from .params import param
+from .studyfile import StudyDefinitionError
+
+#: The playback log's fields as ratings.csv (and votes.csv) export them, in this order.
+_COUNTS = ("stall_ms", "dropped_frames", "presented_frames", "start_delay_ms", "replays")
+PLAYBACK_COLUMNS = (*_COUNTS, "playback_faithful", "playback_error")
+#: What the browser sends: the exported counts, and the clips' total duration and wall time of playback.
+_LOG_NUMBERS = {"stall_ms": 3_600_000, "dropped_frames": 10_000_000, "presented_frames": 10_000_000,
+                "start_delay_ms": 3_600_000, "replays": 1000, "playing_ms": 3_600_000}
+_LOG_KEYS = (*_LOG_NUMBERS, "error")
+#: Why a clip could not be shown, as the browser names it (media.js MediaFailure.cause).
+FAILURE_CAUSES = ("http", "decode", "timeout", "network", "autoplay")
+#: Per stimulus fields of ``study show --json``'s ``media``.
+STIMULUS_FIELDS = ("duration_s", "fps", "width", "height", "codec")
+UNFAITHFUL = ("repeat", "exclude")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MediaParams:
+    """The ``[media]`` table: how video clips are played and when a playback counts (images ignore it)."""
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "media": "Video clips: played once without controls after a whole-file preload; the replays a worker may "
+                 "ask for; the rule that decides whether a playback was faithful (P.910 crowd toolkit defaults, "
+                 "server/paradigms/media.py). Image studies ignore it."}
+    replays: int = param(0, section="media", low=0, high=10,
+                         doc="times a worker may play a clip again (a button), besides the first playback")
+    max_stall_ms: float = param(500.0, section="media", low=0,
+                                doc="a playback whose stalls (waiting for data or decoding) add up to more is unfaithful")
+    max_extra_playing_ms: float = param(2500.0, section="media", low=0,
+                                        doc="a playback that took longer than the clip by more is unfaithful (P.910 "
+                                            "crowd toolkit: 2.5 s)")
+    max_dropped_share: float = param(0.05, section="media", low=0, high=1,
+                                     doc="a playback that dropped more than this share of the clip's frames is "
+                                         "unfaithful")
+    unfaithful: str = param("repeat", section="media", choices=UNFAITHFUL,
+                            doc='"repeat": the clip is played again (up to max_repeats) before the rating; '
+                                '"exclude": unfaithful ratings are left out of the export')
+    max_repeats: int = param(2, section="media", low=0, high=5,
+                             doc="repeat: the playbacks after an unfaithful one, at most")
+
+    def media_rule(self) -> dict[str, Any]:
+        """The rule as the State sends it to the browser (which repeats unfaithful playbacks)."""
+        return {"max_stall_ms": self.max_stall_ms, "max_extra_playing_ms": self.max_extra_playing_ms,
+                "max_dropped_share": self.max_dropped_share, "unfaithful": self.unfaithful,
+                "max_repeats": self.max_repeats if self.unfaithful == "repeat" else 0}
+
+
+def faithful(log: dict[str, Any] | None, spec: MediaParams) -> bool | None:
+    """Whether a playback ``log`` (:func:`parse_playback`) passes the spec's rule; None without a log
+    (an image trial). A log's ``error`` names a failure met before this playback (a load retried): the
+    playback itself is judged by its counts."""
+    if log is None:
+        return None
+    frames = log["presented_frames"] + log["dropped_frames"]
+    dropped_share = log["dropped_frames"] / frames if frames else 1.0
+    # The extra playing time is counted per playback: replays asked for by the worker are not lateness.
+    extra = log["playing_ms"] / (1 + log["replays"]) - log.get("duration_ms", 0.0)
+    return (log["stall_ms"] <= spec.max_stall_ms and dropped_share <= spec.max_dropped_share
+            and extra <= spec.max_extra_playing_ms and log["presented_frames"] > 0)
+
+
+def parse_playback(value: Any, fail) -> dict[str, Any] | None:
+    """The ``playback`` member of a response body, checked: None when absent; ``fail(message)`` raises.
+
+    ``{"stall_ms", "dropped_frames", "presented_frames", "start_delay_ms", "replays", "playing_ms",
+    "duration_ms"?, "error"?}``: milliseconds and frame counts, non-negative; ``error`` one of
+    :data:`FAILURE_CAUSES` followed by ``": "`` and the browser's words.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        fail("playback must be an object (the clip's playback log)")
+    unknown = sorted(set(value) - set(_LOG_KEYS) - {"duration_ms"})
+    if unknown:
+        fail(f"playback: unknown members {', '.join(unknown)}")
+    log: dict[str, Any] = {}
+    for key, high in {**_LOG_NUMBERS, "duration_ms": 3_600_000}.items():
+        number = value.get(key, 0 if key == "duration_ms" else None)
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
+                or not 0 <= number <= high:
+            fail(f"playback.{key} must be a number in [0, {high}]")
+        log[key] = float(number)
+    error = value.get("error")
+    if error is not None:
+        if not isinstance(error, str) or len(error) > 300 or error.split(":")[0] not in FAILURE_CAUSES:
+            fail(f"playback.error must name its cause first ({', '.join(FAILURE_CAUSES)}), at most 300 characters")
+        log["error"] = error
+    return log
+
+
+def playback_columns(log: dict[str, Any] | None, spec: MediaParams) -> dict[str, Any]:
+    """The export's :data:`PLAYBACK_COLUMNS` of one response (empty strings for image trials)."""
+    if log is None:
+        return {name: "" for name in PLAYBACK_COLUMNS}
+    row: dict[str, Any] = {name: int(round(log[name])) for name in _COUNTS}
+    row["playback_faithful"] = "1" if faithful(log, spec) else "0"
+    row["playback_error"] = log.get("error", "")
+    return row
+
+
+def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Path] | None = None) -> dict:
+    """What a study shows, for its config: ``{"kind", "entry_decoding_check", "codecs", "stimuli"}``.
+
+    ``stimuli`` maps each file's path relative to ``root`` to its :data:`STIMULUS_FIELDS` (from the
+    manifests, without opening a file); ``extra`` (path -> file, such as check clips written at
+    creation) are probed. An image study records its kind only: images keep their own columns.
+
+    Raises
+    ------
+    StudyDefinitionError
+        Scenes of both kinds, or an extra file that cannot be probed.
+    """
+    kinds = {manifest_media(manifest)["kind"] for _, manifest in scenes}
+    if len(kinds) > 1:
+        raise StudyDefinitionError("the manifests name image scenes and video scenes; a study shows one or the other")
+    kind = kinds.pop() if kinds else IMAGE
+    if kind != VIDEO:
+        return {"kind": kind}
+    stimuli: dict[str, dict] = {}
+    codecs = set()
+    for folder, manifest in scenes:
+        described = manifest_media(manifest)["stimuli"]
+        files = {"reference": manifest["reference"]["path"], **{c["id"]: c["original"] for c in manifest["candidates"]}}
+        for name, relative in files.items():
+            fields = described[name]
+            stimuli[(folder.resolve() / relative).relative_to(root).as_posix()] = _fields(fields)
+            codecs.add(fields.get("codec"))
+    for relative, path in (extra or {}).items():
+        try:
+            stimuli[relative] = _fields(probe(path).to_dict())
+        except MediaError as exc:
+            raise StudyDefinitionError(str(exc)) from None
+        codecs.add(stimuli[relative]["codec"])
+    check = any(m.get("parameters", {}).get("keep_encoding") for _, m in scenes)
+    return {"kind": VIDEO, "entry_decoding_check": bool(check), "codecs": sorted(c for c in codecs if c),
+            "stimuli": stimuli}
+
+
+# FFmpeg's codec names -> the RFC 6381 codec string of an MP4 file with that stream, at a level that covers
+# 1080p: what canPlayType and MediaCapabilities are asked before consent.
+CODEC_MIME = {"h264": 'video/mp4; codecs="avc1.640028"', "vp9": 'video/mp4; codecs="vp09.00.40.08"',
+              "av1": 'video/mp4; codecs="av01.0.08M.08"', "hevc": 'video/mp4; codecs="hvc1.1.6.L120.90"',
+              "mpeg4": 'video/mp4; codecs="mp4v.20.9"', "vp8": 'video/webm; codecs="vp8"'}
+
+
+def decode_types(media: dict) -> tuple[str, ...]:
+    """The MIME types a worker's browser must decode to take part (none for images): one per codec of the
+    study's clips; a codec without a known codec string is asked as its bare name, which no browser claims."""
+    if media.get("kind") != VIDEO:
+        return ()
+    return tuple(CODEC_MIME.get(codec, f'video/mp4; codecs="{codec}"') for codec in media["codecs"])
+
+
+def _fields(info: dict) -> dict:
+    return {key: info.get(key) for key in STIMULUS_FIELDS}
+
+
+def media_of(config: dict[str, Any]) -> dict:
+    """A stored study's media (:func:`study_media`); studies made before the media layer show images."""
+    return config.get("media") or {"kind": IMAGE}
+
+
+def stimulus_fields(media: dict, path: str) -> dict[str, Any]:
+    """What a trial's State says of one stimulus file beyond its URL: ``{"kind": "video", "duration_s", "fps"}``
+    for a video (the browser checks its playback against it), ``{}`` for an image."""
+    if media.get("kind") != VIDEO:
+        return {}
+    fields = media["stimuli"].get(path, {})
+    return {"kind": VIDEO, "duration_s": fields.get("duration_s"), "fps": fields.get("fps")}
+
+
+def state_media(media: dict, spec: MediaParams) -> dict[str, Any]:
+    """The State's members for the media: ``{"media": ...}`` for videos (the codecs, the replays a worker may
+    ask for and the playback rule), nothing for images (their States stay as they were)."""
+    if media.get("kind") != VIDEO:
+        return {}
+    return {"media": {"kind": VIDEO, "codecs": media["codecs"], "decoding_check": media["entry_decoding_check"],
+                      "replays": spec.replays, "rule": spec.media_rule()}}
+
+
+def show_media(config: dict[str, Any]) -> dict[str, Any]:
+    """``study show --json``'s ``media``: ``kind`` and, for videos, per stimulus file :data:`STIMULUS_FIELDS`."""
+    media = media_of(config)
+    if media.get("kind") != VIDEO:
+        return {"kind": media.get("kind", IMAGE)}
+    return {"kind": VIDEO, "codecs": media["codecs"], "entry_decoding_check": media["entry_decoding_check"],
+            "stimuli": media["stimuli"]}
