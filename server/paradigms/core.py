@@ -970,6 +970,15 @@ class Paradigm:
         folder = Path(sys.modules[type(self).__module__].__file__).parent / "templates"
         return folder if folder.is_dir() else None
 
+    @property
+    def static_folder(self) -> Path | None:
+        """The package's ``static/`` folder (its browser code), or None when it has none. The app serves its
+        files under the paradigm's kind: ``<package>/static/window.js`` is ``/static/paradigms/<kind>/window.js``
+        (:func:`server.paradigms.wiring.install_paradigms`), so the shared scripts of
+        ``experiment_ui/static/js/`` import it as ``../paradigms/<kind>/window.js``."""
+        folder = Path(sys.modules[type(self).__module__].__file__).parent / "static"
+        return folder if folder.is_dir() else None
+
     def demo_studies(self, manifests: str, seed: int, texts: str) -> list[DemoStudy]:
         """Studies of this paradigm that ``perceptlab demo`` creates and serves beside its own, on the demo's
         prepared scenes (``manifests``: their study manifest, relative to the demo folder), seeded with

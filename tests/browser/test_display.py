@@ -29,7 +29,8 @@ from sqlalchemy import func, select
 from server.cli import cli
 from server.models import Assignment
 from server.paradigms.paired.models import Vote
-from server.paradigms.display import LAPTOP_WINDOW, PC_CHROME, pc_requirement, window_needed
+from server.paradigms.display import LAPTOP_WINDOW
+from server.paradigms.paired.window import PC_CHROME, pc_layout, pc_requirement, pc_views, window_needed
 from server.services import app_services
 from tests.server.conftest import gold_side, make_test_app
 
@@ -270,21 +271,22 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
 
 
 def test_the_browser_computes_the_servers_window(page, lab):
-    """display.js (trial page, entry check) and display.py give the same window for the same numbers."""
+    """The trial page's window.js (paired/static, served under /static/paradigms/pc/) and the entry check's
+    display.js give the window paired/window.py gives for the same numbers."""
     page.goto(f"{lab['url']}/s/{SLUG}?participant=J1")
     sets = _manifest_sets(lab["manifest"])
-    from server.paradigms.display import pc_views
-
     for policy, factor in (("fit", 0.5), ("fit", 0.37), ("pixel_exact", 1.0), ("pixel_exact", 1 / 1.25),
                            ("pixel_exact", 1 / 3)):
         for width, height, boxes in sets:
             views = pc_views(policy, width, height, boxes)
             for floor in ((0, 0), (1000, 600)):
-                browser = page.evaluate("""async ([views, factor, floor, chrome]) => {
-                  const { windowNeeded } = await import('/static/js/display.js');
-                  return windowNeeded(views, factor, floor, chrome);
-                }""", [views, factor, list(floor), PC_CHROME])
-                assert (browser["width"], browser["height"]) == window_needed(views, factor, floor)
+                browser = page.evaluate("""async ([views, factor, floor, chrome, layout]) => {
+                  const { windowNeeded } = await import('/static/paradigms/pc/window.js');
+                  const { layoutWindow } = await import('/static/js/display.js');
+                  return [windowNeeded(views, factor, floor, chrome), layoutWindow(layout, factor, floor)];
+                }""", [views, factor, list(floor), PC_CHROME, pc_layout(views).to_page()])
+                for found in browser:
+                    assert (found["width"], found["height"]) == window_needed(views, factor, floor)
 
 
 # ---------------------------------------------------------------- pixel_exact, small windows, phones

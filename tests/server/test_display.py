@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 from server.cli import cli
 from server.paradigms import StudyDefinitionError, read_study_file
-from server.paradigms.display import (LAPTOP_WINDOW, PC_CHROME, WindowRequirement, pc_chrome_size, pc_requirement,
-                                      pc_views, window_needed)
+from server.paradigms.display import LAPTOP_WINDOW, Layout, WindowRequirement, layout_window
+from server.paradigms.paired.window import (PC_CHROME, pc_chrome_size, pc_layout, pc_requirement, pc_views,
+                                            window_needed)
 from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
@@ -50,6 +51,16 @@ def test_window_needed_is_the_panels_three_abreast_at_the_factor_plus_the_chrome
     assert window_needed([(512, 512)], 1 / 3) == (512 + extra_w, 171 + extra_h)
 
 
+def test_a_layout_needs_its_content_at_the_factor_plus_its_chrome():
+    layout = Layout(content=(1536, 512), chrome=(66, 99))
+    assert layout_window(layout, 0.5) == (768 + 66, 256 + 99)
+    assert layout_window(layout, 0.5, floor=(1000, 600)) == (1000, 600)
+    assert layout_window(Layout(content=(1536, 512), chrome=(0, 0)), 1 / 3) == (512, 171)  # 170.67 rounded up
+    # Paired comparison's views, one at a time: the widest view's three panels and the tallest view decide.
+    views = [(600, 400), (240, 180), (400, 600)]
+    assert pc_layout(views) == Layout(content=(1800, 600), chrome=pc_chrome_size(3))
+
+
 def test_ordinary_scenes_fit_a_laptop_under_fit_but_not_pixel_exact():
     sets = [(512, 512, [CROP, BIG_CROP]), (600, 400, [CROP]), (451, 300, [])]
     fit = pc_requirement("fit", 0.5, (1000, 600), sets, names=["a", "b", "c"])
@@ -60,7 +71,10 @@ def test_ordinary_scenes_fit_a_laptop_under_fit_but_not_pixel_exact():
     assert exact.too_large == (("a", (1602, 647)), ("b", (1866, 600)), ("c", (1419, 600)))
     assert exact.min_window == (3 * 600 + 66, 512 + 45 + 36 + 8 + 36 + 8 + 2) and not exact.fits(LAPTOP_WINDOW)
     page = exact.to_page()
-    assert page["min_window"] == [1866, 647] and page["chrome"] == PC_CHROME and len(page["views"]) == 3
+    # The entry pages get each geometry as a paradigm-neutral layout (no paired-comparison chrome by name).
+    assert page["min_window"] == [1866, 647] and "chrome" not in page and "views" not in page
+    assert page["layouts"] == [pc_layout(pc_views("pixel_exact", w, h, boxes)).to_page() for w, h, boxes in sets]
+    assert page["layouts"][2] == [3 * 451, 300, 66, 45 + 8 + 36 + 8 + 2]
     assert "pixel_exact" in exact.describe() and "1866 x 647" in exact.describe()
 
 
@@ -158,9 +172,21 @@ def test_entry_pages_state_and_check_the_requirement_before_consent(app, demo_st
     for html, where in ((preview, "preview"), (consent, "consent")):
         requirement = _requirement_of_page(html)
         w, h = requirement["min_window"]
-        assert requirement["policy"] == "pixel_exact" and requirement["views"]
+        assert requirement["policy"] == "pixel_exact" and requirement["layouts"]
         assert f'data-where="{where}"' in html
         assert re.search(rf"window of at least\s+<strong>{w} &times; {h} pixels</strong>", html)
         assert "1000 &times; 600" not in html or (w, h) == (1000, 600)
     assert 'id="consent"' in consent and "<form data-needs-device" in consent
     assert 'data-platform="link"' in consent
+
+
+def test_a_paradigm_packages_browser_code_is_served_under_its_kind(app):
+    client = app.test_client()
+    served = client.get("/static/paradigms/pc/window.js")
+    assert served.status_code == 200 and served.mimetype == "text/javascript"
+    assert b"export function windowNeeded" in served.data
+    # The shared scripts import it relative to their own folder: /static/js/../paradigms/pc/window.js.
+    assert b"from '../paradigms/pc/window.js'" in client.get("/static/js/pc_trial.js").data
+    for missing in ("/static/paradigms/pc/nothing.js", "/static/paradigms/nokind/window.js",
+                    "/static/paradigms/pc/..%2Fwindow.py", "/static/paradigms/motion/window.js"):
+        assert client.get(missing).status_code == 404, missing

@@ -6,7 +6,7 @@
 // While a problem stands, the page's `[data-needs-device]` parts (the consent form, the start
 // button) are hidden.
 
-import { policyFactor, windowNeeded } from './display.js';
+import { layoutWindow, policyFactor } from './display.js';
 import { decodingProblems } from './media.js';
 
 /** What the browser says about itself (kept in one place so that the check is a pure function). */
@@ -29,11 +29,11 @@ export function environment() {
 
 /** The window (CSS px) the study needs on this device: under pixel_exact it depends on the ratio. */
 export function neededWindow(requirement, dpr) {
-  if (requirement.policy !== 'pixel_exact' || !(requirement.views || []).length) {
+  if (requirement.policy !== 'pixel_exact' || !(requirement.layouts || []).length) {
     return { width: requirement.min_window[0], height: requirement.min_window[1] };
   }
   const factor = policyFactor(requirement.policy, requirement.min_image_scale, dpr);
-  const needs = requirement.views.map((views) => windowNeeded(views, factor, requirement.floor, requirement.chrome));
+  const needs = requirement.layouts.map((layout) => layoutWindow(layout, factor, requirement.floor));
   return { width: Math.max(...needs.map((n) => n.width)), height: Math.max(...needs.map((n) => n.height)) };
 }
 

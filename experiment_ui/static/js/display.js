@@ -1,8 +1,9 @@
 // The window a study's pages need, computed in the browser from the numbers the server sends: the
-// twin of server/paradigms/display.py (window_needed, policy_factor).  The trial pages (pc_trial.js,
-// rating_trial.js) and the entry pages' device check (device_check.js) use it, so the server's
-// `study create`, the preview, the consent page and the trial page all name the same window; the
-// trial pages also scale their images to the window with it (imageScale).
+// twin of server/paradigms/display.py (layout_window, policy_factor), what every paradigm shares.  The
+// entry pages' device check (device_check.js) and the trial pages use it, so the server's `study
+// create`, the preview, the consent page and the trial page all name the same window; the trial pages
+// also scale their images to the window with it (imageScale).  A paradigm's own layout lives in its
+// package (paired comparison: server/paradigms/paired/static/window.js; ratings: rating_trial.js).
 
 /** Round to 1e-6 before a ceiling, as display.py does (3 * 512 * 0.5 is 768, not 769). */
 export const round6 = (x) => Math.round(x * 1e6) / 1e6;
@@ -12,26 +13,18 @@ export function policyFactor(policy, minImageScale, dpr = 1) {
   return policy === 'pixel_exact' ? 1 / (dpr || 1) : minImageScale;
 }
 
-/** Width and height (CSS px) the trial page takes besides the three panels of a view. */
-export function chromeSize(nViews, chrome) {
-  return {
-    width: 2 * chrome.pad + 2 * chrome.gap + chrome.margin,
-    height: chrome.bar + (nViews > 1 ? chrome.views : 0) + chrome.pad + chrome.label + chrome.pad + chrome.margin,
-  };
-}
-
 /**
- * The smallest inner window (CSS px) that shows every view of a set at `factor` of its panel size.
- * @param {number[][]} views  panel [width, height] of each view (the whole images, then each region)
+ * The smallest inner window (CSS px) that shows a layout's content at `factor` of its size: the twin
+ * of display.py's layout_window.
+ * @param {number[]} layout  [content width, content height, chrome width, chrome height] at scale 1
+ *   (display.py's Layout.to_page): the content scales, the chrome around it does not
  * @param {number} factor  see policyFactor
  * @param {number[]} floor  the study's smallest window whatever its images
- * @param {object} chrome  the page's fixed chrome (the State's display.chrome)
  * @returns {{width: number, height: number}}
  */
-export function windowNeeded(views, factor, floor, chrome) {
-  const extra = chromeSize(views.length, chrome);
-  const width = Math.max(...views.map(([w]) => Math.ceil(round6(3 * w * factor)))) + extra.width;
-  const height = Math.max(...views.map(([, h]) => Math.ceil(round6(h * factor)))) + extra.height;
+export function layoutWindow([contentWidth, contentHeight, chromeWidth, chromeHeight], factor, floor) {
+  const width = Math.ceil(round6(contentWidth * factor)) + chromeWidth;
+  const height = Math.ceil(round6(contentHeight * factor)) + chromeHeight;
   return { width: Math.max(floor[0] || 0, width), height: Math.max(floor[1] || 0, height) };
 }
 

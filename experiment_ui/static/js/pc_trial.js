@@ -17,14 +17,15 @@
 // Display policy (the State's `display`, server/paradigms/display.py): "fit" scales each view to
 // the inside of the browser window (never above the display size); "pixel_exact" shows one image
 // pixel per device pixel (CSS size = pixels / devicePixelRatio).  The window a trial needs is
-// computed from the server's numbers (display.js, the twin of display.py); below it the pair is
-// hidden with a message.
+// computed from the server's numbers (window.js of server/paradigms/paired/static/, the twin of
+// paired/window.py, served as /static/paradigms/pc/window.js); below it the pair is hidden with a message.
 //
 // The plugin keeps its DOM between trials: the pair just answered stays on screen (not
 // clickable) until the next one is decoded, so no half-drawn pair is ever visible.
 
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
-import { chromeSize, imageScale, policyFactor, windowNeeded } from './display.js';
+import { imageScale, policyFactor } from './display.js';
+import { chromeSize, windowNeeded } from '../paradigms/pc/window.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',

@@ -41,7 +41,8 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, 
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
                    spec_for, stop, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
-from ..display import PC_CHROME, WindowRequirement, pc_views
+from ..display import WindowRequirement
+from .window import PC_CHROME, pc_views
 from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 from .study import StudySpec
@@ -711,8 +712,8 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         "progress": progress,
         "limits": {"min_window_width": spec.min_window_width, "min_window_height": spec.min_window_height,
                    "min_image_scale": spec.min_image_scale},
-        # How the trial page lays out and scales the views of each trial (server/paradigms/display.py):
-        # pc_trial.js computes the window a trial needs from these numbers and its trials' "views".
+        # How the trial page lays out and scales the views of each trial (paired/window.py): pc_trial.js
+        # computes the window a trial needs from these numbers and its trials' "views" (static/window.js).
         "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                     "floor": [spec.min_window_width, spec.min_window_height], "chrome": PC_CHROME},
         "completion": completion,
@@ -732,7 +733,7 @@ _LATEST_PAGE_TRIALS = (select(_page.c.index, _page.c.kind, _trial.c.id, _trial.c
 def _page_data(session: Session, study_id: int, rows, url_for: UrlFor, policy: str) -> dict[str, Any]:
     """A page (``rows`` of :data:`_LATEST_PAGE_TRIALS`) with its trials' image URLs, from the study's layout,
     and each trial's ``views``: the panel size of the whole images and of each zoom region under the
-    display ``policy`` (:func:`server.paradigms.display.pc_views`)."""
+    display ``policy`` (:func:`server.paradigms.paired.window.pc_views`)."""
     trials = [row for row in rows if row.id is not None]
     layout = study_layout(session, study_id, {t.pair_id for t in trials})
     images: dict[str, dict[str, Any]] = {}

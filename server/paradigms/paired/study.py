@@ -16,11 +16,12 @@ from sqlalchemy.orm import Session
 
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
-from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
+from ..display import POLICIES, WindowRequirement
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import Pair, Stimulus, StudySet
+from .window import manifest_sets, pc_requirement
 
 KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
@@ -131,7 +132,7 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
         "fit", section="display", choices=POLICIES,
         doc='"fit": scaled to the window, never above the prepared display size (scale 1) nor below '
             'min_image_scale; "pixel_exact": one image pixel on one device pixel (devicePixelRatio applied), '
-            "zoom regions too (1:1), nothing ever rescaled (server/paradigms/display.py)")
+            "zoom regions too (1:1), nothing ever rescaled (server/paradigms/paired/window.py)")
     min_image_scale: float = param(
         0.5, section="display", above=0, high=1,
         doc="fit: smaller than this, the trial is hidden and the worker asked for a larger window (1 = the "
@@ -184,7 +185,7 @@ def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
 
 
 def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:
-    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.display`).
+    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.paired.window`).
 
     ``sets``: ``(width, height, crop boxes)`` of each set; by default read from the spec's manifests
     (before the study exists: ``study create``, ``launch``).
