@@ -15,11 +15,15 @@ rules hold in every spec that inherits it, without ``super()`` calls).
 The sections every study file shares are mixins that each spec inherits: :class:`StudyParams` (``[study]``
 slug, name, seed), :class:`EntryParams` (``[entry]``), :class:`TextsParams` (``[texts]`` researcher and
 contact) and :class:`MTurkParams` (the optional ``[mturk]`` table, kept whole as a dict: see
-:class:`MTurkSettings`). Pay, timeouts, consent and instructions differ between paradigms, so each declares
-its own.
+:class:`MTurkSettings`). The sections of paradigms that work in pages (``[pages]``, ``[quality]``,
+``[display]``) are mixins too (:mod:`server.paradigms.sections`); a spec keeps a default of its own for a
+mixin's key with :func:`redeclare` (same section, checks and place; another default, another doc), never
+with a copy. Consent and instructions differ between paradigms, so each declares its own.
 
 The template orders sections as ``[study]`` first, then the paradigm's own sections in the order of their
-first field, then :data:`TRAILING_SECTIONS` (``[entry]``, ``[texts]``, ``[mturk]``); keys in field order.
+first field, then the shared sections of its mixins that name a ``SHARED_SECTION`` (in the order of its
+bases), then :data:`TRAILING_SECTIONS` (``[entry]``, ``[texts]``, ``[stopping]``, ``[mturk]``); keys in field
+order (a mixin's keys before the spec's own).
 A ``SECTION_DOCS`` class variable (section -> text) of any class of the MRO adds comment lines under a
 section's header.
 
@@ -202,11 +206,27 @@ def declarations(spec_class: type) -> tuple[Declared, ...]:
 
 
 def sections(spec_class: type) -> list[str]:
-    """The study file's sections in template order: [study], the paradigm's own, then :data:`TRAILING_SECTIONS`."""
+    """The study file's sections in template order: [study], the paradigm's own, the shared sections its
+    mixins declare as ``SHARED_SECTION`` (in the order of its bases: ``[pages]``, ``[quality]``, ``[display]``
+    of server/paradigms/sections.py), then :data:`TRAILING_SECTIONS`."""
     found = list(dict.fromkeys(d.param.section for d in declarations(spec_class)))
     leading = [s for s in LEADING_SECTIONS if s in found]
     trailing = [s for s in TRAILING_SECTIONS if s in found]
-    return leading + [s for s in found if s not in leading and s not in trailing] + trailing
+    shared = [s for s in dict.fromkeys(cls.__dict__.get("SHARED_SECTION") for cls in spec_class.__mro__)
+              if s in found and s not in leading and s not in trailing]
+    return leading + [s for s in found if s not in leading + shared + trailing] + shared + trailing
+
+
+def redeclare(mixin: type, name: str, default: Any = MISSING, **changes: Any) -> Any:
+    """A mixin's key declared again in a spec with its own ``default`` (and other :func:`param` arguments,
+    ``doc=`` among them): a paradigm keeps its default without a copy of the declaration. The field keeps its
+    place (dataclasses keep a redefined field where its base declared it), its section and its checks.
+
+    Example: ``quiz_size: int = redeclare(QualityParams, "quiz_size", 4)`` in the rating spec.
+    """
+    declared = next(d for d in declarations(mixin) if d.name == name)
+    arguments = {f.name: getattr(declared.param, f.name) for f in fields(Param)} | changes
+    return param(declared.default() if default is MISSING else default, **arguments)
 
 
 def section_of(spec_class: type) -> dict[str, str]:

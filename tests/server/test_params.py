@@ -251,3 +251,39 @@ def test_each_paradigm_declares_every_key_once_and_its_template_reads_back(kind,
         if d.name not in shown:
             assert getattr(spec, d.name) == d.default(), d.name
     assert spec.mturk == {} and spec_class.from_config(json.loads(json.dumps(spec.to_config()))) == spec
+
+
+def test_pages_quality_and_display_are_declared_once_and_each_paradigm_keeps_its_defaults():
+    from server.paradigms.paired.study import StudySpec
+    from server.paradigms.params import redeclare
+    from server.paradigms.rating.study import RatingSpec
+    from server.paradigms.sections import DisplayParams, PagesParams, QualityParams
+
+    shared = {d.name: d for mixin in (PagesParams, QualityParams, DisplayParams) for d in declarations(mixin)}
+    for spec_class in (StudySpec, RatingSpec):
+        assert issubclass(spec_class, (PagesParams, QualityParams, DisplayParams))
+        own = {d.name: d for d in declarations(spec_class)}
+        for name, mixin_key in shared.items():
+            # Same section and checks; only the default and the wording may be the paradigm's own.
+            keep = ("section", "low", "high", "above", "below", "choices", "money")
+            assert [getattr(own[name].param, k) for k in keep] == [getattr(mixin_key.param, k) for k in keep], name
+        # The shared sections follow the paradigm's own, before [entry]: the template reads as before.
+        assert sections(spec_class)[-7:-4] == ["pages", "quality", "display"]
+    paired, rating = (cls(slug="x", name="x", manifests=()) for cls in (StudySpec, RatingSpec))
+    assert (paired.quiz_size, rating.quiz_size) == (5, 4)
+    assert (paired.reward_per_page, rating.reward_per_page) == ("1.50", "0.90")
+    # The rule between [pages] keys is the mixin's, for both.
+    for cls in (StudySpec, RatingSpec):
+        with pytest.raises(StudyDefinitionError, match=r"pages.max_pages \(1\) is below pages.min_pages \(2\)"):
+            check_spec(cls(slug="x", name="x", manifests=("m.json",), min_pages=2, max_pages=1))
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Shorter(StudyParams, QualityParams):
+        kind: str = param("short", section="study", doc="a paradigm")
+        quiz_size: int = redeclare(QualityParams, "quiz_size", 2)
+
+    names = [d.name for d in declarations(Shorter) if d.param.section == "quality"]
+    assert names == [d.name for d in declarations(QualityParams)]  # redeclared in place
+    assert parse_spec(Shorter, {"quality": {"gold_rate": 0.2}}, PATH).quiz_size == 2
+    with pytest.raises(StudyDefinitionError, match="quality.quiz_size must be at least 0"):
+        parse_spec(Shorter, {"quality": {"quiz_size": -1}}, PATH)

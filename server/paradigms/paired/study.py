@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
-from ..display import POLICIES, WindowRequirement
+from ..display import WindowRequirement
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
-                      study_template)
+                      redeclare, study_template)
+from ..sections import DisplayParams, PagesParams, QualityParams
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import Pair, Stimulus, StudySet
 from .window import manifest_sets, pc_requirement
@@ -72,7 +73,8 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 
 @dataclass(frozen=True, kw_only=True)
-class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
+class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
+                DisplayParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
@@ -101,46 +103,18 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
             "votes_per_pair); then the set's pages carry pairs chosen from its votes")
 
     pairs_per_page: int = param(20, section="pages", low=1, doc="StudyMB 1.0: 20 pairs per page, paid per page")
-    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
-    max_pages: int = param(10, section="pages", low=1,
-                           doc="cap on pages (and so on trials) per worker; at least min_pages")
-    reward_per_page: str = param(
-        "1.50", section="pages", money=True,
+    reward_per_page: str = redeclare(
+        PagesParams, "reward_per_page", "1.50",
         doc="the HIT: 1 page of 20 comparisons (~5 min) + consent, instructions, quiz (~2 min)")
-    bonus_per_page: str = param(
-        "1.00", section="pages", money=True,
+    bonus_per_page: str = redeclare(
+        PagesParams, "bonus_per_page", "1.00",
         doc="paid for every page after min_pages (~5 min each); both are ~$12/h at the documented pace, the "
             "default [server] wage_floor_usd_per_hour")
-
-    quiz_size: int = param(5, section="quality", low=0, doc="gold pairs in the quiz; failing it disqualifies for good")
-    gold_rate: float = param(0.1, section="quality", low=0, below=1,
-                             doc="share of each page's trials that are hidden gold pairs (at least one real pair "
-                                 "must remain on a page)")
-    accuracy_threshold: float = param(
-        0.7, section="quality", above=0, high=1,
+    quiz_size: int = redeclare(QualityParams, "quiz_size", 5,
+                               doc="gold pairs in the quiz; failing it disqualifies for good")
+    accuracy_threshold: float = redeclare(
+        QualityParams, "accuracy_threshold", 0.7,
         doc="quiz and hidden gold (StudyMB 1.0: more than 30% wrong stops a worker)")
-    gold_min_answered: int = param(3, section="quality", low=0,
-                                   doc="hidden gold answers needed before the threshold is applied")
-    assignment_timeout_minutes: int = param(60, section="quality", low=1,
-                                            doc="a page only polled (never answered) is held at most this long")
-    reservation_minutes: int = param(
-        5, section="quality", low=1,
-        doc="an open page holds its pairs this long after the worker's last vote or page load; then its "
-            "unanswered pairs are offered to other workers too")
-
-    policy: str = param(
-        "fit", section="display", choices=POLICIES,
-        doc='"fit": scaled to the window, never above the prepared display size (scale 1) nor below '
-            'min_image_scale; "pixel_exact": one image pixel on one device pixel (devicePixelRatio applied), '
-            "zoom regions too (1:1), nothing ever rescaled (server/paradigms/paired/window.py)")
-    min_image_scale: float = param(
-        0.5, section="display", above=0, high=1,
-        doc="fit: smaller than this, the trial is hidden and the worker asked for a larger window (1 = the "
-            "display size)")
-    min_window_width: int = param(1000, section="display", low=1,
-                                  doc="smallest window inside (CSS pixels) whatever the images need: keeps phones "
-                                      "out; 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600")
-    min_window_height: int = param(600, section="display", low=1, doc="see min_window_width")
 
     consent: str = param(
         DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
@@ -167,8 +141,6 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
         if not 0 <= self.warmup_votes_per_pair <= self.votes_per_pair:
             fail(f"design.warmup_votes_per_pair must be in [0, votes_per_pair = {self.votes_per_pair}], "
                  f"got {self.warmup_votes_per_pair}")
-        if self.max_pages < self.min_pages:
-            fail(f"pages.max_pages ({self.max_pages}) is below min_pages ({self.min_pages})")
         if self.gold_per_page >= self.pairs_per_page:
             fail("quality.gold_rate leaves no real pairs on a page")
 

@@ -46,10 +46,11 @@ from stimuli.media import VIDEO
 
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
-from ..display import POLICIES, WindowRequirement
+from ..display import WindowRequirement
 from ..media import MediaParams, decode_types, study_media
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
-                      study_template)
+                      redeclare, study_template)
+from ..sections import DisplayParams, PagesParams, QualityParams
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
 from .scales import METHODS
@@ -121,7 +122,8 @@ RATING_UNITS = "points"  # [stopping] units of ratings
 
 
 @dataclass(frozen=True, kw_only=True)
-class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, MediaParams):
+class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
+                 DisplayParams, MediaParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
@@ -148,37 +150,17 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
                                       doc="ratings each candidate gets (P.808: at least 24 per condition)")
     question: str = param("", section="rating", doc='the question above the scale; "" = the method\'s own')
     ratings_per_page: int = param(20, section="pages", low=2, doc="ratings per page, paid per page")
-    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
-    max_pages: int = param(10, section="pages", low=1,
-                           doc="cap on pages per worker (each worker rates a stimulus at most once)")
-    reward_per_page: str = param("0.90", section="pages", money=True,
-                                 doc="the HIT: 1 page of 20 DCR ratings (~3 min) + consent, instructions, training")
-    bonus_per_page: str = param("0.60", section="pages", money=True,
-                                doc="paid for every page after min_pages; both ~$12/h at the documented pace")
-    quiz_size: int = param(4, section="quality", low=0,
-                           doc="training trials with a known answer range; failing them disqualifies for good")
-    gold_rate: float = param(0.1, section="quality", low=0, below=1,
-                             doc="share of each page's trials that are hidden references and degraded images")
-    accuracy_threshold: float = param(0.7, section="quality", above=0, high=1,
-                                      doc="share of known-answer trials that must be in range (training, hidden)")
-    gold_min_answered: int = param(3, section="quality", low=0,
-                                   doc="hidden checks answered before the threshold is applied")
+    reward_per_page: str = redeclare(
+        PagesParams, "reward_per_page", "0.90",
+        doc="the HIT: 1 page of 20 DCR ratings (~3 min) + consent, instructions, training")
+    bonus_per_page: str = redeclare(PagesParams, "bonus_per_page", "0.60",
+                                    doc="paid for every page after min_pages; both ~$12/h at the documented pace")
+    quiz_size: int = redeclare(QualityParams, "quiz_size", 4,
+                               doc="training trials with a known answer range; failing them disqualifies for good")
     gold_per_scene: int = param(2, section="quality", low=1, high=20,
                                 doc="strongly degraded images made per scene (besides its hidden reference)")
     straight_line_pages: int = param(1, section="quality", low=0,
                                      doc="pages of identical answers (at least 5) that stop a worker; 0 = never")
-    assignment_timeout_minutes: int = param(60, section="quality", low=1,
-                                            doc="a page only polled (never answered) is held at most this long")
-    reservation_minutes: int = param(5, section="quality", low=1,
-                                     doc="an open page holds its stimuli this long after the worker's last rating")
-    policy: str = param("fit", section="display", choices=POLICIES,
-                        doc='"fit": scaled to the window, never above the prepared size nor below '
-                            'min_image_scale; "pixel_exact": one image pixel on one device pixel')
-    min_image_scale: float = param(0.5, section="display", above=0, high=1,
-                                   doc="fit: smaller than this, the trial is hidden and a larger window asked for")
-    min_window_width: int = param(1000, section="display", low=1,
-                                  doc="smallest window inside (CSS pixels) whatever the images need")
-    min_window_height: int = param(600, section="display", low=1, doc="... and its height")
     consent: str = param(DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
                          doc="plain text shown before the task; {researcher}, {contact}, {pay} and {time} are "
                              "filled in")
@@ -206,8 +188,6 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
 
     def validate(self, fail) -> None:
         """Rules between parameters."""
-        if self.max_pages < self.min_pages:
-            fail(f"pages.max_pages ({self.max_pages}) is below pages.min_pages ({self.min_pages})")
         if self.gold_per_page >= self.ratings_per_page:
             fail("quality.gold_rate leaves no real ratings on a page")
         if len(self.question) > 300:

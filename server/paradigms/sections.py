@@ -1,0 +1,79 @@
+"""The study-file sections that paradigms working in pages of images or clips share, declared once as mixins
+(as :mod:`server.paradigms.params` declares ``[study]``, ``[entry]``, ``[texts]``, ``[stopping]``, ``[mturk]``):
+
+- :class:`PagesParams`, ``[pages]``: how many pages a worker does and what each pays (the count of trials on
+  a page is the paradigm's own key: ``pairs_per_page``, ``ratings_per_page``);
+- :class:`QualityParams`, ``[quality]``: the quiz, hidden known-answer trials and how long a page is held;
+- :class:`DisplayParams`, ``[display]``: the display policy and the smallest window
+  (:mod:`server.paradigms.display`).
+
+A spec inherits them (paired comparison and ratings do) and keeps a default of its own with
+:func:`~server.paradigms.params.redeclare` (``quiz_size``: 5 gold pairs, 4 rating trials), never with a copy
+of the section. Each mixin names its section as ``SHARED_SECTION``, so that the template shows it after the
+paradigm's own sections (:func:`~server.paradigms.params.sections`); its rules between keys hold in every
+spec that inherits it (``validate``, :func:`~server.paradigms.params.check_spec`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .display import POLICIES
+from .params import Fail, param
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagesParams:
+    """``[pages]``: pages per worker and the pay per page (server/wages.py checks it against the wage floor)."""
+    SHARED_SECTION: ClassVar[str] = "pages"
+    min_pages: int = param(1, section="pages", low=1, doc="pages a worker must complete before submitting")
+    max_pages: int = param(10, section="pages", low=1,
+                           doc="cap on pages (and so on trials) per worker; at least min_pages")
+    reward_per_page: str = param("1.50", section="pages", money=True,
+                                 doc="the HIT: 1 page + consent, instructions, quiz")
+    bonus_per_page: str = param("1.00", section="pages", money=True, doc="paid for every page after min_pages")
+
+    def validate(self, fail: Fail) -> None:
+        """At most as many pages as at least."""
+        if self.max_pages < self.min_pages:
+            fail(f"pages.max_pages ({self.max_pages}) is below pages.min_pages ({self.min_pages})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QualityParams:
+    """``[quality]``: the quiz, the hidden known-answer trials and their threshold, and how long pages are held."""
+    SHARED_SECTION: ClassVar[str] = "quality"
+    quiz_size: int = param(5, section="quality", low=0,
+                           doc="quiz trials with a known answer; failing the quiz disqualifies for good")
+    gold_rate: float = param(0.1, section="quality", low=0, below=1,
+                             doc="share of each page's trials that are hidden known-answer trials (at least one "
+                                 "real trial must remain on a page)")
+    accuracy_threshold: float = param(0.7, section="quality", above=0, high=1,
+                                      doc="share of known-answer trials (quiz, hidden) that must be answered right")
+    gold_min_answered: int = param(3, section="quality", low=0,
+                                   doc="hidden known-answer trials answered before the threshold is applied")
+    assignment_timeout_minutes: int = param(60, section="quality", low=1,
+                                            doc="a page only polled (never answered) is held at most this long")
+    reservation_minutes: int = param(
+        5, section="quality", low=1,
+        doc="an open page holds its trials' items this long after the worker's last answer or page load; then "
+            "its unanswered items are offered to other workers too")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisplayParams:
+    """``[display]``: how images and clips are scaled, and the smallest window (server/paradigms/display.py)."""
+    SHARED_SECTION: ClassVar[str] = "display"
+    policy: str = param(
+        "fit", section="display", choices=POLICIES,
+        doc='"fit": scaled to the window, never above the prepared display size (scale 1) nor below '
+            'min_image_scale; "pixel_exact": one image pixel on one device pixel (devicePixelRatio applied), '
+            "zoom regions too (1:1), nothing ever rescaled")
+    min_image_scale: float = param(
+        0.5, section="display", above=0, high=1,
+        doc="fit: smaller than this, the trial is hidden and the worker asked for a larger window (1 = the "
+            "display size)")
+    min_window_width: int = param(1000, section="display", low=1,
+                                  doc="smallest window inside (CSS pixels) whatever the images need: keeps phones "
+                                      "out; 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600")
+    min_window_height: int = param(600, section="display", low=1, doc="see min_window_width")
