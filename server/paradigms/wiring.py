@@ -7,6 +7,8 @@ A paradigm registered by a plugin (:func:`server.paradigms.register`) must be re
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from flask import Blueprint, Flask, abort, send_from_directory
 from jinja2 import BaseLoader, ChoiceLoader, FileSystemLoader, PrefixLoader
 
@@ -25,13 +27,29 @@ def template_loader(app_loader: BaseLoader | None) -> BaseLoader:
 STATIC_PREFIX = "/static/paradigms"
 
 
+def static_folders() -> dict[str, Path]:
+    """Kind -> the ``static/`` folder of every paradigm package that has one."""
+    return {paradigm.kind: paradigm.static_folder for paradigm in all_paradigms() if paradigm.static_folder is not None}
+
+
+def static_file(path: str) -> Path | None:
+    """The file that the URL path ``/static/paradigms/<kind>/<file>`` names, or None (no such kind, folder
+    or file, or a path that leaves the folder): for pages served without the app (the browser tests'
+    harnesses)."""
+    kind, _, name = path.removeprefix(STATIC_PREFIX + "/").partition("/")
+    folder = static_folders().get(kind) if path.startswith(STATIC_PREFIX + "/") else None
+    if folder is None or not name:
+        return None
+    file = (folder / name).resolve()
+    return file if folder.resolve() in file.parents and file.is_file() else None
+
+
 def static_blueprint() -> Blueprint:
     """``/static/paradigms/<kind>/<file>``: the files of every paradigm package's ``static/`` folder
     (:attr:`~server.paradigms.core.Paradigm.static_folder`), served as Flask serves the app's own static
     files (conditional requests, the same caching); 404 for an unknown kind, a package without one, or a
     file outside it."""
-    folders = {paradigm.kind: paradigm.static_folder for paradigm in all_paradigms()
-               if paradigm.static_folder is not None}
+    folders = static_folders()
     blueprint = Blueprint("paradigm_static", __name__)
 
     @blueprint.get(f"{STATIC_PREFIX}/<kind>/<path:filename>")

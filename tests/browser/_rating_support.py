@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.paradigms.wiring import static_file
+
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "experiment_ui" / "static"
 HARNESS = Path(__file__).resolve().parent / "rating_harness.html"
@@ -207,8 +209,10 @@ class RatingHarness:
         if path == f"{API[len(ORIGIN):]}/actions":
             return reply(*self._action(json.loads(request.post_data)))
         if path.startswith("/static/"):
-            file = (STATIC / path[len("/static/"):]).resolve()
-            if STATIC in file.parents and file.is_file():
+            # A paradigm package's browser code (/static/paradigms/<kind>/...), else the app's own.
+            own = (STATIC / path[len("/static/"):]).resolve()
+            file = static_file(path) or (own if STATIC in own.parents and own.is_file() else None)
+            if file is not None:
                 kind = "text/javascript" if file.suffix == ".js" else mimetypes.guess_type(file.name)[0]
                 return route.fulfill(status=200, body=file.read_bytes(),
                                      headers={"Content-Type": kind or "application/octet-stream"})
