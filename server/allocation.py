@@ -78,8 +78,11 @@ def renew_on_poll(session: Session, assignment_id: int, spec) -> None:
     """Extend the reservation of the assignment's open page when the worker asks for the state.
 
     Only pages younger than the assignment timeout are renewed this way: a client that polls
-    without ever answering cannot hold work for longer than that.
+    without ever answering cannot hold work for longer than that. A paradigm that reserves no pages
+    declares no ``reservation_minutes`` (``[quality]``, server/paradigms/sections.py): nothing to renew.
     """
+    if getattr(spec, "reservation_minutes", None) is None:
+        return
     moment = now(session)
     session.connection().execute(_RENEW_ON_POLL, {
         "owner_id": assignment_id, "until": reservation_end_at(moment, spec),

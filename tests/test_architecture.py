@@ -1,9 +1,11 @@
-"""The repository's structure: no import circles, the dependency direction of ARCHITECTURE.md, and
-paradigm kinds tested only inside the paradigm plugins (server/paradigms/).
+"""The repository's structure: no import circles, the dependency direction of ARCHITECTURE.md,
+paradigm kinds tested only inside the paradigm plugins (server/paradigms/), and a new paradigm that is
+its package plus at most two files elsewhere (tests/fake_paradigm/).
 
 Everything here reads the source (``ast``), nothing is imported, so the tests see every import
 a module can make: at module level and inside functions alike. Imports under
-``if TYPE_CHECKING:`` are left out (they never run).
+``if TYPE_CHECKING:`` are left out (they never run). The last test alone runs code: it registers the
+fake paradigm and walks a worker through it on an app of its own (SQLite).
 """
 from __future__ import annotations
 
@@ -496,3 +498,87 @@ def test_the_test_import_finder_finds_test_imports():
     assert imports_of_test_modules("tests.server.test_example", ast.parse(source)) == [
         (1, "tests.server.test_api"), (2, "tests.server.test_live_scales"), (3, "tests.server.test_admin"),
         (4, "tests.browser.test_worker_flow"), (8, "tests.server.test_mturk")]
+
+
+# ---------------------------------------------------------------- a new paradigm stands on the floor
+
+FAKE_PACKAGE = TESTS / "fake_paradigm"
+# Where a paradigm could have to be named besides its package: the code, the browser side, the packaging.
+SEARCHED = (*PACKAGES, "tests", "pyproject.toml")
+# The most files outside its package that a new paradigm may touch (issue 36): its registration and, when it
+# has tables, their migration; its browser code, styles, window and study-file sections live in its package.
+MAX_FILES_OUTSIDE = 2
+
+
+def files_naming(words: tuple[str, ...], outside: Path) -> list[str]:
+    """The files of :data:`SEARCHED` (text: .py, .js, .html, .css, .toml, .yaml, .sql) outside ``outside``
+    that contain any of ``words``."""
+    found = []
+    for top in SEARCHED:
+        base = ROOT / top
+        for path in sorted([base] if base.is_file() else base.rglob("*")):
+            if (path.suffix in {".py", ".js", ".html", ".css", ".toml", ".yaml", ".sql"} and path.is_file()
+                    and outside not in path.parents and "__pycache__" not in path.parts
+                    and any(word in path.read_text(encoding="utf-8", errors="replace") for word in words)):
+                found.append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_a_new_paradigm_is_its_package_and_one_registration(tmp_path):
+    """A tiny paradigm (tests/fake_paradigm/) is registered and works, entry -> consent -> instructions -> its
+    trial -> a response stored -> completed, with its browser code served from its package and its window
+    declared through its own layout; and the files outside its package that name it are this test only."""
+    import uuid
+
+    from server import create_app
+    from server import openapi, paradigms
+    from server.paradigms.display import LAPTOP_WINDOW
+    from server.services import app_services
+    from sqlalchemy import select
+    from tests.fake_paradigm import PARADIGM
+    from tests.fake_paradigm.paradigm import METADATA, TALLIES, TallySpec
+
+    paradigms.register(PARADIGM)  # what a plugin does (or one line of PARADIGM_MODULES)
+    try:
+        app = create_app(database_url=f"sqlite:///{tmp_path / 'fake.db'}", instance_path=str(tmp_path),
+                         secret_key="fake-secret", testing=True)
+        services = app_services(app)
+        METADATA.create_all(services.engine)  # a paradigm in the repository: its migration
+        study_file = tmp_path / "tally.toml"
+        study_file.write_text('[study]\nkind = "fake-tally"\nslug = "tally"\n[tally]\ndots = 9\n'
+                              '[display]\npolicy = "pixel_exact"\n')
+        spec = paradigms.read_study_file(study_file)
+        assert isinstance(spec, TallySpec) and spec.dots == 9
+        with services.sessions() as session:
+            paradigms.create_study(session, spec)
+            session.commit()
+        client = app.test_client()
+        entry = client.post("/api/v1/studies/tally/assignments", json={"platform": "link", "worker_id": "T1"})
+        assert entry.status_code == 201 and entry.json["kind"] == "fake-tally" and entry.json["stage"] == "consent"
+        path, auth = f"/api/v1/assignments/{entry.json['assignment_id']}", {
+            "Authorization": f"Bearer {entry.json['token']}"}
+        for action, stage in (("consent", "instructions"), ("instructions_done", "trials")):
+            moved = client.post(f"{path}/actions", json={"action": action}, headers=auth)
+            assert moved.status_code == 200 and moved.json["stage"] == stage, moved.json
+        assert client.get(f"{path}/state", headers=auth).json["trial"] == {"dots": 9}
+        answer = {"answer_id": str(uuid.uuid4()), "count": 8}
+        stored = client.post(f"{path}/tallies", json=answer, headers=auth)
+        assert stored.status_code == 201 and stored.json["stage"] == "completed", stored.json
+        assert client.post(f"{path}/tallies", json=answer, headers=auth).json == {"status": "duplicate"}
+        with services.engine.connect() as connection:
+            assert connection.execute(select(TALLIES.c.count)).scalars().all() == [8]
+        assert client.get(f"{path}/state", headers=auth).json["completion"]
+        # Another paradigm's response kind is refused by name, and its own browser code is served.
+        assert client.post(f"{path}/votes", json={}, headers=auth).status_code == 409
+        served = client.get("/static/paradigms/fake-tally/tally.js")
+        assert served.status_code == 200 and b"fake-tally" in served.data
+        # Its window: its own layout at the policy's factor, which the entry pages' check reads as it is.
+        requirement = PARADIGM.requirement_of_spec(spec)
+        assert requirement.min_window == (1000, 600) and requirement.fits(LAPTOP_WINDOW)
+        assert requirement.to_page()["layouts"] == [[220, 160, 16, 60]]
+    finally:
+        paradigms._REGISTERED.pop(PARADIGM.kind, None)
+        openapi.document.cache_clear()  # built with the fake's response kind, if anything asked for it
+        openapi.document_text.cache_clear()
+    outside = files_naming(("fake_paradigm", "fake-tally"), FAKE_PACKAGE)
+    assert outside == ["tests/test_architecture.py"] and len(outside) <= MAX_FILES_OUTSIDE, outside
