@@ -16,7 +16,11 @@ Layout::
     recruiters.py where plain-link participants come from and go back to (Prolific, a redirect URL)
     core.py       the Paradigm base class and the shared lifecycle (enter, lock, complete, stop, replay,
                   pages and trials)
-    wiring.py     what the app factory installs for every paradigm (templates, admin blueprints, init_app)
+    params.py     study-file keys declared once; sections.py: [pages], [quality], [display] as mixins
+    display.py    the window and device every paradigm's pages need (Layout, WindowRequirement)
+    paged.py      the paged lifecycle; media.py: the media layer's server half
+    wiring.py     what the app factory installs for every paradigm (templates, static files, admin blueprints,
+                  init_app)
     paired/       paired comparison ("pc", the default kind)
     motion/       motion matching ("motion")
 
