@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .media import PROBE_BYTES
+
 POLICIES = ("fit", "pixel_exact")
 # The inner window of the common laptops: a 1366x768 screen leaves about 1366x657 inside the browser.
 LAPTOP_WINDOW = (1366, 657)
@@ -124,6 +126,9 @@ class WindowRequirement:
     # Video studies: the MIME types (with codecs) the browser must decode, checked before consent
     # (server/paradigms/media.py decode_types; media.js decodingProblems).
     decode: tuple[str, ...] = ()
+    # Video studies: the connection speed (Mbit/s) measured before consent must reach (media.needed_mbps;
+    # media.js connectionProblems); 0: no connection check.
+    min_mbps: float = 0.0
 
     def fits(self, window: Sequence[int] = LAPTOP_WINDOW) -> bool:
         """Whether a window of this size (CSS px, ratio 1) is enough."""
@@ -143,7 +148,7 @@ class WindowRequirement:
         return {"min_window": list(self.min_window), "policy": self.policy, "needs_mouse": self.needs_mouse,
                 "views": [[list(v) for v in set_views] for set_views in self.views],
                 "min_image_scale": self.min_image_scale, "floor": list(self.floor), "chrome": PC_CHROME,
-                "decode": list(self.decode)}
+                "decode": list(self.decode), "min_mbps": self.min_mbps, "probe_bytes": PROBE_BYTES}
 
 
 def pc_requirement(policy: str, min_image_scale: float, floor: Sequence[int],

@@ -17,10 +17,11 @@ app's 304, as without nginx.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import hashlib
+import random
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
 
 from flask import Blueprint, Response, abort, current_app, request
 from werkzeug.security import safe_join
@@ -28,6 +29,7 @@ from werkzeug.security import safe_join
 from ..db import db_session
 from ..models import Study
 from ..paradigms.core import fixed_study_facts
+from ..paradigms.media import PROBE_BYTES
 from ..services import app_services
 from ..stimulus_index import IndexCache, StimulusIndex, naming_key, opaque_name
 from ..storage import LocalStorage, content_type
@@ -36,6 +38,7 @@ bp = Blueprint("stimuli", __name__)
 
 MAX_AGE = 86400  # seconds; a name always means the same file of an immutable study
 ETAG_BYTES = 16  # 128 bits of BLAKE2b
+PROBE_SEED = 36  # the connection probe's bytes: fixed, so that every server sends the same file
 
 
 @bp.get("/stimuli/<slug>/<name>")
@@ -94,6 +97,20 @@ def file_etag(path: Path) -> str:
                 digest.update(block)
         known = _ETAGS[str(path)] = (stamp, digest.hexdigest())
     return known[1]
+
+
+@bp.get("/media/connection-probe")
+def connection_probe():
+    """The connection check's test file (server/paradigms/media.py): random bytes of a known size, the same
+    for every study and every request, never cached, naming nothing."""
+    response = Response(_probe_bytes(), mimetype="application/octet-stream")
+    response.cache_control.no_store = True
+    return response
+
+
+@lru_cache(maxsize=1)
+def _probe_bytes() -> bytes:
+    return random.Random(PROBE_SEED).randbytes(PROBE_BYTES)  # incompressible, made once per process
 
 
 def content_response(data: bytes, mimetype: str, incoming) -> Response:
