@@ -22,18 +22,21 @@ is the price of asking the app (goal >= 0.8). Set-up as in production but on loo
     .venv/bin/python benchmarks/video_delivery.py --workers 100 --rounds 5
 
 Measured on the shared 2-core machine (7 agents' tests and benchmarks beside it: load average 10.9 just
-before the run, 20-22 while measuring, the 50 clients, nginx and gunicorn included), 7 Dec 2026,
-``.venv/bin/python benchmarks/video_delivery.py`` (50 workers x 2 clips of 10.2 MB, 3 rounds)::
+before the run, 16-18 while measuring, the 50 clients, nginx and gunicorn included), 7 Dec 2026,
+``.venv/bin/python benchmarks/video_delivery.py`` (50 workers x 2 clips of 10.4 MB, 3 rounds)::
 
     way                                                   MB/s  median worker preload s  vs (b)
-    (a) app authorises, nginx streams (X-Accel-Redirect)   279                     3.35    0.97
-    (b) nginx serves the files directly                    288                     2.90    1.00
-    (c) the app sends the files itself (through nginx)     197                     3.86    0.68
-    ratio (a)/(b) = 0.97 (goal >= 0.8)
+    (a) app authorises, nginx streams (X-Accel-Redirect)   319                     2.95    1.11
+    (b) nginx serves the files directly                    287                     3.39    1.00
+    (c) the app sends the files itself (through nginx)     163                     4.34    0.57
+    ratio (a)/(b) = 1.11 (goal >= 0.8)
+
+An earlier run (load 20-22) gave 279, 288 and 197 MB/s: ratio 0.97. (a) and (b) are within the machine's
+noise of each other; above 1 is that noise, not (a) being faster.
 
 Asking the app costs one small proxied request per clip; the bytes are nginx's either way. Sent by the
-app, each clip is read whole into a gunicorn thread and copied through nginx's proxy buffers: 0.68 of
-nginx alone, and 8 gunicorn threads busy while 50 workers preload.
+app, each clip is read whole into a gunicorn thread and copied through nginx's proxy buffers: 0.57-0.68
+of nginx alone, and all 8 gunicorn threads busy while 50 workers preload.
 """
 from __future__ import annotations
 

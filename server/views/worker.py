@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from .. import payments
 from ..db import db_session
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
@@ -172,8 +172,7 @@ def unable(token: str):
     if not isinstance(body, dict) or body.get("reason") != "slow_connection" or set(body) - {"reason", "measured_mbps"} \
             or (measured is not None and (isinstance(measured, bool) or not isinstance(measured, (int, float))
                                           or not math.isfinite(measured) or measured < 0)):
-        raise ApiError(400, "invalid", 'the body must be {"reason": "slow_connection", "measured_mbps": '
-                                       'a non-negative number or null}')
+        raise invalid('the body must be {"reason": "slow_connection", "measured_mbps": a non-negative number or null}')
     session = db_session()
     try:
         assignment = lock_assignment(session, _assignment(token).id)

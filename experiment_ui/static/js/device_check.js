@@ -92,7 +92,7 @@ async function connectionProblems(probeUrl, requirement, unableUrl) {
   if (result.ok) return [];
   let text = "Your internet connection is too slow for this study's videos.";
   try {
-    const answer = await fetch(unableUrl, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    const answer = await fetch(unableUrl, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
       credentials: 'same-origin', body: JSON.stringify({ reason: 'slow_connection', measured_mbps: result.measuredMbps }) });
     if (answer.ok) text = (await answer.json()).message;
   } catch (error) { /* the refusal stands; only its record is missing */ }
