@@ -127,7 +127,7 @@ class WindowRequirement:
     # (server/paradigms/media.py decode_types; media.js decodingProblems).
     decode: tuple[str, ...] = ()
     # Video studies: the connection speed (Mbit/s) measured before consent must reach (media.needed_mbps;
-    # media.js connectionProblems); 0: no connection check.
+    # media.js measureConnection, on the consent page); 0: no connection check.
     min_mbps: float = 0.0
 
     def fits(self, window: Sequence[int] = LAPTOP_WINDOW) -> bool:
