@@ -70,19 +70,28 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def site_for_loopback(upstream_port: int, http_port: int, https_port: int, cert: Path, key: Path) -> str:
-    """``deploy/nginx/perceptlab.conf`` as it is, but for loopback ports and the given certificate.
+ACCEL_LOCATION = "/_protected_stimuli/"  # the recipe's internal location for stimulus files
+
+
+def site_for_loopback(upstream_port: int, http_port: int, https_port: int, cert: Path, key: Path,
+                      stimulus_root: Path | None = None, extra: str = "") -> str:
+    """``deploy/nginx/perceptlab.conf`` as it is, but for loopback ports, the given certificate and, when
+    given, ``stimulus_root`` as the folder its internal stimulus location aliases; ``extra`` is added to
+    the HTTPS server (a benchmark's own locations).
 
     Each replaced line must be there exactly once: a recipe that changed shape fails here rather than
     being tested in a form nobody deploys."""
     text = SITE.read_text()
+    alias = f"alias {stimulus_root.resolve().as_posix().rstrip('/')}/;" if stimulus_root else "alias /nonexistent/;"
     for old, new in (("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};"),
                      ("listen 80;", f"listen 127.0.0.1:{http_port};"),
                      ("listen [::]:80;", "# (no IPv6 listener on loopback)"),
                      ("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;"),
                      ("listen [::]:443 ssl http2;", "# (no IPv6 listener on loopback)"),
                      ("/etc/letsencrypt/live/study.example.org/fullchain.pem", str(cert)),
-                     ("/etc/letsencrypt/live/study.example.org/privkey.pem", str(key))):
+                     ("/etc/letsencrypt/live/study.example.org/privkey.pem", str(key)),
+                     ("alias /srv/perceptlab/stimuli/;", alias),
+                     ("    location / {\n", extra + "    location / {\n")):
         if text.count(old) != 1:
             raise ValueError(f"{SITE}: expected {old!r} exactly once")
         text = text.replace(old, new)
@@ -254,8 +263,11 @@ class Stack:
     """A study on its own PostgreSQL database, one gunicorn on loopback, nginx in front over TLS."""
 
     def __init__(self, work: Path, manifest: Path, *, database_url: str | None = None, workers: int = 1,
-                 threads: int = 4):
+                 threads: int = 4, accel_root: Path | None = None, study: str = STUDY, extra_site: str = ""):
         self.work, self.manifest, self.slug = work, manifest, "slow"
+        # accel_root: [storage] accel_redirect on, and the folder the recipe's internal location aliases
+        self.accel_root, self.study, self.extra_site = accel_root, study, extra_site
+        self.env: dict[str, str] = {}
         self.own_database = database_url is None
         self.db_name = f"perceptlab_slow_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         self.database_url = database_url
@@ -283,16 +295,19 @@ class Stack:
                    "PERCEPTLAB_SECRET_KEY": "slow-" + uuid.uuid4().hex, "PERCEPTLAB_SERVER_PROXY_FIX": "1",
                    "PERCEPTLAB_SERVER_ENTRY_LIMIT": "0", "PERCEPTLAB_SERVER_ADMISSION_RATE": "0",
                    "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0", "PYTHONPATH": str(ROOT)}
-            study = self.work / "slow.toml"
-            study.write_text(STUDY.format(slug=self.slug, manifest=self.manifest.as_posix()))
-            run_cli(["study", "create", str(study)], env)
+            if self.accel_root is not None:
+                env.update(PERCEPTLAB_STORAGE_ACCEL_REDIRECT=ACCEL_LOCATION,
+                           PERCEPTLAB_STORAGE_ACCEL_ROOT=str(self.accel_root))
+            self.env = env
+            self.add_study(self.study.format(slug=self.slug, manifest=self.manifest.as_posix()), self.slug)
             self.gunicorn = Instance("slow", self.gunicorn_port, env, self.workers, self.threads,
                                      self.work / "gunicorn.log")
             self.gunicorn.launch()
             cert, key = self_signed_certificate(self.work)
             self.cert = cert
-            self.nginx = Nginx(self.work / "nginx", site_for_loopback(self.gunicorn_port, self.http_port,
-                                                                      self.https_port, cert, key), self.https_port)
+            site = site_for_loopback(self.gunicorn_port, self.http_port, self.https_port, cert, key,
+                                     self.accel_root, self.extra_site)
+            self.nginx = Nginx(self.work / "nginx", site, self.https_port)
             self.nginx.start()
             self.gunicorn.wait_ready()
         except BaseException:
@@ -307,6 +322,12 @@ class Stack:
             self.gunicorn.stop()
         if self.own_database and self.database_url is not None:
             drop_database(POSTGRES_ADMIN_URL, self.db_name)
+
+    def add_study(self, text: str, slug: str) -> None:
+        """``perceptlab study create`` of a study file's ``text`` in this stack's instance."""
+        path = self.work / f"{slug}.toml"
+        path.write_text(text)
+        run_cli(["study", "create", str(path)], self.env)
 
     def worker(self, through_nginx: bool) -> HonestWorker:
         if through_nginx:

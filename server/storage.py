@@ -4,7 +4,9 @@ Two backends, picked by ``[storage] backend`` (see ``server/default_config.toml`
 
 ``local`` (default)
     The local folder each study's manifests are in, served by the ``stimuli`` blueprint
-    under ``/stimuli/<slug>/<name>``.
+    under ``/stimuli/<slug>/<name>``. Behind nginx, ``accel_redirect`` and ``accel_root`` let the app
+    only authorise each request and hand the file to nginx (``X-Accel-Redirect`` to an ``internal``
+    location that aliases ``accel_root``: sendfile and ranges, no app thread held while it streams).
 ``s3``
     An S3 bucket (AWS or any S3-compatible store: SeaweedFS, MinIO, Ceph, R2...). Objects are
     keyed ``<prefix>/<study slug>/<name>``; ``perceptlab storage upload STUDY`` copies the files the
@@ -51,10 +53,40 @@ class StorageError(Exception):
 
 
 class LocalStorage:
-    """Stimuli served by this server from the study's stimulus folder (``views/stimuli.py``)."""
+    """Stimuli served by this server from the study's stimulus folder (``views/stimuli.py``).
+
+    Parameters
+    ----------
+    accel_redirect : str
+        ``[storage] accel_redirect``: the URI prefix of nginx's ``internal`` location for stimulus files
+        (e.g. ``/_protected_stimuli/``), or "" for the app to send the files itself.
+    accel_root : str or Path
+        ``[storage] accel_root``: the folder that location aliases; study folders under it are streamed by
+        nginx, others still by the app.
+    """
+
+    def __init__(self, accel_redirect: str = "", accel_root: str | Path = "") -> None:
+        if accel_redirect and not (accel_redirect.startswith("/") and accel_redirect.endswith("/")):
+            raise StorageError(f"[storage] accel_redirect must be a URI prefix like \"/_protected_stimuli/\", "
+                               f"got {accel_redirect!r}")
+        if accel_redirect and not accel_root:
+            raise StorageError("[storage] accel_redirect needs accel_root: the folder its nginx location aliases")
+        self.accel_redirect = accel_redirect
+        self.accel_root = Path(accel_root).resolve() if accel_redirect else None
 
     def url(self, study_slug: str, name: str) -> str:
         return _local_url(study_slug, name)
+
+    def internal_uri(self, path: str | Path) -> str | None:
+        """The URI nginx's internal location sends the file ``path`` from, or None: no accel configured,
+        or ``path`` lies outside ``accel_root`` (the app then sends it itself)."""
+        if self.accel_root is None:
+            return None
+        try:
+            relative = Path(path).resolve().relative_to(self.accel_root)
+        except ValueError:
+            return None
+        return self.accel_redirect + quote(relative.as_posix(), safe="/")
 
 
 @lru_cache(maxsize=1 << 15)
@@ -403,7 +435,7 @@ def make_storage(config: dict[str, Any]) -> Storage:
     section = config.get("storage", {}) or {}
     backend = (section.get("backend") or "local").lower()
     if backend == "local":
-        return LocalStorage()
+        return LocalStorage(section.get("accel_redirect", ""), section.get("accel_root", ""))
     if backend == "s3":
         return S3Storage.from_config(section)
     raise StorageError(f"unknown [storage] backend {backend!r}: use \"local\" or \"s3\"")

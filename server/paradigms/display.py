@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .media import PROBE_BYTES
+
 POLICIES = ("fit", "pixel_exact")
 # The inner window of the common laptops: a 1366x768 screen leaves about 1366x657 inside the browser.
 LAPTOP_WINDOW = (1366, 657)
@@ -93,6 +95,9 @@ class WindowRequirement:
     # Video studies: the MIME types (with codecs) the browser must decode, checked before consent
     # (server/paradigms/media.py decode_types; media.js decodingProblems).
     decode: tuple[str, ...] = ()
+    # Video studies: the connection speed (Mbit/s) measured before consent must reach (media.needed_mbps;
+    # media.js measureConnection, on the consent page); 0: no connection check.
+    min_mbps: float = 0.0
 
     def fits(self, window: Sequence[int] = LAPTOP_WINDOW) -> bool:
         """Whether a window of this size (CSS px, ratio 1) is enough."""
@@ -111,4 +116,5 @@ class WindowRequirement:
         """The JSON the entry pages' device check reads (device_check.js)."""
         return {"min_window": list(self.min_window), "policy": self.policy, "needs_mouse": self.needs_mouse,
                 "layouts": [layout.to_page() for layout in self.layouts],
-                "min_image_scale": self.min_image_scale, "floor": list(self.floor), "decode": list(self.decode)}
+                "min_image_scale": self.min_image_scale, "floor": list(self.floor), "decode": list(self.decode),
+                "min_mbps": self.min_mbps, "probe_bytes": PROBE_BYTES}

@@ -17,6 +17,14 @@ dropped (5 %). An unfaithful playback is played again (``unfaithful = "repeat"``
 ``max_repeats`` times, by the browser) and, if still unfaithful, stored with ``playback_faithful``
 false; ``unfaithful = "exclude"`` leaves such ratings out of the exported responses (the database
 keeps them).
+
+**The connection check** (before consent): the entry page downloads :data:`PROBE_BYTES` of random bytes
+(``/media/connection-probe``: no stimulus, nothing about the study) and refuses a worker whose connection
+is slower than ``min_mbps``. Its default (0) is the study's highest clip bit rate (:func:`needed_mbps`):
+at that speed the whole-file preload of a trial takes no longer than its clips play, so a worker never
+waits longer for a trial than it lasts. A refused worker is told why at once and turned away in the study
+with that reason (:func:`slow_connection_reason`), as a failed quiz is: otherwise retrying until one
+lucky estimate would pass.
 """
 from __future__ import annotations
 
@@ -66,6 +74,10 @@ class MediaParams:
                                 '"exclude": unfaithful ratings are left out of the export')
     max_repeats: int = param(2, section="media", low=0, high=5,
                              doc="repeat: the playbacks after an unfaithful one, at most")
+    min_mbps: float = param(0.0, section="media", low=0, high=10_000,
+                            doc="video studies: the connection speed (Mbit/s) a worker needs, measured before "
+                                "consent on a test file; 0 = the study's highest clip bit rate (a trial then "
+                                "preloads no slower than it plays)")
 
     def media_rule(self) -> dict[str, Any]:
         """The rule as the State sends it to the browser (which repeats unfaithful playbacks)."""
@@ -127,12 +139,35 @@ def playback_columns(log: dict[str, Any] | None, spec: MediaParams) -> dict[str,
     return row
 
 
+#: Size of the connection check's download (random bytes, so that no compression helps): 2 MB, a fifth of a
+#: 10 s clip at 8 Mbit/s, which a connection at the minimum fetches in about the time that share would play.
+PROBE_BYTES = 2_000_000
+
+
+def needed_mbps(media: dict, spec: MediaParams) -> float:
+    """The connection speed (Mbit/s) a worker needs before consent: ``[media] min_mbps`` when set, else the
+    highest bit rate of the study's clips (stored by :func:`study_media`), 0 for images (no check)."""
+    if media.get("kind") != VIDEO:
+        return 0.0
+    return float(spec.min_mbps) if spec.min_mbps > 0 else float(media.get("max_mbps", 0.0))
+
+
+def slow_connection_reason(measured_mbps: float | None, needed: float) -> str:
+    """What a worker refused by the connection check is told, and what their record keeps: the cause and
+    the numbers (``measured_mbps`` None: the test file did not arrive in the time the minimum allows)."""
+    speed = (f"at less than {needed:.1f} Mbit/s" if measured_mbps is None or measured_mbps >= needed
+             else f"at {measured_mbps:.1f} Mbit/s")
+    return (f"Your internet connection is too slow for this study's videos: it loaded a test file {speed}, "
+            f"and the videos need at least {needed:.1f} Mbit/s to load in time.")
+
+
 def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Path] | None = None) -> dict:
     """What a study shows, for its config: ``{"kind", "entry_decoding_check", "codecs", "stimuli"}``.
 
     ``stimuli`` maps each file's path relative to ``root`` to its :data:`STIMULUS_FIELDS` (from the
     manifests, without opening a file); ``extra`` (path -> file, such as check clips written at
-    creation) are probed. An image study records its kind only: images keep their own columns.
+    creation) are probed. An image study records its kind only: images keep their own columns. ``max_mbps``
+    is the highest bit rate of the clips (bytes over duration), the connection check's default minimum.
 
     Raises
     ------
@@ -147,6 +182,7 @@ def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Pa
         return {"kind": kind}
     stimuli: dict[str, dict] = {}
     codecs = set()
+    rates = [0.0]
     for folder, manifest in scenes:
         described = manifest_media(manifest)["stimuli"]
         files = {"reference": manifest["reference"]["path"], **{c["id"]: c["original"] for c in manifest["candidates"]}}
@@ -154,15 +190,24 @@ def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Pa
             fields = described[name]
             stimuli[(folder.resolve() / relative).relative_to(root).as_posix()] = _fields(fields)
             codecs.add(fields.get("codec"))
+            rates.append(_mbps(fields))
     for relative, path in (extra or {}).items():
         try:
-            stimuli[relative] = _fields(probe(path).to_dict())
+            fields = probe(path).to_dict()
         except MediaError as exc:
             raise StudyDefinitionError(str(exc)) from None
+        stimuli[relative] = _fields(fields)
         codecs.add(stimuli[relative]["codec"])
+        rates.append(_mbps(fields))
     check = any(m.get("parameters", {}).get("keep_encoding") for _, m in scenes)
     return {"kind": VIDEO, "entry_decoding_check": bool(check), "codecs": sorted(c for c in codecs if c),
-            "stimuli": stimuli}
+            "stimuli": stimuli, "max_mbps": round(max(rates), 3)}
+
+
+def _mbps(fields: dict) -> float:
+    """A clip's average bit rate in Mbit/s (0 when its bytes or duration are unknown)."""
+    seconds, size = fields.get("duration_s") or 0, fields.get("bytes") or 0
+    return size * 8 / seconds / 1e6 if seconds > 0 else 0.0
 
 
 # FFmpeg's codec names -> the RFC 6381 codec string of an MP4 file with that stream, at a level that covers

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import hmac
+import math
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
 from sqlalchemy import select
 
 from .. import payments
 from ..db import db_session
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for,
+from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
                               study_paradigm)
+from ..paradigms.media import slow_connection_reason
 from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
@@ -154,6 +156,40 @@ def consent(token: str):
 @bp.post("/w/<token>/instructions")
 def instructions(token: str):
     return _advance(token, "instructions_done")
+
+
+@bp.post("/w/<token>/unable")
+def unable(token: str):
+    """The consent page's connection check found this worker's connection too slow for the study's clips
+    (media.js ``connectionProblems``): turned away before consent, with the reason on their record, which
+    is also what the page tells them (the answer's ``message``).
+
+    Body ``{"reason": "slow_connection", "measured_mbps": number or null}`` (null: the test file did not
+    arrive in the time the minimum allows). 409 after consent, for a study without the check, or for a
+    speed that meets the minimum."""
+    body = request.get_json(silent=True)
+    measured = body.get("measured_mbps") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or body.get("reason") != "slow_connection" or set(body) - {"reason", "measured_mbps"} \
+            or (measured is not None and (isinstance(measured, bool) or not isinstance(measured, (int, float))
+                                          or not math.isfinite(measured) or measured < 0)):
+        raise invalid('the body must be {"reason": "slow_connection", "measured_mbps": a non-negative number or null}')
+    session = db_session()
+    try:
+        assignment = lock_assignment(session, _assignment(token).id)
+        needed = paradigm_for(assignment.study).window_requirement(session, assignment.study).min_mbps
+        if needed <= 0:
+            raise ApiError(409, "no_connection_check", "this study does not check the connection")
+        if assignment.stage != Stage.CONSENT:
+            raise ApiError(409, "wrong_stage", "the connection check turns workers away only before consent")
+        if measured is not None and measured >= needed:
+            raise ApiError(409, "fast_enough", f"{measured:g} Mbit/s meets the study's {needed:g} Mbit/s")
+        reason = slow_connection_reason(measured, needed)
+        stop(assignment, Stage.DISQUALIFIED, reason)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return jsonify({"stage": str(Stage.DISQUALIFIED), "message": reason})
 
 
 @bp.post("/w/<token>/retry")

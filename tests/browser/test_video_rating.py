@@ -1,13 +1,19 @@
 """Video rating studies in Debian's chromium at 1366x657, against the real app over HTTP (SQLite): a DCR
 study walked from consent to the completion code with clips that really play (each whole file preloaded,
 then the reference and the test played once), each stored rating carrying its playback log; and a study of
-clips chromium cannot decode (HEVC kept as encoded) refused before consent with a message naming the codec.
+clips chromium cannot decode (HEVC kept as encoded) refused before consent with a message naming the codec;
+and a connection too slow for the clips refused before consent (its test file held by page.route while the
+page's clock moves on), with the reason on the worker's record, while a fast one is admitted.
+A clip download held past clip_timeout_ms is named (timeout), recorded on its trial and retried, and never
+stalls a playback (whole files only), while clean playbacks are logged clean.
 
 Debian's chromium plays H.264 (the delivery format; measured: canPlayType "probably" and
 MediaCapabilities supported for avc1), VP9 and AV1 in MP4, but not HEVC.
 """
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 from pathlib import Path
 
@@ -182,6 +188,129 @@ def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, ap
     expect(problem).to_be_visible()
     expect(problem).to_contain_text("cannot decode HEVC (H.265) video")
     expect(page.locator("#agree")).to_be_hidden()
+
+
+def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and_never_stalls_playback(
+        worker_page, app, live_server, clips, tmp_path):
+    """Throttling a clip's download cannot stall its playback: the whole file is loaded before the trial
+    starts. The first clip request is held by page.route while the page's clock (page.clock) moves past
+    clip_timeout_ms (120 s): the worker is told the cause ("did not finish loading within 120 s"), the
+    trial is loaded again, and its rating carries the failure (playback_error "timeout: 120 s") beside a
+    playback judged on its own counts; the other trials' playbacks are logged clean (no error, faithful).
+    (A stall during playback, and the rule repeating it, is the unfaithful-playback test above.)"""
+    from playwright.sync_api import Error as PlaywrightError
+
+    from server.paradigms.rating import PARADIGM
+    from server.services import app_services
+
+    shutil.copytree(clips, tmp_path / "prepared")
+    slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vheld", **STUDY)
+    page = worker_page
+    page.clock.install()
+    held = []
+
+    def hold_the_first(route):
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/stimuli/**/*.mp4", hold_the_first)
+    page.goto(f"{live_server}/s/{slug}?participant=V5")
+    page.check("#agree")
+    page.click("#btn-consent")
+    page.click("#btn-start")
+    for _ in range(400):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    page.clock.fast_forward(121_000)  # the held download passes clip_timeout_ms
+    expect(page.locator("body")).to_contain_text("did not finish loading within 120 s")
+    try:
+        held[0].continue_()
+    except PlaywrightError:
+        pass  # the page gave up on it
+    page.clock.fast_forward(10_000)  # past the driver's wait before it loads the trial again
+    answered = []
+    while status(page, answered) == "trial":
+        expect(page.locator("#trial")).to_have_attribute("data-played", "true")
+        answered.append(rate(page, 4))
+    expect(page.locator("main#done")).to_be_visible()
+    logs = {trial_id: response.playback for trial_id, response in stored_ratings(app, assignment_of(app, "V5").id).items()}
+    assert len(logs) == 3 and set(logs) == set(answered)
+    failed = [log for log in logs.values() if log.get("error")]
+    assert [log["error"] for log in failed] == ["timeout: 120 s"]
+    with app_services(app).sessions() as session:
+        from server.models import Study
+
+        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
+        export = PARADIGM.export(session, study_id, salt=None).files["ratings.csv"]
+    rows = list(csv.DictReader(io.StringIO(export)))
+    assert sorted(row["playback_error"] for row in rows) == ["", "", "timeout: 120 s"]
+    for row in rows:  # every playback, the retried trial's too, started on a whole file: faithful by the rule
+        # (a busy machine may still count a few ms of waiting at a start; the rule allows 500 ms in all)
+        assert row["playback_faithful"] == "1" and int(row["stall_ms"]) <= 500, row
+        assert int(row["presented_frames"]) >= 25, row
+
+
+def test_a_slow_connection_is_refused_before_consent_with_its_cause_and_a_fast_one_admitted(browser, app, live_server,
+                                                                                          clips, tmp_path):
+    """The consent page downloads the connection test file before anything else can be done. Its download
+    is held by page.route while the page's clock (page.clock, paused) moves on: 60 s for the slow worker (a
+    connection at the study's 8 Mbit/s needs 3 s for the 2 MB file), 0.1 s for the fast one. The slow one is
+    told at once why, and the reason is on their record; the fast one may consent. No real time is measured."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    from server.models import Worker
+    from server.services import app_services
+
+    shutil.copytree(clips, tmp_path / "prepared")
+    slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vnet",
+                               **{**STUDY, "media": {"min_mbps": 8.0}})
+    seen = []
+    for participant, held_ms, verdict in (("N1", 60_000, "slow_connection"), ("N2", 100, "ok")):
+        context = browser.new_context(viewport=LAPTOP)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.clock.install()
+        page.clock.pause_at(1_900_000_000)  # seconds
+
+        held = []
+        page.route("**/media/connection-probe", lambda route: held.append(route))  # the download waits here...
+        page.goto(f"{live_server}/s/{slug}?participant={participant}")
+        for _ in range(400):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        seen.append(held[0].request.url)
+        page.clock.fast_forward(held_ms)  # ...while the page's clock moves on...
+        try:
+            held[0].continue_()  # ...then the server's bytes come
+        except PlaywrightError:
+            pass  # the page gave up on the download meanwhile (the slow worker)
+        check = page.locator("#device-check")
+        expect(check).to_have_attribute("data-device", verdict)
+        stage = assignment_of(app, participant).stage
+        with app_services(app).sessions() as session:
+            worker = session.scalar(select(Worker).where(Worker.external_id == participant))
+        if verdict == "slow_connection":
+            message = ("Your internet connection is too slow for this study's videos: it loaded a test file at less "
+                       "than 8.0 Mbit/s, and the videos need at least 8.0 Mbit/s to load in time.")
+            expect(check.locator(".device-problem")).to_contain_text(message)
+            expect(page.locator("#agree")).to_be_hidden()
+            assert (stage, worker.status, worker.status_reason) == ("disqualified", "disqualified", message)
+            page.reload()  # and the study's own page says so from now on
+            expect(page.locator("body")).to_contain_text("too slow for this study's videos")
+            expect(page.locator("#agree")).to_have_count(0)
+        else:
+            expect(page.locator("#agree")).to_be_visible()
+            assert (stage, worker.status, worker.status_reason) == ("consent", "active", None)
+            page.check("#agree")
+            page.click("#btn-consent")
+            expect(page.locator("#btn-start")).to_be_visible()
+        context.close()
+    # One test file per worker, at the same neutral address (no study, no stimulus in it).
+    assert len(seen) == 2 and seen[0] == seen[1] == f"{live_server}/media/connection-probe"
 
 
 def _playback(app, response_id: int) -> dict:

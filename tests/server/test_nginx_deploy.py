@@ -1,7 +1,8 @@
 """The production recipe (``deploy/nginx/perceptlab.conf``) run as it is, by Debian's nginx, in front of
 gunicorn on loopback with a certificate made for the test: TLS, HSTS, the client's address passed on
-(proxy_fix), the worker API's JSON 413 at the door, and 32 slow clients that stall gunicorn served
-directly but not an honest worker's votes through nginx.
+(proxy_fix), the worker API's JSON 413 at the door, 32 slow clients that stall gunicorn served
+directly but not an honest worker's votes through nginx, and stimulus files (images and clips) that the
+app authorises and nginx streams (``[storage] accel_redirect``), with nothing in their headers naming them.
 
 nginx is installed by the test set-up (``make nginx``, a dependency of ``make test``). Without
 ``/usr/sbin/nginx`` these tests skip with the reason, except when ``PERCEPTLAB_REQUIRE_NGINX=1``
@@ -9,11 +10,18 @@ nginx is installed by the test set-up (``make nginx``, a dependency of ``make te
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
-from benchmarks.slow_clients import NGINX, Stack
+from benchmarks.slow_clients import ACCEL_LOCATION, NGINX, HonestWorker, Stack
+
+from .rating_support import write_rating_study
+from .stimulus_support import PATH_WORDS
+from .video_support import prepare_videos, video_scenes
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -31,9 +39,13 @@ def stack(postgres_url, demo_stimuli, tmp_path):
         if os.environ.get("PERCEPTLAB_REQUIRE_NGINX") == "1":
             pytest.fail(message + " (PERCEPTLAB_REQUIRE_NGINX=1)")
         pytest.skip(message)
+    # The demo's images and a video study's clips under one folder, which the recipe's internal stimulus
+    # location aliases ([storage] accel_root).
+    stimuli = tmp_path / "stimuli"
+    shutil.copytree(demo_stimuli / "prepared", stimuli / "images")
     # One gunicorn process with 4 threads: far fewer than the slow clients, as in production (4 x 2).
-    with Stack(tmp_path / "stack", demo_stimuli / "prepared" / "manifest.json", database_url=postgres_url,
-               workers=1, threads=4) as running:
+    with Stack(tmp_path / "stack", stimuli / "images" / "manifest.json", database_url=postgres_url,
+               workers=1, threads=4, accel_root=stimuli) as running:
         yield running
 
 
@@ -85,3 +97,59 @@ def test_slow_clients_do_not_stall_votes_through_nginx(stack):
         held = slow.held()
     assert len(stored) == VOTES
     assert held == SLOW_CLIENTS  # nginx still holds every one of them: none gave up or was answered
+
+
+def test_stimuli_are_authorised_by_the_app_and_streamed_by_nginx(stack, tmp_path):
+    import requests
+
+    root = stack.accel_root
+    video_scenes(tmp_path / "scenes", contents=1)
+    clips = prepare_videos(tmp_path / "scenes", root / "videos")
+    stack.add_study(write_rating_study(tmp_path, clips, "clips", pages={"ratings_per_page": 4},
+                                       rating={"method": "dcr"}, quality={"quiz_size": 0, "gold_rate": 0.0},
+                                       texts={"researcher": "the nginx test", "contact": "t@perceptlab.invalid"})
+                    .read_text(), "clips")
+    images = stack.worker(through_nginx=True).state["page"]["trials"][0]
+    videos = HonestWorker(stack.nginx_url, "clips", verify=str(stack.cert)).state["page"]["trials"][0]
+    direct = requests.Session()
+    direct.trust_env = False
+    for url, mimetype in ((images["left"]["full"], "image/png"), (videos["images"][1]["url"], "video/mp4")):
+        # Directly, gunicorn answers with where nginx finds the file, and no bytes: it sends none of them.
+        authorised = direct.get(stack.direct_url + url, timeout=30)
+        internal = authorised.headers["X-Accel-Redirect"]
+        assert authorised.status_code == 200 and authorised.content == b"" and internal.startswith(ACCEL_LOCATION)
+        path = root / internal[len(ACCEL_LOCATION):]
+        data = path.read_bytes()
+        etag = f'"{hashlib.blake2b(data, digest_size=16).hexdigest()}"'
+
+        worker = stack.worker(through_nginx=True).http  # TLS to nginx, this run's certificate
+        whole = worker.get(stack.nginx_url + url, timeout=30)
+        assert whole.status_code == 200 and whole.content == data, url
+        assert whole.headers["Content-Type"] == mimetype and whole.headers["Content-Length"] == str(len(data))
+        assert whole.headers["ETag"] == etag and whole.headers["Cache-Control"] == "public, max-age=86400"
+        assert whole.headers["Accept-Ranges"] == "bytes"
+        assert whole.headers["Strict-Transport-Security"].startswith("max-age=63072000")
+        assert_names_nothing(whole.headers, path)
+
+        part = worker.get(stack.nginx_url + url, headers={"Range": "bytes=100-199"}, timeout=30)
+        assert part.status_code == 206 and part.content == data[100:200]
+        assert part.headers["Content-Range"] == f"bytes 100-199/{len(data)}"
+        assert_names_nothing(part.headers, path)
+        cached = worker.get(stack.nginx_url + url, headers={"If-None-Match": etag}, timeout=30)
+        assert cached.status_code == 304 and cached.content == b"" and cached.headers["ETag"] == etag
+        assert_names_nothing(cached.headers, path)
+
+        # The internal location is nginx's alone: asked for directly, by its path, it is a 404.
+        assert worker.get(stack.nginx_url + internal, timeout=30).status_code == 404
+        # Only the study's names are authorised: another is the app's plain 404, through nginx too.
+        other = url.rsplit("/", 1)[0] + "/" + "0" * 32 + url[url.rindex("."):]
+        assert worker.get(stack.nginx_url + other, timeout=30).status_code == 404
+
+
+def assert_names_nothing(headers, path: Path) -> None:
+    """No header names the file or its folder, dates it, or carries nginx's own (mtime-size) ETag."""
+    assert not {"Content-Disposition", "Last-Modified", "Expires", "X-Accel-Redirect"} & set(headers.keys())
+    text = " ".join(f"{k}: {v}" for k, v in headers.items() if k != "Content-Security-Policy").lower()
+    assert path.stem.lower() not in text and path.parent.name.lower() not in text, text
+    assert not [word for word in PATH_WORDS if word in text], text
+    assert f"{int(path.stat().st_mtime):x}" not in text and str(int(path.stat().st_mtime)) not in text

@@ -346,3 +346,49 @@ def test_rdk_dot_movies_carry_no_name_time_or_size_that_differs(app, motion_clip
         lengths.add(response.headers["Content-Length"])
         directions.add(worker.gt(trial["trial_id"]))
     assert len(lengths) == 1 and len(directions) > 1
+
+
+def test_with_accel_redirect_the_app_authorises_and_hands_the_file_to_nginx(app, demo_stimuli, tmp_path):
+    """``[storage] accel_redirect``: a study's file under ``accel_root`` is answered with its validators and
+    the internal URI nginx streams it from, and no bytes; a matching If-None-Match is still the app's 304;
+    files outside ``accel_root`` the app still sends itself. (nginx's half: tests/server/test_nginx_deploy.py.)"""
+    import pytest
+
+    from server.config import load_config
+    from server.storage import LocalStorage, StorageError, make_storage
+
+    slug = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+    root = Path(study_row(app, slug).stimulus_root)
+    trial = WorkerClient(app.test_client(), slug, platform="link").start()["page"]["trials"][0]
+    url, path = trial["left"]["full"], root / trial_paths(app, trial["trial_id"])["left"][0]
+    data = path.read_bytes()
+    services = app_services(app)
+    plain = services.storage
+    config = load_config({"PERCEPTLAB_STORAGE_ACCEL_REDIRECT": "/_protected/",
+                          "PERCEPTLAB_STORAGE_ACCEL_ROOT": str(root.parent)})
+    try:
+        services.storage = make_storage(config)
+        client = app.test_client()
+        handed = client.get(url)
+        relative = path.resolve().relative_to(root.parent.resolve()).as_posix()
+        assert handed.status_code == 200 and handed.data == b""
+        assert handed.headers["X-Accel-Redirect"] == f"/_protected/{relative}"
+        assert handed.mimetype == "image/png"  # nginx keeps the type, sends the file's length
+        etag = f'"{hashlib.blake2b(data, digest_size=16).hexdigest()}"'
+        assert handed.headers["ETag"] == etag and handed.headers["Cache-Control"] == "public, max-age=86400"
+        cached = client.get(url, headers={"If-None-Match": etag})
+        assert cached.status_code == 304 and "X-Accel-Redirect" not in cached.headers
+        path.write_bytes(data + b"\0")  # a changed file gets a new ETag, not the remembered one
+        assert client.get(url).headers["ETag"] != etag
+        path.write_bytes(data)
+        assert client.get("/stimuli/" + slug + "/" + "0" * 32 + ".png").status_code == 404
+
+        services.storage = LocalStorage("/_protected/", tmp_path / "elsewhere")  # the study lies outside
+        served = client.get(url)
+        assert served.data == data and "X-Accel-Redirect" not in served.headers
+    finally:
+        services.storage = plain
+    with pytest.raises(StorageError, match="needs accel_root"):
+        LocalStorage("/_protected/")
+    with pytest.raises(StorageError, match="URI prefix"):
+        LocalStorage("_protected", root)

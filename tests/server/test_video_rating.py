@@ -216,3 +216,63 @@ def test_simulated_workers_rate_clips_and_send_playback_logs(app, video_manifest
     assert all(log["duration_ms"] == 2000.0 and log["stall_ms"] == 0 for log in logs)
     rows = _export(app, slug)
     assert {row["playback_faithful"] for row in rows} == {"1"}
+
+
+def test_the_connection_check_needs_the_clips_bit_rate_and_turns_away_only_before_consent(app, video_manifest,
+                                                                                         demo_stimuli, tmp_path):
+    """The entry's minimum speed is the study's highest clip bit rate unless [media] min_mbps says otherwise;
+    the test file is the same random bytes for everyone; /unable refuses bad bodies (400) and what no honest
+    page sends (409: a speed that meets the minimum, after consent, a study without the check)."""
+    from server.models import Worker
+    from server.paradigms import paradigm_for
+    from server.paradigms.media import PROBE_BYTES
+
+    from .conftest import SMALL_STUDY, create_test_study
+
+    def needed_of(slug: str) -> float:
+        with app_services(app).sessions() as session:
+            study = session.scalar(select(Study).where(Study.slug == slug))
+            return paradigm_for(study).window_requirement(session, study).min_mbps
+
+    slug = create_rating_study(app, video_manifest, tmp_path, slug="vnet", **PLAIN)
+    study = _study(app, slug)
+    root = Path(study.stimulus_root)
+    rates = [8 * (root / path).stat().st_size / fields["duration_s"] / 1e6
+             for path, fields in study.config["media"]["stimuli"].items()]
+    needed = needed_of(slug)
+    assert needed == study.config["media"]["max_mbps"] == pytest.approx(max(rates), abs=1e-3) and needed > 0
+    copy = tmp_path / "again"
+    shutil.copytree(video_manifest.parent, copy)
+    set_by_study = create_rating_study(app, copy / "manifest.json", tmp_path, slug="vnet50",
+                                       **{**PLAIN, "media": {"min_mbps": 50.0}})
+    assert needed_of(set_by_study) == 50.0
+
+    client = app.test_client()
+    json_only = {"Accept": "application/json"}
+    probe = client.get("/media/connection-probe")
+    assert probe.status_code == 200 and len(probe.data) == PROBE_BYTES == 2_000_000
+    assert probe.headers["Cache-Control"] == "no-store" and probe.data == client.get("/media/connection-probe").data
+    assert probe.mimetype == "application/octet-stream" and "Content-Disposition" not in probe.headers
+
+    def unable_url(participant: str, study_slug: str = slug) -> str:
+        return client.get(f"/s/{study_slug}?participant={participant}").headers["Location"].rstrip("/") + "/unable"
+
+    url = unable_url("C1")
+    for bad in ({"reason": "too_slow"}, {"reason": "slow_connection", "measured_mbps": -1},
+                {"reason": "slow_connection", "measured_mbps": "1"}, {"reason": "slow_connection", "x": 1}, []):
+        assert client.post(url, json=bad, headers=json_only).status_code == 400, bad
+    fast = client.post(url, json={"reason": "slow_connection", "measured_mbps": needed + 1}, headers=json_only)
+    assert fast.status_code == 409 and fast.json["error"] == "fast_enough"
+    answer = client.post(url, json={"reason": "slow_connection", "measured_mbps": needed / 4}, headers=json_only)
+    assert answer.status_code == 200 and answer.json["stage"] == "disqualified"
+    message = answer.json["message"]
+    assert f"at {needed / 4:.1f} Mbit/s" in message and f"at least {needed:.1f} Mbit/s" in message
+    with app_services(app).sessions() as session:
+        worker = session.scalar(select(Worker).where(Worker.external_id == "C1"))
+        assert (worker.status, worker.status_reason) == ("disqualified", message)
+    again = client.post(url, json={"reason": "slow_connection", "measured_mbps": None}, headers=json_only)
+    assert again.status_code == 409 and again.json["error"] == "wrong_stage"
+
+    images = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+    unchecked = client.post(unable_url("C2", images), json={"reason": "slow_connection", "measured_mbps": None}, headers=json_only)
+    assert unchecked.status_code == 409 and unchecked.json["error"] == "no_connection_check"

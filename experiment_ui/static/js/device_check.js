@@ -4,10 +4,12 @@
 // plainly when it cannot work here: a phone, a touch-only device where a mouse is needed, a screen
 // too small, or a window too small (that one goes away by itself once the window is large enough).
 // While a problem stands, the page's `[data-needs-device]` parts (the consent form, the start
-// button) are hidden.
+// button) are hidden. On the consent page of a video study (`data-unable`), the connection check
+// (media.js measureConnection) downloads the test file; a connection too slow for the clips is reported to
+// the server, which turns the worker away with the reason, and the page shows that reason at once.
 
 import { layoutWindow, policyFactor } from './display.js';
-import { decodingProblems } from './media.js';
+import { decodingProblems, measureConnection } from './media.js';
 
 /** What the browser says about itself (kept in one place so that the check is a pure function). */
 export function environment() {
@@ -74,6 +76,29 @@ function advice(where, platform, fixable) {
   return `${unless}You cannot take part on this device: please close this page (you may come back on a computer that fits).`;
 }
 
+/**
+ * The connection check's problems (empty: fast enough). A slow connection is reported to `unableUrl`, which
+ * records it and answers what to tell the worker; a test that failed to load is a problem of its own (reloading
+ * the page tries again), recorded nowhere.
+ */
+async function connectionProblems(probeUrl, requirement, unableUrl) {
+  let result;
+  try {
+    result = await measureConnection(probeUrl, requirement.min_mbps, requirement.probe_bytes);
+  } catch (failure) {
+    return [{ code: 'connection_check_failed', text: `The connection test could not load (${failure.message}). `
+      + 'Please reload this page to try again.' }];
+  }
+  if (result.ok) return [];
+  let text = "Your internet connection is too slow for this study's videos.";
+  try {
+    const answer = await fetch(unableUrl, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      credentials: 'same-origin', body: JSON.stringify({ reason: 'slow_connection', measured_mbps: result.measuredMbps }) });
+    if (answer.ok) text = (await answer.json()).message;
+  } catch (error) { /* the refusal stands; only its record is missing */ }
+  return [{ code: 'slow_connection', text }];
+}
+
 /** Run the check in `box` (the _device_check.html element) now and whenever the window changes. */
 export function startDeviceCheck(box) {
   const requirement = JSON.parse(box.dataset.requirement);
@@ -84,22 +109,27 @@ export function startDeviceCheck(box) {
   // hidden until the answer is in.
   const types = requirement.decode || [];
   let decoding = types.length ? null : [];
+  let connection = box.dataset.unable && requirement.min_mbps > 0 ? null : [];
   const render = () => {
-    const problems = [...(decoding || []), ...deviceProblems(requirement, environment())];
+    const problems = [...(decoding || []), ...(connection || []), ...deviceProblems(requirement, environment())];
     const fixable = problems.length > 0 && problems.every((p) => p.code === 'window_too_small');
+    const checking = decoding === null || connection === null;
     alert.hidden = problems.length === 0;
-    box.dataset.device = problems.length ? problems[0].code : decoding === null ? 'checking' : 'ok';
+    box.dataset.device = problems.length ? problems[0].code : checking ? 'checking' : 'ok';
     if (problems.length) {
       alert.replaceChildren(...problems.map((p) => Object.assign(document.createElement('p'), { textContent: p.text })));
       const todo = advice(where, platform, fixable);
       alert.append(Object.assign(document.createElement('p'), { className: 'device-advice', textContent: todo }));
     }
     // The preview has nothing to hide (accepting happens on the platform's page).
-    for (const part of guarded) part.hidden = problems.length > 0 || decoding === null;
+    for (const part of guarded) part.hidden = problems.length > 0 || checking;
   };
   render();
   if (decoding === null) {
     decodingProblems(types).then((found) => { decoding = found; render(); });
+  }
+  if (connection === null) {
+    connectionProblems(box.dataset.probe, requirement, box.dataset.unable).then((found) => { connection = found; render(); });
   }
   window.addEventListener('resize', render);
   return render;

@@ -3,6 +3,8 @@
 //
 // - decodingProblems(types): before consent (device_check.js), whether this browser can decode the
 //   study's clips (canPlayType and MediaCapabilities.decodingInfo), with the reason when not.
+// - measureConnection(url, minMbps, probeBytes): before consent, whether the connection reaches the study's
+//   minimum speed, from the whole download of a test file of known size (no stimulus).
 // - preloadClip(url): the whole file (fetch -> Blob -> object URL) before a trial starts, with progress;
 //   a trial never starts on a partly loaded clip.
 // - clipElement(objectUrl): a <video> without controls, muted, inline, decoded up to its first frame.
@@ -114,6 +116,31 @@ export async function preloadClip(url, { onProgress = () => {}, timeoutMs = 1200
   } finally {
     clearTimeout(timer);
     if (signal) signal.removeEventListener('abort', stop);
+  }
+}
+
+// Allowed for setting the test file's request up (DNS, TLS, the server's answer) besides its transfer.
+const SETUP_MS = 1000;
+
+/**
+ * Whether this connection is fast enough for the study's clips (server/paradigms/media.py, "The connection
+ * check"): the test file at `url` (`probeBytes` random bytes) is loaded whole, as a clip is; its speed is
+ * counted from the answer's arrival to its last byte. A download still running when a connection at
+ * `minMbps` would have finished it (plus SETUP_MS) is stopped there: that connection is too slow.
+ * @returns {Promise<{ok: boolean, measuredMbps: number|null}>} measuredMbps null: not finished in that time
+ * @throws {MediaFailure} http or network: the test itself failed, which says nothing of the speed
+ */
+export async function measureConnection(url, minMbps, probeBytes, now = () => performance.now()) {
+  const timeoutMs = SETUP_MS + (probeBytes * 8) / (minMbps * 1e3);
+  let answered = null;
+  try {
+    const loaded = await preloadClip(url, { timeoutMs, onProgress: () => { if (answered === null) answered = now(); } });
+    URL.revokeObjectURL(loaded.objectUrl);
+    const measuredMbps = (loaded.bytes * 8) / (Math.max(now() - answered, 1) / 1000) / 1e6;
+    return { ok: measuredMbps >= minMbps, measuredMbps };
+  } catch (failure) {
+    if (failure instanceof MediaFailure && failure.reason === 'timeout') return { ok: false, measuredMbps: null };
+    throw failure;
   }
 }
 

@@ -47,7 +47,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
-from ..media import MediaParams, decode_types, study_media
+from ..media import MediaParams, decode_types, needed_mbps, study_media
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
 from ..sections import DisplayParams, PagesParams, QualityParams
@@ -243,7 +243,7 @@ def window_for(spec, sizes, media: dict | None = None) -> WindowRequirement:
                      + c["scale"] + c["pad"] + c["margin"])
     floor = (spec.min_window_width, spec.min_window_height)
     return WindowRequirement(min_window=(width, height), policy=spec.policy, min_image_scale=spec.min_image_scale,
-                             floor=floor, decode=decode_types(media or {}))
+                             floor=floor, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec))
 
 
 def window_requirement(spec: RatingSpec) -> WindowRequirement:
