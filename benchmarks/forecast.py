@@ -83,6 +83,7 @@ from analysis.threads import limited_blas_threads  # noqa: E402
 from benchmarks._common import print_table  # noqa: E402
 
 QUANTILES = (0.9, 1.0)
+RECORDS: list[dict] = []  # one per row: the numbers of the summary (kind, quantile, actual, forecast, band)
 HEADER = ["study", "sampling", "votes", "pilot", "target", "q", "actual", "forecast", "band (10-90 %)", "error",
           "in band", "model only", "error", "actual $", "forecast $", "inconsistency", "seconds"]
 
@@ -123,6 +124,8 @@ def _row(name: str, sampling: str, total: int, n_pilot: int, target: str, quanti
               and (band["high"] is None or truth <= band["high"]) else "no" if np.isfinite(truth) else "-")
     cost_forecast = costs(band["total"], fit, plan)["dollars"]
     cost_actual = costs(truth, fit, plan)["dollars"] if np.isfinite(truth) else None
+    RECORDS.append({"kind": name.split(" ")[0], "q": quantile, "actual": truth, "forecast": band["total"],
+                    "low": band["low"], "high": band["high"], "inside": inside})
     return [name, sampling, f"{total:,}", f"{n_pilot:,}", target, f"{quantile:g}", truth_text, forecast_text,
             f"{low}-{high}", error, inside, model_text, model_error,
             "-" if cost_actual is None else f"${cost_actual:,.0f}",
@@ -174,7 +177,7 @@ def rating_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     result = forecast_ratings(fit, target, quantiles=QUANTILES, replicates=replicates, seed=seed,
                               max_ratings=3 * total, ratings_per_worker=per_worker)
     plan = StudyPlan(reward=0.90, bonus_per_page=0.60)  # a rating study's defaults: 20 a page, 2 of them checks
-    rows = [_row("rating", "least-rated", total, n_pilot, f"{target:g} pts", quantile, actual["needed"][q],
+    rows = [_row(f"rating (seed {seed})", "least-rated", total, n_pilot, f"{target:g} pts", quantile, actual["needed"][q],
                  result, q, fit, plan, started) for q, quantile in enumerate(QUANTILES)]
     careless = 1.0 - study.honest[[int(w[1:]) for w in pilot.worker_ids]].mean()
     print(f"  rating: careless share fitted {fit.careless_share:.2f} (pilot's workers {careless:.2f}), bias SD "
@@ -227,36 +230,59 @@ def nflx_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     return rows_out
 
 
+def summary(records: list[dict]) -> list[list]:
+    """Per kind of replay and over all: how many needs fell inside their band, the median error, the median
+    absolute error and the share of forecasts below what the study needed (the worse error)."""
+    kinds = list(dict.fromkeys(r["kind"] for r in records)) + ["all"]
+    out = []
+    for kind in kinds:
+        mine = [r for r in records if (kind == "all" or r["kind"] == kind) and np.isfinite(r["actual"])
+                and r["forecast"] is not None]
+        if not mine:
+            continue
+        error = np.array([(r["forecast"] - r["actual"]) / r["actual"] for r in mine])
+        inside = sum(r["inside"] == "yes" for r in mine)
+        out.append([kind, len(mine), f"{inside} ({100 * inside / len(mine):.0f} %)", f"{100 * np.median(error):+.0f} %",
+                    f"{100 * np.median(np.abs(error)):.0f} %", f"{int(np.sum(error < 0))}"])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=6)
     parser.add_argument("--pilot-share", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1, help="replay each study at seeds --seed .. --seed + seeds - 1")
     parser.add_argument("--bootstrap", type=int, default=100, help="resamples at each checkpoint of the forecast")
-    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx"], help="replay one study")
+    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx"], nargs="+",
+                        help="replay these studies only")
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
     args = parser.parse_args()
-    studies = [("small", lambda: regular_study(3, 40, 120, args.seed + 1), "random"),
-               ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active"),
-               ("rating", None, "least-rated"), ("nflx", None, "least-rated")]
-    if not args.skip_large:
-        studies.append(("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
-    if args.only:
-        studies = [s for s in studies if s[0] == args.only] or [("StudyMB", lambda: regular_study(8, 155, 300,
-                                                                                                 args.seed), "random")]
     rows = []
     with limited_blas_threads():
-        for name, make, sampling in studies:
-            if name == "rating":
-                rows += rating_replay(args.pilot_share, max(args.replicates, 20), args.seed)
-            elif name == "nflx":
-                rows += nflx_replay(args.pilot_share, max(args.replicates, 20), args.seed)
-            else:
-                rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed, args.bootstrap)
-            print_table(HEADER, rows[-len(QUANTILES):])
-            sys.stdout.flush()
+        for seed in range(args.seed, args.seed + args.seeds):
+            studies = [("small", lambda: regular_study(3, 40, 120, seed + 1), "random"),
+                       ("active", lambda: active_study(3, 40, 120, 7200, seed + 2), "active"),
+                       ("rating", None, "least-rated"), ("nflx", None, "least-rated"),
+                       ("StudyMB", lambda: regular_study(8, 155, 300, seed), "random")]
+            if args.skip_large and not (args.only and "StudyMB" in args.only):
+                studies = studies[:-1]
+            if args.only:
+                studies = [s for s in studies if s[0] in args.only]
+            for name, make, sampling in studies:
+                if name == "rating":
+                    rows += rating_replay(args.pilot_share, max(args.replicates, 20), seed)
+                elif name == "nflx":
+                    rows += nflx_replay(args.pilot_share, max(args.replicates, 20), seed)
+                else:
+                    rows += replay(f"{name} (seed {seed})", make(), sampling, args.pilot_share, args.replicates, seed,
+                                   args.bootstrap)
+                print_table(HEADER, rows[-len(QUANTILES):])
+                sys.stdout.flush()
     print()
     print_table(HEADER, rows)
+    print()
+    print_table(["replays", "needs", "inside band", "median error", "median |error|", "low"], summary(RECORDS))
 
 
 if __name__ == "__main__":
