@@ -46,7 +46,7 @@ resamples, the ``t`` interval at ``confidence``), half-widths are multiplied by 
 inconsistency factor (random sampling only; see :func:`forecast`'s ``calibrate``), and the checkpoint
 where the ``q``-quantile of the items' half-widths (over every set, and per set) falls to the target is found
 by log-log interpolation between checkpoints. The forecast is the median over replicates, the band their 10th
-to 90th percentile.
+to 90th percentile, widened to the prediction interval of one further study (:func:`prediction_band`).
 
 Why not an analytic (Fisher information) interval: on a simulated StudyMB-sized study, the worker
 bootstrap's SD of a pilot of 15 % of the votes (3 votes per pair) was 1.8 times the Fisher information's
@@ -65,8 +65,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.stats import t as student_t
 from scipy.special import expit, log_ndtr, ndtr
+from scipy.stats import t as student_t
 
 from .active import plan_batch
 from .bootstrap import bootstrap_sets

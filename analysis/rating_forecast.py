@@ -36,24 +36,24 @@ two-component mixture:
 
 Simulation
 ----------
-:func:`forecast_ratings` runs ``replicates`` simulated studies. Each first refits the stimuli's qualities on the pilot
-with its workers resampled (:func:`resampled_pilot_fit`) and scales the workers' noise by the posterior of a
+:func:`forecast_ratings` runs ``replicates`` simulated studies. Each first refits the stimuli's qualities on the
+pilot with its workers resampled (:func:`resampled_pilot_fit`) and scales the workers' noise by the posterior of a
 variance seen in ``W - 1`` degrees of freedom (:func:`crowd_noise_draw`), so that the band carries the pilot's
-size; it draws each stimulus' noise multiplier from its posterior (:func:`_stimulus_noise`: stimuli differ in ambiguity, and a
-target on most of them waits for the noisiest), a truth from the qualities' posteriors and a crowd: the pilot's
-workers resampled with replacement (their rating counts and posteriors
-of being honest; the resampling carries the pilot's uncertainty about its careless share into the band),
-each new worker honest with its posterior, with a bias and an inconsistency drawn from the fitted
-distributions. The pilot's ratings are answered anew by its own workers, then the stimuli get ratings in
-turn, least-rated first (ties at random), as the server's allocation fills them toward
-``ratings_per_stimulus``; each new worker takes the next ratings of that stream, as many as the pilot
-worker they resample gave (a run that crosses from one round of the stimuli to the next may, unlike the
-server, give a worker a stimulus twice: at most once per round, rarely). At checkpoints growing by ``growth`` the ratings so far give the stimuli's MOS
-half-widths (:func:`halfwidths`), and the point where the ``q``-quantile of the half-widths (over every
-stimulus, and per set) reaches the target is found by log-log interpolation between checkpoints
-(:func:`analysis.forecast._crossing`). The forecast is the median over replicates, the band their 10th to
-90th percentile. Every rating of a replicate is drawn at once (vectorised); a checkpoint is a few
-``bincount`` passes, so a replicate takes milliseconds.
+size; it draws each stimulus' noise multiplier from its posterior (:func:`_stimulus_noise`: stimuli differ in
+ambiguity, and a target on most of them waits for the noisiest), a truth from the qualities' posteriors and a
+crowd: the pilot's workers resampled with replacement (their rating counts and posteriors of being honest; the
+resampling carries the pilot's uncertainty about its careless share into the band), each new worker honest with its
+posterior, with a bias and an inconsistency drawn from the fitted distributions. The pilot's ratings are answered
+anew by its own workers, then the stimuli get ratings in turn, least-rated first (ties at random), as the server's
+allocation fills them toward ``ratings_per_stimulus``; each new worker takes the next ratings of that stream, as
+many as the pilot worker they resample gave (a run that crosses from one round of the stimuli to the next may,
+unlike the server, give a worker a stimulus twice: at most once per round, rarely). At checkpoints growing by
+``growth`` the ratings so far give the stimuli's MOS half-widths (:func:`halfwidths`), and the point where the
+``q``-quantile of the half-widths (over every stimulus, and per set) reaches the target is found by log-log
+interpolation between checkpoints (:func:`analysis.forecast._crossing`). The forecast is the median over
+replicates, the band their 10th to 90th percentile widened to the prediction interval of one further study
+(:func:`analysis.forecast.prediction_band`). Every rating of a replicate is drawn at once (vectorised); a
+checkpoint is a few ``bincount`` passes, so a replicate takes milliseconds.
 
 Measured: ``benchmarks/forecast.py --only rating`` and ``--only nflx`` (its docstring has the figures). Before the
 stimulus noise and the pilot bootstrap, the replay of the public NFLX ratings (a pilot of 4 of its 26 subjects)
@@ -679,8 +679,8 @@ def rating_assumptions(fit: RatingPilotFit, pilot_bootstrap: bool) -> tuple[str,
             f"careless raters ({100 * fit.careless_share:.0f} % in the pilot) answer uniformly at random",
             (f"the pilot's {honest_workers:.0f} honest workers are a random sample of the crowd: each simulated study "
              "draws the crowd's noise from what so many workers can show (a variance seen in "
-             f"{max(honest_workers - 1.0, 1.0):.0f} degrees of freedom) and the stimuli's qualities from the pilot with "
-             "its workers resampled (the band carries the pilot's size)" if pilot_bootstrap else
+             f"{max(honest_workers - 1.0, 1.0):.0f} degrees of freedom) and the stimuli's qualities from the pilot "
+             "with its workers resampled (the band carries the pilot's size)" if pilot_bootstrap else
              "the pilot's fit is the crowd (no bootstrap of the pilot)"),
             "new workers give as many ratings as the pilot's (or --pages-per-worker), stimuli rated least-rated "
             "first; the crowd does not change over the study")
