@@ -61,8 +61,44 @@ bootstrap of the inconsistency factor: 7,400 (band 6,564-9,632) vs 6,697, +10 %,
 6,562-7,810); StudyMB-sized 65,686 (band 55,519-70,657) vs 68,453, -4 %, inside (before: -10 %, outside;
 30 minutes on the loaded machine); the active study is unchanged (the factor is not applied to active sampling).
 
-Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large] [--only rating]   (5-10 minutes on 2
-cores; the rating study and each NFLX replay a few seconds)
+Issue 37, several seeds per kind (the table after each run: needs inside their band, median error, median absolute
+error, forecasts below the need; each need at quantiles 0.9 and 1; load average 10-14 on the 2 cores):
+
+* ``--only rating nflx --seeds 8`` (30 s). Before: rating 13 of 16 inside (81 %), median +8 %, |8 %|, 4 low
+  (every-stimulus forecasts +8 % to +17 %, seeds 1-3 outside, high); NFLX 16 of 16, median +4 %, |19 %|, 7 low
+  (90 % forecasts -42 % to +11 %, 7 of 8 low; every-sequence ones +3 % to +63 %). Cause: each replicate refitted
+  the crowd on a worker-resampled pilot, and a worker drawn twice rates the same stimuli twice alike. The
+  stimuli's log-noise spread read 0.35-0.65 for a pilot's 0.10-0.25 (the simulated crowd's 0), with a lower
+  location (the noisiest stimuli too noisy, the 90th percentile too quiet), and the workers' noise low: the
+  4-subject NFLX pilots' simulated rating variance per sequence 0.25-0.53 for their own 0.35-0.77. Now the
+  bootstrap refits the qualities only; the noise's uncertainty is the chi-square draw's and each stimulus'
+  posterior's (``analysis/rating_forecast.py`` ``resampled_pilot_fit``): simulated variance 0.33-0.65. The band
+  is the wider of the replicates' 10-90 % percentiles and the Student t prediction interval of one further
+  study (``analysis.forecast.prediction_band``: six replicates' percentiles hold a seventh draw about 4 times in
+  7). After: rating 16 of 16 (100 %), median -1 %, |5 %|, 8 low (seed 0: 90 % 7,455, band 6,878-8,546, vs
+  7,242; every stimulus 9,646, 8,504-11,010, vs 9,264); NFLX 16 of 16, median +4 %, |20 %|, 7 low (seed 0: 911,
+  523-2,621, vs 1,297, -30 %; 1,450, 821-3,478, vs 1,728, -16 %). The NFLX error is the 4-subject pilot's: its
+  rating variance per sequence was 0.68-1.51 times all 26 subjects' over seeds 0-7 (0.68-0.74 at seeds 0-2,
+  whose 90 % forecasts are -11 % to -30 %). ``--only nflx --seeds 8 --pilot-share 0.3`` (8 subjects): 16 of
+  16 inside, median -0 %, |7 %|. A prior on each stimulus' noise rising toward mid-scale (the SOS hypothesis)
+  was tried: its fitted slope was 0.2-0.4 on the simulated crowd, whose noise is constant, and NFLX moved
+  neither way (|21 %|); left out.
+* ``--only small --seeds 6`` and ``--only active --seeds 6`` (random and active paired studies; 1-2 minutes
+  each replay). The paired model is unchanged; before (the replicates' percentiles as the band): small +10 %,
+  -0 %, -8 %, -15 %, +59 %, +117 % (4 of 6 inside; seed 5's inconsistency factor 1.25, model alone +23 %),
+  active -17 %, -16 %, -2 %, +31 %, -16 %, -7 % (3 of 6 inside; careless share fitted 0.13 and 0.17 at seeds 4
+  and 5 where 0.30 were). Only the 90 % needs count: no whole study reached the target on every item. After
+  (the prediction band; medians unchanged): small 5 of 6 inside (83 %), median +5 %, |13 %|, 3 low (seed 4:
+  7,177, band 5,328-9,595, vs 4,517, +59 %, outside; the model alone +70 %); active
+  4 of 6 (67 %), median -12 %, |16 %|, 5 low (seed 3: 8,747, 7,060-11,178, vs 6,674, +31 %; seed 4: 5,109,
+  4,520-6,054, vs 6,093, -16 %: the careless share is the active fit's open problem). Applying the inconsistency
+  factor to active sampling with both pilots resampled gave +3 %, -12 %, +11 % at seeds 0-2 but 178 % high in
+  the smaller active study of tests/analysis/test_forecast.py (factors 0.71-1.95); left off.
+* StudyMB-sized: not re-measured (30 minutes a replay on the loaded machine); above: -4 %, inside.
+* No real paired-comparison data ships with the repository (tests/analysis/data holds the NFLX ratings only).
+
+Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--skip-large] [--only rating nflx] [--seeds 8]
+(5-10 minutes a seed on 2 cores with StudyMB; the rating study and each NFLX replay a few seconds)
 """
 from __future__ import annotations
 
@@ -83,6 +119,7 @@ from analysis.threads import limited_blas_threads  # noqa: E402
 from benchmarks._common import print_table  # noqa: E402
 
 QUANTILES = (0.9, 1.0)
+RECORDS: list[dict] = []  # one per row: the numbers of the summary (kind, quantile, actual, forecast, band)
 HEADER = ["study", "sampling", "votes", "pilot", "target", "q", "actual", "forecast", "band (10-90 %)", "error",
           "in band", "model only", "error", "actual $", "forecast $", "inconsistency", "seconds"]
 
@@ -123,6 +160,8 @@ def _row(name: str, sampling: str, total: int, n_pilot: int, target: str, quanti
               and (band["high"] is None or truth <= band["high"]) else "no" if np.isfinite(truth) else "-")
     cost_forecast = costs(band["total"], fit, plan)["dollars"]
     cost_actual = costs(truth, fit, plan)["dollars"] if np.isfinite(truth) else None
+    RECORDS.append({"kind": name.split(" ")[0], "q": quantile, "actual": truth, "forecast": band["total"],
+                    "low": band["low"], "high": band["high"], "inside": inside})
     return [name, sampling, f"{total:,}", f"{n_pilot:,}", target, f"{quantile:g}", truth_text, forecast_text,
             f"{low}-{high}", error, inside, model_text, model_error,
             "-" if cost_actual is None else f"${cost_actual:,.0f}",
@@ -174,7 +213,8 @@ def rating_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     result = forecast_ratings(fit, target, quantiles=QUANTILES, replicates=replicates, seed=seed,
                               max_ratings=3 * total, ratings_per_worker=per_worker)
     plan = StudyPlan(reward=0.90, bonus_per_page=0.60)  # a rating study's defaults: 20 a page, 2 of them checks
-    rows = [_row("rating", "least-rated", total, n_pilot, f"{target:g} pts", quantile, actual["needed"][q],
+    rows = [_row(f"rating (seed {seed})", "least-rated", total, n_pilot, f"{target:g} pts", quantile,
+                 actual["needed"][q],
                  result, q, fit, plan, started) for q, quantile in enumerate(QUANTILES)]
     careless = 1.0 - study.honest[[int(w[1:]) for w in pilot.worker_ids]].mean()
     print(f"  rating: careless share fitted {fit.careless_share:.2f} (pilot's workers {careless:.2f}), bias SD "
@@ -227,36 +267,59 @@ def nflx_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     return rows_out
 
 
+def summary(records: list[dict]) -> list[list]:
+    """Per kind of replay and over all: how many needs fell inside their band, the median error, the median
+    absolute error and the share of forecasts below what the study needed (the worse error)."""
+    kinds = list(dict.fromkeys(r["kind"] for r in records)) + ["all"]
+    out = []
+    for kind in kinds:
+        mine = [r for r in records if (kind == "all" or r["kind"] == kind) and np.isfinite(r["actual"])
+                and r["forecast"] is not None]
+        if not mine:
+            continue
+        error = np.array([(r["forecast"] - r["actual"]) / r["actual"] for r in mine])
+        inside = sum(r["inside"] == "yes" for r in mine)
+        out.append([kind, len(mine), f"{inside} ({100 * inside / len(mine):.0f} %)", f"{100 * np.median(error):+.0f} %",
+                    f"{100 * np.median(np.abs(error)):.0f} %", f"{int(np.sum(error < 0))}"])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=6)
     parser.add_argument("--pilot-share", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1, help="replay each study at seeds --seed .. --seed + seeds - 1")
     parser.add_argument("--bootstrap", type=int, default=100, help="resamples at each checkpoint of the forecast")
-    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx"], help="replay one study")
+    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx"], nargs="+",
+                        help="replay these studies only")
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
     args = parser.parse_args()
-    studies = [("small", lambda: regular_study(3, 40, 120, args.seed + 1), "random"),
-               ("active", lambda: active_study(3, 40, 120, 7200, args.seed + 2), "active"),
-               ("rating", None, "least-rated"), ("nflx", None, "least-rated")]
-    if not args.skip_large:
-        studies.append(("StudyMB", lambda: regular_study(8, 155, 300, args.seed), "random"))
-    if args.only:
-        studies = [s for s in studies if s[0] == args.only] or [("StudyMB", lambda: regular_study(8, 155, 300,
-                                                                                                 args.seed), "random")]
     rows = []
     with limited_blas_threads():
-        for name, make, sampling in studies:
-            if name == "rating":
-                rows += rating_replay(args.pilot_share, max(args.replicates, 20), args.seed)
-            elif name == "nflx":
-                rows += nflx_replay(args.pilot_share, max(args.replicates, 20), args.seed)
-            else:
-                rows += replay(name, make(), sampling, args.pilot_share, args.replicates, args.seed, args.bootstrap)
-            print_table(HEADER, rows[-len(QUANTILES):])
-            sys.stdout.flush()
+        for seed in range(args.seed, args.seed + args.seeds):
+            studies = [("small", lambda: regular_study(3, 40, 120, seed + 1), "random"),
+                       ("active", lambda: active_study(3, 40, 120, 7200, seed + 2), "active"),
+                       ("rating", None, "least-rated"), ("nflx", None, "least-rated"),
+                       ("StudyMB", lambda: regular_study(8, 155, 300, seed), "random")]
+            if args.skip_large and not (args.only and "StudyMB" in args.only):
+                studies = studies[:-1]
+            if args.only:
+                studies = [s for s in studies if s[0] in args.only]
+            for name, make, sampling in studies:
+                if name == "rating":
+                    rows += rating_replay(args.pilot_share, max(args.replicates, 20), seed)
+                elif name == "nflx":
+                    rows += nflx_replay(args.pilot_share, max(args.replicates, 20), seed)
+                else:
+                    rows += replay(f"{name} (seed {seed})", make(), sampling, args.pilot_share, args.replicates, seed,
+                                   args.bootstrap)
+                print_table(HEADER, rows[-len(QUANTILES):])
+                sys.stdout.flush()
     print()
     print_table(HEADER, rows)
+    print()
+    print_table(["replays", "needs", "inside band", "median error", "median |error|", "low"], summary(RECORDS))
 
 
 if __name__ == "__main__":

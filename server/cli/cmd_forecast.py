@@ -3,7 +3,6 @@ interval half-width, forecast from a pilot: paired comparison by :mod:`analysis.
 half-width in rating points) by :mod:`analysis.rating_forecast`. The pilot's kind is read off its columns."""
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -97,7 +96,7 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
     from tqdm.auto import tqdm
 
     from analysis.formats import atomic_write_text, json_text
-    from analysis.forecast import ForecastInputError, StudyPlan, fit_pilot, forecast, report
+    from analysis.forecast import ForecastInputError, StudyPlan, fit_pilot, forecast, report, with_study_time
     from analysis.rating_forecast import fit_rating_pilot, forecast_ratings
     from analysis.threads import limited_blas_threads
     from analysis.thurstone import DisconnectedDesignError
@@ -147,9 +146,8 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
                     result = forecast(fit, halfwidth, quantiles=quantiles, sampling=sampling, replicates=replicates,
                                       seed=seed, n_boot=n_boot, confidence=confidence, units=units,
                                       max_votes=max_votes, votes_per_worker=per_worker, on_replicate=bar.update)
-        if fit.seconds_per_trial is None and seconds_per_trial is None and settings.get("seconds_prior"):
-            # no usable pilot times (none, or a bot's): the study's own estimate, the paradigm's time prior
-            plan = replace(plan, seconds_per_trial=settings["seconds_prior"], seconds_source="study time prior")
+        # no usable pilot times (none, or a bot's): the study's own estimate, the paradigm's time prior
+        plan = with_study_time(plan, fit, settings.get("seconds_prior"))
     except (ForecastInputError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # e.g. screening that would drop every worker

@@ -331,8 +331,10 @@ def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, 
     assert forecast["votes_now"] == 160 and forecast["replicates"] == 8
     still = forecast["votes_still_needed"]
     assert still["total"] is None or still["low"] <= still["total"] <= still["high"]
+    assert forecast["worker_hours"]["total"] is None or forecast["worker_hours"]["total"] > 0
+    assert any("Thurstone Case V" in line for line in forecast["model"])
     html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
-    assert 'id="forecast-votes"' in html and "Simulation forecast" in html
+    assert 'id="forecast-votes"' in html and "Simulation forecast" in html and "Thurstone Case V" in html
 
 
 def test_stopping_units_are_each_paradigms_and_a_wrong_one_is_one_error_line(app, demo_stimuli, rating_manifest,
@@ -440,5 +442,10 @@ def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifes
     still = forecast["votes_still_needed"]
     assert still["low"] <= still["total"] <= still["high"] and still["total"] > 0  # far from 0.3 points
     assert forecast["participants"]["total"] >= 1 and forecast["dollars"]["total"] > 0
+    # the test clients answer in milliseconds, as bots do: a warning, and the hours from the study's own estimate
+    assert len(forecast["warnings"]) == 1 and "hours from study time prior" in forecast["warnings"][0]
+    assert forecast["worker_hours"]["total"] > 0
     html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
     assert 'id="forecast-votes"' in html and f"{still['total']} more ratings" in html
+    assert "hours from study time prior" in html and f"{forecast['worker_hours']['total']} worker-hours" in html
+    assert "What the forecast assumes" in html and "stimuli differ in noise" in html

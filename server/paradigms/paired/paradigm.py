@@ -930,7 +930,7 @@ class PairedComparison(Paradigm):
         """analysis/forecast.py on the study's own votes (server/paradigms/paired/precision.py)."""
         from .precision import simulation_forecast
 
-        return simulation_forecast(session, study, spec)
+        return simulation_forecast(session, study, spec, self.time_prior(spec).unit_s / spec.pairs_per_page)
 
     def simulated_worker(self):
         """``perceptlab simulate``'s worker: votes on each pair by the images' RMSE to the reference (:mod:`simulated_worker`)."""

@@ -103,13 +103,14 @@ FORECAST_REPLICATES = 8  # simulated studies of the dashboard's forecast (percep
 FORECAST_BOOT = 40       # worker-bootstrap resamples per checkpoint
 
 
-def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
+def simulation_forecast(session: Session, study: Study, spec, seconds_prior: float | None = None) -> dict | None:
     """What the study still needs to reach ``[stopping] halfwidth`` by analysis/forecast.py, with the study's own
     votes (non-pilot) as its pilot: the votes, participants, dollars and hours still needed (median of the
     simulated studies, band their 10th to 90th percentile). Seconds of CPU: run on demand, in the background.
-    Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes."""
+    Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes.
+    ``seconds_prior``: the study's own time estimate per trial, for hours when its votes have no usable times."""
     from analysis.formats import build_votes
-    from analysis.forecast import StudyPlan, fit_pilot, forecast, remaining, report
+    from analysis.forecast import StudyPlan, fit_pilot, forecast, remaining, report, with_study_time
     from analysis.threads import limited_blas_threads
 
     from .live_scales import load_study_votes
@@ -134,4 +135,5 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
         fit = fit_pilot(votes, spec.units, n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
         result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
                           replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units=spec.units)
+    plan = with_study_time(plan, fit, seconds_prior)  # no usable times (none, or a bot's)
     return {**remaining(report(result, plan), fit.n_votes), "sampling": sampling}

@@ -605,7 +605,7 @@ class Rating(Paradigm):
         """analysis/rating_forecast.py on the study's own ratings (server/paradigms/rating/precision.py)."""
         from .precision import simulation_forecast
 
-        return simulation_forecast(session, study, spec)
+        return simulation_forecast(session, study, spec, self.time_prior(spec).unit_s / spec.ratings_per_page)
 
     def simulated_worker(self):
         """``perceptlab simulate``'s worker: a P.913-like rater on the study's scale (:mod:`simulated_worker`)."""

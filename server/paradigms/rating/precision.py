@@ -152,14 +152,15 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
 FORECAST_REPLICATES = 20  # simulated studies of the dashboard's forecast (milliseconds each: ratings need no bootstrap)
 
 
-def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
+def simulation_forecast(session: Session, study: Study, spec, seconds_prior: float | None = None) -> dict | None:
     """What the study still needs to reach ``[stopping] halfwidth`` by analysis/rating_forecast.py, with the study's
     own ratings (non-pilot, test stimuli: those :func:`study_precision` counts) as its pilot and every test stimulus
     of the study, rated yet or not: the ratings, participants, dollars and hours still needed (median of the
     simulated studies, band their 10th to 90th percentile). Commits ``session`` before computing (no transaction
     stays open). None without a half-width target, or with too few ratings to fit (two workers, a stimulus rated
-    twice)."""
-    from analysis.forecast import ForecastInputError, StudyPlan, remaining, report
+    twice). ``seconds_prior``: the study's own time estimate per trial, for hours when its ratings have no usable
+    times."""
+    from analysis.forecast import ForecastInputError, StudyPlan, remaining, report, with_study_time
     from analysis.rating_forecast import fit_rating_pilot, forecast_ratings
     from analysis.ratings import build_ratings
 
@@ -192,4 +193,5 @@ def simulation_forecast(session: Session, study: Study, spec) -> dict | None:
         return None
     result = forecast_ratings(fit, spec.halfwidth, quantiles=[spec.quantile], replicates=FORECAST_REPLICATES,
                               seed=study.seed, confidence=CONFIDENCE)
+    plan = with_study_time(plan, fit, seconds_prior)  # no usable times (none, or a bot's)
     return {**remaining(report(result, plan), fit.n_votes), "sampling": result.sampling, "unit": "ratings"}
