@@ -16,7 +16,8 @@ HTTP_TIMEOUT = 120
 
 @pytest.mark.slow  # builds the demo's stimuli and clips in a subprocess
 def test_demo_serves_worker_and_dashboard_links(tmp_path):
-    """One demo run serves both studies: paired comparison ("demo") and motion matching ("demo-motion")."""
+    """One demo run serves its four studies: paired comparison ("demo", "demo-active"), motion matching
+    ("demo-motion") and ratings ("demo-dcr"), and the printed `simulate` line fills each of them."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PERCEPTLAB_DATABASE_URL", None)
     command = [sys.executable, "-m", "server.cli", "demo", "--out", str(tmp_path / "demo"), "--port", "0"]
@@ -51,6 +52,7 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
         check_active_study(output)
         check_rating_study(output, tmp_path)
         check_next_steps(output, tmp_path)
+        check_simulate_every_study(output, tmp_path)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
@@ -112,3 +114,20 @@ def check_next_steps(output: str, tmp_path) -> None:
         assert run.returncode == 0 and re.search(expected, run.stdout, re.M), (line, run.stdout, run.stderr)
     assert (tmp_path / "demo" / "results" / "votes.csv").is_file()
     assert not any(elsewhere.iterdir())
+
+
+DEMO_STUDIES = ("demo", "demo-active", "demo-motion", "demo-dcr")
+
+
+def check_simulate_every_study(output: str, tmp_path) -> None:
+    """The printed `simulate` line, pointed at each of the demo's four studies in turn (one paradigm's
+    simulated worker each: paired comparison twice, motion matching, ratings), finishes every worker: exit 0,
+    none gave up (issue 36: simulate works on every paradigm and on the demo's four studies)."""
+    line = re.search(r"^  fill it with workers:\s+(.+)$", output, re.M).group(1)
+    assert " simulate demo " in line and "--workers 20" in line, line
+    for slug in DEMO_STUDIES:
+        command = line.replace(" simulate demo ", f" simulate {slug} ").replace("--workers 20", "--workers 2 --quiet")
+        run = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        print(f"simulate {slug}:\n{run.stdout}{run.stderr}")  # shown in full when the test fails
+        assert run.returncode == 0, slug
+        assert re.search(r"\b2 completed\b|completed 2\b", run.stdout), (slug, run.stdout)
