@@ -36,7 +36,12 @@ PLAYBACK_COLUMNS = (*_COUNTS, "playback_faithful", "playback_error")
 #: What the browser sends: the exported counts, and the clips' total duration and wall time of playback.
 _LOG_NUMBERS = {"stall_ms": 3_600_000, "dropped_frames": 10_000_000, "presented_frames": 10_000_000,
                 "start_delay_ms": 3_600_000, "replays": 1000, "playing_ms": 3_600_000}
-_LOG_KEYS = (*_LOG_NUMBERS, "error")
+#: Optional numbers of a log: the clips' total duration, and, when clips play together side by side
+#: (media.js playTogether), the largest offset between their pictures during playback (ms).
+_OPTIONAL_NUMBERS = {"duration_ms": 3_600_000, "max_drift_ms": 3_600_000}
+_LOG_KEYS = (*_LOG_NUMBERS, *_OPTIONAL_NUMBERS, "error")
+#: The export's column of the drift between clips played together (empty for clips played alone).
+DRIFT_COLUMN = "max_drift_ms"
 #: Why a clip could not be shown, as the browser names it (media.js MediaFailure.cause).
 FAILURE_CAUSES = ("http", "decode", "timeout", "network", "autoplay")
 #: Per stimulus fields of ``study show --json``'s ``media``.
@@ -92,19 +97,22 @@ def parse_playback(value: Any, fail) -> dict[str, Any] | None:
     """The ``playback`` member of a response body, checked: None when absent; ``fail(message)`` raises.
 
     ``{"stall_ms", "dropped_frames", "presented_frames", "start_delay_ms", "replays", "playing_ms",
-    "duration_ms"?, "error"?}``: milliseconds and frame counts, non-negative; ``error`` one of
-    :data:`FAILURE_CAUSES` followed by ``": "`` and the browser's words.
+    "duration_ms"?, "max_drift_ms"?, "error"?}``: milliseconds and frame counts, non-negative; ``error`` one of
+    :data:`FAILURE_CAUSES` followed by ``": "`` and the browser's words. ``max_drift_ms`` only for clips
+    played together (it is absent, not 0, otherwise).
     """
     if value is None:
         return None
     if not isinstance(value, dict):
         fail("playback must be an object (the clip's playback log)")
-    unknown = sorted(set(value) - set(_LOG_KEYS) - {"duration_ms"})
+    unknown = sorted(set(value) - set(_LOG_KEYS))
     if unknown:
         fail(f"playback: unknown members {', '.join(unknown)}")
     log: dict[str, Any] = {}
-    for key, high in {**_LOG_NUMBERS, "duration_ms": 3_600_000}.items():
-        number = value.get(key, 0 if key == "duration_ms" else None)
+    for key, high in {**_LOG_NUMBERS, **_OPTIONAL_NUMBERS}.items():
+        if key == DRIFT_COLUMN and key not in value:
+            continue
+        number = value.get(key, 0 if key in _OPTIONAL_NUMBERS else None)
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
                 or not 0 <= number <= high:
             fail(f"playback.{key} must be a number in [0, {high}]")
@@ -125,6 +133,13 @@ def playback_columns(log: dict[str, Any] | None, spec: MediaParams) -> dict[str,
     row["playback_faithful"] = "1" if faithful(log, spec) else "0"
     row["playback_error"] = log.get("error", "")
     return row
+
+
+def drift_column(log: dict[str, Any] | None) -> dict[str, Any]:
+    """The export's :data:`DRIFT_COLUMN` of one response: the drift between clips played together, rounded
+    to 0.1 ms; empty for images and clips played alone."""
+    drift = None if log is None else log.get(DRIFT_COLUMN)
+    return {DRIFT_COLUMN: "" if drift is None else round(float(drift), 1)}
 
 
 def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Path] | None = None) -> dict:

@@ -6,7 +6,7 @@ study template``) is made from it. Only ``study.manifests`` is required; a paire
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,9 +14,12 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from stimuli.media import VIDEO
+
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
+from ..media import MediaParams, decode_types, study_media
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
@@ -24,6 +27,8 @@ from .models import Pair, Stimulus, StudySet
 
 KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
+# [media] reference_position: where a video study's reference plays, between the two clips or before them.
+REFERENCE_POSITIONS = ("between", "before")
 
 
 def gold_item_ids(k: int) -> tuple[str, str]:
@@ -56,6 +61,20 @@ Keys 2, 3, ... show enlarged crops of the regions where the images differ most (
 example image); key 1 the whole images. Look there first."""
 _INSTRUCTIONS_AMPLIFIED = "The differences have been amplified so they are easier to see."
 _INSTRUCTIONS_QUIZ = "First comes a short quiz with obvious differences: you must pass it to continue."
+_INSTRUCTIONS_VIDEO = {
+    "between": "In every trial three videos play once, together: the middle one is the reference (the ground "
+               "truth). When they have played, click the video on the LEFT or on the RIGHT that looks more like "
+               "the reference, or press the left or right arrow key.",
+    "before": "In every trial the reference video (the ground truth) plays first, then two videos play "
+              "together side by side. When they have played, click the video on the LEFT or on the RIGHT that "
+              "looks more like the reference, or press the left or right arrow key."}
+
+
+def video_instructions(reference_position: str, quiz: bool) -> str:
+    """The default instructions of a video study (``[media] reference_position``; the quiz's sentence when it
+    has one)."""
+    return "\n\n".join(part for part in (_INSTRUCTIONS_VIDEO[reference_position], quiz and _INSTRUCTIONS_QUIZ)
+                        if part)
 
 
 def default_instructions(stimulus: str = "amplified", crops: bool = True) -> str:
@@ -71,10 +90,11 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 
 @dataclass(frozen=True, kw_only=True)
-class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams):
+class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, MediaParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
+        **MediaParams.SECTION_DOCS,
         "display": "The trial page shows one view at a time, LEFT | REFERENCE | RIGHT: the whole images, or one "
                    "zoom region (keys 1, 2, ... switch at once). `study create` prints the smallest inner window "
                    "(CSS pixels) the study needs and refuses one above 1366 x 657 (a 1366x768 laptop) unless "
@@ -152,6 +172,11 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
         fallback=lambda values, path: default_instructions(values["stimulus"]),
         doc="shown before the quiz, beside the overview image (default: says whether the differences were "
             "amplified, [design] stimulus)")
+    reference_position: str = param(
+        "between", section="media", choices=REFERENCE_POSITIONS,
+        doc='video: "between": the reference plays in the middle, together with the two clips (LEFT | REFERENCE '
+            '| RIGHT, started on the same frame); "before": the reference plays alone first, then the two clips '
+            "together side by side. Images always show the reference between the candidates")
     base_dir: str = field(default=".", compare=False)  # the study file's folder (manifests are relative to it)
 
     @property
@@ -183,18 +208,22 @@ def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
     return parse_spec(StudySpec, data, path, kind=KIND)
 
 
-def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:
-    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.display`).
+def window_requirement(spec: StudySpec, sets=None, media: dict | None = None) -> WindowRequirement:
+    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.display`), and for
+    videos the codecs the browser must decode (:func:`server.paradigms.media.decode_types`).
 
-    ``sets``: ``(width, height, crop boxes)`` of each set; by default read from the spec's manifests
-    (before the study exists: ``study create``, ``launch``).
+    ``sets``: ``(width, height, crop boxes)`` of each set, and ``media`` the study's; by default read from the
+    spec's manifests (before the study exists: ``study create``, ``launch``).
     """
     names = None
     if sets is None:
-        manifests = [manifest for _, manifest in _scene_manifests(spec)]
+        scenes = _scene_manifests(spec)
+        manifests = [manifest for _, manifest in scenes]
         sets, names = manifest_sets(manifests), [manifest["scene_id"] for manifest in manifests]
-    return pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height), sets,
-                          names)
+        media = study_media(scenes, common_root([folder.resolve() for folder, _ in scenes]))
+    requirement = pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height),
+                                 sets, names)
+    return replace(requirement, decode=decode_types(media or {}))
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -239,11 +268,16 @@ def create_study(session: Session, spec: StudySpec) -> Study:
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)
     check_resolve_items(spec.resolve, [{c["id"] for c in m["candidates"]} for _, m in scenes])
-    if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
-        raise StudyDefinitionError("the stimuli have no gold pairs (prepared with --gold-pairs 0): "
-                                   "set [quality] quiz_size = 0 and gold_rate = 0")
     root = stimulus_root(spec)
-    config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
+    media = study_media([(folder.resolve(), manifest) for folder, manifest in scenes], root)
+    if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
+        raise StudyDefinitionError(
+            "video clips have no gold pairs (no quiz, no hidden gold yet): set [quality] quiz_size = 0 and "
+            "gold_rate = 0" if media["kind"] == VIDEO else
+            "the stimuli have no gold pairs (prepared with --gold-pairs 0): set [quality] quiz_size = 0 and "
+            "gold_rate = 0")
+    # The key of the study's opaque stimulus names; what it shows (server/paradigms/media.py).
+    config = {**spec.to_config(), SALT_KEY: new_salt(), "media": media}
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     rng = np.random.default_rng(spec.seed)
@@ -262,9 +296,11 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         return full.relative_to(root).as_posix()
 
     scene_id = manifest["scene_id"]
+    # Video clips are delivered as prepared (stimuli/video.py): no amplified copy, no crops, no overview.
+    shown = "original" if (manifest.get("media") or {}).get("kind") == VIDEO else spec.stimulus
     study_set = StudySet(study=study, name=scene_id,
                          reference={"full": rel(manifest["reference"]["path"]),
-                                    "crops": [rel(p) for p in manifest["reference"]["crops"]]},
+                                    "crops": [rel(p) for p in manifest["reference"].get("crops", [])]},
                          overview=rel(manifest["overview"]) if manifest.get("overview") else None,
                          crops={"boxes": manifest.get("crops", [])},
                          image_width=manifest["image_size"]["width"], image_height=manifest["image_size"]["height"])
@@ -272,8 +308,8 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
     session.flush()
     def make_stimulus(item_id: str, kind: str, entry: dict) -> Stimulus:
         """A candidate or gold image as the study shows it (``spec.stimulus``: amplified or original)."""
-        crops = [rel(c[spec.stimulus]) for c in sorted(entry["crops"], key=lambda c: c["rank"])]
-        return Stimulus(item_id=item_id, kind=kind, full=rel(entry[spec.stimulus]), crops={"paths": crops})
+        crops = [rel(c[shown]) for c in sorted(entry.get("crops", []), key=lambda c: c["rank"])]
+        return Stimulus(item_id=item_id, kind=kind, full=rel(entry[shown]), crops={"paths": crops})
 
     stimuli = {c["id"]: make_stimulus(c["id"], "candidate", c) for c in manifest["candidates"]}
     gold_ids = []

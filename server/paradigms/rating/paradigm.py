@@ -39,10 +39,10 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
-                    stop, study_ref)
+                    stop, study_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
-from ..media import media_of, parse_playback, state_media, stimulus_fields
+from ..media import parse_playback, state_media, stimulus_fields
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
 from .allocation import (COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, hidden_references_for,
@@ -74,15 +74,6 @@ class StimulusLayout(NamedTuple):
 
 _LAYOUT = select(_stimulus.c.id, _stimulus.c.role, _stimulus.c.path, _stimulus.c.reference_path, _stimulus.c.width,
                  _stimulus.c.height).where(_stimulus.c.study_id == bindparam("study_id"))
-
-
-def study_media(session: Session, study_id: int) -> dict:
-    """The study's media (server/paradigms/media.py), read once per process (fixed at creation)."""
-    known = fixed_study_facts(session, "rating.media")
-    media = known.get(study_id)
-    if media is None:
-        media = known.setdefault(study_id, media_of(session.get(Study, study_id).config))
-    return media
 
 
 def study_stimuli(session: Session, study_id: int) -> dict[int, StimulusLayout]:
