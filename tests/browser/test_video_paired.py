@@ -136,3 +136,36 @@ def test_an_autoplay_refusal_becomes_a_click_and_a_replay_is_logged(worker_page,
     assert vote.chose_left  # the click on the right before playback did not count
     log = vote.playback
     assert log["replays"] == 1 and log["presented_frames"] >= 50 and log["duration_ms"] == 1000.0
+
+
+def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, live_server, video_clips, tmp_path):
+    """A rule no playback can meet (no time beyond the clips': every start takes some) plays the trial's clips
+    again max_repeats times; the vote is stored with its last playback, flagged unfaithful in votes.csv."""
+    from sqlalchemy import select
+
+    from server.models import Study
+    from server.paradigms.paired import PARADIGM
+    from server.services import app_services
+
+    shutil.copytree(video_clips, tmp_path / "prepared")
+    slug = create_paired_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vpcrule",
+                               media={"max_extra_playing_ms": 0.0, "max_repeats": 1}, **TEXTS)
+    page = worker_page
+    page.goto(f"{live_server}/s/{slug}?participant=PRULE")
+    page.check("#agree")
+    page.click("#btn-consent")
+    page.click("#btn-start")
+    trial = page.locator("#trial")
+    expect(trial).to_have_attribute("data-played", "true")
+    assert trial.get_attribute("data-repeats") == "1"
+    trial_id = trial.get_attribute("data-trial-id")
+    page.click("#trial [data-side=left]")
+    page.wait_for_function("window.assignmentDriver.queue.pending === 0")
+    log = _votes(app, _assignment(app, "PRULE").id)[trial_id].playback
+    # The last of the two playbacks: three clips of 25 frames (see above for the bounds).
+    assert log["replays"] == 0 and 50 <= log["presented_frames"] <= 78 and log["playing_ms"] > log["duration_ms"]
+    with app_services(app).sessions() as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
+        export = PARADIGM.export(session, study_id, salt=None).files["votes.csv"]
+    header, row = export.splitlines()[:2]
+    assert dict(zip(header.split(","), row.split(",")))["playback_faithful"] == "0"
