@@ -13,3 +13,11 @@ REFUSE_FIRST_PLAY = """(() => {
     return play.call(this);
   };
 })();"""
+
+
+def enter_and_start(page, url: str) -> None:
+    """Open a worker link, agree to the consent and start (the instructions' button)."""
+    page.goto(url)
+    page.check("#agree")
+    page.click("#btn-consent")
+    page.click("#btn-start")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser._media_support import REFUSE_FIRST_PLAY
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
 from tests.browser._worker_support import _assignment, _page_action, _status, _votes
 from tests.server.video_support import create_paired_study
 
@@ -111,10 +111,7 @@ def test_an_autoplay_refusal_becomes_a_click_and_a_replay_is_logged(worker_page,
                                media={"replays": 1}, **TEXTS)
     page = worker_page
     page.add_init_script(REFUSE_FIRST_PLAY)
-    page.goto(f"{live_server}/s/{slug}?participant=PCLICK")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=PCLICK")
     play = page.locator("#pc-play")
     expect(play).to_be_visible()  # not a stuck page: a button says what to do
     trial = page.locator("#trial")
@@ -151,10 +148,7 @@ def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, li
     slug = create_paired_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vpcrule",
                                media={"max_extra_playing_ms": 0.0, "max_repeats": 1}, **TEXTS)
     page = worker_page
-    page.goto(f"{live_server}/s/{slug}?participant=PRULE")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=PRULE")
     trial = page.locator("#trial")
     expect(trial).to_have_attribute("data-played", "true")
     assert trial.get_attribute("data-repeats") == "1"

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser._media_support import REFUSE_FIRST_PLAY
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
 from tests.browser._rating_support import assignment_of, rate, status, stored_ratings
 from tests.server.rating_support import create_rating_study
 from tests.server.video_support import prepare_videos, video_scenes
@@ -93,10 +93,7 @@ def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page,
                                **{**STUDY, "rating": {**STUDY["rating"], "method": "acr"}, "media": {"replays": 1}})
     page = worker_page
     page.add_init_script(REFUSE_FIRST_PLAY)
-    page.goto(f"{live_server}/s/{slug}?participant=V3")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=V3")
     play = page.locator("#rating-play")
     expect(play).to_be_visible()  # not a stuck page: a button says what to do
     expect(page.locator("#trial")).not_to_have_attribute("data-played", "true")
@@ -128,10 +125,7 @@ def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, li
                                **{**STUDY, "rating": {**STUDY["rating"], "method": "acr"},
                                   "media": {"max_extra_playing_ms": 0.0, "max_repeats": 1}})
     page = worker_page
-    page.goto(f"{live_server}/s/{slug}?participant=V4")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=V4")
     trial = page.locator("#trial")
     expect(trial).to_have_attribute("data-played", "true")
     assert trial.get_attribute("data-repeats") == "1"
