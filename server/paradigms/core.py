@@ -153,7 +153,7 @@ def fixed_study_facts(session: Session, name: str) -> dict[int, Any]:
     return caches.setdefault(name, {})
 
 
-def study_media(session: Session, study_id: int) -> dict:
+def stored_media(session: Session, study_id: int) -> dict:
     """The study's media (:func:`server.paradigms.media.media_of`), read once per process (fixed at creation)."""
     known = fixed_study_facts(session, "media")
     media = known.get(study_id)

@@ -5,7 +5,8 @@ says whether a playback was faithful.
 A paradigm holds no media code: it stores :func:`study_media` in its study's config when it creates
 the study, sends :func:`state_media` in its State and each stimulus's :func:`stimulus_fields`, takes
 the ``playback`` member of a response through :func:`parse_playback` and exports
-:data:`PLAYBACK_COLUMNS` with :func:`playback_columns`. The browser half is
+:data:`PLAYBACK_COLUMNS` with :func:`playback_columns` (and, for clips played together side by side, the
+drift between them: :data:`DRIFT_COLUMN`, :func:`drift_column`). The browser half is
 ``experiment_ui/static/js/media.js`` (preload, decoding check, playback and its log).
 
 **The playback rule** (ITU-T P.910's crowd toolkit, microsoft/P.910 ``master.cfg``): a playback is

@@ -105,7 +105,8 @@ def test_a_video_paired_study_from_consent_to_the_code_plays_both_clips_and_logs
 
 
 
-def test_an_autoplay_refusal_becomes_a_click_and_a_replay_is_logged(worker_page, app, live_server, video_clips, tmp_path):
+def test_an_autoplay_refusal_becomes_a_click_and_a_replay_is_logged(worker_page, app, live_server, video_clips,
+                                                                    tmp_path):
     shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_paired_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vpcclick",
                                media={"replays": 1}, **TEXTS)

@@ -39,8 +39,8 @@ def worker_page(browser):
     context.close()
 
 
-def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(worker_page, app, live_server, video_clips,
-                                                                              tmp_path):
+def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(worker_page, app, live_server,
+                                                                              video_clips, tmp_path):
     shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vdcr", **STUDY)
     page = worker_page
@@ -87,7 +87,8 @@ def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(wo
 
 
 
-def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page, app, live_server, video_clips, tmp_path):
+def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page, app, live_server, video_clips,
+                                                                   tmp_path):
     shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vclick",
                                **{**STUDY, "rating": {**STUDY["rating"], "method": "acr"}, "media": {"replays": 1}})

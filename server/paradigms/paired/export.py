@@ -1,6 +1,7 @@
 """Paired comparison's export files: votes.csv (ARCHITECTURE.md, File formats; the input of
-``perceptlab analyze``; video votes add their playback log's columns, :data:`server.paradigms.media.PLAYBACK_COLUMNS`
-and the drift between the clips, judged by the study's ``[media]`` rule) and its per-worker columns of workers.csv (pages, votes, gold and quiz scores),
+``perceptlab analyze``; video votes add their playback log's columns,
+:data:`server.paradigms.media.PLAYBACK_COLUMNS` and the drift between the clips, judged by the study's
+``[media]`` rule) and its per-worker columns of workers.csv (pages, votes, gold and quiz scores),
 on the pseudonyms and per-worker facts every study shares (:mod:`server.worker_records`).
 
 Rows are read with one query each; the CSV text is written by :mod:`analysis.formats`, so

@@ -39,7 +39,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, 
                    ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
                    allocation_lock, as_object, check_replay, completion_info, ended_error,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
-                   spec_for, stop, study_media, study_ref)
+                   spec_for, stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import PC_CHROME, WindowRequirement, pc_views
 from ..media import parse_playback, state_media, stimulus_fields
@@ -580,7 +580,8 @@ def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = T
     sqlalchemy.exc.IntegrityError
         The vote's client ID is stored already (for another trial).
     """
-    if connection.dialect.name == "postgresql" and row.get("playback") is None:  # a video vote: the statements below
+    # A vote with a playback log (video) takes the statements below on PostgreSQL too: vote.sql stores none.
+    if connection.dialect.name == "postgresql" and row.get("playback") is None:
         found = connection.execute(_STORE_VOTE_POSTGRESQL, {**{k: v for k, v in row.items() if k != "playback"},
                                                             "until": reserved_until, "count_pair": count}).first()
         return None if found is None else StoredVote._make(found)
@@ -700,7 +701,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy,
-                                   study_media(session, assignment.study_id))
+                                   stored_media(session, assignment.study_id))
     elif assignment.stage in TERMINAL_STAGES:
         ended = as_object(session, assignment)
         message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
@@ -723,7 +724,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                     "floor": [spec.min_window_width, spec.min_window_height], "chrome": PC_CHROME},
         "completion": completion,
-        **_state_media(study_media(session, assignment.study_id), spec),
+        **_state_media(stored_media(session, assignment.study_id), spec),
     }
 
 
@@ -836,7 +837,8 @@ class PairedComparison(Paradigm):
     title = "paired comparison"
     state_schema = "State"
     shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)
-    video_launch_values = ({("quality", "quiz_size"): 0, ("quality", "gold_rate"): 0.0, ("design", "stimulus"): "original"},
+    video_launch_values = ({("quality", "quiz_size"): 0, ("quality", "gold_rate"): 0.0,
+                            ("design", "stimulus"): "original"},
                            "video clips have no gold pairs yet: no quiz and no hidden gold ([quality] quiz_size = 0, "
                            "gold_rate = 0); clips are shown as prepared ([design] stimulus = \"original\")")
     spec_class = StudySpec
@@ -897,13 +899,13 @@ class PairedComparison(Paradigm):
             layout = study_layout(session, study.id)
             sets = [(s.width, s.height, s.boxes) for s in layout.sets.values()]
             found = cache[study.id] = paired_study.window_requirement(spec_for(session, study.id), sets,
-                                                                      study_media(session, study.id))
+                                                                      stored_media(session, study.id))
         return found
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
         """The first set: its overview (or reference) illustrates the instructions and the HIT preview; video
         studies show no clip there (``video``: the pages speak of videos)."""
-        if study_media(session, study.id).get("kind") == "video":
+        if stored_media(session, study.id).get("kind") == "video":
             return {"example": None, "video": True}
         return {"example": study.sets[0] if study.sets else None, "video": False}
 
@@ -916,7 +918,7 @@ class PairedComparison(Paradigm):
         for video clips the default ones of videos (:func:`~.study.video_instructions`)."""
         if spec.instructions != paired_study.default_instructions(spec.stimulus):
             return spec.instructions
-        if study_media(session, study.id).get("kind") == "video":
+        if stored_media(session, study.id).get("kind") == "video":
             return paired_study.video_instructions(spec.reference_position, spec.quiz_size > 0)
         if not any(study_set.crops.get("boxes") for study_set in study.sets):
             return paired_study.default_instructions(spec.stimulus, crops=False)

@@ -65,7 +65,7 @@ class PairedWorker(SimulatedWorker):
         correct = None if gap is None or gap == 0 else (choice == "right") == (gap > 0)
         body = {"trial_id": str(trial["trial_id"]), "choice": choice, "rt_ms": self.rt_ms(), "input": self.input,
                 "client_time": now_iso(), "window": dict(WINDOW)}
-        if trial["reference"].get("kind") == "video":  # the clips as pc_trial.js plays them ([media] reference_position)
+        if trial["reference"].get("kind") == "video":  # as pc_trial.js plays them ([media] reference_position)
             pair = [trial["left"], trial["right"]]
             before = state["media"].get("reference_position") == "before"
             body["playback"] = self.playback([[trial["reference"]], pair] if before else [[*pair, trial["reference"]]])

@@ -39,7 +39,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
-                    stop, study_media, study_ref)
+                    stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
 from ..media import parse_playback, state_media, stimulus_fields
@@ -423,7 +423,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             stimuli = study_stimuli(session, assignment.study_id)
-            media = study_media(session, assignment.study_id)
+            media = stored_media(session, assignment.study_id)
             trials = [{"id": row.id, "position": row.position, "answered": row.answered,
                        "images": trial_images(spec.method, stimuli[row.stimulus_id], row.reference_first, url_for,
                                               media)}
@@ -444,7 +444,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
             "scale": scale_of(spec.method).as_state(spec.slider, spec.question),
             "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                         "floor": [spec.min_window_width, spec.min_window_height]},
-            "page": page, **state_media(study_media(session, assignment.study_id), spec)}
+            "page": page, **state_media(stored_media(session, assignment.study_id), spec)}
 
 
 # ---------------------------------------------------------------- dashboard, pay
@@ -514,7 +514,7 @@ class Rating(Paradigm):
         if found is None:
             sizes = {(s.width, s.height) for s in study_stimuli(session, study.id).values()}
             found = cache[study.id] = rating_study.window_for(spec_for(session, study.id), sorted(sizes),
-                                                              study_media(session, study.id))
+                                                              stored_media(session, study.id))
         return found
 
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
