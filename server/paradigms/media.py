@@ -21,10 +21,13 @@ keeps them).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from stimuli.media import IMAGE, VIDEO, MediaError, manifest_media, probe
 
@@ -230,3 +233,49 @@ def show_media(config: dict[str, Any]) -> dict[str, Any]:
         return {"kind": media.get("kind", IMAGE)}
     return {"kind": VIDEO, "codecs": media["codecs"], "entry_decoding_check": media["entry_decoding_check"],
             "stimuli": media["stimuli"]}
+
+
+def write_check_clips(folder: Path, manifest: dict, target: Path, *, seed: int,
+                      n_degraded: int) -> tuple[Path, list[Path]]:
+    """A video scene's hidden reference and ``n_degraded`` strongly degraded clips (washed out and blurred),
+    written under ``target`` through the delivery encoder path (:func:`stimuli.video.write_check_clip`), each
+    sized like a candidate drawn at random (seeded by ``seed`` and the scene): neither metadata, size nor
+    bitrate tells them from real clips. Named by their content: never new bytes under a name a study serves.
+
+    Returns
+    -------
+    tuple
+        The hidden reference's path, then the degraded clips' paths.
+
+    Raises
+    ------
+    StudyDefinitionError
+        A clip cannot be written (an unwritable stimulus folder, an unreadable reference).
+    """
+    from stimuli.video import washed_out_blur, write_check_clip
+
+    scene = manifest["scene_id"]
+    parameters = manifest.get("parameters") or {}
+    reference = folder / manifest["reference"]["path"]
+    stems = ["hidden_reference", *(f"original/gold_low_{k}" for k in range(1, n_degraded + 1))]
+    rng = np.random.default_rng([seed, *scene.encode("utf-8")])
+    written = []
+    try:
+        sizes = [(folder / c["original"]).stat().st_size for c in manifest["candidates"]]
+        (target / "original").mkdir(parents=True, exist_ok=True)
+        for k, stem in enumerate(stems):
+            scratch = (target / stem).with_name(f".{Path(stem).name}.new.mp4")
+            write_check_clip(reference, scratch, crf=float(parameters.get("crf", 12)),
+                             preset=str(parameters.get("preset", "medium")),
+                             degrade=None if k == 0 else washed_out_blur, target_bytes=int(rng.choice(sizes)))
+            data = scratch.read_bytes()
+            path = target / f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.mp4"
+            if path.is_file() and path.read_bytes() == data:
+                scratch.unlink()
+            else:
+                scratch.replace(path)
+            written.append(path)
+    except (MediaError, OSError) as exc:
+        raise StudyDefinitionError(f"scene {scene!r}: the quality checks' clips cannot be written ({exc}); the "
+                                   "stimulus folder must be writable when the study is created") from None
+    return written[0], written[1:]

@@ -174,12 +174,33 @@ def test_a_bad_playback_log_is_one_clear_400_and_nothing_is_stored(app, video_cl
     assert worker.vote(trial_id, playback=CLEAN)[0] == 201
 
 
-def test_a_video_paired_study_with_a_quiz_is_refused_in_one_line(app, video_clips, tmp_path):
-    from server.paradigms import StudyDefinitionError
+def test_a_video_paired_study_has_gold_pairs_of_check_clips_for_its_quiz(app, video_clips, tmp_path):
+    """Gold pairs of clips: a hidden reference (the reference through the delivery encoder) against washed-out,
+    blurred clips, written at creation, described in the study's media, and nothing in the State tells them from
+    the candidates; the quiz is taken with them and passed by the right answers."""
+    from server.cli.cmd_study import _show_json
 
-    with pytest.raises(StudyDefinitionError, match="^video clips have no gold pairs"):
-        create_paired_study(app, _copy(video_clips, tmp_path), tmp_path, "vpcquiz",
-                            quality={"quiz_size": 2, "gold_rate": 0.0})
+    from .conftest import gold_side
+
+    slug = create_paired_study(app, _copy(video_clips, tmp_path), tmp_path, "vpcquiz",
+                               quality={"quiz_size": 2, "gold_rate": 0.25, "gold_min_answered": 1})
+    with app_services(app).sessions() as session:
+        media = json.loads(_show_json(session, session.scalar(select(Study).where(Study.slug == slug))))["media"]
+    checks = sorted(path for path in media["stimuli"] if path.split("/")[0] == "pc")  # the scene's folder is the root
+    assert len(checks) == 3 and all(p.endswith(".mp4") for p in checks)  # one hidden reference, two degraded
+    assert all(media["stimuli"][p] == {"duration_s": 1.0, "fps": 25.0, "width": 128, "height": 96, "codec": "h264"}
+               for p in checks)
+    worker = PairedWorker(SpecClient(app.test_client()), slug)
+    state = worker.start()
+    assert state["stage"] == "quiz" and len(state["page"]["trials"]) == 2
+    for trial in state["page"]["trials"]:
+        for side in ("left", "right"):  # gold clips described as every clip, under opaque names
+            assert set(trial[side]) == {"full", "crops", "width", "height", "kind", "duration_s", "fps"}
+            assert "gold" not in trial[side]["full"] and "hidden" not in trial[side]["full"]
+        status, body = worker.vote(trial["trial_id"], gold_side(app, trial), playback=CLEAN)
+        assert status == 201 and body["feedback"] == {"correct": True}, body
+    state = worker.client.get(f"/api/v1/assignments/{worker.assignment_id}/state", headers=worker.headers).json
+    assert state["stage"] == "trials" and sum(gold_side(app, t) is not None for t in state["page"]["trials"]) == 1
 
 
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
@@ -193,7 +214,7 @@ def test_launch_makes_a_video_paired_study_and_zoom_is_refused(instance, video_c
     result = CliRunner().invoke(cli, ["launch", str(folder), *URL, "--paradigm", "paired", "--pairs-per-page", "3",
                                       *CONSENT])
     assert result.exit_code == 0, result.output
-    assert "videos: video clips have no gold pairs yet" in result.output
+    assert "videos: clips are shown as prepared" in result.output
     shown = CliRunner().invoke(cli, ["study", "show", "clips", "--json"])
     assert shown.exit_code == 0, shown.output
     described = json.loads(shown.output)
@@ -215,13 +236,17 @@ def test_simulated_workers_vote_on_clips_and_send_playback_logs(app, video_clips
     playback log of the clips as the browser plays them; stored by the regular path (vote.sql has no log)."""
     from server.simulate_client import run_simulation
 
+    # "before" with a quiz of gold clips, which honest simulated workers pass (the degraded clip's middle frame
+    # is far from the reference's).
+    quiz = {"quality": {"quiz_size": 2, "gold_rate": 0.0}} if position == "before" else {}
     slug = create_paired_study(app, _copy(video_clips, tmp_path), tmp_path, f"vpcsim-{position}",
-                               media={"reference_position": position})
+                               media={"reference_position": position}, **quiz)
     report = run_simulation(live_server, slug, workers=2, spam=0.0, concurrency=2, seed=3, pages=1, progress=False)
     assert report.gave_up_count == 0 and not report.errors, report.to_dict()
     with app_services(app).sessions() as session:
         logs = session.scalars(select(Vote.playback)).all()
-    assert len(logs) == 6 and all(log["presented_frames"] + log["dropped_frames"] == 75 for log in logs)
+    assert len(logs) == 6 + 2 * 2 * bool(quiz) and all(log["presented_frames"] + log["dropped_frames"] == 75
+                                                      for log in logs)
     # Between: the three clips play together (1 s); before: the reference, then the two clips (2 s).
     duration = 1000.0 if position == "between" else 2000.0
     assert all(log["duration_ms"] == duration and log["stall_ms"] == 0 and log["max_drift_ms"] >= 0 for log in logs)

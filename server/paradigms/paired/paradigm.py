@@ -837,10 +837,9 @@ class PairedComparison(Paradigm):
     title = "paired comparison"
     state_schema = "State"
     shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)
-    video_launch_values = ({("quality", "quiz_size"): 0, ("quality", "gold_rate"): 0.0,
-                            ("design", "stimulus"): "original"},
-                           "video clips have no gold pairs yet: no quiz and no hidden gold ([quality] quiz_size = 0, "
-                           "gold_rate = 0); clips are shown as prepared ([design] stimulus = \"original\")")
+    video_launch_values = ({("design", "stimulus"): "original"},
+                           "clips are shown as prepared ([design] stimulus = \"original\"); their gold pairs are "
+                           "hidden references against washed-out, blurred clips, written at creation")
     spec_class = StudySpec
     template = paired_study.STUDY_TEMPLATE
     app_stages = frozenset(PAGE_STAGES)

@@ -19,7 +19,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import POLICIES, WindowRequirement, manifest_sets, pc_requirement
-from ..media import MediaParams, decode_types, study_media
+from ..media import MediaParams, decode_types, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
@@ -29,6 +29,9 @@ KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
 # [media] reference_position: where a video study's reference plays, between the two clips or before them.
 REFERENCE_POSITIONS = ("between", "before")
+# Video scenes' gold pairs (a hidden reference against a washed-out, blurred clip), in each scene's folder.
+CHECK_FOLDER = "pc"
+VIDEO_GOLD_PAIRS = 2
 
 
 def gold_item_ids(k: int) -> tuple[str, str]:
@@ -269,26 +272,30 @@ def create_study(session: Session, spec: StudySpec) -> Study:
     scenes = _scene_manifests(spec)
     check_resolve_items(spec.resolve, [{c["id"] for c in m["candidates"]} for _, m in scenes])
     root = stimulus_root(spec)
-    media = study_media([(folder.resolve(), manifest) for folder, manifest in scenes], root)
-    if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
-        raise StudyDefinitionError(
-            "video clips have no gold pairs (no quiz, no hidden gold yet): set [quality] quiz_size = 0 and "
-            "gold_rate = 0" if media["kind"] == VIDEO else
-            "the stimuli have no gold pairs (prepared with --gold-pairs 0): set [quality] quiz_size = 0 and "
-            "gold_rate = 0")
-    # The key of the study's opaque stimulus names; what it shows (server/paradigms/media.py).
+    checks = spec.quiz_size > 0 or spec.gold_per_page > 0
+    gold = {manifest["scene_id"]: _video_gold_entries(spec, folder.resolve(), manifest) if _is_video(manifest)
+            else _gold_entries(folder, manifest) for folder, manifest in scenes} if checks else {}
+    if checks and not any(gold.values()):
+        raise StudyDefinitionError("the stimuli have no gold pairs (prepared with --gold-pairs 0): "
+                                   "set [quality] quiz_size = 0 and gold_rate = 0")
+    # What the study shows (server/paradigms/media.py), the video gold pairs' clips included.
+    clips = {str(Path(path).relative_to(root).as_posix()): Path(path) for folder, manifest in scenes
+             if _is_video(manifest) for entry in gold.get(manifest["scene_id"], [])
+             for path in (folder.resolve() / entry["better"]["original"], folder.resolve() / entry["worse"]["original"])}
+    media = study_media([(folder.resolve(), manifest) for folder, manifest in scenes], root, clips)
+    # The key of the study's opaque stimulus names; what it shows.
     config = {**spec.to_config(), SALT_KEY: new_salt(), "media": media}
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     rng = np.random.default_rng(spec.seed)
     for folder, manifest in scenes:
-        _add_scene(session, study, spec, root, folder.resolve(), manifest, rng)
+        _add_scene(session, study, spec, root, folder.resolve(), manifest, rng, gold.get(manifest["scene_id"], []))
     session.flush()
     return study
 
 
 def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, folder: Path, manifest: dict,
-               rng: np.random.Generator) -> None:
+               rng: np.random.Generator, gold: list[dict]) -> None:
     def rel(path: str) -> str:
         full = folder / path
         if not full.is_file():
@@ -297,7 +304,7 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
 
     scene_id = manifest["scene_id"]
     # Video clips are delivered as prepared (stimuli/video.py): no amplified copy, no crops, no overview.
-    shown = "original" if (manifest.get("media") or {}).get("kind") == VIDEO else spec.stimulus
+    shown = "original" if _is_video(manifest) else spec.stimulus
     study_set = StudySet(study=study, name=scene_id,
                          reference={"full": rel(manifest["reference"]["path"]),
                                     "crops": [rel(p) for p in manifest["reference"].get("crops", [])]},
@@ -313,11 +320,11 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
 
     stimuli = {c["id"]: make_stimulus(c["id"], "candidate", c) for c in manifest["candidates"]}
     gold_ids = []
-    for k, gold in enumerate(_gold_entries(folder, manifest), start=1):
+    for k, entry in enumerate(gold, start=1):
         # Both gold images are files of their own, shown like candidates: never the reference's file.
         better_id, worse_id = gold_item_ids(k)
-        stimuli[better_id] = make_stimulus(better_id, "gold_good", gold["better"])
-        stimuli[worse_id] = make_stimulus(worse_id, "gold_bad", gold["worse"])
+        stimuli[better_id] = make_stimulus(better_id, "gold_good", entry["better"])
+        stimuli[worse_id] = make_stimulus(worse_id, "gold_bad", entry["worse"])
         gold_ids.append((better_id, worse_id))
     for stimulus in stimuli.values():
         stimulus.set_id = study_set.id
@@ -330,6 +337,23 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[better_id].id,
                          stimulus_b_id=stimuli[worse_id].id, target_votes=0, is_gold=True,
                          gold_winner_id=stimuli[better_id].id))
+
+
+def _is_video(manifest: dict) -> bool:
+    """Whether a prepared scene shows video clips (stimuli/video.py writes its ``media``)."""
+    return (manifest.get("media") or {}).get("kind") == VIDEO
+
+
+def _video_gold_entries(spec: StudySpec, folder: Path, manifest: dict) -> list[dict]:
+    """A video scene's gold pairs, in the manifest's gold shape: a hidden reference (the reference through the
+    delivery encoder) against each of :data:`VIDEO_GOLD_PAIRS` washed-out, blurred clips, written into the
+    scene's :data:`CHECK_FOLDER` (:func:`server.paradigms.media.write_check_clips`: sized like the candidates,
+    the same metadata); the hidden reference is the better clip."""
+    hidden, degraded = write_check_clips(folder, manifest, folder / CHECK_FOLDER, seed=spec.seed,
+                                         n_degraded=VIDEO_GOLD_PAIRS)
+    better = hidden.relative_to(folder).as_posix()
+    return [{"better": {"original": better, "crops": []}, "worse": {"original": path.relative_to(folder).as_posix(),
+                                                                   "crops": []}} for path in degraded]
 
 
 def _gold_entries(folder: Path, manifest: dict) -> list[dict]:
