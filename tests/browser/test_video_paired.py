@@ -10,7 +10,6 @@ the test asserts no duration, only what was played and logged.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect

@@ -9,7 +9,6 @@ MediaCapabilities supported for avc1), VP9 and AV1 in MP4, but not HEVC.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
