@@ -579,6 +579,25 @@ class SimulatedWorker:
         """A response time: lognormal around :data:`MEDIAN_RT_MS`."""
         return round(float(self.rng.lognormal(math.log(MEDIAN_RT_MS), RT_LOG_SIGMA)), 1)
 
+    def playback(self, sequence: list[list[dict[str, Any]]]) -> dict[str, float]:
+        """A simulated playback log of a video trial (media.js's log, server/paradigms/media.py parse_playback):
+        ``sequence`` lists what plays one after the other, each step the clips (the State's stimuli, with
+        ``duration_s`` and ``fps``) that play together. A start delay of a few frames per step, now and then
+        a dropped frame, no stall; steps of several clips add ``max_drift_ms``, a few ms of drift."""
+        def frames(clip: dict[str, Any]) -> int:
+            return round(float(clip.get("duration_s") or 0.0) * float(clip.get("fps") or 25.0))
+
+        duration_ms = sum(max(1000.0 * float(clip.get("duration_s") or 0.0) for clip in step) for step in sequence)
+        total = sum(frames(clip) for step in sequence for clip in step)
+        dropped = int(self.rng.binomial(total, 0.002))
+        start_delay = float(sum(self.rng.gamma(4.0, 10.0) for _ in sequence))
+        log = {"stall_ms": 0.0, "dropped_frames": dropped, "presented_frames": total - dropped,
+               "start_delay_ms": round(start_delay, 1), "replays": 0,
+               "playing_ms": round(duration_ms + start_delay, 1), "duration_ms": round(duration_ms, 1)}
+        if any(len(step) > 1 for step in sequence):
+            log["max_drift_ms"] = round(float(self.rng.gamma(2.0, 2.0)), 1)
+        return log
+
     async def answer(self, trial: dict[str, Any], state: dict[str, Any]) -> Answer:
         """The response to one open trial of a page (stage quiz or trials) of the State ``state``."""
         raise GiveUp(f"client:no_pages:{type(self).__name__}", "this paradigm's worker answers no pages")

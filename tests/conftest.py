@@ -92,6 +92,21 @@ def motion_clips(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "motion", build)
 
 
+@pytest.fixture(scope="session")
+def video_clips(tmp_path_factory) -> Path:
+    """One video content of three noisy candidates (128x96, 1 s at 25 fps, tests/server/video_support.py)
+    prepared for delivery (H.264 MP4), built once per test run: the prepared folder, beside it ``scenes``
+    (the sources). Tests copy it before creating a study (which writes check clips beside the scenes)."""
+    from tests.server.video_support import prepare_videos, video_scenes
+
+    def build(folder: Path) -> Path:
+        video_scenes(folder / "scenes", contents=1)
+        prepare_videos(folder / "scenes", folder / "prepared")
+        return folder / "prepared"
+
+    return built_once(tmp_path_factory, "video_clips", build)
+
+
 def _digest(array) -> tuple:
     """A key of an array's content (its shape, dtype and bytes)."""
     array = np.ascontiguousarray(array)

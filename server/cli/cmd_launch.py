@@ -122,8 +122,10 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
     as for `perceptlab stimuli prepare`), or a folder `perceptlab stimuli prepare` wrote (used as it is).
     Both paradigms take the same folders: a paired study compares a scene's versions two by two against
     the reference, a rating study rates each version (ACR alone, DCR after the reference, CCR beside it).
-    Scene folders of video clips (reference.mp4, .y4m, .webm ...) make a video rating study (--paradigm
-    rating); paired comparison shows images only.
+    Both take images and videos alike: scene folders of video clips (reference.mp4, .y4m, .webm ...) make a
+    video study, played without controls after a whole-file preload (paired comparison: the two clips side
+    by side, started on the same frame, the reference between them or before them, [media]
+    reference_position).
 
     \b
     1. stimuli: prepared into INSTANCE/stimuli/SLUG/prepared (reused while the scenes are unchanged);
@@ -153,13 +155,17 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
                    if value is not None}
     stimuli = _Stimuli(scenes, instance / "stimuli" / slug, seed or 0, preparation)
     kind = _launch_kind(paradigm, study_file)
-    _refuse_videos(scenes, kind)
+    video = _refuse_videos(scenes, kind)
+    if video:
+        _refuse_image_options(preparation, stimulus)
     values = _study_values(slug, title, stimuli.manifest, seed, kind, votes_per_pair=votes_per_pair,
                            pairs_per_page=pairs_per_page, method=METHODS.get(method or ""),
                            ratings_per_stimulus=ratings_per_stimulus, ratings_per_page=ratings_per_page,
                            min_pages=min_pages, max_pages=max_pages,
                            reward_per_page=reward_per_page, bonus_per_page=bonus_per_page, researcher=researcher,
                            contact=contact, stimulus=stimulus)
+    if video and study_file is None:
+        values = _video_values(kind, values)
     target = instance / "studies" / f"{slug}.toml"
     with mturk_errors(), cli_session(database_url, create=True) as session:
         spec, text = _study_spec(study_file, values, target, kind)
@@ -193,8 +199,9 @@ def launch_command(scenes_dir: Path, url: str, sandbox: bool, assignments: int, 
 
 # ---------------------------------------------------------------- 1. stimuli
 
-def _refuse_videos(scenes: Path, kind: str) -> None:
-    """One line for video folders launched as a study of a paradigm that shows no videos (paired comparison)."""
+def _refuse_videos(scenes: Path, kind: str) -> bool:
+    """Whether ``scenes`` holds videos; one line for video folders launched as a study of a paradigm that shows
+    no videos."""
     from server.paradigms import paradigm_named
     from stimuli.media import VIDEO
     from stimuli.prepare import study_media_kind
@@ -202,10 +209,29 @@ def _refuse_videos(scenes: Path, kind: str) -> None:
     try:
         video = study_media_kind([scenes]) == VIDEO
     except ValueError:
-        return  # not scene folders: the steps below say what is wrong
+        return False  # not scene folders: the steps below say what is wrong
     if video and not paradigm_named(kind).shows_video:
         raise UserError(f"{scenes}: holds videos; {paradigm_named(kind).title} does not show videos yet: launch them "
-                        "with --paradigm rating --method acr|dcr|ccr")
+                        "with --paradigm rating --method acr|dcr|ccr or --paradigm paired")
+    return video
+
+
+def _refuse_image_options(preparation: dict[str, Any], stimulus: str | None) -> None:
+    """One line for the options that shape images (zoom crops, amplification) given for video clips."""
+    from .cmd_stimuli_prepare import image_only_error
+
+    if preparation or stimulus == "amplified":
+        raise image_only_error(sorted(preparation) or ["stimulus amplified"])
+
+
+def _video_values(kind: str, values: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """``values`` over what the paradigm sets for video clips (:attr:`Paradigm.video_launch_values`), said once."""
+    from server.paradigms import paradigm_named
+
+    defaults, reason = paradigm_named(kind).video_launch_values
+    if defaults:
+        click.echo(f"    videos: {reason}")
+    return {**defaults, **values}
 
 
 class _Stimuli:

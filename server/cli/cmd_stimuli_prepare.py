@@ -93,8 +93,7 @@ def prepare_command(ctx: click.Context, scene_dirs: tuple[Path, ...], out: Path,
     if _media_kind(list(scene_dirs)) == "video":
         image_only = sorted(given & IMAGE_ONLY_OPTIONS)
         if image_only:
-            raise UserError(f"{', '.join('--' + n.replace('_', '-') for n in image_only)}: for images only; "
-                            "video folders are not amplified, cropped or given gold pairs")
+            raise image_only_error(image_only)
         manifest = prepare_scenes(list(scene_dirs), out, reference=reference, overwrite=overwrite, degree=degree,
                                   seed=seed, **video)
         click.echo(f"prepared {prepared_summary(manifest)} -> {out}")
@@ -138,6 +137,12 @@ IMAGE_ONLY_OPTIONS = frozenset({"alpha", "sigma", "zoom", "top_k", "levels", "go
                                 "gold_better_scale", "gold_pairs", "max_side"})
 
 
+def image_only_error(names) -> UserError:
+    """The one line that refuses options that shape images only (``names``: their parameter names) for videos."""
+    return UserError(f"{', '.join('--' + n.replace('_', '-') for n in names)}: for images only; video folders are "
+                     "not amplified, cropped or given gold pairs")
+
+
 def _media_kind(scene_dirs: list[Path]) -> str:
     """"image" or "video" (:func:`stimuli.prepare.study_media_kind`), bad input as a :class:`UserError`."""
     from stimuli.io import StimulusInputError
@@ -161,8 +166,7 @@ def prepare_scenes(scene_dirs: list[Path], out: Path, *, reference: str | None =
     if _media_kind(scene_dirs) == "video":
         prepare = prepare_video_study
         if unknown := sorted(set(parameters) - set(VideoParameters.__dataclass_fields__)):
-            raise UserError(f"{', '.join('--' + n.replace('_', '-') for n in unknown)}: for images only; video "
-                            "folders are not amplified, cropped or given gold pairs")
+            raise image_only_error(unknown)
     try:
         return prepare(scene_dirs, out, reference=reference, overwrite=overwrite, progress=progress, **parameters)
     except StimulusInputError as exc:

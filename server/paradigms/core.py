@@ -37,6 +37,7 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
+from .media import media_of
 from .entry import PILOT_PLATFORM, check_link_entry, check_mturk_entry
 from .recruiters import code_completion
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
@@ -150,6 +151,15 @@ def fixed_study_facts(session: Session, name: str) -> dict[int, Any]:
     if caches is None:
         caches = _FIXED.setdefault(bind, {})
     return caches.setdefault(name, {})
+
+
+def stored_media(session: Session, study_id: int) -> dict:
+    """The study's media (:func:`server.paradigms.media.media_of`), read once per process (fixed at creation)."""
+    known = fixed_study_facts(session, "media")
+    media = known.get(study_id)
+    if media is None:
+        media = known.setdefault(study_id, media_of(session.get(Study, study_id).config))
+    return media
 
 
 class StudyRef(NamedTuple):
@@ -781,6 +791,9 @@ class Paradigm:
     dashboard_template: ClassVar[str]     # the experimenter's study page
     downloads: ClassVar[tuple[str, ...]] = ()  # CSV files of the dashboard's download route
     shows_video: ClassVar[bool] = False  # whether its studies may show video clips (server/paradigms/media.py)
+    # What `perceptlab launch` of video clips sets in the study file from its template, unless --study-file
+    # is given: (section, key) -> value, with the reason it says (what videos lack, e.g. gold pairs).
+    video_launch_values: ClassVar[tuple[dict[tuple[str, str], Any], str]] = ({}, "")
     response_model: ClassVar[type]        # the table of the worker's answers (latest activity)
     mturk_settings: ClassVar[dict[str, Any]] = {}  # HIT texts over the [mturk] defaults
     # Whether one worker may take several assignments (motion: several sessions, each with other

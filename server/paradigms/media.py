@@ -5,7 +5,8 @@ says whether a playback was faithful.
 A paradigm holds no media code: it stores :func:`study_media` in its study's config when it creates
 the study, sends :func:`state_media` in its State and each stimulus's :func:`stimulus_fields`, takes
 the ``playback`` member of a response through :func:`parse_playback` and exports
-:data:`PLAYBACK_COLUMNS` with :func:`playback_columns`. The browser half is
+:data:`PLAYBACK_COLUMNS` with :func:`playback_columns` (and, for clips played together side by side, the
+drift between them: :data:`DRIFT_COLUMN`, :func:`drift_column`). The browser half is
 ``experiment_ui/static/js/media.js`` (preload, decoding check, playback and its log).
 
 **The playback rule** (ITU-T P.910's crowd toolkit, microsoft/P.910 ``master.cfg``): a playback is
@@ -28,10 +29,13 @@ lucky estimate would pass.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from stimuli.media import IMAGE, VIDEO, MediaError, manifest_media, probe
 
@@ -44,7 +48,12 @@ PLAYBACK_COLUMNS = (*_COUNTS, "playback_faithful", "playback_error")
 #: What the browser sends: the exported counts, and the clips' total duration and wall time of playback.
 _LOG_NUMBERS = {"stall_ms": 3_600_000, "dropped_frames": 10_000_000, "presented_frames": 10_000_000,
                 "start_delay_ms": 3_600_000, "replays": 1000, "playing_ms": 3_600_000}
-_LOG_KEYS = (*_LOG_NUMBERS, "error")
+#: Optional numbers of a log: the clips' total duration, and, when clips play together side by side
+#: (media.js playTogether), the largest offset between their pictures during playback (ms).
+_OPTIONAL_NUMBERS = {"duration_ms": 3_600_000, "max_drift_ms": 3_600_000}
+_LOG_KEYS = (*_LOG_NUMBERS, *_OPTIONAL_NUMBERS, "error")
+#: The export's column of the drift between clips played together (empty for clips played alone).
+DRIFT_COLUMN = "max_drift_ms"
 #: Why a clip could not be shown, as the browser names it (media.js MediaFailure.cause).
 FAILURE_CAUSES = ("http", "decode", "timeout", "network", "autoplay")
 #: Per stimulus fields of ``study show --json``'s ``media``.
@@ -104,19 +113,22 @@ def parse_playback(value: Any, fail) -> dict[str, Any] | None:
     """The ``playback`` member of a response body, checked: None when absent; ``fail(message)`` raises.
 
     ``{"stall_ms", "dropped_frames", "presented_frames", "start_delay_ms", "replays", "playing_ms",
-    "duration_ms"?, "error"?}``: milliseconds and frame counts, non-negative; ``error`` one of
-    :data:`FAILURE_CAUSES` followed by ``": "`` and the browser's words.
+    "duration_ms"?, "max_drift_ms"?, "error"?}``: milliseconds and frame counts, non-negative; ``error`` one of
+    :data:`FAILURE_CAUSES` followed by ``": "`` and the browser's words. ``max_drift_ms`` only for clips
+    played together (it is absent, not 0, otherwise).
     """
     if value is None:
         return None
     if not isinstance(value, dict):
         fail("playback must be an object (the clip's playback log)")
-    unknown = sorted(set(value) - set(_LOG_KEYS) - {"duration_ms"})
+    unknown = sorted(set(value) - set(_LOG_KEYS))
     if unknown:
         fail(f"playback: unknown members {', '.join(unknown)}")
     log: dict[str, Any] = {}
-    for key, high in {**_LOG_NUMBERS, "duration_ms": 3_600_000}.items():
-        number = value.get(key, 0 if key == "duration_ms" else None)
+    for key, high in {**_LOG_NUMBERS, **_OPTIONAL_NUMBERS}.items():
+        if key == DRIFT_COLUMN and key not in value:
+            continue
+        number = value.get(key, 0 if key in _OPTIONAL_NUMBERS else None)
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
                 or not 0 <= number <= high:
             fail(f"playback.{key} must be a number in [0, {high}]")
@@ -159,6 +171,13 @@ def slow_connection_reason(measured_mbps: float | None, needed: float) -> str:
              else f"at {measured_mbps:.1f} Mbit/s")
     return (f"Your internet connection is too slow for this study's videos: it loaded a test file {speed}, "
             f"and the videos need at least {needed:.1f} Mbit/s to load in time.")
+
+
+def drift_column(log: dict[str, Any] | None) -> dict[str, Any]:
+    """The export's :data:`DRIFT_COLUMN` of one response: the drift between clips played together, rounded
+    to 0.1 ms; empty for images and clips played alone."""
+    drift = None if log is None else log.get(DRIFT_COLUMN)
+    return {DRIFT_COLUMN: "" if drift is None else round(float(drift), 1)}
 
 
 def study_media(scenes: list[tuple[Path, dict]], root: Path, extra: dict[str, Path] | None = None) -> dict:
@@ -259,3 +278,49 @@ def show_media(config: dict[str, Any]) -> dict[str, Any]:
         return {"kind": media.get("kind", IMAGE)}
     return {"kind": VIDEO, "codecs": media["codecs"], "entry_decoding_check": media["entry_decoding_check"],
             "stimuli": media["stimuli"]}
+
+
+def write_check_clips(folder: Path, manifest: dict, target: Path, *, seed: int,
+                      n_degraded: int) -> tuple[Path, list[Path]]:
+    """A video scene's hidden reference and ``n_degraded`` strongly degraded clips (washed out and blurred),
+    written under ``target`` through the delivery encoder path (:func:`stimuli.video.write_check_clip`), each
+    sized like a candidate drawn at random (seeded by ``seed`` and the scene): neither metadata, size nor
+    bitrate tells them from real clips. Named by their content: never new bytes under a name a study serves.
+
+    Returns
+    -------
+    tuple
+        The hidden reference's path, then the degraded clips' paths.
+
+    Raises
+    ------
+    StudyDefinitionError
+        A clip cannot be written (an unwritable stimulus folder, an unreadable reference).
+    """
+    from stimuli.video import washed_out_blur, write_check_clip
+
+    scene = manifest["scene_id"]
+    parameters = manifest.get("parameters") or {}
+    reference = folder / manifest["reference"]["path"]
+    stems = ["hidden_reference", *(f"original/gold_low_{k}" for k in range(1, n_degraded + 1))]
+    rng = np.random.default_rng([seed, *scene.encode("utf-8")])
+    written = []
+    try:
+        sizes = [(folder / c["original"]).stat().st_size for c in manifest["candidates"]]
+        (target / "original").mkdir(parents=True, exist_ok=True)
+        for k, stem in enumerate(stems):
+            scratch = (target / stem).with_name(f".{Path(stem).name}.new.mp4")
+            write_check_clip(reference, scratch, crf=float(parameters.get("crf", 12)),
+                             preset=str(parameters.get("preset", "medium")),
+                             degrade=None if k == 0 else washed_out_blur, target_bytes=int(rng.choice(sizes)))
+            data = scratch.read_bytes()
+            path = target / f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.mp4"
+            if path.is_file() and path.read_bytes() == data:
+                scratch.unlink()
+            else:
+                scratch.replace(path)
+            written.append(path)
+    except (MediaError, OSError) as exc:
+        raise StudyDefinitionError(f"scene {scene!r}: the quality checks' clips cannot be written ({exc}); the "
+                                   "stimulus folder must be writable when the study is created") from None
+    return written[0], written[1:]

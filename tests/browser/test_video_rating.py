@@ -15,12 +15,12 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
 from tests.browser._rating_support import assignment_of, rate, status, stored_ratings
 from tests.server.rating_support import create_rating_study
 from tests.server.video_support import prepare_videos, video_scenes
@@ -35,15 +35,6 @@ STUDY = {"rating": {"ratings_per_stimulus": 1, "method": "dcr"},
          "texts": {"researcher": "Dr T. Est, Test University", "contact": "test@example.org"}}
 
 
-@pytest.fixture(scope="module")
-def clips(tmp_path_factory) -> Path:
-    """One content of three candidates, 1 s at 25 fps, delivered as H.264 MP4: the prepared folder."""
-    root = tmp_path_factory.mktemp("clips")
-    video_scenes(root / "scenes", contents=1)
-    prepare_videos(root / "scenes", root / "prepared")
-    return root / "prepared"
-
-
 @pytest.fixture
 def worker_page(browser):
     context = browser.new_context(viewport=LAPTOP)
@@ -53,9 +44,9 @@ def worker_page(browser):
     context.close()
 
 
-def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(worker_page, app, live_server, clips,
-                                                                              tmp_path):
-    shutil.copytree(clips, tmp_path / "prepared")
+def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(worker_page, app, live_server,
+                                                                              video_clips, tmp_path):
+    shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vdcr", **STUDY)
     page = worker_page
     page.goto(f"{live_server}/s/{slug}?participant=V1")
@@ -99,27 +90,16 @@ def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(wo
         assert 0 <= log["start_delay_ms"] < 2000 and log["stall_ms"] >= 0
 
 
-# The browser refuses the first play() as a browser without a user gesture does (iOS Safari, Chrome's policy).
-REFUSE_FIRST_PLAY = """(() => {
-  const play = HTMLMediaElement.prototype.play;
-  let refused = false;
-  HTMLMediaElement.prototype.play = function () {
-    if (!refused) { refused = true; return Promise.reject(new DOMException('no gesture', 'NotAllowedError')); }
-    return play.call(this);
-  };
-})();"""
 
 
-def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page, app, live_server, clips, tmp_path):
-    shutil.copytree(clips, tmp_path / "prepared")
+def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page, app, live_server, video_clips,
+                                                                   tmp_path):
+    shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vclick",
                                **{**STUDY, "rating": {**STUDY["rating"], "method": "acr"}, "media": {"replays": 1}})
     page = worker_page
     page.add_init_script(REFUSE_FIRST_PLAY)
-    page.goto(f"{live_server}/s/{slug}?participant=V3")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=V3")
     play = page.locator("#rating-play")
     expect(play).to_be_visible()  # not a stuck page: a button says what to do
     expect(page.locator("#trial")).not_to_have_attribute("data-played", "true")
@@ -140,21 +120,18 @@ def test_an_autoplay_refusal_becomes_a_click_and_replays_are_logged(worker_page,
     assert log["playing_ms"] >= 1900  # two playbacks of a 1 s clip
 
 
-def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, live_server, clips, tmp_path):
+def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, live_server, video_clips, tmp_path):
     """A rule no playback can meet (no time beyond the clip's: every start takes some) repeats the clip
     max_repeats times, and the rating is stored with its last playback, flagged unfaithful in the export."""
     from server.paradigms.rating import PARADIGM
     from server.services import app_services
 
-    shutil.copytree(clips, tmp_path / "prepared")
+    shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vrule",
                                **{**STUDY, "rating": {**STUDY["rating"], "method": "acr"},
                                   "media": {"max_extra_playing_ms": 0.0, "max_repeats": 1}})
     page = worker_page
-    page.goto(f"{live_server}/s/{slug}?participant=V4")
-    page.check("#agree")
-    page.click("#btn-consent")
-    page.click("#btn-start")
+    enter_and_start(page, f"{live_server}/s/{slug}?participant=V4")
     trial = page.locator("#trial")
     expect(trial).to_have_attribute("data-played", "true")
     assert trial.get_attribute("data-repeats") == "1"

@@ -224,6 +224,16 @@ class ManualClock:
 
 
 @pytest.fixture
+def instance(tmp_path, monkeypatch) -> Path:
+    """An instance folder of the test's own for the CLI (``PERCEPTLAB_INSTANCE``), no other PERCEPTLAB_ or AWS_
+    variable set."""
+    for name in [n for n in os.environ if n.startswith("PERCEPTLAB_") or n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PERCEPTLAB_INSTANCE", str(tmp_path / "lab"))
+    return tmp_path / "lab"
+
+
+@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
 

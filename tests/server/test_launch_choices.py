@@ -3,7 +3,6 @@ line), and what the worker is told at the end of a page (whether another page ex
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -26,14 +25,6 @@ CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@exam
 def scenes(tmp_path_factory) -> Path:
     """Two 160x120 scenes of four candidates, each noisier over the right two thirds of the frame."""
     return make_noisy_scenes(tmp_path_factory.mktemp("scenes") / "choices", seed=11)
-
-
-@pytest.fixture
-def instance(tmp_path, monkeypatch) -> Path:
-    for name in [n for n in os.environ if n.startswith("PERCEPTLAB_") or n.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PERCEPTLAB_INSTANCE", str(tmp_path / "lab"))
-    return tmp_path / "lab"
 
 
 def _study(instance: Path, slug: str):

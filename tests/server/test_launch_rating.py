@@ -2,7 +2,6 @@
 paired-comparison study, and the options of one paradigm refused for the other."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,6 @@ URL = ("--url", "http://127.0.0.1:5077", "--no-hits")
 def scenes(tmp_path_factory) -> Path:
     """Two 160x120 scenes of four candidates, each noisier over the right two thirds of the frame."""
     return make_noisy_scenes(tmp_path_factory.mktemp("scenes") / "rated", seed=12)
-
-
-@pytest.fixture
-def instance(tmp_path, monkeypatch) -> Path:
-    for name in [n for n in os.environ if n.startswith("PERCEPTLAB_") or n.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PERCEPTLAB_INSTANCE", str(tmp_path / "lab"))
-    return tmp_path / "lab"
 
 
 def _config(instance: Path, slug: str) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -26,7 +25,6 @@ from server.services import app_services
 
 from .api_support import SpecClient
 from .rating_support import RatingWorker, create_rating_study
-from .video_support import prepare_videos, video_scenes
 
 STUDY = {"pages": {"ratings_per_page": 4, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
                    "bonus_per_page": "0.40"},
@@ -38,19 +36,10 @@ CLEAN = {"stall_ms": 0, "dropped_frames": 1, "presented_frames": 49, "start_dela
          "playing_ms": 2040.0, "duration_ms": 2000.0}
 
 
-@pytest.fixture(scope="module")
-def prepared_videos(tmp_path_factory) -> Path:
-    """One content of three noisy candidates, prepared for delivery (H.264 MP4): its output folder."""
-    root = tmp_path_factory.mktemp("videos")
-    video_scenes(root / "scenes", contents=1)
-    prepare_videos(root / "scenes", root / "prepared")
-    return root / "prepared"
-
-
 @pytest.fixture
-def video_manifest(prepared_videos, tmp_path) -> Path:
+def video_manifest(video_clips, tmp_path) -> Path:
     """A copy per test: creating a study writes its check clips beside the scenes."""
-    shutil.copytree(prepared_videos, tmp_path / "prepared")
+    shutil.copytree(video_clips, tmp_path / "prepared")
     return tmp_path / "prepared" / "manifest.json"
 
 
@@ -174,19 +163,11 @@ def _export(app, slug) -> list[dict]:
     return list(csv.DictReader(io.StringIO(export.files["ratings.csv"])))
 
 
-@pytest.fixture
-def instance(tmp_path, monkeypatch) -> Path:
-    for name in [n for n in os.environ if n.startswith("PERCEPTLAB_") or n.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PERCEPTLAB_INSTANCE", str(tmp_path / "lab"))
-    return tmp_path / "lab"
-
-
-def test_launch_makes_a_video_acr_study_and_zoom_is_refused(instance, prepared_videos, tmp_path):
+def test_launch_makes_a_video_acr_study_and_zoom_is_refused(instance, video_clips, tmp_path):
     consent = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
     url = ("--url", "http://127.0.0.1:5077", "--no-hits")
     folder = tmp_path / "clips"
-    shutil.copytree(prepared_videos, folder)
+    shutil.copytree(video_clips, folder)
     result = CliRunner().invoke(cli, ["launch", str(folder), *url, "--paradigm", "rating", "--method", "acr",
                                       "--ratings-per-page", "4", *consent])
     assert result.exit_code == 0, result.output
@@ -195,7 +176,7 @@ def test_launch_makes_a_video_acr_study_and_zoom_is_refused(instance, prepared_v
     media = json.loads(shown.output)["media"]
     assert media["kind"] == "video" and all(f["codec"] == "h264" for f in media["stimuli"].values())
     # Zoom crops are for images: asked for clips, one clear line.
-    zoomed = CliRunner().invoke(cli, ["launch", str(prepared_videos.parent / "scenes"), *url, "--paradigm", "rating",
+    zoomed = CliRunner().invoke(cli, ["launch", str(video_clips.parent / "scenes"), *url, "--paradigm", "rating",
                                       "--slug", "zoomed", "--zoom", "2", *consent])
     assert zoomed.exit_code == 2 and zoomed.output.endswith(
         "error: --zoom: for images only; video folders are not amplified, cropped or given gold pairs\n"), zoomed.output

@@ -4,10 +4,12 @@ function. A support module, not a test module: test modules import it.
 
 Each content is a seeded smooth texture panning one pixel per frame; its candidates are the reference
 with Gaussian noise of growing strength (``noise_<k>``), so that a rater (or the simulated worker) can
-rank them.
+rank them. :func:`create_paired_study` makes a paired-comparison study of prepared clips (the server's and the
+browser's video paired tests).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import av
@@ -63,3 +65,27 @@ def prepare_videos(scenes: Path, out: Path, **parameters) -> Path:
 
     prepare_video_study([scenes], out, progress=False, **{"degree": 2, **parameters})
     return out / "manifest.json"
+
+
+# A paired-comparison study of clips: no gold pairs for clips (no quiz, no hidden gold), small pages.
+PLAIN = {"design": {"votes_per_pair": 2}, "quality": {"quiz_size": 0, "gold_rate": 0.0},
+         "pages": {"pairs_per_page": 3, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
+                   "bonus_per_page": "0.40"}}
+
+
+def create_paired_study(app, manifest: Path, folder: Path, slug: str, **sections) -> str:
+    """A paired-comparison study.toml over ``manifest`` (``sections`` over :data:`PLAIN`), created."""
+    from server.paradigms import create_study, read_study_file
+    from server.services import app_services
+
+    sections = {**PLAIN, **sections, "entry": {"external_hits": True}}
+    lines = ["[study]", f'slug = "{slug}"', 'name = "Video pairs"', f'manifests = ["{manifest.as_posix()}"]']
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())
+    path = folder / f"{slug}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    with app_services(app).sessions() as session:
+        create_study(session, read_study_file(path))
+        session.commit()
+    return slug

@@ -10,7 +10,8 @@
 // - clipElement(objectUrl): a <video> without controls, muted, inline, decoded up to its first frame.
 // - PlaybackLog / playClip(video, log): one playback, logged with requestVideoFrameCallback (frames
 //   presented), getVideoPlaybackQuality (frames dropped), waiting/playing (stalls) and the start delay;
-//   autoplay refusal turns into a click that starts it, never a stuck page.
+//   autoplay refusal turns into a click that starts it, never a stuck page. playTogether(videos, log):
+//   clips side by side, started on the same frame, with the drift between them measured (max_drift_ms).
 // - faithful(log, rule): the study's [media] rule, the twin of media.py's faithful().
 //
 // Every failure is a MediaFailure whose `reason` names its cause: "http" (the HTTP status), "network",
@@ -175,7 +176,7 @@ export function clipElement(objectUrl) {
 export class PlaybackLog {
   constructor() {
     Object.assign(this, { stall_ms: 0, dropped_frames: 0, presented_frames: 0, start_delay_ms: 0, replays: 0,
-                          playing_ms: 0, duration_ms: 0, error: null });
+                          playing_ms: 0, duration_ms: 0, max_drift_ms: null, error: null });
   }
 
   /** The JSON the server takes (server/paradigms/media.py parse_playback). */
@@ -184,6 +185,7 @@ export class PlaybackLog {
     const body = { stall_ms: round(this.stall_ms), dropped_frames: this.dropped_frames,
                    presented_frames: this.presented_frames, start_delay_ms: round(this.start_delay_ms),
                    replays: this.replays, playing_ms: round(this.playing_ms), duration_ms: round(this.duration_ms) };
+    if (this.max_drift_ms !== null) body.max_drift_ms = round(this.max_drift_ms); // clips played together only
     if (this.error) body.error = this.error.slice(0, 300);
     return body;
   }
@@ -198,58 +200,97 @@ export function faithful(log, rule) {
     && extra <= rule.max_extra_playing_ms && log.presented_frames > 0;
 }
 
+// Frames over which a clip's offset (display time of its media time 0) is the least, in playTogether.
+const OFFSET_FRAMES = 5;
+
 /**
- * Play `video` once from its start to its end, adding to `log`. The clock is performance.now(); frames
- * presented are counted by requestVideoFrameCallback (getVideoPlaybackQuality where it is missing).
+ * Play `video` once from its start to its end, adding to `log` (playTogether of one clip).
  * @param {HTMLVideoElement} video
  * @param {PlaybackLog} log
- * @param {{durationS: number, askClick: Function, now?: Function}} options  askClick(): a promise that
- *   resolves when the worker clicked "Play" (shown when the browser refuses to autoplay)
+ * @param {{durationS: number, askClick: Function, now?: Function}} options
  * @returns {Promise<void>}
  * @throws {MediaFailure} decode (an error while playing) or timeout (the clip never ended)
  */
-export async function playClip(video, log, { durationS, askClick, now = () => performance.now() }) {
-  video.currentTime = 0;
-  const quality = () => (video.getVideoPlaybackQuality ? video.getVideoPlaybackQuality()
+export function playClip(video, log, options) {
+  return playTogether([video], log, options);
+}
+
+/**
+ * Play `videos` once from their start to their end, started in one task so that they start on the same
+ * frame (each whole file preloaded and its first frame decoded: clipElement), adding to `log`. The clock is
+ * performance.now(); frames presented are counted per clip by requestVideoFrameCallback
+ * (getVideoPlaybackQuality where it is missing) and summed; a stall is time during which any clip waits
+ * for data or decoding; the start delay is the slowest clip's. With more than one clip, the drift between
+ * them is measured at each presented frame from the browser's own frame metadata: each clip's offset is the
+ * display time of its media time 0 (expectedDisplayTime - mediaTime, the least of its last OFFSET_FRAMES
+ * frames), and clips in step share it; the largest difference seen goes to `log.max_drift_ms`.
+ * @param {HTMLVideoElement[]} videos
+ * @param {PlaybackLog} log
+ * @param {{durationS: number, askClick: Function, now?: Function}} options  durationS: the longest clip's;
+ *   askClick(): a promise that resolves when the worker clicked "Play" (shown when the browser refuses to
+ *   autoplay)
+ * @returns {Promise<void>}
+ * @throws {MediaFailure} decode (an error while playing) or timeout (a clip never ended)
+ */
+export async function playTogether(videos, log, { durationS, askClick, now = () => performance.now() }) {
+  const quality = (video) => (video.getVideoPlaybackQuality ? video.getVideoPlaybackQuality()
     : { totalVideoFrames: 0, droppedVideoFrames: 0 });
-  const before = quality();
-  let presented = 0;
-  let firstFrame = null;
+  const counting = videos.every((video) => typeof video.requestVideoFrameCallback === 'function');
+  const clips = videos.map((video) => ({ video, before: quality(video), presented: 0, startPresented: null,
+                                         firstFrame: null, offset: null, recent: [], handle: null }));
+  let drift = 0;
+  const waiting = new Set();
   let stallStart = null;
-  const counting = typeof video.requestVideoFrameCallback === 'function';
-  let frameHandle = null;
-  const onFrame = (at, metadata) => {
-    if (firstFrame === null) firstFrame = now();
-    presented = metadata.presentedFrames - startPresented;
-    frameHandle = video.requestVideoFrameCallback(onFrame);
+  const listeners = [];
+  const listen = (video, type, handler) => { video.addEventListener(type, handler); listeners.push([video, type, handler]); };
+  for (const clip of clips) {
+    clip.video.currentTime = 0;
+    listen(clip.video, 'waiting', () => {
+      if (waiting.size === 0) stallStart = now();
+      waiting.add(clip.video);
+    });
+    listen(clip.video, 'playing', () => {
+      waiting.delete(clip.video);
+      if (waiting.size === 0 && stallStart !== null) { log.stall_ms += now() - stallStart; stallStart = null; }
+    });
+  }
+  const onFrame = (clip) => (at, metadata) => {
+    if (clip.firstFrame === null) clip.firstFrame = now();
+    // presentedFrames counts since the element was made: start from the count when play starts.
+    if (clip.startPresented === null) clip.startPresented = metadata.presentedFrames - 1;
+    clip.presented = metadata.presentedFrames - clip.startPresented;
+    // The first callback may describe the frame on screen before play (its display time is not the
+    // playback's): the offsets are taken from each clip's second frame on. A frame is shown at the first
+    // refresh at or after its time, so one frame's offset is late by up to a refresh: a clip's offset is
+    // the least of its last OFFSET_FRAMES frames' (a cadence cycle: 25 fps on 60 Hz repeats every 5 frames).
+    if (clip.presented > 1) {
+      clip.recent.push(metadata.expectedDisplayTime - 1000 * metadata.mediaTime);
+      if (clip.recent.length > OFFSET_FRAMES) clip.recent.shift();
+      clip.offset = Math.min(...clip.recent);
+    }
+    if (clips.length > 1 && clips.every((c) => c.offset !== null)) {
+      const offsets = clips.map((c) => c.offset);
+      drift = Math.max(drift, Math.max(...offsets) - Math.min(...offsets));
+    }
+    clip.handle = clip.video.requestVideoFrameCallback(onFrame(clip));
   };
-  let startPresented = 0;
-  const onWaiting = () => { if (stallStart === null) stallStart = now(); };
-  const onPlaying = () => {
-    if (stallStart !== null) { log.stall_ms += now() - stallStart; stallStart = null; }
-  };
-  video.addEventListener('waiting', onWaiting);
-  video.addEventListener('playing', onPlaying);
-  const ended = new Promise((resolve, reject) => {
+  const ended = Promise.all(clips.map(({ video }) => new Promise((resolve, reject) => {
     video.addEventListener('ended', resolve, { once: true });
     video.addEventListener('error', () => reject(new MediaFailure('decode', MEDIA_ERRORS[video.error?.code] || 'error while playing')), { once: true });
-  });
+  })));
+  ended.catch(() => {}); // handled below; a failure before the race must not be an unhandled rejection
+  const playAll = () => Promise.all(clips.map(({ video }) => video.play()));
   let requested = now();
   try {
-    if (counting) {
-      // presentedFrames counts since the element was made: start from the count when play starts.
-      frameHandle = video.requestVideoFrameCallback((at, metadata) => {
-        startPresented = metadata.presentedFrames - 1;
-        onFrame(at, metadata);
-      });
-    }
+    if (counting) for (const clip of clips) clip.handle = clip.video.requestVideoFrameCallback(onFrame(clip));
     try {
-      await video.play();
+      await playAll();
     } catch (error) {
       if (!error || error.name !== 'NotAllowedError') throw new MediaFailure('decode', String(error && error.message));
+      for (const { video } of clips) { video.pause(); video.currentTime = 0; }
       await askClick();
       requested = now();
-      await video.play();
+      await playAll();
     }
     let timer;
     const limit = new Promise((_, reject) => {
@@ -263,16 +304,103 @@ export async function playClip(video, log, { durationS, askClick, now = () => pe
     }
     const end = now();
     if (stallStart !== null) log.stall_ms += end - stallStart;
-    const after = quality();
-    const dropped = Math.max(0, after.droppedVideoFrames - before.droppedVideoFrames);
-    if (!counting) presented = Math.max(0, after.totalVideoFrames - before.totalVideoFrames - dropped);
-    log.presented_frames += presented;
-    log.dropped_frames += dropped;
-    log.start_delay_ms += Math.max(0, (firstFrame ?? end) - requested);
+    let firstFrame = null;
+    for (const clip of clips) {
+      const after = quality(clip.video);
+      const dropped = Math.max(0, after.droppedVideoFrames - clip.before.droppedVideoFrames);
+      const presented = counting ? clip.presented
+        : Math.max(0, after.totalVideoFrames - clip.before.totalVideoFrames - dropped);
+      log.presented_frames += presented;
+      log.dropped_frames += dropped;
+      firstFrame = Math.max(firstFrame ?? -Infinity, clip.firstFrame ?? end);
+    }
+    log.start_delay_ms += Math.max(0, firstFrame - requested);
     log.playing_ms += end - requested;
+    if (clips.length > 1) log.max_drift_ms = Math.max(log.max_drift_ms ?? 0, drift);
   } finally {
-    if (frameHandle !== null && video.cancelVideoFrameCallback) video.cancelVideoFrameCallback(frameHandle);
-    video.removeEventListener('waiting', onWaiting);
-    video.removeEventListener('playing', onPlaying);
+    for (const clip of clips) {
+      if (clip.handle !== null && clip.video.cancelVideoFrameCallback) clip.video.cancelVideoFrameCallback(clip.handle);
+    }
+    for (const [video, type, handler] of listeners) video.removeEventListener(type, handler);
   }
+}
+
+// --- what a trial plugin of clips shares ----------------------------------------------------------
+
+/**
+ * The whole files of a page's clips, each loaded once (this trial's, or the next one's early) as an object
+ * URL (preloadClip), with the progress of each; a failed load is tried afresh when asked again.
+ */
+export class ClipFiles {
+  constructor({ timeoutMs = 120000 } = {}) {
+    this.timeoutMs = timeoutMs;
+    this.files = new Map();     // url -> Promise<{objectUrl, bytes}>
+    this.progress = new Map();  // url -> onProgress of the trial waiting for it
+  }
+
+  /** The whole file of `url` (a promise of {objectUrl, bytes}); `onProgress(fraction or null)` while it loads. */
+  file(url, onProgress = () => {}) {
+    let file = this.files.get(url);
+    if (!file) {
+      file = preloadClip(url, { onProgress: (f) => this.progress.get(url)?.(f), timeoutMs: this.timeoutMs });
+      file.catch(() => this.files.delete(url));
+      this.files.set(url, file);
+    }
+    this.progress.set(url, onProgress);
+    return file;
+  }
+
+  /**
+   * Decoded <video> elements (clipElement) of `urls`, each file loaded whole first; `onProgress(fraction)`
+   * with the share of all their bytes loaded so far.
+   * @throws {MediaFailure}
+   */
+  async elements(urls, onProgress = () => {}) {
+    const fractions = urls.map(() => 0);
+    const files = await Promise.all(urls.map((url, i) => this.file(url, (f) => {
+      fractions[i] = f === null ? fractions[i] : f;
+      onProgress(fractions.reduce((a, b) => a + b, 0) / urls.length);
+    })));
+    return Promise.all(files.map(({ objectUrl }) => clipElement(objectUrl)));
+  }
+
+  /** Release the object URLs of every clip but `keep`'s (this trial's and the next one's). */
+  keepOnly(keep) {
+    for (const [url, file] of this.files) {
+      if (!keep.has(url)) {
+        file.then(({ objectUrl }) => URL.revokeObjectURL(objectUrl), () => {});
+        this.files.delete(url);
+        this.progress.delete(url);
+      }
+    }
+  }
+}
+
+/**
+ * Play a trial's clips under the study's rule: `playOnce(log)` plays them all once into a fresh PlaybackLog
+ * (whose duration_ms is `durationMs`); an unfaithful playback (faithful(log, rule)) is played again, up to
+ * rule.max_repeats times. `onRepeat(n)` before the n-th repeat.
+ * @returns {Promise<PlaybackLog>} the last playback's log
+ */
+export async function playUnderRule(playOnce, rule, durationMs, onRepeat = () => {}) {
+  for (let attempt = 0; ; attempt += 1) {
+    const log = new PlaybackLog();
+    log.duration_ms = durationMs;
+    await playOnce(log);
+    if (!rule || faithful(log, rule) || attempt >= rule.max_repeats) return log;
+    onRepeat(attempt + 1);
+  }
+}
+
+/**
+ * The browser refused to autoplay: a "Play" button in `parent` that resolves the returned promise when
+ * clicked (never a stuck page).
+ */
+export function playButton(parent, { id, className }) {
+  return new Promise((resolve) => {
+    const button = document.createElement('button');
+    Object.assign(button, { type: 'button', id, className, textContent: '▶ Play' });
+    button.addEventListener('click', () => { button.remove(); resolve(); }, { once: true });
+    parent.append(button);
+  });
 }

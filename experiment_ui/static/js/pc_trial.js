@@ -22,10 +22,19 @@
 //
 // The plugin keeps its DOM between trials: the pair just answered stays on screen (not
 // clickable) until the next one is decoded, so no half-drawn pair is ever visible.
+//
+// Video clips (the State's `media`, media.js): the three clips' whole files are preloaded, then played
+// once without controls, the two candidates started together on the same frame (media.js playTogether,
+// which measures the drift between them); the reference plays with them in the middle ([media]
+// reference_position "between") or alone before them ("before": the page shows one phase at a time,
+// data-phase "reference" then "pair"). No choice counts before the clips have played; an unfaithful
+// playback is played again under the study's rule, "Play again" offers the study's replays, and the
+// trial's playback log goes with the vote.
 
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor } from './display.js';
 import { chromeSize, windowNeeded } from '../paradigms/pc/window.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playTogether, playUnderRule } from './media.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
@@ -53,6 +62,8 @@ export const info = Object.freeze({
       description: 'Quiz: show "Saving" only if the server has not answered after this long.' },
     key_left: { type: 'key', default: 'ArrowLeft', description: 'Key that chooses the left candidate.' },
     key_right: { type: 'key', default: 'ArrowRight', description: 'Key that chooses the right candidate.' },
+    clip_timeout_ms: { type: 'int', default: 120000,
+      description: 'Video: a clip whose whole file has not loaded after this long is a timeout failure (P.910 toolkit: 120 s).' },
   }),
 });
 
@@ -61,6 +72,11 @@ const DEFAULT_DISPLAY = Object.freeze({
   chrome: { bar: 45, views: 36, label: 36, pad: 8, gap: 24, margin: 2 },
 });
 const VIEW_KEYS = ['1', '2', '3', '4', '5', '6', '7', '8', '9'];
+
+/** Whether a trial shows video clips (the State's stimulus fields, server/paradigms/media.py). */
+function isClipTrial(trial) {
+  return Boolean(trial) && trial.reference.kind === 'video';
+}
 
 /** The trial's views ([width, height] of a panel at scale 1), as many as its images have. */
 function trialViews(trial) {
@@ -97,6 +113,14 @@ export class PairedComparison {
     this.view = 0;              // the view on screen: 0 = whole images, r = zoom region r
     this.scale = null;          // CSS px per panel px of the view on screen
     this.chosen = null;         // resolves the wait for the worker's choice
+    // Video trials: the clips' whole files, the <video>s on screen ({left, reference, right}), whether they
+    // are playing (no choice counts then), the trial's playback log, and the failures met per trial.
+    this.clipFiles = new ClipFiles({ timeoutMs: params.clip_timeout_ms });
+    this.clips = null;
+    this.playing = false;
+    this.playback = null;
+    this.failures = new Map();
+    this.nextUrls = new Set();
     // Keys are tracked from the start, so that a key already held when the first pair appears does not vote.
     document.addEventListener('keydown', (event) => this.onKeyDown(event));
     document.addEventListener('keyup', (event) => this.keysDown.delete(event.key));
@@ -245,7 +269,7 @@ export class PairedComparison {
     }
     for (const column of [this.left, this.reference, this.right]) {
       column.style.width = px(width);
-      for (const img of column.querySelectorAll('img')) {
+      for (const img of column.querySelectorAll('img, video')) {
         const shown = Number(img.dataset.view) === this.view;
         img.hidden = !shown;
         if (shown) {
@@ -320,6 +344,7 @@ export class PairedComparison {
       this.renderProgress();
       if (!(await this.show(trial, seq)) || seq !== this.seq) return;
       this.preload(next);
+      if (this.clips && !(await this.playTrial(trial, seq))) return;
       const choice = await unlessAborted(new Promise((resolve) => { this.chosen = resolve; }), signal);
       this.chosen = null;
       if (!choice || seq !== this.seq) return;
@@ -343,6 +368,7 @@ export class PairedComparison {
       columns = await this.buildImages(trial);
     } catch (error) {
       if (seq !== this.seq) return false;
+      if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
       throw new StimulusLoadError('An image of this pair could not be loaded. Check your connection; trying again…',
                                   { cause: error });
     } finally {
@@ -365,6 +391,13 @@ export class PairedComparison {
     this.right.querySelector('.pc-images').replaceChildren(...columns.right);
     this.hideFeedback();
     this.releaseFocus();
+    this.clips = isClipTrial(trial) ? { left: columns.left[0], reference: columns.reference[0], right: columns.right[0] }
+      : null;
+    this.playing = this.clips !== null; // no choice counts before the clips have played
+    this.playback = null;
+    this.replayButton?.remove();
+    for (const key of ['played', 'phase', 'repeats', 'maxDriftMs']) delete this.trialEl.dataset[key];
+    if (this.clips) this.trialEl.dataset.phase = this.playSteps()[0].phase; // "before": the pair hidden from the start
     this.imagesShown = true;
     this.awaitingChoice = true;
     const wasVisible = !this.trialEl.hidden;
@@ -379,14 +412,15 @@ export class PairedComparison {
     this.accepting = false;
     this.trialEl.dataset.accepting = 'false';
     await nextFrame();
-    if (this.trial !== trial || this.trialEl.hidden || !this.awaitingChoice) return;
+    if (this.trial !== trial || this.trialEl.hidden || !this.awaitingChoice || this.playing) return;
     this.t0 = performance.now();
     this.accepting = true;
     this.trialEl.dataset.accepting = 'true';
   }
 
-  /** Decoded <img> elements for the three columns of `trial`. */
+  /** Decoded <img> elements for the three columns of `trial`; for video trials, decoded <video>s. */
   async buildImages(trial) {
+    if (isClipTrial(trial)) return this.buildClips(trial);
     const all = [];
     const make = (url, view, cls, alt) => {
       const img = new Image();
@@ -413,10 +447,125 @@ export class PairedComparison {
     return columns;
   }
 
-  /** Warm the cache with the next pair while this one is judged. */
+  // --- video (media.js) -----------------------------------------------------
+
+  /** The three columns' <video>s of a clip trial, each file loaded whole first (progress in the status line). */
+  async buildClips(trial) {
+    const sides = ['left', 'reference', 'right'];
+    const urls = sides.map((side) => trial[side].full);
+    const videos = await this.clipFiles.elements(urls, (done) => {
+      if (this.mode === 'loading') this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
+    });
+    const columns = {};
+    sides.forEach((side, i) => {
+      const video = videos[i];
+      video.className = 'pc-full pc-video';
+      video.dataset.view = '0';
+      video.dataset.durationS = String(trial[side].duration_s ?? '');
+      video.setAttribute('aria-label', `${side === 'reference' ? 'Reference' : side === 'left' ? 'Left' : 'Right'} video`);
+      columns[side] = [video];
+    });
+    this.clipFiles.keepOnly(new Set([...urls, ...this.nextUrls]));
+    return columns;
+  }
+
+  /** A clip's failure: recorded on the trial (sent with its vote) and named to the worker. */
+  mediaFailure(trial, failure) {
+    this.failures.set(trial.trial_id, failure.message);
+    return new StimulusLoadError(`${failureText(failure)} Trying again…`, { cause: failure });
+  }
+
+  /** The clips as they play, one step after the other, each step's clips together ([media] reference_position). */
+  playSteps() {
+    const { left, reference, right } = this.clips;
+    const position = (this.driver.state.media || {}).reference_position || 'between';
+    return position === 'before'
+      ? [{ phase: 'reference', videos: [reference] }, { phase: 'pair', videos: [left, right] }]
+      : [{ phase: 'all', videos: [left, reference, right] }];
+  }
+
+  /**
+   * Play the trial's clips (playSteps), then let the worker choose; an unfaithful playback (the State's
+   * media.rule) is played again up to rule.max_repeats times.
+   * @returns {Promise<boolean>} false if a newer trial or clear() took over
+   */
+  async playTrial(trial, seq) {
+    const media = this.driver.state.media || {};
+    const steps = this.playSteps();
+    const seconds = (video) => Number(video.dataset.durationS) || video.duration || 0;
+    const durationMs = steps.reduce((sum, step) => sum + 1000 * Math.max(...step.videos.map(seconds)), 0);
+    let log;
+    try {
+      log = await playUnderRule((fresh) => this.playOnce(steps, fresh, seq), media.rule || null, durationMs,
+                                (n) => { this.trialEl.dataset.repeats = String(n); });
+    } catch (error) {
+      if (seq !== this.seq) return false;
+      if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
+      throw error;
+    }
+    if (seq !== this.seq) return false;
+    log.error = this.failures.get(trial.trial_id) || null;
+    this.playback = log;
+    this.playing = false;
+    this.trialEl.dataset.played = 'true';
+    if (log.max_drift_ms !== null) this.trialEl.dataset.maxDriftMs = log.max_drift_ms.toFixed(1);
+    this.showReplay(media.replays || 0, seq);
+    if (!this.trialEl.hidden) this.armClock();
+    return true;
+  }
+
+  /** One playback of the steps into `log`. */
+  async playOnce(steps, log, seq) {
+    for (const { phase, videos } of steps) {
+      if (seq !== this.seq) return;
+      this.trialEl.dataset.phase = phase;
+      for (const video of videos) video.dataset.state = 'playing';
+      await playTogether(videos, log, {
+        durationS: Math.max(...videos.map((v) => Number(v.dataset.durationS) || v.duration || 0)),
+        askClick: () => {
+          this.driver.setStatus('Your browser waits for a click to play the videos.');
+          return playButton(this.trialEl, { id: 'pc-play', className: 'pc-play' });
+        },
+      });
+      for (const video of videos) video.dataset.state = 'played';
+    }
+  }
+
+  /** "Play again" while the study allows replays of this trial (each counted in the log). */
+  showReplay(left, seq) {
+    this.replayButton?.remove();
+    if (left <= 0) return;
+    this.replayButton = el('button', { type: 'button', id: 'pc-replay', class: 'pc-replay', tabindex: '-1',
+                                       text: `Play again (${left})` });
+    this.replayButton.addEventListener('mousedown', (event) => event.preventDefault()); // never takes the focus
+    this.replayButton.addEventListener('click', async () => {
+      if (seq !== this.seq || !this.accepting) return;
+      this.replayButton.remove();
+      this.accepting = false;
+      this.trialEl.dataset.accepting = 'false';
+      this.playing = true;
+      this.playback.replays += 1;
+      try {
+        await this.playOnce(this.playSteps(), this.playback, seq);
+      } finally {
+        this.playing = false;
+      }
+      if (seq !== this.seq) return;
+      this.showReplay(left - 1, seq);
+      this.armClock();
+    });
+    this.driver.chrome.prompt.append(this.replayButton);
+  }
+
+  /** Warm the cache with the next pair while this one is judged (clips: their whole files). */
   preload(trial) {
     this.preloaded.clear();
+    this.nextUrls = new Set(isClipTrial(trial) ? [trial.left.full, trial.reference.full, trial.right.full] : []);
     if (!trial) return;
+    if (isClipTrial(trial)) {
+      for (const url of this.nextUrls) this.clipFiles.file(url).catch(() => {}); // shown when the trial is
+      return;
+    }
     for (const image of [trial.left, trial.reference, trial.right]) {
       for (const url of [image.full, ...(image.crops || []).map((c) => c.url)]) {
         if (this.preloaded.has(url)) continue;
@@ -468,6 +617,7 @@ export class PairedComparison {
       client_time: new Date().toISOString(),
       window: this.windowInfo(),
     };
+    if (this.playback) vote.playback = this.playback.toJSON();
     // Main trials do not wait for the server (the queue delivers in the background); the quiz's
     // feedback comes in the vote's answer, so it is awaited.
     const delivered = finish(vote, { awaitAnswer: quiz });

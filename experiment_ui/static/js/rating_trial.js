@@ -32,7 +32,7 @@
 
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor, round6 } from './display.js';
-import { MediaFailure, PlaybackLog, clipElement, failureText, faithful, playClip, preloadClip } from './media.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playClip, playUnderRule } from './media.js';
 
 export const info = Object.freeze({
   name: 'rating',
@@ -176,7 +176,7 @@ export class RatingTrial {
     this.sent = null;           // resolves the wait for Next
     // Video trials (media.js): clips preloaded whole (url -> Promise of an object URL), the clips on screen,
     // their playback log, and the failures met per trial (recorded on its rating).
-    this.clipFiles = new Map();
+    this.clipFiles = new ClipFiles({ timeoutMs: params.clip_timeout_ms });
     this.clips = null;
     this.playing = false;
     this.playback = null;
@@ -520,49 +520,18 @@ export class RatingTrial {
 
   // --- video (media.js) -----------------------------------------------------
 
-  /** The whole file of a clip as an object URL, loaded once (this trial's, or the next one's early). */
-  clipFile(url, onProgress = () => {}) {
-    let file = this.clipFiles.get(url);
-    if (!file) {
-      file = preloadClip(url, { onProgress: (f) => this.clipProgress.get(url)?.(f),
-                                timeoutMs: this.params.clip_timeout_ms });
-      file.catch(() => this.clipFiles.delete(url)); // a failed load is tried afresh
-      this.clipFiles.set(url, file);
-    }
-    this.clipProgress.set(url, onProgress);
-    return file;
-  }
-
-  get clipProgress() {
-    if (!this._clipProgress) this._clipProgress = new Map();
-    return this._clipProgress;
-  }
-
   /** Decoded <video> elements of a trial's clips, each loaded whole first; the progress in the status line. */
   async buildClips(images) {
-    const fractions = images.map(() => 0);
-    const shown = () => {
-      if (this.mode !== 'loading') return;
-      const done = fractions.reduce((a, b) => a + b, 0) / images.length;
-      this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
-    };
-    const files = await Promise.all(images.map((image, i) => this.clipFile(image.url, (f) => {
-      fractions[i] = f === null ? fractions[i] : f;
-      shown();
-    })));
-    const videos = await Promise.all(files.map(({ objectUrl }) => clipElement(objectUrl)));
+    const urls = images.map((image) => image.url);
+    const videos = await this.clipFiles.elements(urls, (done) => {
+      if (this.mode === 'loading') this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
+    });
     videos.forEach((video, i) => {
       video.className = 'rating-image rating-video';
       video.dataset.durationS = String(images[i].duration_s ?? '');
     });
     // Object URLs of clips no longer needed (not this trial's, not the next one's) are released.
-    const keep = new Set(images.map((image) => image.url));
-    for (const [url, file] of this.clipFiles) {
-      if (!keep.has(url) && !this.nextUrls?.has(url)) {
-        file.then(({ objectUrl }) => URL.revokeObjectURL(objectUrl), () => {});
-        this.clipFiles.delete(url);
-      }
-    }
+    this.clipFiles.keepOnly(new Set([...urls, ...(this.nextUrls || [])]));
     return videos;
   }
 
@@ -584,15 +553,10 @@ export class RatingTrial {
     const duration = clips.reduce((sum, v) => sum + 1000 * (Number(v.dataset.durationS) || v.duration || 0), 0);
     let log;
     try {
-      for (let attempt = 0; ; attempt += 1) {
-        log = new PlaybackLog();
-        log.duration_ms = duration;
-        this.trialEl.dataset.playing = 'true';
-        await this.playClips(clips, log, seq);
-        if (seq !== this.seq) return false;
-        if (!rule || faithful(log, rule) || attempt >= rule.max_repeats) break;
-        this.trialEl.dataset.repeats = String(attempt + 1);
-      }
+      this.trialEl.dataset.playing = 'true';
+      log = await playUnderRule((fresh) => this.playClips(clips, fresh, seq), rule, duration,
+                                (n) => { this.trialEl.dataset.repeats = String(n); });
+      if (seq !== this.seq) return false;
     } catch (error) {
       if (seq !== this.seq) return false;
       if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
@@ -621,12 +585,8 @@ export class RatingTrial {
 
   /** The browser refused to autoplay: a Play button over the clip starts it (never a stuck page). */
   askClick(video) {
-    return new Promise((resolve) => {
-      const button = el('button', { type: 'button', class: 'rating-play', id: 'rating-play', text: '▶ Play' });
-      button.addEventListener('click', () => { button.remove(); resolve(); }, { once: true });
-      video.parentElement.append(button);
-      this.driver.setStatus('Your browser waits for a click to play the video.');
-    });
+    this.driver.setStatus('Your browser waits for a click to play the video.');
+    return playButton(video.parentElement, { id: 'rating-play', className: 'rating-play' });
   }
 
   /** "Play again" while the study allows replays of this trial (each counted in the log). */
@@ -659,7 +619,7 @@ export class RatingTrial {
     this.nextUrls = new Set((trial?.images || []).map((image) => image.url));
     if (!trial) return;
     if ((trial.images || []).some((image) => image.kind === 'video')) {
-      for (const image of trial.images) this.clipFile(image.url).catch(() => {}); // shown when the trial is
+      for (const image of trial.images) this.clipFiles.file(image.url).catch(() => {}); // shown when the trial is
       return;
     }
     for (const image of trial.images || []) {

@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 from ... import auth, codes, exports
 from ...db import db_session
 from ...admin_support import admin_error, csv_download, download_salt, flag, protect, study_or_404
+from ..core import spec_for
 from . import export as paired_export, live_scales
 from .models import Pair, ScaleSnapshot, StudySet, Vote
 from ...models import Assignment, Study
@@ -41,7 +42,8 @@ def votes_csv(slug: str):
     study = study_or_404(slug)
     raw = flag("raw_worker_ids")
     rows = paired_export.export_votes(db_session(), study.id, pseudonymise=not raw, include_gold=not flag("no_gold"),
-                                salt=download_salt(study, raw), include_pilot=flag("include_pilot"))
+                                      salt=download_salt(study, raw), include_pilot=flag("include_pilot"),
+                                      spec=spec_for(db_session(), study.id))
     return csv_download(paired_export.votes_csv_text(rows), f"{slug}-votes{'-raw-ids' if raw else ''}.csv")
 
 

@@ -1,5 +1,7 @@
 """Paired comparison's export files: votes.csv (ARCHITECTURE.md, File formats; the input of
-``perceptlab analyze``) and its per-worker columns of workers.csv (pages, votes, gold and quiz scores),
+``perceptlab analyze``; video votes add their playback log's columns,
+:data:`server.paradigms.media.PLAYBACK_COLUMNS` and the drift between the clips, judged by the study's
+``[media]`` rule) and its per-worker columns of workers.csv (pages, votes, gold and quiz scores),
 on the pseudonyms and per-worker facts every study shares (:mod:`server.worker_records`).
 
 Rows are read with one query each; the CSV text is written by :mod:`analysis.formats`, so
@@ -15,12 +17,13 @@ from sqlalchemy.orm import Session, aliased
 from analysis.formats import REQUIRED_VOTE_COLUMNS, table_csv
 
 from ...models import Worker
+from ..media import DRIFT_COLUMN, PLAYBACK_COLUMNS, MediaParams, drift_column, faithful, playback_columns
 from ...worker_records import environment_columns, iso_utc, pilot_filter, worker_facts, worker_label
 from ..stages import Stage
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
 
 VOTES_COLUMNS = REQUIRED_VOTE_COLUMNS + ("position_a", "trial_id", "is_gold", "is_quiz", "gold_winner",
-                                         "created_at", "rt_ms")
+                                         "created_at", "rt_ms", *PLAYBACK_COLUMNS, DRIFT_COLUMN)
 WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments", "pages", "n_votes",
                         "gold_correct", "gold_total", "gold_accuracy", "quiz", "quiz_correct", "quiz_total",
                         "window_width", "window_height", "dpr", "screen_width", "screen_height", "first_seen")
@@ -33,7 +36,7 @@ def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: boo
     a, b, won, gold = (aliased(Stimulus) for _ in range(4))
     query = (select(Worker.external_id, StudySet.name, a.item_id, b.item_id, won.item_id, Trial.left_is_a,
                     Trial.id, Trial.is_gold, Trial.is_quiz, gold.item_id, Vote.created_at, Vote.rt_ms,
-                    Vote.worker_id)
+                    Vote.worker_id, Vote.playback)
              .select_from(Vote)
              .join(Trial, Vote.trial_id == Trial.id)
              .join(Pair, Vote.pair_id == Pair.id)
@@ -49,7 +52,8 @@ def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: boo
 
 
 def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
-                 salt: bytes | None = None, include_pilot: bool = False) -> list[dict[str, Any]]:
+                 salt: bytes | None = None, include_pilot: bool = False,
+                 spec: MediaParams | None = None) -> list[dict[str, Any]]:
     """Every vote of a study as votes.csv records (ARCHITECTURE.md columns plus a few extra).
 
     Parameters
@@ -64,6 +68,9 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
         :func:`study_salt` of the server's secret key and the study slug.
     include_pilot : bool
         Also the votes of pilot and simulated participants (:mod:`server.pilot`).
+    spec : MediaParams, optional
+        The study's ``[media]`` rule (default: its defaults): ``playback_faithful``, and with
+        ``unfaithful = "exclude"`` the votes of unfaithful playbacks left out (the database keeps them).
 
     Returns
     -------
@@ -77,16 +84,19 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
         raise ValueError("pseudonymised exports need the study's salt (study_salt(secret_key, slug))")
     labels: dict[str, str] = {}
     rows = []
+    spec = spec or MediaParams()
     for (raw, set_name, item_a, item_b, winner, left_is_a, trial_id, is_gold, is_quiz, gold_winner, created,
-         rt_ms, worker_db_id) in session.execute(vote_rows_query(study_id, include_gold,
-                                                                                 include_pilot)):
+         rt_ms, worker_db_id, playback) in session.execute(vote_rows_query(study_id, include_gold, include_pilot)):
+        if spec.unfaithful == "exclude" and faithful(playback, spec) is False:
+            continue
         if raw not in labels:
             labels[raw] = worker_label(raw, salt if pseudonymise else None)
         rows.append({"worker_id": labels[raw], "set_id": set_name, "item_a": item_a, "item_b": item_b,
                      "winner": winner, "position_a": "left" if left_is_a else "right", "trial_id": str(trial_id),
                      "is_gold": "1" if is_gold else "0", "is_quiz": "1" if is_quiz else "0",
                      "gold_winner": gold_winner if is_gold and gold_winner else "",
-                     "created_at": iso_utc(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id})
+                     "created_at": iso_utc(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id,
+                     **playback_columns(playback, spec), **drift_column(playback)})
     return rows
 
 

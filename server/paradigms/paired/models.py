@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, func
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, func
 from sqlalchemy.orm import Mapped, backref, mapped_column, relationship
 
 from ...models import Base, Page, Study, utcnow
@@ -127,6 +127,9 @@ class Vote(Base):
     window_height: Mapped[int | None]
     device_pixel_ratio: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    # A video trial's playback log, both clips (and the reference's) summed, with the drift between the clips
+    # played together (server/paradigms/media.py parse_playback); None for images.
+    playback: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=None)
 
 
 class GoldResult(Base):

@@ -39,9 +39,10 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, 
                    ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
                    allocation_lock, as_object, check_replay, completion_info, ended_error,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
-                   spec_for, stop, study_ref)
+                   spec_for, stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
+from ..media import parse_playback, state_media, stimulus_fields
 from .window import PC_CHROME, pc_views
 from .allocation import LAPSED_PER_PAIR, PAIR_ALLOCATION_LOCKS, RESERVED, hold_pairs, retire_lapsed_pages
 from .models import GoldResult, Pair, Stimulus, StudySet, Trial, Vote
@@ -347,10 +348,11 @@ def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: i
 # ---------------------------------------------------------------- votes
 
 def parse_vote(payload: Any) -> dict[str, Any]:
-    """Validate a vote body (see the OpenAPI file); raise a 400 naming the first problem."""
+    """Validate a vote body (see the OpenAPI file); raise a 400 naming the first problem. ``playback`` is a
+    video trial's playback log (:func:`server.paradigms.media.parse_playback`)."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
-    reject_unknown(payload, ("vote_id", "trial_id", "choice", "rt_ms", "input", "client_time", "window"))
+    reject_unknown(payload, ("vote_id", "trial_id", "choice", "rt_ms", "input", "client_time", "window", "playback"))
     vote_id = payload.get("vote_id")
     if not isinstance(vote_id, str) or not UUID_PATTERN.fullmatch(vote_id):
         raise invalid("vote_id must be a UUID made by the browser")
@@ -364,10 +366,14 @@ def parse_vote(payload: Any) -> dict[str, Any]:
         raise invalid("input must be 'mouse', 'keyboard' or 'touch'")
     client_time = check.client_time(payload.get("client_time"))
     window = check.size_object(payload.get("window"), "window", with_dpr=True)
+
+    def fail(message: str):
+        raise invalid(message)
+
     return {"vote_id": vote_id.lower(), "trial_id": int(trial_id), "chose_left": payload["choice"] == "left",
             "rt_ms": rt, "input": payload.get("input", "mouse"), "client_time": client_time,
             "window_width": window.get("width"), "window_height": window.get("height"),
-            "device_pixel_ratio": window.get("dpr")}
+            "device_pixel_ratio": window.get("dpr"), "playback": parse_playback(payload.get("playback"), fail)}
 
 
 # ---------------------------------------------------------------- the vote statements, built once
@@ -511,7 +517,7 @@ def record_vote(session: Session, assignment: AssignmentRow, payload: Any) -> tu
            "worker_id": assignment.worker_id, "study_id": assignment.study_id, "chose_left": vote["chose_left"],
            "rt_ms": vote["rt_ms"], "input": vote["input"], "client_time": vote["client_time"],
            "window_width": vote["window_width"], "window_height": vote["window_height"],
-           "device_pixel_ratio": vote["device_pixel_ratio"], "created_at": utcnow()}
+           "device_pixel_ratio": vote["device_pixel_ratio"], "created_at": utcnow(), "playback": vote["playback"]}
     try:
         stored = _store_vote(session.connection(), row, reservation_end(session, spec), count=not assignment.pilot)
     except IntegrityError:
@@ -547,7 +553,7 @@ def record_vote_in_one_statement(connection, claims: TokenClaims, spec: StudySpe
         vote = parse_vote(payload)
     except ApiError:
         return None
-    if vote["trial_id"] > MAX_ROW_ID:
+    if vote["trial_id"] > MAX_ROW_ID or vote["playback"] is not None:  # vote.sql stores no playback log
         return None
     outcome, stage, open_left, quiz_correct = connection.execute(_CALL_VOTE_FUNCTION, (
         claims.assignment_id, claims.nonce, claims.study_id, vote["trial_id"], vote["vote_id"], vote["chose_left"],
@@ -575,9 +581,10 @@ def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = T
     sqlalchemy.exc.IntegrityError
         The vote's client ID is stored already (for another trial).
     """
-    if connection.dialect.name == "postgresql":
-        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**row, "until": reserved_until,
-                                                            "count_pair": count}).first()
+    # A vote with a playback log (video) takes the statements below on PostgreSQL too: vote.sql stores none.
+    if connection.dialect.name == "postgresql" and row.get("playback") is None:
+        found = connection.execute(_STORE_VOTE_POSTGRESQL, {**{k: v for k, v in row.items() if k != "playback"},
+                                                            "until": reserved_until, "count_pair": count}).first()
         return None if found is None else StoredVote._make(found)
     trial = connection.execute(_CLAIM_TRIAL, {"trial_id": row["trial_id"], "owner_id": row["assignment_id"]}).first()
     if trial is None:
@@ -586,7 +593,7 @@ def _store_vote(connection, row: dict[str, Any], reserved_until, count: bool = T
     if not trial.pair_is_gold and count:
         connection.execute(_COUNT_PAIR_VOTE, {"pair_id": trial.pair_id, "unheld": 1 if trial.page_held else 0})
     values = {name: row[name] for name in _VOTE_COLUMNS}
-    values["pair_id"], values["winner_id"] = trial.pair_id, winner
+    values["pair_id"], values["winner_id"], values["playback"] = trial.pair_id, winner, row.get("playback")
     if trial.is_gold:
         vote_row = connection.execute(_INSERT_GOLD_VOTE, values).scalar_one()
         connection.execute(_INSERT_GOLD_RESULT, {
@@ -694,7 +701,8 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     if assignment.stage in PAGE_STAGES:
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
-            page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy)
+            page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy,
+                                   stored_media(session, assignment.study_id))
     elif assignment.stage in TERMINAL_STAGES:
         ended = as_object(session, assignment)
         message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
@@ -717,7 +725,16 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                     "floor": [spec.min_window_width, spec.min_window_height], "chrome": PC_CHROME},
         "completion": completion,
+        **_state_media(stored_media(session, assignment.study_id), spec),
     }
+
+
+def _state_media(media: dict, spec: StudySpec) -> dict[str, Any]:
+    """:func:`server.paradigms.media.state_media` with where the reference plays (``[media] reference_position``)."""
+    state = state_media(media, spec)
+    if state:
+        state["media"]["reference_position"] = spec.reference_position
+    return state
 
 
 # The assignment's latest page with its trials in one query (a page with no trial gives one row
@@ -730,7 +747,8 @@ _LATEST_PAGE_TRIALS = (select(_page.c.index, _page.c.kind, _trial.c.id, _trial.c
                        .where(_page.c.id == _LATEST_PAGE_ID).order_by(_trial.c.position))
 
 
-def _page_data(session: Session, study_id: int, rows, url_for: UrlFor, policy: str) -> dict[str, Any]:
+def _page_data(session: Session, study_id: int, rows, url_for: UrlFor, policy: str,
+               media: dict | None = None) -> dict[str, Any]:
     """A page (``rows`` of :data:`_LATEST_PAGE_TRIALS`) with its trials' image URLs, from the study's layout,
     and each trial's ``views``: the panel size of the whole images and of each zoom region under the
     display ``policy`` (:func:`server.paradigms.paired.window.pc_views`)."""
@@ -742,7 +760,7 @@ def _page_data(session: Session, study_id: int, rows, url_for: UrlFor, policy: s
     def image(full: str, crops: tuple[str, ...], study_set: SetLayout) -> dict[str, Any]:
         found = images.get(full)  # a page shows each set's reference (and its crops) many times
         if found is None:
-            found = images[full] = _image(full, crops, study_set, url_for)
+            found = images[full] = {**_image(full, crops, study_set, url_for), **stimulus_fields(media or {}, full)}
         return found
 
     out = []
@@ -819,6 +837,10 @@ class PairedComparison(Paradigm):
     kind = paired_study.KIND
     title = "paired comparison"
     state_schema = "State"
+    shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)
+    video_launch_values = ({("design", "stimulus"): "original"},
+                           "clips are shown as prepared ([design] stimulus = \"original\"); their gold pairs are "
+                           "hidden references against washed-out, blurred clips, written at creation")
     spec_class = StudySpec
     template = paired_study.STUDY_TEMPLATE
     app_stages = frozenset(PAGE_STAGES)
@@ -876,21 +898,29 @@ class PairedComparison(Paradigm):
         if found is None:
             layout = study_layout(session, study.id)
             sets = [(s.width, s.height, s.boxes) for s in layout.sets.values()]
-            found = cache[study.id] = paired_study.window_requirement(spec_for(session, study.id), sets)
+            found = cache[study.id] = paired_study.window_requirement(spec_for(session, study.id), sets,
+                                                                      stored_media(session, study.id))
         return found
 
     def examples(self, session: Session, study: Study) -> dict[str, Any]:
-        """The first set: its overview (or reference) illustrates the instructions and the HIT preview."""
-        return {"example": study.sets[0] if study.sets else None}
+        """The first set: its overview (or reference) illustrates the instructions and the HIT preview; video
+        studies show no clip there (``video``: the pages speak of videos)."""
+        if stored_media(session, study.id).get("kind") == "video":
+            return {"example": None, "video": True}
+        return {"example": study.sets[0] if study.sets else None, "video": False}
 
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         return stimulus_paths(session, study)
 
     def instructions(self, session: Session, study: Study, spec: StudySpec) -> str:
         """The study's instructions; the default ones without their sentence about the zoom crops when no
-        set has any (prepared with ``--top-k 0``, or every crop would have covered most of its image)."""
-        if spec.instructions == paired_study.default_instructions(spec.stimulus) and not any(
-                study_set.crops.get("boxes") for study_set in study.sets):
+        set has any (prepared with ``--top-k 0``, or every crop would have covered most of its image), and
+        for video clips the default ones of videos (:func:`~.study.video_instructions`)."""
+        if spec.instructions != paired_study.default_instructions(spec.stimulus):
+            return spec.instructions
+        if stored_media(session, study.id).get("kind") == "video":
+            return paired_study.video_instructions(spec.reference_position, spec.quiz_size > 0)
+        if not any(study_set.crops.get("boxes") for study_set in study.sets):
             return paired_study.default_instructions(spec.stimulus, crops=False)
         return spec.instructions
 
@@ -899,7 +929,7 @@ class PairedComparison(Paradigm):
         """votes.csv, the input of ``perceptlab analyze`` (quiz and hidden gold votes unless ``include_gold``
         is false; pilots' votes only with ``include_pilot``)."""
         rows = paired_export.export_votes(session, study_id, pseudonymise=salt is not None, include_gold=include_gold,
-                                    salt=salt, include_pilot=include_pilot)
+                                          salt=salt, include_pilot=include_pilot, spec=spec_for(session, study_id))
         counts = paired_export.vote_counts(rows)
         return StudyExport(
             files={"votes.csv": paired_export.votes_csv_text(rows)},

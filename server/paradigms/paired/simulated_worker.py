@@ -20,6 +20,9 @@ gold pair or its better image, so latent workers answer gold pairs at chance and
 mode on a study without quiz and hidden gold (``quiz_size = 0``, ``gold_rate = 0``). It measures only the
 API/vote path (``benchmarks/server_load.py``).
 
+On video trials (clips) the RMSE is that of the clips' middle frames (:mod:`server.simulate_client`), and
+each vote carries a simulated playback log of the clips played as the browser plays them.
+
 *Careless* workers pick left or right with probability 1/2. Their choice ignores the images, but the
 simulator still works out which side was closer to the reference for the report's agreement figures, so
 with ``observer="images"`` their trials' images are fetched too (once, through the shared cache).
@@ -62,4 +65,8 @@ class PairedWorker(SimulatedWorker):
         correct = None if gap is None or gap == 0 else (choice == "right") == (gap > 0)
         body = {"trial_id": str(trial["trial_id"]), "choice": choice, "rt_ms": self.rt_ms(), "input": self.input,
                 "client_time": now_iso(), "window": dict(WINDOW)}
+        if trial["reference"].get("kind") == "video":  # as pc_trial.js plays them ([media] reference_position)
+            pair = [trial["left"], trial["right"]]
+            before = state["media"].get("reference_position") == "before"
+            body["playback"] = self.playback([[trial["reference"]], pair] if before else [[*pair, trial["reference"]]])
         return Answer(body, choice, correct)

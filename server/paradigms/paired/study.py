@@ -6,7 +6,7 @@ study template``) is made from it. Only ``study.manifests`` is required; a paire
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,9 +14,12 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from stimuli.media import VIDEO
+
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
+from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
 from ..sections import DisplayParams, PagesParams, QualityParams
@@ -26,6 +29,11 @@ from .window import manifest_sets, pc_requirement
 
 KIND = "pc"
 SAMPLINGS = ("regular", "active")  # [design] sampling
+# [media] reference_position: where a video study's reference plays, between the two clips or before them.
+REFERENCE_POSITIONS = ("between", "before")
+# Video scenes' gold pairs (a hidden reference against a washed-out, blurred clip), in each scene's folder.
+CHECK_FOLDER = "pc"
+VIDEO_GOLD_PAIRS = 2
 
 
 def gold_item_ids(k: int) -> tuple[str, str]:
@@ -58,6 +66,20 @@ Keys 2, 3, ... show enlarged crops of the regions where the images differ most (
 example image); key 1 the whole images. Look there first."""
 _INSTRUCTIONS_AMPLIFIED = "The differences have been amplified so they are easier to see."
 _INSTRUCTIONS_QUIZ = "First comes a short quiz with obvious differences: you must pass it to continue."
+_INSTRUCTIONS_VIDEO = {
+    "between": "In every trial three videos play once, together: the middle one is the reference (the ground "
+               "truth). When they have played, click the video on the LEFT or on the RIGHT that looks more like "
+               "the reference, or press the left or right arrow key.",
+    "before": "In every trial the reference video (the ground truth) plays first, then two videos play "
+              "together side by side. When they have played, click the video on the LEFT or on the RIGHT that "
+              "looks more like the reference, or press the left or right arrow key."}
+
+
+def video_instructions(reference_position: str, quiz: bool) -> str:
+    """The default instructions of a video study (``[media] reference_position``; the quiz's sentence when it
+    has one)."""
+    return "\n\n".join(part for part in (_INSTRUCTIONS_VIDEO[reference_position], quiz and _INSTRUCTIONS_QUIZ)
+                        if part)
 
 
 def default_instructions(stimulus: str = "amplified", crops: bool = True) -> str:
@@ -74,10 +96,11 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 @dataclass(frozen=True, kw_only=True)
 class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                DisplayParams):
+                DisplayParams, MediaParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
+        **MediaParams.SECTION_DOCS,
         "display": "The trial page shows one view at a time, LEFT | REFERENCE | RIGHT: the whole images, or one "
                    "zoom region (keys 1, 2, ... switch at once). `study create` prints the smallest inner window "
                    "(CSS pixels) the study needs and refuses one above 1366 x 657 (a 1366x768 laptop) unless "
@@ -127,6 +150,11 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
         fallback=lambda values, path: default_instructions(values["stimulus"]),
         doc="shown before the quiz, beside the overview image (default: says whether the differences were "
             "amplified, [design] stimulus)")
+    reference_position: str = param(
+        "between", section="media", choices=REFERENCE_POSITIONS,
+        doc='video: "between": the reference plays in the middle, together with the two clips (LEFT | REFERENCE '
+            '| RIGHT, started on the same frame); "before": the reference plays alone first, then the two clips '
+            "together side by side. Images always show the reference between the candidates")
     base_dir: str = field(default=".", compare=False)  # the study file's folder (manifests are relative to it)
 
     @property
@@ -156,18 +184,22 @@ def spec_from_toml(data: dict[str, Any], path: Path) -> StudySpec:
     return parse_spec(StudySpec, data, path, kind=KIND)
 
 
-def window_requirement(spec: StudySpec, sets=None) -> WindowRequirement:
-    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.paired.window`).
+def window_requirement(spec: StudySpec, sets=None, media: dict | None = None) -> WindowRequirement:
+    """The smallest inner window the study's trial pages need (:mod:`server.paradigms.paired.window`), and for
+    videos the codecs the browser must decode (:func:`server.paradigms.media.decode_types`).
 
-    ``sets``: ``(width, height, crop boxes)`` of each set; by default read from the spec's manifests
-    (before the study exists: ``study create``, ``launch``).
+    ``sets``: ``(width, height, crop boxes)`` of each set, and ``media`` the study's; by default read from the
+    spec's manifests (before the study exists: ``study create``, ``launch``).
     """
     names = None
     if sets is None:
-        manifests = [manifest for _, manifest in _scene_manifests(spec)]
+        scenes = _scene_manifests(spec)
+        manifests = [manifest for _, manifest in scenes]
         sets, names = manifest_sets(manifests), [manifest["scene_id"] for manifest in manifests]
-    return pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height), sets,
-                          names)
+        media = study_media(scenes, common_root([folder.resolve() for folder, _ in scenes]))
+    requirement = pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height),
+                                 sets, names)
+    return replace(requirement, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec))
 
 
 # ---------------------------------------------------------------- manifests -> rows
@@ -212,22 +244,31 @@ def create_study(session: Session, spec: StudySpec) -> Study:
         raise StudyDefinitionError(f"a study with slug {spec.slug!r} exists already")
     scenes = _scene_manifests(spec)
     check_resolve_items(spec.resolve, [{c["id"] for c in m["candidates"]} for _, m in scenes])
-    if (spec.quiz_size > 0 or spec.gold_per_page > 0) and not any(_gold_entries(f, m) for f, m in scenes):
+    root = stimulus_root(spec)
+    checks = spec.quiz_size > 0 or spec.gold_per_page > 0
+    gold = {manifest["scene_id"]: _video_gold_entries(spec, folder.resolve(), manifest) if _is_video(manifest)
+            else _gold_entries(folder, manifest) for folder, manifest in scenes} if checks else {}
+    if checks and not any(gold.values()):
         raise StudyDefinitionError("the stimuli have no gold pairs (prepared with --gold-pairs 0): "
                                    "set [quality] quiz_size = 0 and gold_rate = 0")
-    root = stimulus_root(spec)
-    config = {**spec.to_config(), SALT_KEY: new_salt()}  # the key of the study's opaque stimulus names
+    # What the study shows (server/paradigms/media.py), the video gold pairs' clips included.
+    clips = {str(Path(path).relative_to(root).as_posix()): Path(path) for folder, manifest in scenes
+             if _is_video(manifest) for entry in gold.get(manifest["scene_id"], [])
+             for path in (folder.resolve() / entry["better"]["original"], folder.resolve() / entry["worse"]["original"])}
+    media = study_media([(folder.resolve(), manifest) for folder, manifest in scenes], root, clips)
+    # The key of the study's opaque stimulus names; what it shows.
+    config = {**spec.to_config(), SALT_KEY: new_salt(), "media": media}
     study = Study(slug=spec.slug, name=spec.name, seed=spec.seed, config=config, stimulus_root=str(root))
     session.add(study)
     rng = np.random.default_rng(spec.seed)
     for folder, manifest in scenes:
-        _add_scene(session, study, spec, root, folder.resolve(), manifest, rng)
+        _add_scene(session, study, spec, root, folder.resolve(), manifest, rng, gold.get(manifest["scene_id"], []))
     session.flush()
     return study
 
 
 def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, folder: Path, manifest: dict,
-               rng: np.random.Generator) -> None:
+               rng: np.random.Generator, gold: list[dict]) -> None:
     def rel(path: str) -> str:
         full = folder / path
         if not full.is_file():
@@ -235,9 +276,11 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         return full.relative_to(root).as_posix()
 
     scene_id = manifest["scene_id"]
+    # Video clips are delivered as prepared (stimuli/video.py): no amplified copy, no crops, no overview.
+    shown = "original" if _is_video(manifest) else spec.stimulus
     study_set = StudySet(study=study, name=scene_id,
                          reference={"full": rel(manifest["reference"]["path"]),
-                                    "crops": [rel(p) for p in manifest["reference"]["crops"]]},
+                                    "crops": [rel(p) for p in manifest["reference"].get("crops", [])]},
                          overview=rel(manifest["overview"]) if manifest.get("overview") else None,
                          crops={"boxes": manifest.get("crops", [])},
                          image_width=manifest["image_size"]["width"], image_height=manifest["image_size"]["height"])
@@ -245,16 +288,16 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
     session.flush()
     def make_stimulus(item_id: str, kind: str, entry: dict) -> Stimulus:
         """A candidate or gold image as the study shows it (``spec.stimulus``: amplified or original)."""
-        crops = [rel(c[spec.stimulus]) for c in sorted(entry["crops"], key=lambda c: c["rank"])]
-        return Stimulus(item_id=item_id, kind=kind, full=rel(entry[spec.stimulus]), crops={"paths": crops})
+        crops = [rel(c[shown]) for c in sorted(entry.get("crops", []), key=lambda c: c["rank"])]
+        return Stimulus(item_id=item_id, kind=kind, full=rel(entry[shown]), crops={"paths": crops})
 
     stimuli = {c["id"]: make_stimulus(c["id"], "candidate", c) for c in manifest["candidates"]}
     gold_ids = []
-    for k, gold in enumerate(_gold_entries(folder, manifest), start=1):
+    for k, entry in enumerate(gold, start=1):
         # Both gold images are files of their own, shown like candidates: never the reference's file.
         better_id, worse_id = gold_item_ids(k)
-        stimuli[better_id] = make_stimulus(better_id, "gold_good", gold["better"])
-        stimuli[worse_id] = make_stimulus(worse_id, "gold_bad", gold["worse"])
+        stimuli[better_id] = make_stimulus(better_id, "gold_good", entry["better"])
+        stimuli[worse_id] = make_stimulus(worse_id, "gold_bad", entry["worse"])
         gold_ids.append((better_id, worse_id))
     for stimulus in stimuli.values():
         stimulus.set_id = study_set.id
@@ -267,6 +310,23 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[better_id].id,
                          stimulus_b_id=stimuli[worse_id].id, target_votes=0, is_gold=True,
                          gold_winner_id=stimuli[better_id].id))
+
+
+def _is_video(manifest: dict) -> bool:
+    """Whether a prepared scene shows video clips (stimuli/video.py writes its ``media``)."""
+    return (manifest.get("media") or {}).get("kind") == VIDEO
+
+
+def _video_gold_entries(spec: StudySpec, folder: Path, manifest: dict) -> list[dict]:
+    """A video scene's gold pairs, in the manifest's gold shape: a hidden reference (the reference through the
+    delivery encoder) against each of :data:`VIDEO_GOLD_PAIRS` washed-out, blurred clips, written into the
+    scene's :data:`CHECK_FOLDER` (:func:`server.paradigms.media.write_check_clips`: sized like the candidates,
+    the same metadata); the hidden reference is the better clip."""
+    hidden, degraded = write_check_clips(folder, manifest, folder / CHECK_FOLDER, seed=spec.seed,
+                                         n_degraded=VIDEO_GOLD_PAIRS)
+    better = hidden.relative_to(folder).as_posix()
+    return [{"better": {"original": better, "crops": []}, "worse": {"original": path.relative_to(folder).as_posix(),
+                                                                   "crops": []}} for path in degraded]
 
 
 def _gold_entries(folder: Path, manifest: dict) -> list[dict]:

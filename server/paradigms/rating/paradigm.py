@@ -39,10 +39,10 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
                     add_trials, allocation_lock, as_object, check_replay, completion_info, ended_error,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
-                    stop, study_ref)
+                    stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
-from ..media import media_of, parse_playback, state_media, stimulus_fields
+from ..media import parse_playback, state_media, stimulus_fields
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
 from .allocation import (COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, hidden_references_for,
@@ -74,15 +74,6 @@ class StimulusLayout(NamedTuple):
 
 _LAYOUT = select(_stimulus.c.id, _stimulus.c.role, _stimulus.c.path, _stimulus.c.reference_path, _stimulus.c.width,
                  _stimulus.c.height).where(_stimulus.c.study_id == bindparam("study_id"))
-
-
-def study_media(session: Session, study_id: int) -> dict:
-    """The study's media (server/paradigms/media.py), read once per process (fixed at creation)."""
-    known = fixed_study_facts(session, "rating.media")
-    media = known.get(study_id)
-    if media is None:
-        media = known.setdefault(study_id, media_of(session.get(Study, study_id).config))
-    return media
 
 
 def study_stimuli(session: Session, study_id: int) -> dict[int, StimulusLayout]:
@@ -432,7 +423,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             stimuli = study_stimuli(session, assignment.study_id)
-            media = study_media(session, assignment.study_id)
+            media = stored_media(session, assignment.study_id)
             trials = [{"id": row.id, "position": row.position, "answered": row.answered,
                        "images": trial_images(spec.method, stimuli[row.stimulus_id], row.reference_first, url_for,
                                               media)}
@@ -453,7 +444,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
             "scale": scale_of(spec.method).as_state(spec.slider, spec.question),
             "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                         "floor": [spec.min_window_width, spec.min_window_height]},
-            "page": page, **state_media(study_media(session, assignment.study_id), spec)}
+            "page": page, **state_media(stored_media(session, assignment.study_id), spec)}
 
 
 # ---------------------------------------------------------------- dashboard, pay
@@ -523,7 +514,7 @@ class Rating(Paradigm):
         if found is None:
             sizes = {(s.width, s.height) for s in study_stimuli(session, study.id).values()}
             found = cache[study.id] = rating_study.window_for(spec_for(session, study.id), sorted(sizes),
-                                                              study_media(session, study.id))
+                                                              stored_media(session, study.id))
         return found
 
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:

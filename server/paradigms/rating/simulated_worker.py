@@ -130,16 +130,5 @@ class RatingWorker(SimulatedWorker):
         correct = None if psi is None else abs(rating - psi) <= 1.0
         body = {"trial_id": int(trial["id"]), "rating": rating, "rt_ms": self.rt_ms()}
         if any(image.get("kind") == "video" for image in trial["images"]):
-            body["playback"] = self.playback(trial["images"])
+            body["playback"] = self.playback([[clip] for clip in trial["images"]])  # one after the other
         return Answer(body, rating, correct)
-
-    def playback(self, clips: list[dict[str, Any]]) -> dict[str, float]:
-        """A simulated playback log of a video trial's clips, played one after the other (media.js's log):
-        a start delay of a few frames, now and then a dropped frame, no stall."""
-        duration_ms = sum(1000.0 * float(clip.get("duration_s") or 0.0) for clip in clips)
-        frames = sum(round(float(clip.get("duration_s") or 0.0) * float(clip.get("fps") or 25.0)) for clip in clips)
-        dropped = int(self.rng.binomial(frames, 0.002))
-        start_delay = float(self.rng.gamma(4.0, 10.0))
-        return {"stall_ms": 0.0, "dropped_frames": dropped, "presented_frames": frames - dropped,
-                "start_delay_ms": round(start_delay, 1), "replays": 0,
-                "playing_ms": round(duration_ms + start_delay, 1), "duration_ms": round(duration_ms, 1)}

@@ -47,7 +47,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
-from ..media import MediaParams, decode_types, needed_mbps, study_media
+from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
 from ..sections import DisplayParams, PagesParams, QualityParams
@@ -367,7 +367,8 @@ def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, man
     if not spec.has_checks:  # nothing to hide: the prepared files, as they are
         return [stimulus(item, TEST, path) for item, path in shown.items()]
     if video:  # check clips come out of the video encoder path (stimuli/video.py), sized like candidates
-        hidden, degraded = write_check_clips(spec, folder, manifest)
+        hidden, degraded = write_check_clips(folder, manifest, folder / CHECK_FOLDER, seed=spec.seed,
+                                             n_degraded=spec.gold_per_scene)
         rows = [stimulus(item, TEST, path) for item, path in shown.items()]
         rows.append(stimulus(REFERENCE_ITEM, HIDDEN_REFERENCE, rel(hidden)))
         rows.extend(stimulus(gold_low_item(k), GOLD_LOW, rel(path)) for k, path in enumerate(degraded, start=1))
@@ -380,43 +381,6 @@ def scene_stimuli(study_id: int, spec: RatingSpec, root: Path, folder: Path, man
     rows.extend(stimulus(gold_low_item(k), GOLD_LOW, rel(path), references.get(gold_low_item(k), reference))
                 for k, path in enumerate(images.degraded, start=1))
     return rows
-
-
-def write_check_clips(spec: RatingSpec, folder: Path, manifest: dict) -> tuple[Path, list[Path]]:
-    """A video scene's hidden reference and strongly degraded clips (washed out and blurred), through the
-    delivery encoder path (:func:`stimuli.video.write_check_clip`), each sized like a candidate drawn at
-    random (seeded by the study and the scene): neither metadata, size nor bitrate tells them from real clips.
-    Their paths: the hidden reference's, then the degraded clips'."""
-    from stimuli.media import MediaError
-    from stimuli.video import washed_out_blur, write_check_clip
-
-    scene = manifest["scene_id"]
-    parameters = manifest.get("parameters") or {}
-    reference = folder / manifest["reference"]["path"]
-    target = folder / CHECK_FOLDER
-    stems = ["hidden_reference", *(f"original/gold_low_{k}" for k in range(1, spec.gold_per_scene + 1))]
-    rng = np.random.default_rng([spec.seed, *scene.encode("utf-8")])
-    written = []
-    try:
-        sizes = [(folder / c["original"]).stat().st_size for c in manifest["candidates"]]
-        (target / "original").mkdir(parents=True, exist_ok=True)
-        for k, stem in enumerate(stems):
-            scratch = (target / stem).with_name(f".{Path(stem).name}.new.mp4")
-            write_check_clip(reference, scratch, crf=float(parameters.get("crf", 12)),
-                             preset=str(parameters.get("preset", "medium")),
-                             degrade=None if k == 0 else washed_out_blur, target_bytes=int(rng.choice(sizes)))
-            # Named by their content, as the check images: never new bytes under a name a study already serves.
-            data = scratch.read_bytes()
-            path = target / f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.mp4"
-            if path.is_file() and path.read_bytes() == data:
-                scratch.unlink()
-            else:
-                scratch.replace(path)
-            written.append(path)
-    except (MediaError, OSError) as exc:
-        raise StudyDefinitionError(f"scene {scene!r}: the quality checks' clips cannot be written ({exc}); the "
-                                   "stimulus folder must be writable when the study is created") from None
-    return written[0], written[1:]
 
 
 def content_name(stem: str, data: bytes) -> str:
