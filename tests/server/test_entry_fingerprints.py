@@ -1,11 +1,14 @@
 """Entry fingerprints (server/fingerprints.py, issue 38 item 5): a worker's first entry stores keyed hashes of
 its network (/24, /48) and User-Agent, never the raw values; workers.csv carries them as address_group and
-agent_group; they never refuse an entry. On SQLite and PostgreSQL (the ``app`` fixture)."""
+agent_group; they never refuse an entry; through an export they reach the sock-puppet test. On SQLite and
+PostgreSQL (the ``app`` fixture)."""
 from __future__ import annotations
 
 import csv
 import io
+import json
 
+import numpy as np
 from sqlalchemy import select
 
 from server import exports
@@ -88,3 +91,42 @@ def test_shared_fingerprints_never_refuse_an_entry(app, study):
     for k in range(30):
         assert _enter(app, study, f"WSAME{k:02d}", "203.0.113.50", CHROME).entry["stage"] != "full"
     assert len({(w.address_group, w.agent_group) for w in _stored(app, study).values()}) == 1
+
+
+def test_fingerprints_stored_at_entry_reach_the_sock_puppet_test(app, study, admin, tmp_path):
+    """The whole path: every identity of a simulated study enters over the API (the puppets from one /24, the
+    others each from a network of their own), workers.csv is downloaded, and `perceptlab analyze --workers`
+    on the votes (under the same pseudonyms) sets the puppets' weak lean aside as a group sharing an
+    address_group, which the same votes without workers.csv leave pooled and uncaught."""
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from analysis.formats import write_votes
+    from analysis.simulate import add_one_page_identities, simulate_study
+    from server.cli import cli
+
+    crowd = simulate_study(n_sets=4, n_items=8, degree=7, votes_per_pair=20, n_workers=20, random_clickers=0.0,
+                           left_clickers=0.0, seed=6)
+    simulated = add_one_page_identities(add_one_page_identities(crowd, 0.15, colluding=False, seed=13),
+                                        0.10, target_item=3, collusion_bias=1.0, seed=19)
+    votes, target = simulated.votes, str(simulated.item_ids[3])
+    ids = [str(w) for w in votes.worker_ids]
+    for k, worker in enumerate(ids):
+        address = f"203.0.113.{k}" if worker.startswith("P") else f"10.{k}.0.1"
+        _enter(app, study, worker, address, CHROME)
+    workers_csv = tmp_path / "workers.csv"
+    workers_csv.write_text(admin.get(f"/admin/studies/{study}/workers.csv").get_data(as_text=True))
+    salt = exports.study_salt(SECRET, study)
+    write_votes(tmp_path / "votes.csv", replace(votes, worker_ids=np.array([exports.pseudonym(salt, w) for w in ids])))
+
+    def coordinated(*extra: str) -> list[tuple[str, str | None]]:
+        out = tmp_path / f"out{len(extra)}"
+        result = CliRunner().invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(out), "--bootstrap",
+                                          "0", "--no-plots", *extra])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())["sockpuppets"]
+        return [(i["item_id"], i.get("evidence")) for i in summary["coordinated_items"]]
+
+    assert (target, None) not in coordinated()
+    assert (target, "address_group") in coordinated("--workers", str(workers_csv))
