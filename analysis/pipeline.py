@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -94,17 +95,22 @@ class AnalysisResult:
 @limits_blas_threads
 def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
             objective: dict[str, float] | None = None, objective_lower_is_better: bool = True,
-            machine_errors: dict[tuple[str, str], float] | None = None) -> AnalysisResult:
+            machine_errors: dict[tuple[str, str], float] | None = None,
+            fingerprints: Mapping[str, Mapping[str, str]] | None = None) -> AnalysisResult:
     """Screen workers, test them for collusion, scale every set, bootstrap intervals, rank across sets.
 
     ``machine_errors`` (``{(set_id, item_id): error against the reference}``) turns on the
-    machine-agreement test (:mod:`analysis.collusion`).
+    machine-agreement test (:mod:`analysis.collusion`). ``fingerprints`` (``{column: {worker_id: value}}``,
+    :func:`analysis.sockpuppets.read_fingerprints` of workers.csv) are the sock-puppet test's evidence.
     """
     started = time.perf_counter()
     so = options.scaling
     screening = screen_workers(votes, so, keep=options.keep, min_tpr=options.min_tpr,
                                gold_threshold=options.gold_threshold)
-    sock = (coordinated_identities(votes, so, screening.kept, short_votes=options.short_lived_votes)
+    by_worker = {name: [values.get(str(w), "") for w in votes.worker_ids]
+                 for name, values in (fingerprints or {}).items()}
+    sock = (coordinated_identities(votes, so, screening.kept, short_votes=options.short_lived_votes,
+                                   fingerprints=by_worker)
             if options.sockpuppet_test else None)
     all_votes = votes
     if sock is not None and sock.set_aside.any():  # the rest of the analysis never sees the set-aside votes

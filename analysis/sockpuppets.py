@@ -30,6 +30,16 @@ group*:
    items are tested again until none is significant (a targeted item's residual spills onto the
    items it was compared with; the most significant item is removed first).
 
+**Entry fingerprints** (workers.csv's ``address_group`` and ``agent_group``: keyed hashes of the network and
+the browser a worker entered from, server/fingerprints.py) are evidence, never a verdict: before the pooled
+test, the short-lived identities that share a fingerprint (two or more with the same non-empty value) are
+tested as a group of their own, item by item, with the same exact tails and one Bonferroni correction over
+every (group, item) tested. A puppeteer's identities on one network or browser then meet the target together,
+undiluted by the honest one-page crowd, so a weaker lean is caught; honest workers sharing a campus network
+are at the same ``alpha`` as any group. A fingerprint alone changes nothing: only a significant lean of the
+group's votes sets them aside (as ``set_aside:...`` with ``evidence`` naming the fingerprint), and the
+server never refuses an entry for one.
+
 Set-aside votes are left out of the scales; the identities stay in the analysis with their other
 votes. workers.csv names each affected identity ``set_aside:favours:ITEM`` (or ``disfavours``):
 that is where its votes went, not a verdict on it (an honest one-page worker who met the item is
@@ -40,12 +50,14 @@ Cost: one extra fit per set and a few passes over the votes (measured in
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg
+import scipy.stats
 from scipy.special import ndtr
 
 from .collusion import poisson_binomial_tails
@@ -60,6 +72,26 @@ DEFAULT_GROUP_ALPHA = 0.01
 """Family-wise error rate of the per-item group test (Bonferroni over item IDs)."""
 FLAG_SET_ASIDE = "set_aside"
 """workers.csv flag prefix: ``set_aside:favours:ITEM`` / ``set_aside:disfavours:ITEM``."""
+
+FINGERPRINT_COLUMNS = ("address_group", "agent_group")
+"""workers.csv's entry fingerprints (server/fingerprints.py), the evidence :func:`coordinated_identities` takes."""
+
+
+def read_fingerprints(path) -> dict[str, dict[str, str]]:
+    """``{column: {worker_id: value}}`` of the :data:`FINGERPRINT_COLUMNS` a workers.csv has (an older export
+    without them gives an empty mapping)."""
+    import csv
+
+    from .formats import dict_rows
+
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        if "worker_id" not in fields:
+            raise ValueError(f"{path}: missing column worker_id")
+        columns = [c for c in FINGERPRINT_COLUMNS if c in fields]
+        rows = list(dict_rows(reader))
+    return {c: {r["worker_id"]: r[c] for r in rows} for c in columns}
 
 
 @dataclass(frozen=True)
@@ -127,7 +159,8 @@ class _SetFit:
 def coordinated_identities(votes: Votes, options: ScalingOptions, candidates: np.ndarray,
                            short_votes: int = SHORT_LIVED_VOTES, alpha: float = DEFAULT_GROUP_ALPHA,
                            lapse: float = 0.0, designs: list[SetDesign] | None = None,
-                           max_items: int = 20) -> CoordinatedItems:
+                           max_items: int = 20, fingerprints: Mapping[str, Sequence[str]] | None = None
+                           ) -> CoordinatedItems:
     """Find items that short-lived identities, as a group, favour or disfavour beyond the scale.
 
     Parameters
@@ -151,6 +184,10 @@ def coordinated_identities(votes: Votes, options: ScalingOptions, candidates: np
         :func:`~analysis.scaling.set_designs` of ``votes``.
     max_items : int
         Most items declared coordinated (a bound on the rounds).
+    fingerprints : mapping, optional
+        ``{name: (W,) values}``, e.g. workers.csv's ``address_group`` and ``agent_group`` in the order of
+        ``votes.worker_ids`` (``""``: unknown). Short-lived identities sharing a value are tested as a
+        group first (:func:`fingerprint_groups`).
 
     Returns
     -------
@@ -191,9 +228,11 @@ def coordinated_identities(votes: Votes, options: ScalingOptions, candidates: np
     active = np.ones(len(residual), dtype=bool)
     met = np.bincount(side_first, minlength=L) + np.bincount(side_second, minlength=L)
     tested = int((met > 0).sum())
+    voter = votes.worker[np.concatenate([f.design.votes[f.short] for f in fits])]
+    found = _fingerprint_items(fingerprint_groups(fingerprints or {}, short), voter, side_first, side_second,
+                               prob, won, active, labels, alpha, max_items)
     level = alpha / max(tested, 1)   # Bonferroni over the item IDs tested
-    found: list[dict] = []
-    for _ in range(max_items):
+    for _ in range(max_items - len(found)):
         use = np.flatnonzero(active)
         a = active.astype(float)
         total = np.bincount(side_first, a * residual, L) - np.bincount(side_second, a * residual, L)
@@ -206,7 +245,7 @@ def coordinated_identities(votes: Votes, options: ScalingOptions, candidates: np
                                               np.concatenate([side_first[use], side_second[use]]),
                                               np.rint(wins).astype(np.int64), L)
         exact = np.minimum(1.0, 2 * np.minimum(upper, lower))
-        done = {item["label"] for item in found}
+        done = {item["label"] for item in found if "evidence" not in item}
         suspects = [k for k in np.argsort(exact, kind="stable") if exact[k] < level and k not in done]
         best, best_p, best_z = None, 1.0, 0.0
         for k in suspects:
@@ -236,6 +275,71 @@ def coordinated_identities(votes: Votes, options: ScalingOptions, candidates: np
             flags[w].append(label)
         item.pop("label")
     return CoordinatedItems(short, established, found, set_aside, flags, tested)
+
+
+def fingerprint_groups(fingerprints: Mapping[str, Sequence[str]], short: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The groups of short-lived identities sharing a fingerprint: ``(name, (W,) bool members)`` for every
+    non-empty value of each fingerprint that at least two of the ``short`` identities carry."""
+    groups = []
+    for name, values in fingerprints.items():
+        values = np.asarray(values, dtype=str)
+        if values.shape != short.shape:
+            raise ValueError(f"fingerprint {name!r} has {values.size} values for {short.size} workers")
+        codes, inverse, counts = np.unique(values[short], return_inverse=True, return_counts=True)
+        for k in np.flatnonzero((counts >= 2) & (codes != "")):
+            members = np.zeros(short.shape, dtype=bool)
+            members[np.flatnonzero(short)[inverse == k]] = True
+            groups.append((name, members))
+    return groups
+
+
+def _fingerprint_items(groups: list[tuple[str, np.ndarray]], voter: np.ndarray, side_first: np.ndarray,
+                       side_second: np.ndarray, prob: np.ndarray, won: np.ndarray, active: np.ndarray,
+                       labels: np.ndarray, alpha: float, max_items: int) -> list[dict]:
+    """The items each fingerprint group's short-lived votes favour or disfavour beyond the scale.
+
+    Every (group, item) the group's votes meet is one test of the family (Bonferroni at ``alpha``); the
+    two-sided exact tail of the group's wins of the item decides, the most significant first, and a
+    found (group, item)'s votes (on pairs holding the item) leave ``active`` before the next round.
+    Returns the found items as :func:`coordinated_identities` lists them, with ``evidence`` (the
+    fingerprint's name) and ``identities`` (the group's size).
+    """
+    L = len(labels)
+    member_votes = [(name, members, np.flatnonzero(members[voter])) for name, members in groups]
+    member_votes = [(name, members, rows) for name, members, rows in member_votes if len(rows)]
+    tested = sum(int(np.count_nonzero(np.bincount(np.concatenate([side_first[r], side_second[r]]), minlength=L)))
+                 for _, _, r in member_votes)
+    level = alpha / max(tested, 1)
+    found: list[dict] = []
+    while member_votes and len(found) < max_items:
+        best = None
+        for g, (name, members, rows) in enumerate(member_votes):
+            use = rows[active[rows]]
+            if not len(use):
+                continue
+            wins = np.bincount(side_first[use], won[use], L) + np.bincount(side_second[use], ~won[use], L)
+            upper, lower = poisson_binomial_tails(np.concatenate([prob[use], 1.0 - prob[use]]),
+                                                  np.concatenate([side_first[use], side_second[use]]),
+                                                  np.rint(wins).astype(np.int64), L)
+            exact = np.minimum(1.0, 2 * np.minimum(upper, lower))
+            k = int(np.argmin(exact))
+            if exact[k] < level and (best is None or exact[k] < best[0]):
+                best = (float(exact[k]), g, k, upper[k] < lower[k])
+        if best is None:
+            break
+        p_value, g, k, favours = best
+        name, members, rows = member_votes[g]
+        holding = np.zeros(len(active), dtype=bool)
+        holding[rows] = active[rows] & ((side_first[rows] == k) | (side_second[rows] == k))
+        # The item's wins beyond expectation: first_won - P where it is first, the opposite where second.
+        residual = won[holding].astype(float) - prob[holding]
+        excess = float(np.sum(np.where(side_first[holding] == k, residual, -residual)))
+        found.append({"label": k, "item_id": str(labels[k]), "direction": "favours" if favours else "disfavours",
+                      "z": float(np.sign(excess) * -scipy.stats.norm.ppf(max(p_value, 1e-300) / 2)),
+                      "p_value": p_value, "votes": int(holding.sum()), "excess_wins": excess, "mask": holding,
+                      "evidence": name, "identities": int(members.sum())})
+        active &= ~holding
+    return found
 
 
 def _fit_without_short(votes: Votes, d: SetDesign, options: ScalingOptions, short: np.ndarray,

@@ -17,18 +17,40 @@ image a bad candidate's error scaled to twice the worst candidate's, the better 
 candidate's error halved): the gold perceptlab made before gold pairs became pairs of candidates,
 which is what ``stimuli prepare`` still falls back to for a scene with no plain candidate pair.
 
-It also prints the share of gold trials a script answers right by voting for the smaller full image
-(``smaller-file bot``; the larger-file bot gets one minus it): sizes alone, no decoding
-(:func:`stimuli.separability.smaller_file_bot`). 0.5 is chance.
+It prints the recurrence AUC of each study (see below), and the share of gold trials a script answers right by voting for the smaller full image
+(``smaller-file bot``) or the larger one (``larger-file bot``): sizes alone, no decoding
+(:func:`stimuli.separability.smaller_file_bot`). 0.5 is chance; the ``chance band`` rows are the 99.9 %
+bands of a coin on as many gold trials (bots) and of an AUC of as many gold and real pairs
+(:func:`stimuli.separability.chance_bound`, :func:`~stimuli.separability.auc_chance_bound`). The
+``shorter-body bot`` votes for the file whose compressed stream is shorter before its padding: it parses
+the deflate blocks, a decoding statistic that the padding does not claim to hide.
 
-For rating studies (kind ``rating``) over the same prepared scenes it writes each scene's images as a
-study with checks delivers them (candidates, hidden reference, strongly degraded images, all out of one
-encoder path: server/paradigms/rating/study.py ``write_scene_images``) and prints the AUC of what a script
-computes from one downloaded image (its size, its size against the scene's median, dimensions, PNG header
-fields, chunk layout, whether it re-encodes byte for byte at zlib level 3, whether its stream ends in an
-empty block: :func:`stimuli.separability.image_separability`), the checks against the real candidates;
-then, marked as parsing the stream, the padding blocks' count and the compressed body's length (the
-pixels' compressibility, a decoder's work), which the checks do not claim to hide.
+Measured (``.venv/bin/python benchmarks/gold_separability.py``, load average 14-16 on 2 cores, 3-6 min),
+before and after ``stimuli prepare`` gave every side file a size drawn apart from its content and balanced
+over the gold pairs (:func:`stimuli.prepare._deliver_sizes`), and took gold pairs outside the pair design
+(so that they do not recur across workers more than real pairs)::
+
+                                demo amplified  demo original  generated amplified  generated original
+    before  smaller-file bot             1.000          0.833                0.458               0.375
+            full_bytes_ratio AUC         0.655          0.618                0.541               0.605
+            best statistic AUC           0.690          0.689                0.704               0.709
+    after   smaller-file bot             0.500          0.500                0.500               0.500
+            full_bytes_ratio AUC         0.521          0.540                0.534               0.516
+            largest size AUC             0.553          0.540                0.547               0.614
+            best statistic AUC           0.743          0.738                0.740               0.747
+            (chance bands: bots 0.5 +- 0.336 on 24 gold trials; AUC 0.5 +- 0.21)
+
+The recurrence AUC (``--recurrence WORKERS PAGES``, default 6 x 3: an in-process app on SQLite whose workers
+answer through the worker API; :func:`stimuli.separability.recurrence_auc` of every trial's two files) was
+0.791 on the demo while gold pairs could be design pairs (tests/server/test_pair_allocation.py, the same
+setting) and is 0.631 with them outside the design; the generated study's is 0.745: only 1-2 of its
+scenes' qualifying pairs lie outside the design, so its gold falls back to design pairs, which are shown
+as real trials and as gold (not fixed: counting a design pair's gold trials toward its real target would).
+
+The best statistics are decoding ones (the error ratio to the reference: 0.69-0.71 with gold allowed inside
+the design, 0.74-0.75 outside it, the price of recurrence AUC 0.631 instead of 0.791 in
+tests/server/test_pair_allocation.py); the shorter-body bot, which parses the streams, still gets 1.000 /
+0.875 / 0.417 / 0.333: the pixels' compressibility is not hidden.
 
 Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4]`` (about 30 s).
 """
@@ -45,7 +67,8 @@ from stimuli.demo import build_demo  # noqa: E402
 from stimuli.distortions import build_distortion_scenes  # noqa: E402
 from stimuli.prepare import prepare_study  # noqa: E402
 from stimuli.separability import (IMAGE_STATISTICS, PARSED_STATISTICS, STATISTICS,  # noqa: E402
-                                  image_separability, separability, shown_pairs, smaller_file_bot)
+                                  auc_chance_bound, chance_bound, deflate_body, image_separability,
+                                  recurrence_auc, separability, shown_pairs, smaller_file_bot)
 
 NO_CANDIDATE_PAIR = 1e9  # a gold margin no candidate pair reaches: every scene gets synthetic gold
 
@@ -54,7 +77,7 @@ def measure(scene_root: Path, out: Path, synthetic: bool) -> dict:
     """{kind: Separability} of ``scene_root``'s scenes prepared into ``out``."""
     rules = {"gold_margin": NO_CANDIDATE_PAIR} if synthetic else {}
     prepare_study([scene_root], out, progress=False, overwrite=True, **rules)
-    return {kind: (separability(pairs), smaller_file_bot(pairs))
+    return {kind: (separability(pairs), smaller_file_bot(pairs), smaller_file_bot(pairs, deflate_body))
             for kind in ("amplified", "original") for pairs in [shown_pairs(out / "manifest.json", kind)]}
 
 
@@ -76,10 +99,83 @@ def measure_rating(prepared: Path, folder: Path, stimulus: str):
     return image_separability(scenes)
 
 
+def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -> float:
+    """:func:`stimuli.separability.recurrence_auc` of a paired-comparison study over ``prepared`` (the study
+    file's defaults) after ``workers`` workers answered ``pages`` pages each, through the worker API of an
+    in-process app on SQLite (answers: the gold side where there is one, else left)."""
+    import uuid
+
+    from sqlalchemy import select
+    from sqlalchemy.orm import aliased
+
+    from server import create_app
+    from server.models import Study, Worker
+    from server.paradigms import create_study, read_study_file
+    from server.paradigms.paired.models import Pair, Stimulus, Trial
+    from server.services import app_services
+
+    folder.mkdir(parents=True, exist_ok=True)
+    study_file = folder / "recurrence.toml"
+    study_file.write_text('[study]\nslug = "recur"\nname = "recurrence"\n'
+                          f'manifests = ["{(prepared / "manifest.json").as_posix()}"]\n'
+                          "[entry]\nexternal_hits = true\n")
+    app = create_app(database_url=f"sqlite:///{folder / 'recur.db'}", instance_path=str(folder / "instance"),
+                     secret_key="benchmark", testing=True, entry_limit=0, admission_rate=0,
+                     state_requests_per_minute=0, environment_posts_per_minute=0, live_scales_process=False,
+                     forecast_process=False)
+    services = app_services(app)
+    with services.sessions() as session:
+        create_study(session, read_study_file(study_file))
+        session.commit()
+
+    def side(trial_id: int) -> str:
+        with services.sessions() as session:
+            row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
+                                  .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == trial_id)).one()
+        return "left" if not row.is_gold or (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
+
+    client = app.test_client()
+    for k in range(workers):
+        entry = client.post("/api/v1/studies/recur/assignments", json={
+            "platform": "mturk", "worker_id": f"WREC{k:04d}", "assignment_id": f"AREC{k:08d}", "hit_id": "HIT1",
+            "turk_submit_to": "https://workersandbox.mturk.com"}).json
+        base, headers = f"/api/v1/assignments/{entry['assignment_id']}", {"Authorization": f"Bearer {entry['token']}"}
+        for action in ("consent", "instructions_done"):
+            client.post(f"{base}/actions", headers=headers, json={"action": action})
+        done = 0
+        for _ in range(100 * (pages + 2)):  # a bound, should an answer be refused
+            state = client.get(f"{base}/state", headers=headers).json
+            if state["stage"] == "page_done":
+                done += 1
+                if client.post(f"{base}/actions", headers=headers, json={
+                        "action": "continue" if done < pages else "finish"}).status_code != 200:
+                    break
+                continue
+            if state["stage"] not in ("quiz", "trials"):
+                break
+            for trial in state["page"]["trials"]:
+                if not trial["answered"]:
+                    client.post(f"{base}/votes", headers=headers, json={
+                        "vote_id": str(uuid.uuid4()), "trial_id": trial["trial_id"],
+                        "choice": side(int(trial["trial_id"])), "rt_ms": 1500.0, "input": "mouse",
+                        "client_time": "2026-12-07T12:00:00Z", "window": {"width": 1366, "height": 768, "dpr": 1}})
+    a, b = aliased(Stimulus), aliased(Stimulus)
+    with services.sessions() as session:
+        rows = session.execute(select(a.full, b.full, Trial.is_gold).join(Pair, Trial.pair_id == Pair.id)
+                               .join(a, Pair.stimulus_a_id == a.id).join(b, Pair.stimulus_b_id == b.id)
+                               .join(Worker, Trial.worker_id == Worker.id).join(Study, Worker.study_id == Study.id)
+                               .where(Study.slug == "recur")).all()
+    services.engine.dispose()
+    return recurrence_auc([frozenset((x, y)) for x, y, _ in rows], [bool(g) for _, _, g in rows])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=4, help="scenes per study (1..4)")
     parser.add_argument("--synthetic", action="store_true", help="gold images made of candidate errors (the old gold)")
+    parser.add_argument("--recurrence", type=int, nargs=2, metavar=("WORKERS", "PAGES"), default=(6, 3),
+                        help="workers and pages each of the in-process study whose recurrence AUC is measured "
+                             "(0 0: skip it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gold-separability-") as tmp:
         root = Path(tmp)
@@ -87,6 +183,11 @@ def main() -> None:
         build_distortion_scenes(root / "distorted", n_scenes=args.scenes)
         studies = {"demo": measure(root / "demo" / "scenes", root / "demo_prepared", args.synthetic),
                    "generated": measure(root / "distorted", root / "distorted_prepared", args.synthetic)}
+        workers, pages = args.recurrence
+        recurrence = ({study: measure_recurrence(root / f"{folder}_prepared", root / f"recurrence_{folder}", workers,
+                                                 pages) for study, folder in (("demo", "demo"), ("generated",
+                                                                                                "distorted"))}
+                      if workers > 0 else {})
         ratings = {(study, kind): measure_rating(root / f"{folder}_prepared", root / "rating", kind)
                    for study, folder in (("demo", "demo"), ("generated", "distorted"))
                    for kind in ("amplified", "original")}
@@ -96,7 +197,19 @@ def main() -> None:
     print(f"{'statistic':<22}" + "".join(f"{f'{study} {kind}':>20}" for study, kind in columns))
     for name in STATISTICS:
         print(f"{name:<22}" + "".join(f"{studies[study][kind][0].aucs[name]:>20.3f}" for study, kind in columns))
+    print(f"{'chance band (AUC)':<22}" + "".join(
+        f"{f'0.5 +- {auc_chance_bound(studies[s][k][0].n_gold, studies[s][k][0].n_real):.3f}':>20}"
+        for s, k in columns))
+    print("bots answering gold trials from sizes alone (share right; 0.5 = chance):")
     print(f"{'smaller-file bot':<22}" + "".join(f"{studies[study][kind][1]:>20.3f}" for study, kind in columns))
+    print(f"{'larger-file bot':<22}" + "".join(f"{1 - studies[study][kind][1]:>20.3f}" for study, kind in columns))
+    print(f"{'chance band (bots)':<22}" + "".join(
+        f"{f'0.5 +- {chance_bound(studies[s][k][0].n_gold):.3f}':>20}" for s, k in columns))
+    for study, value in recurrence.items():
+        print(f"{study:>9}: recurrence AUC {value:.3f} (how often a trial's two files recur, gold against real "
+              f"trials; {args.recurrence[0]} workers x {args.recurrence[1]} pages of the study's defaults)")
+    print("parsing the stream (a decoding statistic; not hidden):")
+    print(f"{'shorter-body bot':<22}" + "".join(f"{studies[study][kind][2]:>20.3f}" for study, kind in columns))
     print()
     for study, kind in columns:
         result = studies[study][kind][0]

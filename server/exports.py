@@ -13,17 +13,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from analysis.formats import table_csv
+from analysis.sockpuppets import FINGERPRINT_COLUMNS  # keyed hashes of the entry (server/fingerprints.py)
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .models import Study
+from .models import Study, Worker
 from .paradigms import paradigm_for
 from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
 # pilot_filter, pseudonym, study_salt and worker_label are server.worker_records', re-exported for the exporters.
-__all__ = ["RECRUITER_COLUMNS", "export_study", "find_study", "pilot_filter", "pseudonym", "recruiter_columns",
-           "study_salt", "worker_label", "workers_csv_text"]
+__all__ = ["FINGERPRINT_COLUMNS", "RECRUITER_COLUMNS", "export_study", "find_study", "pilot_filter", "pseudonym",
+           "recruiter_columns", "study_salt", "worker_label", "workers_csv_text"]
 
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
@@ -43,9 +44,16 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
     pay = {worker_label(raw, salt): values
            for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}
     unpaid = dict.fromkeys(wages.WORKER_COLUMNS, "")  # a pilot's: no wage counts them
+    groups = {worker_label(raw, salt): {"address_group": address or "", "agent_group": agent or ""}
+              for raw, address, agent in session.execute(
+                  select(Worker.external_id, Worker.address_group, Worker.agent_group)
+                  .where(Worker.study_id == study.id))}
+    unknown = dict.fromkeys(FINGERPRINT_COLUMNS, "")
     records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
-                **pay.get(record["worker_id"], unpaid)} for record in records]
-    return table_csv(tuple(columns) + RECRUITER_COLUMNS + wages.WORKER_COLUMNS, records), len(records)
+                **groups.get(record["worker_id"], unknown), **pay.get(record["worker_id"], unpaid)}
+               for record in records]
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + wages.WORKER_COLUMNS, records),
+            len(records))
 
 
 def recruiter_columns(participant) -> dict[str, Any]:

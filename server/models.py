@@ -77,6 +77,11 @@ class Worker(Base):
     # simulate; always a pilot too): takes part like anyone but counts for nothing (server/pilot.py).
     pilot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     simulated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Entry fingerprints (server/fingerprints.py): keyed hashes of the first entry's network (/24, /48) and
+    # User-Agent, never the raw values; NULL when unknown (and for workers who entered before). Evidence for
+    # the sock-puppet analysis only.
+    address_group: Mapped[str | None] = mapped_column(String(16))
+    agent_group: Mapped[str | None] = mapped_column(String(16))
 
 
 class Assignment(Base):

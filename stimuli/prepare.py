@@ -27,6 +27,10 @@ pair plain enough for gold falls back to images made of its candidates' errors
     gold/<k>/amplified/<side>.png
     crops/<rank>/gold/<k>/<kind>/<side>.png  and their crops (kind: original, amplified)
 
+Every file a trial can show on a side (candidates, synthetic gold images; full and cropped) is then
+padded to a size drawn apart from its content, balanced over the gold pairs (:func:`_deliver_sizes`):
+no file size, size ratio or "which is smaller" answers a gold pair better than a coin.
+
 :func:`prepare_study` writes several scenes into one subfolder each plus a
 top-level ``manifest.json``. Both build into a temporary folder beside the
 output and rename it into place at the end: on any error nothing is left
@@ -337,6 +341,7 @@ def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParame
     from .metrics import gmsd
 
     if params.gold_pairs == 0:
+        _deliver_sizes(folder, manifest, manifest["candidates"], [], params)
         return []
     errors = {"original": candidate_errors(scene.reference, scene.candidates),
               "amplified": {i: m["interpolation_error"] for i, m in amplified.items()}}
@@ -348,27 +353,117 @@ def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParame
     eligible = eligible_gold_pairs(errors, margin=params.gold_margin,
                                    min_difference=params.gold_min_difference * grey_level, agreeing=structure)
     if eligible:
-        chosen = choose_gold_pairs(eligible, _pair_statistics(folder, manifest, eligible),
-                                   [frozenset(p) for p in manifest["design"]["pairs"]], params.gold_pairs,
+        design = [frozenset(p) for p in manifest["design"]["pairs"]]
+        # Outside the design when enough qualify: a gold pair that is also a design pair is shown as real
+        # trials and as gold, so it recurs across workers more than any real pair (issue 38: AUC 0.79 over
+        # 6 workers of the demo).
+        outside = [p for p in eligible if frozenset((p.better, p.worse)) not in set(design)]
+        pool = outside if len(outside) >= params.gold_pairs else eligible
+        chosen = choose_gold_pairs(pool, _pair_statistics(folder, manifest, pool), design, params.gold_pairs,
                                    seed=params.seed)
-        return [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
-    gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=DEFAULT_MARGIN,
-                           better_scale=params.gold_better_scale, seed=params.seed)
-    return [_write_gold(scene, folder, boxes, params, pair, k, errors["amplified"])
-            for k, pair in enumerate(gold, start=1)]
+        entries = [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
+        sides = manifest["candidates"]
+    else:
+        gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=DEFAULT_MARGIN,
+                               better_scale=params.gold_better_scale, seed=params.seed)
+        entries = [_write_gold(scene, folder, boxes, params, pair, k, errors["amplified"])
+                   for k, pair in enumerate(gold, start=1)]
+        sides = [*manifest["candidates"], *(e[side] for e in entries for side in ("better", "worse"))]
+    _deliver_sizes(folder, manifest, sides, entries, params)
+    return entries
+
+
+MIN_SIZE_GAP = 5  # bytes: pad_png writes a size up to 4 below the one asked, so a gap of 5 keeps the order
+_SIZE_DRAWS = 2000  # assignments of a group's sizes tried for a balanced one
+
+
+def _deliver_sizes(folder: Path, manifest: dict, sides: Sequence[dict], gold: Sequence[dict],
+                   params: PrepareParameters) -> None:
+    """Rewrite every file a trial can show on a side (``sides``: candidates and synthetic gold images, as
+    given and amplified, full and cropped) to a size independent of its content, with the smaller file the
+    better image in exactly half of the ``gold`` pairs.
+
+    Which of two files is smaller told a gold pair's answer (issue 38: the smaller file was the better image
+    on 72/72 gold trials of a generated study, the larger on 24/24 of the demo's), and any pair's size ratio
+    follows its quality difference. So each group of files that can face each other (one image kind, the
+    full images or one crop rank) gets sizes drawn by :func:`stimuli.check_images.common_sizes` (uniform on
+    ``[F, 1.15 F]``, ``F`` the group's least compressible file; seeded by the scene), handed out by a seeded
+    random assignment, the first of up to ``_SIZE_DRAWS`` in which the gold pairs' better file is the
+    smaller one in half of them (with an odd count, one more or fewer) and every gold pair's two sizes
+    differ by ``MIN_SIZE_GAP`` bytes or more, so the written files keep that order. The files are the same
+    pixels re-encoded at ``params.compression`` and padded inside the zlib stream
+    (:func:`stimuli.check_images.pad_png`), as rating studies with checks deliver every image.
+
+    Then a file's size, a pair's size ratio and which file is smaller answer a gold pair no better than a
+    coin: the "smaller file" and "larger file" bots get exactly half the gold trials of a scene with an
+    even number of gold pairs (benchmarks/gold_separability.py). What this does not hide: parsing the
+    deflate blocks gives a file's compressed body (its pixels' compressibility), and decoding gives the
+    pixels, whose errors to the reference order every gold pair (that is what an attentive person sees);
+    those are decoding statistics (stimuli/separability.py). The reference's files face no other file and
+    keep their encoding.
+    """
+    import zlib
+
+    from .check_images import common_sizes, pad_png, unpadded_size
+
+    groups: dict[tuple[str, int], list[str]] = {}
+
+    def files(entry: dict) -> dict[tuple[str, int], str]:
+        out = {}
+        for kind in ("original", "amplified"):
+            out[kind, 0] = entry[kind]
+            out.update({(kind, crop["rank"]): crop[kind] for crop in entry["crops"]})
+        return out
+
+    for entry in sides:
+        for key, path in files(entry).items():
+            groups.setdefault(key, []).append(path)
+    gold_files = [(files(g["better"]), files(g["worse"])) for g in gold]
+    rng = np.random.default_rng([params.seed, zlib.crc32(manifest["scene_id"].encode())])
+    for key in sorted(groups):
+        paths = list(dict.fromkeys(groups[key]))
+        index = {path: i for i, path in enumerate(paths)}
+        data = [(folder / path).read_bytes() for path in paths]
+        sizes = common_sizes([unpadded_size(d, params.compression) for d in data], rng)
+        pairs = np.array([(index[better[key]], index[worse[key]]) for better, worse in gold_files], dtype=int)
+        sizes = _balanced_assignment(sizes, pairs.reshape(-1, 2), rng)
+        for path, content, size in zip(paths, data, sizes):
+            write_bytes_atomic(folder / path, pad_png(content, int(size), params.compression))
+
+
+def _balanced_assignment(sizes: np.ndarray, pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``sizes`` in a seeded random order in which the first file of ``pairs`` (rows: better, worse) is the
+    smaller one in half of them and each pair's sizes differ by :data:`MIN_SIZE_GAP` or more (the first of
+    ``_SIZE_DRAWS`` orders that does; the most nearly balanced one when none does)."""
+    best, best_miss = sizes, np.inf
+    for _ in range(_SIZE_DRAWS):
+        order = sizes[rng.permutation(len(sizes))]
+        if not len(pairs):
+            return order
+        better, worse = order[pairs[:, 0]], order[pairs[:, 1]]
+        miss = abs(np.sum(better < worse) - len(pairs) / 2) + 10 * np.sum(np.abs(better - worse) < MIN_SIZE_GAP)
+        if miss <= 0.5:
+            return order
+        if miss < best_miss:
+            best, best_miss = order, miss
+    return best
 
 
 def _pair_statistics(folder: Path, manifest: dict, eligible) -> dict:
     """``{kind: {frozenset(pair): statistics}}`` of the design's and the eligible gold pairs, as
-    :mod:`stimuli.separability` computes them from the files a trial would show."""
-    from .separability import pair_statistics, shown_pairs
+    :mod:`stimuli.separability` computes them from the files a trial would show, but their sizes: those
+    are drawn after the choice (:func:`_deliver_sizes`), independent of the content."""
+    from .separability import SIZE_STATISTICS, pair_statistics, shown_pairs
+
+    drawn = {*SIZE_STATISTICS, "larger_file_is_worse", "larger_crop_is_worse"}  # sizes, and which is larger
 
     keys = {frozenset(p) for p in manifest["design"]["pairs"]} | {frozenset((p.better, p.worse)) for p in eligible}
     design = {"design": {"pairs": [sorted(k) for k in keys]}}
     statistics = {}
     for kind in ("amplified", "original"):
         pairs = shown_pairs(folder / MANIFEST, kind, manifest={**manifest, **design, "gold": []})
-        statistics[kind] = {frozenset((p.a_id, p.b_id)): pair_statistics(p) for p in pairs}
+        statistics[kind] = {frozenset((p.a_id, p.b_id)): {name: value for name, value in pair_statistics(p).items()
+                                                           if name not in drawn} for p in pairs}
     return statistics
 
 

@@ -12,6 +12,15 @@ compute from those files, and the AUC of each as a gold-vs-real classifier:
 separation. Every statistic is symmetric in the two sides (which side a candidate lands on is
 random), except that the "larger file is the worse image" indicator pairs them up.
 
+What may tell and what may not: a statistic that needs no decoding (the sizes a ``HEAD`` request gives,
+their ratio, which file is smaller, the PNG chunks) must answer no gold pair better than chance
+(:data:`SIZE_STATISTICS`, :func:`smaller_file_bot`; ``stimuli prepare`` draws every side file's size apart
+from its content). A statistic that parses the deflate stream (:func:`deflate_body`) or decodes the pixels
+(the errors to the reference) may tell what the pixels tell: a script that decodes can answer gold and
+real pairs alike as a metric would, which no choice of gold prevents; :func:`stimuli.gold.choose_gold_pairs`
+keeps those AUCs low and the analysis's machine-agreement test looks for such voters. How often a pair
+recurs across a study's workers is :func:`recurrence_auc`'s.
+
 Real trials are spread evenly over a set's design pairs (each gets ``votes_per_pair``), gold trials
 evenly over the gold pairs, so the AUC over pairs is the AUC over trials when the scenes have equal
 numbers of pairs (as the demo and ``stimuli prepare`` output with equal candidate counts do).
@@ -36,6 +45,10 @@ STATISTICS = (
     "crop_error_low", "crop_error_high", "crop_error_ratio",
     "larger_file_is_worse", "larger_crop_is_worse",
 )
+
+#: The statistics a script gets from the files' sizes alone (a ``HEAD`` request each), no decoding.
+SIZE_STATISTICS = ("full_bytes_small", "full_bytes_large", "full_bytes_ratio", "full_bytes_sum",
+                   "crop_bytes_small", "crop_bytes_large", "crop_bytes_ratio")
 
 
 _CHUNK = 1 << 22  # comparisons per block in auc_matrix
@@ -223,15 +236,56 @@ def separability(pairs: Iterable[ShownPair]) -> Separability:
     return Separability(aucs, len(gold), len(real))
 
 
-def smaller_file_bot(pairs: Iterable[ShownPair]) -> float:
-    """The share of gold trials a script voting for the smaller full image answers right (ties half): the
-    better side of a gold pair is its ``a``. ``1 -`` this is the larger-file bot's. Needs no decoding, only
-    two sizes (a ``HEAD`` request each)."""
-    right = [0.5 if (a := p.a.full.stat().st_size) == (b := p.b.full.stat().st_size) else float(a < b)
+def file_size(path: Path) -> float:
+    """A file's size in bytes: what a ``HEAD`` request's ``Content-Length`` tells."""
+    return float(Path(path).stat().st_size)
+
+
+def deflate_body(path: Path) -> float:
+    """The length of a PNG's compressed stream before its padding (:func:`stream_statistics`): a parsing
+    script's measure of how well the pixels compress, a decoding statistic."""
+    return stream_statistics(Path(path).read_bytes())["deflate_body"]
+
+
+def smaller_file_bot(pairs: Iterable[ShownPair], measure=file_size) -> float:
+    """The share of gold trials a script voting for the side whose full image is smaller by ``measure``
+    answers right (ties half): the better side of a gold pair is its ``a``. ``1 -`` this is the share the
+    bot voting for the larger one gets. With the default :func:`file_size` it needs no decoding, only two
+    sizes (a ``HEAD`` request each); with :func:`deflate_body` it parses the compressed streams."""
+    right = [0.5 if (a := measure(p.a.full)) == (b := measure(p.b.full)) else float(a < b)
              for p in pairs if p.is_gold]
     if not right:
         raise ValueError("no gold pairs")
     return float(np.mean(right))
+
+
+def recurrence_auc(pair_keys: Sequence, is_gold: Sequence[bool]) -> float:
+    """How well the number of times a pair recurs in a study tells gold trials from real ones, folded to >= 0.5.
+
+    Workers comparing notes see each trial's two files (their URLs); a pair shown far more often than
+    the rest marks itself. Each trial gets the count of the study's trials showing the same two files
+    (``pair_keys``: any hashable, the same for a pair in either order, e.g. a frozenset of the two URLs);
+    the AUC is that count's, gold trials against real ones (:func:`auc`).
+    """
+    keys = list(pair_keys)
+    gold = np.asarray(is_gold, dtype=bool)
+    _, inverse, counts = np.unique(np.array([hash(k) for k in keys]), return_inverse=True, return_counts=True)
+    recurs = counts[inverse].astype(float)
+    value = auc(recurs[gold], recurs[~gold])
+    return max(value, 1.0 - value)
+
+
+def chance_bound(n: int, z: float = 3.29) -> float:
+    """Half-width of the band around 0.5 that a bot's share right on ``n`` gold trials leaves only with
+    probability ``2 (1 - Phi(z))`` when it answers at chance (normal approximation of the binomial; 3.29:
+    one in a thousand)."""
+    return z * 0.5 / np.sqrt(n)
+
+
+def auc_chance_bound(n_gold: int, n_real: int, z: float = 3.29) -> float:
+    """Half-width of the band around 0.5 that a Mann-Whitney AUC of ``n_gold`` against ``n_real`` values
+    from one distribution leaves only with probability ``2 (1 - Phi(z))`` (no ties)."""
+    return z * np.sqrt((n_gold + n_real + 1) / (12.0 * n_gold * n_real))
 
 
 # ---------------------------------------------------------------- rating studies: single images
@@ -365,7 +419,7 @@ def clip_separability(contents: Mapping[str, tuple[Sequence[Path], Sequence[Path
     return Separability(aucs, len(gold), len(real))
 
 
-__all__ = ["CLIP_STATISTICS", "IMAGE_STATISTICS", "PARSED_STATISTICS", "STATISTICS", "Separability", "ShownImage",
-           "ShownPair", "auc", "auc_matrix", "clip_separability", "clip_statistics", "image_separability",
-           "image_statistics", "pair_statistics", "separability", "shown_pairs", "smaller_file_bot",
-           "stream_statistics"]
+__all__ = ["CLIP_STATISTICS", "IMAGE_STATISTICS", "PARSED_STATISTICS", "SIZE_STATISTICS", "STATISTICS", "Separability", "ShownImage",
+           "ShownPair", "auc", "auc_chance_bound", "auc_matrix", "chance_bound", "clip_separability",
+           "clip_statistics", "deflate_body", "file_size", "image_separability", "image_statistics",
+           "pair_statistics", "recurrence_auc", "separability", "shown_pairs", "smaller_file_bot", "stream_statistics"]

@@ -34,6 +34,7 @@ from .. import validation as check
 from ..allocation import now
 from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
+from ..fingerprints import EntryFingerprint
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
@@ -1047,7 +1048,8 @@ class Paradigm:
     def enter(self, session: Session, study: Study, *, platform: str, worker_id: str | None,
               assignment_id: str | None = None, hit_id: str | None = None, turk_submit_to: str | None = None,
               signature: str | None = None, access_key: str | None = None,
-              admit_new: Callable[[], None] | None = None, pilot: str | None = None) -> tuple[Assignment, bool]:
+              admit_new: Callable[[], None] | None = None, pilot: str | None = None,
+              fingerprint: EntryFingerprint | None = None) -> tuple[Assignment, bool]:
         """Find or create the assignment a worker arrives with; return it and whether it is new
         (a reload returns the same one).
 
@@ -1065,6 +1067,9 @@ class Paradigm:
         whatever the study's entry rules, paused or not. A pilot-signed MTurk entry (``perceptlab simulate``)
         is held to MTurk's formats but not to the study's HITs, key or signature: only the experimenter's
         secret key makes that signature.
+
+        ``fingerprint`` (:func:`server.fingerprints.entry_fingerprint` of the request) is stored with a new
+        worker, for the analysis only: it never refuses an entry.
         """
         if platform == PILOT_PLATFORM:
             if pilot is None:
@@ -1085,7 +1090,8 @@ class Paradigm:
             hit_id = turk_submit_to = None
         else:
             raise invalid(f"unknown platform {platform!r}")
-        args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new, pilot)
+        args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new, pilot,
+                fingerprint)
         try:
             with session.begin_nested():
                 assignment, created = self._find_or_create(*args)
@@ -1098,7 +1104,8 @@ class Paradigm:
 
     def _find_or_create(self, session: Session, study: Study, platform: str, worker_id: str, assignment_id: str,
                         hit_id: str | None, turk_submit_to: str | None,
-                        admit_new: Callable[[], None] | None, pilot: str | None = None) -> tuple[Assignment, bool]:
+                        admit_new: Callable[[], None] | None, pilot: str | None = None,
+                        fingerprint: EntryFingerprint | None = None) -> tuple[Assignment, bool]:
         known = {"study_id": study.id, "platform": platform}
         worker = session.scalar(_FIND_WORKER, {**known, "external_id": worker_id})
         assignment = session.scalar(_FIND_ASSIGNMENT, {**known, "external_id": assignment_id})
@@ -1115,7 +1122,8 @@ class Paradigm:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:
             worker = Worker(study_id=study.id, platform=platform, external_id=worker_id, pilot=pilot is not None,
-                            simulated=pilot == "simulated")
+                            simulated=pilot == "simulated",
+                            **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()})
             session.add(worker)
             session.flush()
         stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT

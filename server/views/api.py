@@ -29,7 +29,7 @@ from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
-from .entry_limit import admission, per_app, shared_store
+from .entry_limit import admission, per_app, request_fingerprint, shared_store
 from .stimuli import stimulus_urls_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -191,7 +191,8 @@ def create_assignment(slug: str):
         db_session(), study, platform=platform, worker_id=body.get("worker_id"),
         assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
         signature=body.get("signature"), access_key=body.get("access_key"),
-        admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot)
+        admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot,
+        fingerprint=request_fingerprint(study))
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
                     "worker_url": f"/w/{token}/", "kind": paradigm_for(study).kind}), 201 if created else 200

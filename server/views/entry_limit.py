@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from flask import current_app, request
 
+from ..fingerprints import EntryFingerprint, entry_fingerprint
 from ..limits import SharedAdmissionGate, SharedEntryLimiter, SharedStore
 from ..models import Study
 from ..paradigms.entry import (DEFAULT_ADMISSION_BURST, DEFAULT_ADMISSION_RATE, DEFAULT_ENTRY_LIMIT,
@@ -65,6 +66,13 @@ def app_gate() -> AdmissionGate | SharedAdmissionGate:
         store = shared_store()
         return local if store is None else SharedAdmissionGate(store, local)
     return per_app("admission_gate", make)
+
+
+def request_fingerprint(study: Study) -> EntryFingerprint:
+    """This request's entry fingerprint (:mod:`server.fingerprints`): its client address (the proxies' one
+    with ``[server] proxies``, as the per-address limit counts it) and its ``User-Agent`` header, hashed."""
+    return entry_fingerprint(current_app.config["SECRET_KEY"], study.slug, request.remote_addr,
+                             request.headers.get("User-Agent"))
 
 
 def admission(study: Study, spec, platform: str, *, signed: bool = False) -> Callable[[], None]:

@@ -22,7 +22,7 @@ from ..paradigms.stages import Stage
 from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
-from .entry_limit import admission
+from .entry_limit import admission, request_fingerprint
 from .stimuli import stimulus_urls
 
 bp = Blueprint("worker", __name__)
@@ -58,10 +58,12 @@ def entry(slug: str):
                                            assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
                                            turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
                                            access_key=args.get("key"), pilot=pilot,
-                                           admit_new=admission(study, spec, "mturk", signed=pilot is not None))
+                                           admit_new=admission(study, spec, "mturk", signed=pilot is not None),
+                                           fingerprint=request_fingerprint(study))
         elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
             assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None, pilot=pilot,
-                                           admit_new=admission(study, spec, PILOT_PLATFORM, signed=True))
+                                           admit_new=admission(study, spec, PILOT_PLATFORM, signed=True),
+                                           fingerprint=request_fingerprint(study))
         else:
             # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
             # which parameters name the participant (server/paradigms/recruiters.py).
@@ -69,7 +71,8 @@ def entry(slug: str):
             params = recruiter.check_entry(args)
             assignment, _ = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
                                            signature=args.get("sig"), access_key=args.get("key"),
-                                           admit_new=admission(study, spec, "link"))
+                                           admit_new=admission(study, spec, "link"),
+                                           fingerprint=request_fingerprint(study))
             remember_entry(assignment, params)
         session.commit()
     except BaseException:

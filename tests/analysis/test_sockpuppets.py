@@ -140,3 +140,75 @@ def test_cli_flags_summary_and_switch_off(tmp_path):
     bad = runner.invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(tmp_path / "bad"),
                               "--short-lived-votes", "0"])
     assert bad.exit_code != 0 and "Traceback" not in bad.output
+
+
+def _networks(ids: np.ndarray, campus: int = 4) -> np.ndarray:
+    """An address group per identity: the puppets share one network; the first ``campus`` honest one-page
+    identities share another (a lab or a carrier's NAT); everyone else has a network of their own."""
+    groups = np.array([f"net{k}" for k in range(len(ids))], dtype=object)
+    groups[np.char.startswith(ids, "P")] = "puppeteer"
+    groups[np.flatnonzero(np.char.startswith(ids, "H"))[:campus]] = "campus"
+    return groups.astype(str)
+
+
+def test_shared_fingerprints_catch_a_weak_lean_the_pooled_test_misses():
+    """Puppets (10 % of the votes) lean 1 z toward m003 among honest one-page identities (15 %); 10 seeded
+    studies. Pooled with every short-lived identity the lean is diluted; the puppets' shared address group
+    tests them apart, and the campus of honest one-pagers sharing another group is left alone."""
+    pooled = grouped = 0
+    for seed in range(10):
+        study = add_one_page_identities(_crowd(seed), 0.15, colluding=False, seed=seed + 7)
+        study = add_one_page_identities(study, 0.10, target_item=TARGET, collusion_bias=1.0, seed=seed + 13)
+        votes, target = study.votes, str(study.item_ids[TARGET])
+        ids = votes.worker_ids.astype(str)
+        networks = _networks(ids)
+        without = coordinated_identities(votes, ScalingOptions(), _everyone(votes))
+        with_groups = coordinated_identities(votes, ScalingOptions(), _everyone(votes),
+                                             fingerprints={"address_group": networks})
+        pooled += (target, "favours") in [(i["item_id"], i["direction"]) for i in without.items]
+        found = [(i["item_id"], i["direction"], i.get("evidence")) for i in with_groups.items]
+        grouped += (target, "favours", "address_group") in found
+        campus = networks == "campus"
+        assert not any(with_groups.flags[w] for w in np.flatnonzero(campus)), found
+        assert all(i["identities"] == int((networks == "puppeteer").sum()) for i in with_groups.items
+                   if i.get("evidence"))
+    assert pooled <= 6 and grouped >= 8, (pooled, grouped)
+
+
+def test_a_shared_fingerprint_alone_sets_nothing_aside():
+    """Honest one-page identities that all share one network and one browser (a lab session): the groups are
+    tested, nothing leans, nothing is set aside."""
+    study = add_one_page_identities(_crowd(21), 0.20, colluding=False, seed=22)
+    votes = study.votes
+    ids = votes.worker_ids.astype(str)
+    shared = np.where(np.char.startswith(ids, "H"), "lab", "")
+    result = coordinated_identities(votes, ScalingOptions(), _everyone(votes),
+                                    fingerprints={"address_group": shared, "agent_group": shared})
+    assert result.short_lived.sum() >= 10 and not result.items and not result.set_aside.any()
+    with pytest.raises(ValueError, match="fingerprint"):
+        coordinated_identities(votes, ScalingOptions(), _everyone(votes), fingerprints={"address_group": ["x"]})
+
+
+def test_analyze_reads_the_fingerprints_of_workers_csv(tmp_path):
+    """`perceptlab analyze --workers workers.csv` passes its address_group to the test (the export's columns)."""
+    study = add_one_page_identities(_crowd(2), 0.15, colluding=False, seed=9)
+    study = add_one_page_identities(study, 0.10, target_item=TARGET, collusion_bias=1.0, seed=15)
+    votes = study.votes
+    ids = votes.worker_ids.astype(str)
+    write_votes(tmp_path / "votes.csv", votes)
+    with open(tmp_path / "workers.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["worker_id", "status", "address_group", "agent_group"])
+        writer.writerows([w, "active", group, ""] for w, group in zip(ids, _networks(ids)))
+    runner = CliRunner()
+    plain = runner.invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(tmp_path / "plain"),
+                                "--bootstrap", "0", "--no-plots"])
+    grouped = runner.invoke(cli, ["analyze", str(tmp_path / "votes.csv"), "--out", str(tmp_path / "grouped"),
+                                  "--bootstrap", "0", "--no-plots", "--workers", str(tmp_path / "workers.csv")])
+    assert plain.exit_code == 0 and grouped.exit_code == 0, (plain.output, grouped.output)
+    summary = json.loads((tmp_path / "grouped" / "summary.json").read_text())["sockpuppets"]
+    evidence = [(i["item_id"], i.get("evidence")) for i in summary["coordinated_items"]]
+    assert (str(study.item_ids[TARGET]), "address_group") in evidence
+    assert "sharing an address_group" in grouped.output
+    plain_items = json.loads((tmp_path / "plain" / "summary.json").read_text())["sockpuppets"]["coordinated_items"]
+    assert not any(i.get("evidence") for i in plain_items)

@@ -142,15 +142,19 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--machine-errors", type=click.Path(dir_okay=False, path_type=Path),
               help="CSV of set_id,item_id,error (each image's error against its reference; `perceptlab results` "
                    "writes machine_errors.csv): flags workers who agree with the closer image beyond a person.")
+@click.option("--workers", "workers_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The study's workers.csv (workers_meta.csv of an export): its address_group and agent_group "
+                   "(keyed hashes of each worker's network and browser) are evidence for the sock-puppet test.")
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
                     objective_column, higher_is_better, seed, keep_biased, no_bias_test, no_sockpuppet_test,
-                    short_lived_votes, bias_fdr, machine_errors, no_plots):
+                    short_lived_votes, bias_fdr, machine_errors, workers_csv, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
     from analysis.pipeline import AnalysisOptions, analyze, write_results
     from analysis.scaling import ScalingOptions
+    from analysis.sockpuppets import read_fingerprints
     from analysis.thurstone import DisconnectedDesignError
 
     keep = _keep(str(keep))
@@ -159,6 +163,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
     objective_values = read_objective(objective, objective_column) if objective else None
     errors = read_machine_errors(machine_errors) if machine_errors else None
     try:
+        fingerprints = read_fingerprints(workers_csv) if workers_csv else None
         votes = read_votes(votes_csv)
         if errors is not None and not set(errors) & set(zip(votes.set_ids[votes.item_set], votes.item_ids)):
             raise UserError(f"{machine_errors}: no set_id,item_id of it is in {votes_csv} (errors of another study?)")
@@ -171,7 +176,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
             bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr,
             sockpuppet_test=not no_sockpuppet_test, short_lived_votes=short_lived_votes)
         result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better,
-                         machine_errors=errors)
+                         machine_errors=errors, fingerprints=fingerprints)
     except (VotesFormatError, DisconnectedDesignError) as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:
@@ -195,7 +200,9 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
         click.echo("workers flagged: " + ", ".join(notes) + " (why: workers.csv, column flags)")
     sock = result.summary.get("sockpuppets") or {}
     if sock.get("coordinated_items"):
-        items = ", ".join(f"{i['direction']} {i['item_id']} (z {i['z']:.1f})" for i in sock["coordinated_items"])
+        items = ", ".join(f"{i['direction']} {i['item_id']} (z {i['z']:.1f}"
+                          + (f"; {i['identities']} sharing an {i['evidence']}" if i.get("evidence") else "") + ")"
+                          for i in sock["coordinated_items"])
         click.echo(f"sock-puppet test: short-lived identities as a group {items}; {sock['set_aside_votes']} of their "
                    f"votes set aside (workers.csv flags set_aside:...)")
     click.echo(f"wrote {len(written)} files to {out}/: " + ", ".join(p.name for p in written))

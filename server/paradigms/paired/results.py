@@ -42,6 +42,9 @@ def analyse_results(session: Session, study: Study, export: StudyExport, out: Pa
     elif problem:
         notes.append(f"machine_errors.csv: not written, {problem}; the machine-agreement test is skipped")
 
+    # The export's workers: their entry fingerprints are the sock-puppet test's evidence.
+    workers = out / "workers_meta.csv" if "workers_meta.csv" in export.files else None
+
     def run(analysis: Path) -> None:
         from .cli import analyze_command
 
@@ -49,7 +52,7 @@ def analyse_results(session: Session, study: Study, export: StudyExport, out: Pa
             {"units": options.units} if options.units else {})
         click.get_current_context().invoke(analyze_command, votes_csv=out / "votes.csv", out=analysis,
                                            allow_disconnected=options.allow_disconnected, no_plots=not options.plots,
-                                           machine_errors=machine_errors, **extra)
+                                           machine_errors=machine_errors, workers_csv=workers, **extra)
         if options.top:
             _print_ranking(analysis, options.top)
         if items:
