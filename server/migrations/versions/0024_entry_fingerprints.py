@@ -5,7 +5,7 @@ User-Agent, never the raw values; the sock-puppet analysis reads them from worke
 none (NULL: they match nothing).
 
 Revision ID: 0024_entry_fingerprints
-Revises: 0022_rating_playback
+Revises: 0023_paired_playback
 Create Date: 2026-12-07 12:10:00
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 
 revision = '0024_entry_fingerprints'
-down_revision = '0022_rating_playback'
+down_revision = '0023_paired_playback'
 branch_labels = None
 depends_on = None
 
