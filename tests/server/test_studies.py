@@ -165,6 +165,7 @@ max_dropped_share = 0.1
 unfaithful = "exclude"
 max_repeats = 1
 reference_position = "before"
+min_mbps = 2.5
 '''
     spec = read_study_file(write(study_dir, text))
     assert dataclasses.asdict(spec) == {
@@ -182,7 +183,7 @@ reference_position = "before"
         "halfwidth": 0.05, "units": "anchored", "quantile": 0.9, "resolve": ("a|b",), "min_workers": 8, "max_votes": 5000,
         "max_participants": 200, "max_cost": "300", "notify_only": True,
         "mturk": {"title": "Compare frames"}, "replays": 1, "max_stall_ms": 400.0, "max_extra_playing_ms": 2000.0,
-        "max_dropped_share": 0.1, "unfaithful": "exclude", "max_repeats": 1, "reference_position": "before",
+        "max_dropped_share": 0.1, "unfaithful": "exclude", "max_repeats": 1, "min_mbps": 2.5, "reference_position": "before",
         "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
