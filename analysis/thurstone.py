@@ -195,12 +195,8 @@ def _log_ndtr_pair(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _pair_terms(diff: np.ndarray, w: np.ndarray, l: np.ndarray):
     """Negative log-likelihood, its first and second derivative per pair w.r.t. ``diff``."""
     log_pos, log_neg = _log_ndtr_pair(diff)
-    log_pdf = -0.5 * diff * diff - _LOG_SQRT_2PI
-    mills_pos = np.exp(log_pdf - log_pos)  # phi(d) / Phi(d)
-    mills_neg = np.exp(log_pdf - log_neg)  # phi(d) / Phi(-d)
     nll = -(w * log_pos + l * log_neg)
-    grad = l * mills_neg - w * mills_pos
-    curv = w * mills_pos * (diff + mills_pos) + l * mills_neg * (mills_neg - diff)
+    grad, curv = _pair_derivatives(diff, w, l, log_pos, log_neg)
     return nll, grad, curv
 
 
@@ -220,12 +216,27 @@ def _penalised_nll_logs(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.n
 
 def _pair_derivatives(diff: np.ndarray, w: np.ndarray, l: np.ndarray, log_pos: np.ndarray,
                       log_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first and second derivative of :func:`_pair_terms`, from the logs already known at ``diff``."""
-    log_pdf = -0.5 * diff * diff - _LOG_SQRT_2PI
+    """The first and second derivative of :func:`_pair_terms`, from the logs already known at ``diff``.
+
+    ``grad = l * m_neg - w * m_pos`` and ``curv = w * m_pos * (diff + m_pos) + l * m_neg * (m_neg - diff)``,
+    ``m_pos = phi(d) / Phi(d)`` and ``m_neg = phi(d) / Phi(-d)``, evaluated in place where a temporary
+    would otherwise be made (the bootstrap's costliest arrays after the logs; the same operations in the
+    same order, so the same bits).
+    """
+    log_pdf = -0.5 * diff
+    log_pdf *= diff
+    log_pdf -= _LOG_SQRT_2PI
     mills_pos = np.exp(log_pdf - log_pos)  # phi(d) / Phi(d)
-    mills_neg = np.exp(log_pdf - log_neg)  # phi(d) / Phi(-d)
-    grad = l * mills_neg - w * mills_pos
-    curv = w * mills_pos * (diff + mills_pos) + l * mills_neg * (mills_neg - diff)
+    mills_neg = log_pdf - log_neg
+    np.exp(mills_neg, out=mills_neg)       # phi(d) / Phi(-d)
+    grad = l * mills_neg
+    grad -= w * mills_pos
+    curv = w * mills_pos
+    curv *= diff + mills_pos
+    other = l * mills_neg
+    mills_neg -= diff
+    other *= mills_neg
+    curv += other
     return grad, curv
 
 
@@ -436,10 +447,10 @@ def _pcg_newton_step(grad: np.ndarray, curv: np.ndarray, inc: sp.csr_matrix, inc
 
     ``grad`` (n_items, k), ``curv`` (P, k): the columns' gradients and pair curvatures;
     ``precond`` the inverse of a nearby Hessian. A column's CG stops once its squared
-    residual is below ``rtol`` (one for all, or one per column) times its initial value (relative residual sqrt(rtol)), and
-    the remaining columns go on without it (the slowest column of a batch needs about twice
-    the steps of the median one). Such inexact Newton steps converge to the same optimum:
-    the outer loop stops on the step size.
+    residual is below ``rtol`` (one for all, or one per column) times its initial value
+    (relative residual sqrt(rtol)), and the remaining columns go on without it (the slowest
+    column of a batch needs about twice the steps of the median one). Such inexact Newton
+    steps converge to the same optimum: the outer loop stops on the step size.
     """
     x = np.zeros_like(grad)
     r = -grad
