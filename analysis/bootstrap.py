@@ -68,7 +68,7 @@ from tqdm.auto import tqdm
 from .scaling import ScalingOptions, SetDesign, fit_set_batch, reported
 from .threads import limits_blas_threads
 
-CHUNK = 250  # resamples solved together; bounds memory at (CHUNK x votes in a set)
+CHUNK = 100  # resamples solved together: few enough that their (pairs x CHUNK) arrays stay in cache
 # Why an item's interval is blank (scales.csv ci_reason; empty with an interval).
 FEWER_THAN_TWO = "fewer than 2 workers"
 NO_SPREAD = "no spread"
@@ -176,8 +176,11 @@ def item_workers(design: SetDesign, vote_worker: np.ndarray, kept_workers: np.nd
     keep = kept_workers[worker]
     items = design.pairs[design.vote_pair[keep]]          # (kept votes, 2) local items
     n_workers = len(kept_workers)
-    keys = np.unique(np.concatenate([items[:, 0], items[:, 1]]) * n_workers + np.tile(worker[keep], 2))
-    return np.bincount(keys // n_workers, minlength=design.n_items)
+    keys = np.sort(np.concatenate([items[:, 0], items[:, 1]]) * n_workers + np.tile(worker[keep], 2))
+    # The distinct keys by sorting: np.unique's hash table (numpy 2.4) took 2.5 s for the 2.4 M keys of
+    # a 1.2 M-vote set, a sort takes 0.03 s.
+    distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
+    return np.bincount(distinct // n_workers, minlength=design.n_items)
 
 
 def interval_reasons(low: np.ndarray | None, high: np.ndarray | None, n_workers: np.ndarray) -> np.ndarray:

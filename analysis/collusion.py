@@ -177,8 +177,11 @@ LOO_RTOL = 1e-3
 """Relative residual at which the large-set leave-one-out solves (:func:`worker_solves`) stop."""
 LOO_MAX_ITER = 100
 """Most conjugate-gradient steps per block of workers in :func:`worker_solves`."""
-LOO_BLOCK_ENTRIES = 2_000_000
-"""Items x workers solved together in :func:`worker_solves`: bounds its memory (a few arrays of this many floats)."""
+LOO_BLOCK_ENTRIES = 500_000
+"""Items x workers solved together in :func:`worker_solves`: bounds its memory (a few arrays of this many floats).
+25 workers a block at 20,000 items, whose arrays stay near the cache: leave_one_out_gaps of the 1.2 M-vote study
+(benchmarks/analysis_scale.py) took 1.25 s CPU, 1.55 s with blocks of 2 M entries, with equal gaps (a block stops
+when its slowest column is solved, so another blocking can move a gap within the solve's tolerance)."""
 
 
 def worker_solves(hess, gradients: sp.csc_matrix, rtol: float = LOO_RTOL,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis.bootstrap import bootstrap_sets, ranks_descending
+from analysis.bootstrap import bootstrap_sets, item_workers, ranks_descending
 from analysis.ranking import overall_scores, pareto_groups, rerank
 from analysis.scaling import ScalingOptions, fit_set, reported, set_designs
 from analysis.simulate import simulate_study
@@ -101,3 +101,19 @@ def test_ranks_descending_matches_scipy_min_ranks_with_ties():
     values = rng.integers(0, 6, size=(50, 17)).astype(float)   # many ties
     assert (ranks_descending(values) == rankdata(-values, method="min", axis=-1)).all()
     assert list(ranks_descending(np.array([0.3, 0.9, 0.3, 0.1]))) == [2, 1, 2, 4]
+
+
+def test_item_workers_counts_each_kept_worker_once_per_item(honest):
+    # item_workers finds the distinct (item, worker) keys by sorting (np.unique's hash table is slow on
+    # millions of keys); the counts must be those of the distinct pairs, counted one vote at a time.
+    v = honest.votes
+    kept = np.arange(len(v.worker_ids)) % 3 != 0
+    for design in set_designs(v):
+        seen = [set() for _ in range(design.n_items)]
+        for vote, pair in zip(design.votes, design.vote_pair):
+            if kept[v.worker[vote]]:
+                for item in design.pairs[pair]:
+                    seen[item].add(int(v.worker[vote]))
+        counts = item_workers(design, v.worker, kept)
+        assert counts.tolist() == [len(s) for s in seen]
+        assert counts.max() > 1 and counts.sum() < 2 * kept[v.worker[design.votes]].sum()  # repeats collapsed

@@ -58,6 +58,8 @@ def test_output_tables_round_trip(tmp_path):
     (HEADER + "w1,s,a,b,a\n,s,a,b,a\n", 3, "empty worker_id"),
     (HEADER + "w1,s,a,b\n", 2, "4 fields, the header has 5"),
     ("worker_id,set_id,item_a,item_b,winner,is_gold\nw,s,a,b,a,maybe\n", 2, "is_gold 'maybe' is not a boolean"),
+    ("worker_id,set_id,item_a,item_b,winner,is_gold,gold_winner\nw,s,a,b,a,0,\nw,s,a,b,a,1,z\n", 3,
+     "gold_winner 'z' is neither item_a 'a' nor item_b 'b'"),
 ])
 def test_bad_rows_name_the_line(tmp_path, text, line, fragment):
     with pytest.raises(VotesFormatError) as err:
@@ -122,3 +124,17 @@ def test_plain_files_read_column_wise_as_the_row_reader_reads_them(tmp_path, mon
     escaped = write(tmp_path, header + "\n".join(rows) + "\n", "escaped.csv")
     assert formats._plain_columns(escaped, formats.REQUIRED_VOTE_COLUMNS, formats.OPTIONAL_VOTE_COLUMNS) is None
     assert read_votes(escaped).worker_ids[read_votes(escaped).worker[0]] == "=x"
+
+
+def test_plain_gold_rows_read_as_the_row_reader_reads_them(tmp_path, monkeypatch):
+    """The column-wise reader keeps ASCII cells as bytes until their distinct values are known; gold answers
+    and the kept extra columns come out as the row reader gives them (text, not bytes)."""
+    from analysis import formats
+    text = ("worker_id,set_id,item_a,item_b,winner,position_a,is_gold,gold_winner\n"
+            "w1,s,a,b,a,left,0,\nw1,s,a,c,c,right,1,c\nw2,s,b,c,b,left,1,c\nw2,s,a,b,b,right,0,\n")
+    path = write(tmp_path, text)
+    plain = read_votes(path)
+    assert plain.gold_correct.tolist() == [False, True, False, False]
+    assert plain.extra["gold_winner"].tolist() == ["", "c", "c", ""] and list(plain.worker_ids) == ["w1", "w2"]
+    monkeypatch.setattr(formats, "_plain_columns", lambda *args: None)
+    _same_votes(plain, read_votes(path))
