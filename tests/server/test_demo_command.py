@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 import requests
@@ -31,6 +32,9 @@ def test_demo_serves_worker_and_dashboard_links(tmp_path):
             lines.append(line)
             if line.startswith("Ctrl-C"):
                 break
+        # The server logs every request to this pipe: drain it, or a full pipe buffer blocks the server
+        # (the four simulate runs below write more than its 64 KiB).
+        threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
         output = "".join(lines)
         assert "Ctrl-C" in output, output
         base = re.search(r"server on (http://127\.0\.0\.1:\d+)", output).group(1)
