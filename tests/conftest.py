@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,38 +99,67 @@ def _digest(array) -> tuple:
     return array.shape, array.dtype.str, hashlib.sha1(array.tobytes()).hexdigest()
 
 
+def _kept(function: Callable, key: Callable, copy: Callable = lambda result: result,
+          size: int = 256) -> Callable:
+    """``function`` with its results kept (at most ``size``, the least recently used dropped) under
+    ``key(*args, **kwargs)``, a key of the arguments' content: a repeated call returns ``copy(kept result)``.
+    Only for pure functions. A key of None runs the function without keeping its result; exceptions are not
+    kept (every call that raises runs again)."""
+    results: OrderedDict = OrderedDict()
+
+    def kept(*args, **kwargs):
+        k = key(*args, **kwargs)
+        if k is None:
+            return function(*args, **kwargs)
+        if k in results:
+            results.move_to_end(k)
+        else:
+            results[k] = function(*args, **kwargs)
+            if len(results) > size:
+                results.popitem(last=False)
+        return copy(results[k])
+
+    return kept
+
+
 @pytest.fixture(scope="session", autouse=True)
-def check_images_computed_once():
-    """The quality-check images of a rating study computed once per worker for the same inputs.
+def images_computed_once():
+    """The images of a rating study computed once per worker for the same inputs.
 
-    Creating a rating study writes each scene's check images (server/paradigms/rating/study.py): a
-    bisection of blurs (:func:`stimuli.check_images.blurred_degradations`) and zlib level 9 padding
-    (:func:`stimuli.check_images.pad_png`), about 3 s of CPU per study, and the rating tests create
-    dozens of studies over the same demo scenes. Both functions are pure (the same arguments give the
-    same result), so their results are kept by the content of their arguments: a repeated call returns
-    a copy of the first one's result, which the test then writes and checks as before. Exceptions are
-    not kept (every call that raises runs again).
+    Creating a rating study with checks writes each scene's images (server/paradigms/rating/study.py): it
+    decodes the prepared images (:func:`stimuli.io.read_image`), re-encodes them
+    (:func:`stimuli.io.encode_png`), makes a bisection of blurs (:func:`stimuli.check_images.blurred_degradations`)
+    and recompresses every image it shows at zlib level 9 (:func:`stimuli.check_images.recompress_png`): seconds
+    of CPU per study, and the rating tests create dozens of studies over the same demo scenes (whose candidates
+    and references are the same bytes in every study). These functions are pure (the same arguments give the
+    same result; :func:`~stimuli.io.read_image` is keyed by the file's bytes, not its name), so their results
+    are kept by the content of their arguments: a repeated call returns a copy of the first one's result (bytes
+    and the recompressed PNG are immutable), which the study then pads, writes and checks as before.
+    Exceptions are not kept (a missing or broken file raises on every call).
     """
-    from stimuli import check_images
+    from stimuli import check_images, io
 
-    blur, pad = check_images.blurred_degradations, check_images.pad_png
-    blurred, padded = {}, {}
+    def arrays_key(reference, candidates, n, margin=2.0):
+        return (_digest(reference), tuple(sorted((name, _digest(image)) for name, image in candidates.items())),
+                n, margin)
 
-    def blurred_degradations(reference, candidates, n, margin=2.0):
-        key = (_digest(reference), tuple(sorted((name, _digest(image)) for name, image in candidates.items())),
-               n, margin)
-        if key not in blurred:
-            blurred[key] = blur(reference, candidates, n, margin)
-        return [image.copy() for image in blurred[key]]
+    def file_key(path):
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return None  # read_image names the file in its own error
+        return hashlib.sha1(data).hexdigest(), len(data)
 
-    def pad_png(data, size, level=9):
-        key = (hashlib.sha1(data).hexdigest(), len(data), size, level)
-        if key not in padded:
-            padded[key] = pad(data, size, level)
-        return padded[key]
+    def image_key(image, compression=3):
+        return (_digest(image), compression) if isinstance(image, np.ndarray) else None
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(check_images, "blurred_degradations", blurred_degradations)
-    patch.setattr(check_images, "pad_png", pad_png)  # unpadded_size calls it through the module too
+    patch.setattr(check_images, "blurred_degradations", _kept(
+        check_images.blurred_degradations, arrays_key, lambda images: [image.copy() for image in images]))
+    # pad_png and unpadded_size call it through the module too
+    patch.setattr(check_images, "recompress_png", _kept(
+        check_images.recompress_png, lambda data, level=9: (hashlib.sha1(data).hexdigest(), len(data), level)))
+    patch.setattr(io, "read_image", _kept(io.read_image, file_key, np.copy))
+    patch.setattr(io, "encode_png", _kept(io.encode_png, image_key))
     yield
     patch.undo()
