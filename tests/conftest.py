@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import shutil
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -152,17 +153,23 @@ def _kept(function: Callable, key: Callable, copy: Callable = lambda result: res
         scratch.replace(path)
         return result
 
+    guard = threading.Lock()  # live servers call from their own threads
+
     def kept(*args, **kwargs):
         k = key(*args, **kwargs)
         if k is None:
             return function(*args, **kwargs)
-        if k in results:
-            results.move_to_end(k)
-        else:
-            results[k] = compute(k, args, kwargs)
-            if len(results) > size:
-                results.popitem(last=False)
-        return copy(results[k])
+        with guard:
+            result = results.get(k)
+            if result is not None:
+                results.move_to_end(k)
+        if result is None:
+            result = compute(k, args, kwargs)
+            with guard:
+                results[k] = result
+                if len(results) > size:
+                    results.popitem(last=False)
+        return copy(result)
 
     return kept
 
