@@ -32,6 +32,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -77,6 +78,58 @@ def _padded_stream(raw: bytes, level: int, n_blocks: int) -> bytes:
     return body + _EMPTY_STORED_BLOCK * n_blocks + _FINAL_EMPTY_FIXED_BLOCK + struct.pack(">I", zlib.adler32(raw))
 
 
+@dataclass(frozen=True)
+class RecompressedPng:
+    """A PNG whose image data was recompressed once (:func:`recompress_png`), ready to be written at any
+    size: the recompression is the costly part (zlib level 9), the padding is only bytes appended, so an
+    image written at several sizes (a reference's copies) is recompressed once.
+
+    Attributes
+    ----------
+    chunks : tuple
+        ``(type, payload)`` of the original file's chunks.
+    stream : bytes
+        The image data's zlib stream, recompressed, without padding.
+    """
+
+    chunks: tuple[tuple[bytes, bytes], ...]
+    stream: bytes
+
+    def _file_size(self, stream_length: int) -> int:
+        # Each IDAT chunk costs 12 bytes besides its data: count them for the padded stream's length.
+        fixed = len(_png(self.chunks, b""))  # signature, IHDR, IEND (no IDAT)
+        return fixed + stream_length + 12 * max(1, -(-stream_length // IDAT_SIZE))
+
+    @property
+    def unpadded_size(self) -> int:
+        """The size of the file with no padding (the smallest :meth:`padded` writes)."""
+        return self._file_size(len(self.stream))
+
+    def padded(self, size: int) -> bytes:
+        """The file at ``size`` bytes (4 fewer at most); below :attr:`unpadded_size`, the unpadded file."""
+        base = self.stream
+        n_blocks = 0
+        if size > self._file_size(len(base)):
+            n_blocks = (size - self._file_size(len(base))) // len(_EMPTY_STORED_BLOCK)
+            while n_blocks and self._file_size(len(base) + len(_EMPTY_STORED_BLOCK) * n_blocks) > size:
+                n_blocks -= 1  # an extra IDAT chunk's 12 bytes
+        return _png(self.chunks, base[:-6] + _EMPTY_STORED_BLOCK * n_blocks + base[-6:])
+
+
+def recompress_png(data: bytes, level: int = 9) -> RecompressedPng:
+    """The PNG ``data`` with its image data recompressed at zlib ``level``, to be padded by
+    :meth:`RecompressedPng.padded`.
+
+    Raises
+    ------
+    PngSizeError
+        ``data`` is not a PNG file.
+    """
+    chunks = png_chunks(data)
+    raw = zlib.decompress(b"".join(payload for kind, payload in chunks if kind == b"IDAT"))
+    return RecompressedPng(tuple(chunks), _padded_stream(raw, level, 0))
+
+
 def pad_png(data: bytes, size: int, level: int = 9) -> bytes:
     """The PNG ``data`` re-written to ``size`` bytes (4 fewer at most): the same pixels, header and chunk
     types, its image data recompressed at zlib ``level`` and padded with empty stored deflate blocks.
@@ -91,26 +144,12 @@ def pad_png(data: bytes, size: int, level: int = 9) -> bytes:
     level : int
         The zlib level of the recompression.
     """
-    chunks = png_chunks(data)
-    raw = zlib.decompress(b"".join(payload for kind, payload in chunks if kind == b"IDAT"))
-    base = _padded_stream(raw, level, 0)
-    # Each IDAT chunk costs 12 bytes besides its data: count them for the padded stream's length.
-    fixed = len(_png(chunks, b""))  # signature, IHDR, IEND (no IDAT)
-
-    def file_size(stream_length: int) -> int:
-        return fixed + stream_length + 12 * max(1, -(-stream_length // IDAT_SIZE))
-
-    n_blocks = 0
-    if size > file_size(len(base)):
-        n_blocks = (size - file_size(len(base))) // len(_EMPTY_STORED_BLOCK)
-        while n_blocks and file_size(len(base) + len(_EMPTY_STORED_BLOCK) * n_blocks) > size:
-            n_blocks -= 1  # an extra IDAT chunk's 12 bytes
-    return _png(chunks, base[:-6] + _EMPTY_STORED_BLOCK * n_blocks + base[-6:])
+    return recompress_png(data, level).padded(size)
 
 
 def unpadded_size(data: bytes, level: int = 9) -> int:
     """The size :func:`pad_png` writes with no padding (the smallest file it makes of ``data``)."""
-    return len(pad_png(data, 0, level))
+    return recompress_png(data, level).unpadded_size
 
 
 def draw_sizes(sizes: Sequence[int], floors: Sequence[int], rng: np.random.Generator) -> np.ndarray:
@@ -225,5 +264,5 @@ def imperceptible_copy(image: np.ndarray, rng: np.random.Generator) -> np.ndarra
     return np.clip(image.astype(np.int64) + noise, 0, top).astype(image.dtype)
 
 
-__all__ = ["IDAT_SIZE", "SIZE_SPREAD", "PngSizeError", "blurred_degradations", "common_sizes", "draw_sizes",
-           "imperceptible_copy", "pad_png", "png_chunks", "unpadded_size"]
+__all__ = ["IDAT_SIZE", "SIZE_SPREAD", "PngSizeError", "RecompressedPng", "blurred_degradations", "common_sizes",
+           "draw_sizes", "imperceptible_copy", "pad_png", "png_chunks", "recompress_png", "unpadded_size"]

@@ -9,7 +9,10 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +38,36 @@ def pytest_collection_modifyitems(config, items):
     hands out whole files in collection order, and a long file handed out last would run alone."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes():
+    """Experimenter passwords hashed by scrypt at N = 2**10 in the test process instead of werkzeug's
+    2**15: about 2 ms of CPU per hash instead of 85, and the suite hashes and checks hundreds (every test
+    that logs in creates the account and checks its password). Still scrypt through the same calls
+    (``check_password_hash`` reads the cost from the stored hash); servers the tests start in other
+    processes, and production, keep the default cost."""
+    from server import auth
+
+    real = auth.generate_password_hash
+
+    def generate_password_hash(password, method="scrypt:1024:8:1", salt_length=16):
+        return real(password, method, salt_length)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(auth, "generate_password_hash", generate_password_hash)
+    yield
+    patch.undo()
+
+
+def run_folder(tmp_path_factory, name: str) -> Path | None:
+    """A folder every xdist worker of this run sees (``.../pytest-N/<name>``); None without xdist (one
+    process: nothing to share)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return None
+    folder = tmp_path_factory.getbasetemp().parent / name  # above every worker's popen-gwK
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
@@ -113,38 +146,91 @@ def _digest(array) -> tuple:
     return array.shape, array.dtype.str, hashlib.sha1(array.tobytes()).hexdigest()
 
 
+def _kept(function: Callable, key: Callable, copy: Callable = lambda result: result, size: int = 256,
+          shared: Path | None = None) -> Callable:
+    """``function`` with its results kept (at most ``size``, the least recently used dropped) under
+    ``key(*args, **kwargs)``, a key of the arguments' content: a repeated call returns ``copy(kept result)``.
+    Only for pure functions. A key of None runs the function without keeping its result; exceptions are not
+    kept (every call that raises runs again). With ``shared`` (a folder of the run: :func:`run_folder`),
+    results are also pickled there, so the other xdist workers load them instead of computing them again
+    (written whole, then renamed: a reader never sees half a file)."""
+    results: OrderedDict = OrderedDict()
+
+    def compute(k, args, kwargs):
+        if shared is None:
+            return function(*args, **kwargs)
+        path = shared / f"{function.__name__}-{hashlib.sha1(repr(k).encode()).hexdigest()}.pickle"
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
+        result = function(*args, **kwargs)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        scratch.write_bytes(pickle.dumps(result))
+        scratch.replace(path)
+        return result
+
+    guard = threading.Lock()  # live servers call from their own threads
+
+    def kept(*args, **kwargs):
+        k = key(*args, **kwargs)
+        if k is None:
+            return function(*args, **kwargs)
+        with guard:
+            result = results.get(k)
+            if result is not None:
+                results.move_to_end(k)
+        if result is None:
+            result = compute(k, args, kwargs)
+            with guard:
+                results[k] = result
+                if len(results) > size:
+                    results.popitem(last=False)
+        return copy(result)
+
+    return kept
+
+
 @pytest.fixture(scope="session", autouse=True)
-def check_images_computed_once():
-    """The quality-check images of a rating study computed once per worker for the same inputs.
+def images_computed_once(tmp_path_factory):
+    """The images of a rating study computed once per worker for the same inputs.
 
-    Creating a rating study writes each scene's check images (server/paradigms/rating/study.py): a
-    bisection of blurs (:func:`stimuli.check_images.blurred_degradations`) and zlib level 9 padding
-    (:func:`stimuli.check_images.pad_png`), about 3 s of CPU per study, and the rating tests create
-    dozens of studies over the same demo scenes. Both functions are pure (the same arguments give the
-    same result), so their results are kept by the content of their arguments: a repeated call returns
-    a copy of the first one's result, which the test then writes and checks as before. Exceptions are
-    not kept (every call that raises runs again).
+    Creating a rating study with checks writes each scene's images (server/paradigms/rating/study.py): it
+    decodes the prepared images (:func:`stimuli.io.read_image`), re-encodes them
+    (:func:`stimuli.io.encode_png`), makes a bisection of blurs (:func:`stimuli.check_images.blurred_degradations`)
+    and recompresses every image it shows at zlib level 9 (:func:`stimuli.check_images.recompress_png`): seconds
+    of CPU per study, and the rating tests create dozens of studies over the same demo scenes (whose candidates
+    and references are the same bytes in every study). These functions are pure (the same arguments give the
+    same result; :func:`~stimuli.io.read_image` is keyed by the file's bytes, not its name), so their results
+    are kept by the content of their arguments: a repeated call returns a copy of the first one's result (bytes
+    and the recompressed PNG are immutable), which the study then pads, writes and checks as before; the
+    blurs and recompressions are also shared with the run's other xdist workers. Exceptions are not kept (a
+    missing or broken file raises on every call).
     """
-    from stimuli import check_images
+    from stimuli import check_images, io
 
-    blur, pad = check_images.blurred_degradations, check_images.pad_png
-    blurred, padded = {}, {}
+    def arrays_key(reference, candidates, n, margin=2.0):
+        return (_digest(reference), tuple(sorted((name, _digest(image)) for name, image in candidates.items())),
+                n, margin)
 
-    def blurred_degradations(reference, candidates, n, margin=2.0):
-        key = (_digest(reference), tuple(sorted((name, _digest(image)) for name, image in candidates.items())),
-               n, margin)
-        if key not in blurred:
-            blurred[key] = blur(reference, candidates, n, margin)
-        return [image.copy() for image in blurred[key]]
+    def file_key(path):
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return None  # read_image names the file in its own error
+        return hashlib.sha1(data).hexdigest(), len(data)
 
-    def pad_png(data, size, level=9):
-        key = (hashlib.sha1(data).hexdigest(), len(data), size, level)
-        if key not in padded:
-            padded[key] = pad(data, size, level)
-        return padded[key]
+    def image_key(image, compression=3):
+        return (_digest(image), compression) if isinstance(image, np.ndarray) else None
 
+    shared = run_folder(tmp_path_factory, "computed")  # the costly two, for every worker of the run
     patch = pytest.MonkeyPatch()
-    patch.setattr(check_images, "blurred_degradations", blurred_degradations)
-    patch.setattr(check_images, "pad_png", pad_png)  # unpadded_size calls it through the module too
+    patch.setattr(check_images, "blurred_degradations", _kept(
+        check_images.blurred_degradations, arrays_key, lambda images: [image.copy() for image in images],
+        shared=shared))
+    # pad_png and unpadded_size call it through the module too
+    patch.setattr(check_images, "recompress_png", _kept(
+        check_images.recompress_png, lambda data, level=9: (hashlib.sha1(data).hexdigest(), len(data), level),
+        shared=shared))
+    patch.setattr(io, "read_image", _kept(io.read_image, file_key, np.copy))
+    patch.setattr(io, "encode_png", _kept(io.encode_png, image_key))
     yield
     patch.undo()

@@ -110,6 +110,7 @@ def test_a_study_without_stopping_forecasts_nothing(app, rating_manifest, tmp_pa
     assert forecast_jobs.run_job(app, _study_id(app, slug)) == "none" and fake.calls == 0
 
 
+@pytest.mark.slow  # a real forecast in a child interpreter
 def test_the_child_process_computes_and_stores_a_real_forecast(sqlite_url, rating_manifest, tmp_path, clock):
     app = make_test_app(sqlite_url, tmp_path / "instance", clock=clock, forecast_process=True)
     try:

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from server.paradigms.rating import paradigm as rating
@@ -83,6 +84,7 @@ def _sides(postgres_urls, tmp_path, demo_stimuli) -> tuple[Side, Side]:
     return twin_sides(postgres_urls, tmp_path, create_studies)
 
 
+@pytest.mark.slow  # two PostgreSQL databases, four rating studies and every rule in lockstep
 def test_every_rating_rule_gives_the_same_answer_and_rows_on_both_paths(two_postgres_urls, tmp_path, demo_stimuli,
                                                                         monkeypatch):
     sql, python = _sides(two_postgres_urls, tmp_path, demo_stimuli)

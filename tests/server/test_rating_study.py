@@ -41,6 +41,7 @@ def test_each_method_makes_a_stimulus_per_candidate_and_quality_checks_per_scene
     for scene_id, (folder, manifest) in scenes.items():
         mine = [r for r in rows if r.scene == scene_id]
         tests = {r.item_id: r for r in mine if r.role == "test"}
+        reference = read_image(folder / manifest["reference"]["path"])
         # Every candidate, under the candidate's own ID (a paired study's item_id), shown amplified.
         assert set(tests) == {c["id"] for c in manifest["candidates"]}
         for candidate in manifest["candidates"]:
@@ -49,7 +50,7 @@ def test_each_method_makes_a_stimulus_per_candidate_and_quality_checks_per_scene
             shown, shown_reference = root / stored.path, root / stored.reference_path
             assert shown.parent.name == "amplified" and shown.parent.parent.name == "rating"
             assert (read_image(shown) == read_image(folder / candidate["amplified"])).all()
-            assert (read_image(shown_reference) == read_image(folder / manifest["reference"]["path"])).all()
+            assert (read_image(shown_reference) == reference).all()
             if method == "acr":  # never shown: the prepared reference
                 assert (root / stored.reference_path).resolve() == (folder / manifest["reference"]["path"]).resolve()
             assert (stored.width, stored.height) == (manifest["image_size"]["width"], manifest["image_size"]["height"])
@@ -59,7 +60,6 @@ def test_each_method_makes_a_stimulus_per_candidate_and_quality_checks_per_scene
                           ("hidden_reference", "__reference__")]
         hidden = next(r for r in mine if r.role == "hidden_reference")
         # The reference with one code value of noise in other bytes: another file, another size and URL.
-        reference = read_image(folder / manifest["reference"]["path"])
         difference = read_image(root / hidden.path).astype(int) - reference.astype(int)
         assert abs(difference).max() == 1 and (difference != 0).any()
         assert (root / hidden.path).read_bytes() != (folder / manifest["reference"]["path"]).read_bytes()

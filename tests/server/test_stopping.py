@@ -315,6 +315,7 @@ def test_evaluate_caps_win_and_the_target_needs_every_set_and_pair():
     assert projected["participants"]["estimate"] == pytest.approx(projected["responses"]["estimate"] / 10, abs=0.1)
 
 
+@pytest.mark.slow  # a simulation forecast (bootstrapped simulated studies) on each database
 def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, tmp_path, admin):
     from .admin_support import csrf_of
 

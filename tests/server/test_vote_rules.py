@@ -83,6 +83,7 @@ def _pair_votes(side: Side) -> int:
         return sum(session.scalars(select(Pair.n_votes)))
 
 
+@pytest.mark.slow  # two PostgreSQL databases and every rule in lockstep
 def test_every_vote_rule_gives_the_same_answer_and_rows_on_both_paths(two_postgres_urls, tmp_path, demo_stimuli,
                                                                       monkeypatch):
     sql, python = _sides(two_postgres_urls, tmp_path, demo_stimuli)

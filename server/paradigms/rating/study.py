@@ -421,8 +421,9 @@ def write_scene_images(spec: RatingSpec, folder: Path, manifest: dict) -> SceneI
     Deterministic in the study's seed and the scene's files.
 
     One encoder path for every image, real or check (issue 38): decoded, encoded by
-    :func:`stimuli.io.encode_png` and re-written by :func:`stimuli.check_images.pad_png` to a size drawn for
-    each file independently from one distribution per scene (:func:`stimuli.check_images.common_sizes`).
+    :func:`stimuli.io.encode_png`, recompressed by :func:`stimuli.check_images.recompress_png` and padded to a
+    size drawn for each file independently from one distribution per scene
+    (:func:`stimuli.check_images.common_sizes`).
     So neither the size, nor re-encoding the pixels, nor the stream's block structure tells a check from a
     candidate: every file ends in the same padding, none re-encodes to its own stream.
 
@@ -436,8 +437,7 @@ def write_scene_images(spec: RatingSpec, folder: Path, manifest: dict) -> SceneI
       repeated URL no longer marks the reference's side.
     """
     from stimuli.amplify import amplify_with_alpha
-    from stimuli.check_images import (blurred_degradations, common_sizes, imperceptible_copy, pad_png,
-                                      unpadded_size)
+    from stimuli.check_images import blurred_degradations, common_sizes, imperceptible_copy, recompress_png
     from stimuli.io import StimulusInputError, encode_png, read_image, write_bytes_atomic
 
     scene = manifest["scene_id"]
@@ -466,13 +466,15 @@ def write_scene_images(spec: RatingSpec, folder: Path, manifest: dict) -> SceneI
     if with_reference:
         reference_png = encode_png(reference, compression)
         encoded += [reference_png] * len(items)
-    sizes = common_sizes([unpadded_size(data) for data in encoded], rng)
+    # Each distinct file recompressed once (zlib level 9, the costly step): the reference's copies are one.
+    recompressed = {data: recompress_png(data) for data in encoded}
+    sizes = common_sizes([recompressed[data].unpadded_size for data in encoded], rng)
     files: list[bytes] = []
     for data, size in zip(encoded, sizes):
-        padded = pad_png(data, int(size))
+        padded = recompressed[data].padded(int(size))
         while padded in files:  # the reference's copies: each its own bytes (one padding block more)
             size += 5
-            padded = pad_png(data, int(size))
+            padded = recompressed[data].padded(int(size))
         files.append(padded)
     target = folder / CHECK_FOLDER
     # Named by their content: another study over this folder (another seed, another instance) writes files of
