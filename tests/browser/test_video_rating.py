@@ -168,7 +168,7 @@ def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, ap
 
 
 def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and_never_stalls_playback(
-        worker_page, app, live_server, clips, tmp_path):
+        worker_page, app, live_server, video_clips, tmp_path):
     """Throttling a clip's download cannot stall its playback: the whole file is loaded before the trial
     starts. The first clip request is held by page.route while the page's clock (page.clock) moves past
     clip_timeout_ms (120 s): the worker is told the cause ("did not finish loading within 120 s"), the
@@ -180,7 +180,7 @@ def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and
     from server.paradigms.rating import PARADIGM
     from server.services import app_services
 
-    shutil.copytree(clips, tmp_path / "prepared")
+    shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vheld", **STUDY)
     page = worker_page
     page.clock.install()
@@ -231,7 +231,7 @@ def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and
 
 
 def test_a_slow_connection_is_refused_before_consent_with_its_cause_and_a_fast_one_admitted(browser, app, live_server,
-                                                                                          clips, tmp_path):
+                                                                                          video_clips, tmp_path):
     """The consent page downloads the connection test file before anything else can be done. Its download
     is held by page.route while the page's clock (page.clock, paused) moves on: 60 s for the slow worker (a
     connection at the study's 8 Mbit/s needs 3 s for the 2 MB file), 0.1 s for the fast one. The slow one is
@@ -241,7 +241,7 @@ def test_a_slow_connection_is_refused_before_consent_with_its_cause_and_a_fast_o
     from server.models import Worker
     from server.services import app_services
 
-    shutil.copytree(clips, tmp_path / "prepared")
+    shutil.copytree(video_clips, tmp_path / "prepared")
     slug = create_rating_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, "vnet",
                                **{**STUDY, "media": {"min_mbps": 8.0}})
     seen = []

@@ -334,12 +334,3 @@ def test_bad_video_parameters_are_one_line(tmp_path):
     assert result.output == (f"error: {odd / 'reference.y4m'}: 63x48: H.264 4:2:0 needs an even width and height; "
                              "crop or pad the content's files by a pixel, or keep their encoding (--keep-encoding)\n")
 
-
-def test_launch_refuses_video_folders_for_paired_comparison_in_one_line(prepared, tmp_path):
-    scenes, out, _ = prepared
-    for folder in (scenes, out):  # the contents, and the folder `stimuli prepare` wrote of them
-        result = CliRunner().invoke(cli, ["--instance", str(tmp_path / "instance"), "launch", str(folder),
-                                          "--no-hits", "--url", "http://localhost:5000"])
-        assert result.exit_code == 2
-        assert result.output == (f"error: {folder}: holds videos; paired comparison does not show videos yet: "
-                                 "launch them with --paradigm rating --method acr|dcr|ccr\n")
