@@ -93,7 +93,7 @@ def main(argv=None) -> None:
             "down_s": downs, "answers_5xx": statuses,
             "retries": report.retries, "tracebacks_in_log": text.count("Traceback (most recent call last)"),
             "outage_lines": text.count("database out of reach"), "recovery_lines": text.count("reachable again"),
-            "votes_sent": len(report.sent_vote_ids()), "votes_acknowledged": check.acknowledged,
+            "votes_sent": len(report.sent_ids()), "votes_acknowledged": check.acknowledged,
             "votes_stored": check.in_db, "lost": check.lost, "duplicated": check.duplicated,
             "unresolved": check.unresolved,
         }
