@@ -30,6 +30,7 @@ answer is lost, the money moved). A support module, not a test module.
 """
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import re
 import threading
@@ -41,6 +42,21 @@ from typing import Any
 
 import httpx
 from flask import Flask, jsonify, request
+
+
+# The study's public address in the tests that talk to the fake.
+HOST = "https://lab.example.org"
+
+
+class Clock:
+    """The service's injected clock: a fixed moment that a test moves by hand (``clock.now += ...``)."""
+
+    def __init__(self):
+        self.now = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
 
 TOKEN = "fake-prolific-token"
 BASE_URL = "https://api.prolific.test/api/v1/"
@@ -487,7 +503,6 @@ def pay_bonuses_in_a_process(database_url: str, base_url: str, slug: str, now_is
     """``ProlificService.pay_bonuses`` of study ``slug`` in a process of its own (the target of a spawned
     ``multiprocessing.Process``): its own engine and session on ``database_url``, its own client on the fake served
     over HTTP at ``base_url``, the service clock at ``now_iso``; starts when ``barrier`` lets every process go."""
-    import datetime as dt
 
     from sqlalchemy import select
 

@@ -22,20 +22,12 @@ from server.prolific import SETTLE, ProlificClient, ProlificService
 from server.services import app_services
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
+from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
                             make_fake, pay_bonuses_in_a_process)
 
-HOST = "https://lab.example.org"
 PIDS = [f"{i:024x}" for i in range(1, 4)]
 LATENCY = 0.1  # seconds per Prolific answer in the races (the run used 0.2)
 
-
-class Clock:
-    def __init__(self):
-        self.now = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ error shapes, and injected faults): every call, retries with backoff, 429s with 
 not be repeated after an unknown outcome, and a bonus retried after a timeout that pays once."""
 from __future__ import annotations
 
-import datetime as dt
 import random
 
 import httpx
@@ -16,19 +15,11 @@ from server.prolific import (SETTLE, ProlificClient, ProlificError, ProlificServ
                              devices)
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
+from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
                             make_fake)
 
-HOST = "https://lab.example.org"
 PIDS = [f"{i:024x}" for i in range(1, 6)]
 
-
-class Clock:
-    def __init__(self):
-        self.now = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture

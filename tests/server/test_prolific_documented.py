@@ -5,7 +5,6 @@ each citing its documentation page), and the client copes with what the document
 link, bulk approval carried out asynchronously, transitional states, set-up amounts in cents."""
 from __future__ import annotations
 
-import datetime as dt
 import random
 from decimal import Decimal
 
@@ -18,19 +17,11 @@ from server.prolific import ProlificClient, ProlificError, ProlificService, Requ
 from server.services import app_services
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, COMPLETION_CODE, ENDPOINTS, PROLIFIC_ENTRY, TOKEN, FaultyTransport,
+from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, ENDPOINTS, PROLIFIC_ENTRY, TOKEN, FaultyTransport,
                             completed_participant, endpoint_of, make_fake)
 
-HOST = "https://lab.example.org"
 PIDS = [f"{i:024x}" for i in range(1, 8)]
 
-
-class Clock:
-    def __init__(self):
-        self.now = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture
