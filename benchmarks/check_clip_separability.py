@@ -35,8 +35,9 @@ SOURCES = {"reference.y4m": ("rawvideo", {}), "vp9.webm": ("libvpx-vp9", {}), "m
 
 def write_content(folder: Path, width: int, height: int, n: int, seed: int) -> None:
     """A smooth random texture panning by a seeded speed, encoded in every codec of :data:`SOURCES`."""
-    import av
     import cv2
+
+    from tests.server.video_support import write_clip
 
     rng = np.random.default_rng(seed)
     speed = int(rng.integers(1, 4))
@@ -45,17 +46,7 @@ def write_content(folder: Path, width: int, height: int, n: int, seed: int) -> N
     frames = [np.ascontiguousarray(texture[:, speed * k:speed * k + width]) for k in range(n)]
     folder.mkdir(parents=True)
     for name, (codec, options) in SOURCES.items():
-        with av.open(str(folder / name), "w") as out:
-            stream = out.add_stream(codec, rate=25)
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            stream.options = dict(options)
-            for k, image in enumerate(frames):
-                frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-                frame.pts = k
-                for packet in stream.encode(frame):
-                    out.mux(packet)
-            for packet in stream.encode(None):
-                out.mux(packet)
+        write_clip(folder / name, frames, codec, options, fps=25)
 
 
 def main(argv: list[str] | None = None) -> None:

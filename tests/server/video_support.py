@@ -10,6 +10,7 @@ browser's video paired tests).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import av
@@ -26,13 +27,19 @@ def frames(seed: int, n: int, width: int = W, height: int = H) -> list[np.ndarra
     return [np.ascontiguousarray(np.roll(texture, k, axis=1)[:height, :width]) for k in range(n)]
 
 
-def write_clip(path: Path, images: list[np.ndarray], codec: str = "libx264", options: dict | None = None) -> Path:
-    """Encode RGB frames at :data:`FPS` with PyAV (yuv420p)."""
+def write_clip(path: Path, images: Iterable[np.ndarray], codec: str = "libx264", options: dict | None = None,
+               fps: int = FPS) -> Path:
+    """Encode RGB frames (any iterable: a generator keeps a long clip out of memory) at ``fps`` with PyAV
+    (yuv420p); the size is the first frame's. Shared by the tests and the video benchmarks."""
+    import av
+
     with av.open(str(path), "w") as out:
-        stream = out.add_stream(codec, rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = images[0].shape[1], images[0].shape[0], "yuv420p"
-        stream.options = dict(options or {})
+        stream = None
         for k, image in enumerate(images):
+            if stream is None:
+                stream = out.add_stream(codec, rate=fps)
+                stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
+                stream.options = dict(options or {})
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             frame.pts = k
             for packet in stream.encode(frame):
