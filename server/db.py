@@ -364,3 +364,22 @@ def close_request_session(_exc: BaseException | None = None) -> None:
     session = g.pop("db_session", None)
     if session is not None:
         session.close()
+
+
+@contextmanager
+def advisory_try_lock(engine: Engine, key: int) -> Iterator[bool]:
+    """Hold PostgreSQL's session-level advisory lock ``key`` for the block if no other session has it
+    (yields True), else yield False at once; for work that one process of many should do at a time.
+    The lock belongs to the connection's session, not a transaction, so no transaction stays open
+    while the block runs."""
+    from sqlalchemy import text
+
+    with engine.connect() as connection:
+        got = bool(connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
+        connection.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                connection.commit()

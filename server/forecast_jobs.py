@@ -42,6 +42,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from . import metrics
+from .db import advisory_try_lock
 from .models import utcnow
 from .services import app_services
 
@@ -231,16 +232,8 @@ def claim(app, study_id: int) -> Iterator[bool]:
     """Hold the study's forecast claim for the block (True), or say another holder has it (False)."""
     engine = app_services(app).engine
     if engine.dialect.name == "postgresql":
-        with engine.connect() as connection:
-            key = FORECAST_LOCK_BASE + study_id
-            got = bool(connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
-            connection.commit()  # the lock is the session's, not the transaction's: no transaction stays open
-            try:
-                yield got
-            finally:
-                if got:
-                    connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                    connection.commit()
+        with advisory_try_lock(engine, FORECAST_LOCK_BASE + study_id) as got:
+            yield got
         return
     path = _lock_file(app, study_id)
     with open(path, "a+b") as handle:

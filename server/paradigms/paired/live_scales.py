@@ -555,18 +555,10 @@ def _cross_process_lock(engine, study_id: int) -> Iterator[bool]:
     if engine.dialect.name != "postgresql":
         yield True
         return
-    from sqlalchemy import text
+    from ...db import advisory_try_lock
 
-    key = ADVISORY_KEY_BASE + study_id
-    with engine.connect() as connection:
-        got = bool(connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
-        connection.commit()  # the lock is held by the session, not the transaction: end the transaction
-        try:
-            yield got
-        finally:
-            if got:
-                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                connection.commit()
+    with advisory_try_lock(engine, ADVISORY_KEY_BASE + study_id) as got:
+        yield got
 
 
 def _stale(session: Session, study_id: int, min_age: float) -> bool:
