@@ -163,3 +163,34 @@ def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, li
         export = PARADIGM.export(session, study_id, salt=None).files["votes.csv"]
     header, row = export.splitlines()[:2]
     assert dict(zip(header.split(","), row.split(",")))["playback_faithful"] == "0"
+
+
+@pytest.mark.parametrize("dpr", [1, 1.25])
+def test_pixel_exact_shows_one_video_pixel_per_device_pixel(browser, app, live_server, video_clips, tmp_path, dpr):
+    """Issue 36: clips are laid out as images under the [display] policy; with pixel_exact each video pixel
+    falls on one device pixel at devicePixelRatio 1 and 1.25 (CSS width x ratio = the clip's width), on the
+    reference and on both candidates. ``fit`` at the laptop window is the walk above."""
+    shutil.copytree(video_clips, tmp_path / "prepared")
+    slug = create_paired_study(app, tmp_path / "prepared" / "manifest.json", tmp_path, f"vexact-{int(dpr * 100)}",
+                               display={"policy": "pixel_exact"}, **TEXTS)
+    context = browser.new_context(viewport=LAPTOP, device_scale_factor=dpr)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.clock.install()
+        enter_and_start(page, f"{live_server}/s/{slug}?participant=X-{dpr}")
+        trial = page.locator("#trial")
+        expect(trial).to_have_attribute("data-played", "true")
+        assert trial.get_attribute("data-policy") == "pixel_exact"
+        clips = page.eval_on_selector_all("#trial video:not([hidden])", """(videos) => videos.map((v) => ({
+          css: v.getBoundingClientRect().width, cssHeight: v.getBoundingClientRect().height,
+          natural: v.videoWidth, naturalHeight: v.videoHeight}))""")
+        assert len(clips) == 3, clips
+        # Chromium lays boxes out in 1/64 CSS px (LayoutUnit): 128 / 1.25 = 102.4 CSS px is drawn 102.390625.
+        layout_unit = dpr / 64
+        for clip in clips:
+            assert clip["natural"] == 128 and clip["naturalHeight"] == 96, clip
+            assert clip["css"] * dpr == pytest.approx(clip["natural"], abs=layout_unit), clip
+            assert clip["cssHeight"] * dpr == pytest.approx(clip["naturalHeight"], abs=layout_unit), clip
+    finally:
+        context.close()
