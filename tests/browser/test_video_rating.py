@@ -153,7 +153,12 @@ def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, li
 
 
 def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, app, live_server, tmp_path):
-    """HEVC kept as encoded (--keep-encoding): the consent form stays hidden and the page names the codec."""
+    """HEVC kept as encoded (--keep-encoding): the consent form stays hidden, the page names the codec, and the
+    refusal is on the worker's record (POST /unable, as for a slow connection) in the words the page shows."""
+    from server.models import Worker
+    from server.paradigms.media import CODEC_MIME
+    from server.services import app_services
+
     scenes = video_scenes(tmp_path / "scenes", contents=1, candidates=3, n_frames=10, codec="libx265",
                           options={"x265-params": "log-level=none:info=0"}, reference=("libx265", ".mp4"))
     manifest = prepare_videos(scenes, tmp_path / "prepared", keep_encoding=True)
@@ -163,8 +168,14 @@ def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, ap
     expect(page.locator("#device-check")).to_have_attribute("data-device", "cannot_decode")
     problem = page.locator("#device-check .device-problem")
     expect(problem).to_be_visible()
-    expect(problem).to_contain_text("cannot decode HEVC (H.265) video")
+    message = (f"Your browser cannot play this study's videos: it cannot decode HEVC ({CODEC_MIME['hevc']}). "
+               "Try another browser, such as a current Chrome, Edge or Safari.")
+    expect(problem).to_contain_text(message)
     expect(page.locator("#agree")).to_be_hidden()
+    with app_services(app).sessions() as session:
+        worker = session.scalar(select(Worker).where(Worker.external_id == "V2"))
+    assert (assignment_of(app, "V2").stage, worker.status, worker.status_reason) == \
+        ("disqualified", "disqualified", message)
 
 
 def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and_never_stalls_playback(

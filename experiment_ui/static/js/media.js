@@ -44,7 +44,7 @@ const MEDIA_ERRORS = { 1: 'aborted', 2: 'network error while decoding', 3: 'deco
 /**
  * Why this browser cannot play the study's clips: one problem per MIME type (with codecs) it cannot decode.
  * @param {string[]} types  e.g. ['video/mp4; codecs="avc1.640028"'] (the requirement's `decode`)
- * @returns {Promise<{code: string, text: string}[]>}
+ * @returns {Promise<{code: string, type: string, text: string}[]>}
  */
 export async function decodingProblems(types, { width = 1920, height = 1080, framerate = 30 } = {}) {
   const problems = [];
@@ -61,7 +61,7 @@ export async function decodingProblems(types, { width = 1920, height = 1080, fra
       }
     }
     if (!supported) {
-      problems.push({ code: 'cannot_decode', text: `Your browser cannot play this study's videos (it cannot `
+      problems.push({ code: 'cannot_decode', type, text: `Your browser cannot play this study's videos (it cannot `
         + `decode ${codecName(type)}). Try another browser, such as a current Chrome, Edge or Safari.` });
     }
   }
