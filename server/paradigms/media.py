@@ -284,6 +284,12 @@ def state_media(media: dict, spec: MediaParams) -> dict[str, Any]:
                       "replays": spec.replays, "rule": spec.media_rule()}}
 
 
+def stimulus_word(media: dict) -> str:
+    """What the worker pages call the study's stimuli: "video" for clips, else "image" (the server's twin of
+    media.js ``stimulusWords``)."""
+    return "video" if media.get("kind") == VIDEO else "image"
+
+
 def show_media(config: dict[str, Any]) -> dict[str, Any]:
     """``study show --json``'s ``media``: ``kind`` and, for videos, per stimulus file :data:`STIMULUS_FIELDS`."""
     media = media_of(config)

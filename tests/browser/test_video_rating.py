@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start, strings_naming_images
 from tests.browser._rating_support import assignment_of, rate, status, stored_ratings
 from tests.server.rating_support import create_rating_study
 from tests.server.video_support import prepare_videos, video_scenes
@@ -53,11 +53,19 @@ def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(wo
     expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
     page.check("#agree")
     page.click("#btn-consent")
+    expect(page.locator("main#instructions")).to_contain_text("Compare the test video (right) with the reference")
+    assert strings_naming_images(page) == []
     page.click("#btn-start")
     seen = {}
     while status(page, seen) == "trial":
         trial = page.locator("#trial")
         expect(trial).to_have_attribute("data-played", "true")
+        # The question, the clips' names, the notices: every word for the stimulus says "video".
+        expect(page.locator("#rating-question")).to_have_text("How does the second video compare with the reference?")
+        expect(trial).to_have_attribute("aria-label", "Videos to rate")
+        assert [v.get_attribute("aria-label") for v in page.locator("#trial video").all()] == \
+            ["Reference video", "Test video"]
+        assert strings_naming_images(page) == []
         trial_id = trial.get_attribute("data-trial-id")
         # Both clips played to their end: their clocks advanced, frames were presented, nothing to seek with.
         seen[trial_id] = page.eval_on_selector_all("#trial video", """(videos) => videos.map((v) => ({

@@ -13,9 +13,20 @@
 //   autoplay refusal turns into a click that starts it, never a stuck page. playTogether(videos, log):
 //   clips side by side, started on the same frame, with the drift between them measured (max_drift_ms).
 // - faithful(log, rule): the study's [media] rule, the twin of media.py's faithful().
+// - stimulusWords(state): "video" or "image", for every worker-facing string that names the stimulus.
 //
 // Every failure is a MediaFailure whose `reason` names its cause: "http" (the HTTP status), "network",
 // "timeout", "decode" (the browser's MediaError) or "autoplay"; the plugin records it on the trial.
+
+/**
+ * The words a worker page uses for the study's stimuli (one shared place): "video" on a video study (the State's
+ * `media.kind`), else "image". Every string that names the stimulus is built from these.
+ * @returns {{one: string, many: string, Many: string}} e.g. {one: 'video', many: 'videos', Many: 'Videos'}
+ */
+export function stimulusWords(state) {
+  const one = state && state.media && state.media.kind === 'video' ? 'video' : 'image';
+  return { one, many: `${one}s`, Many: `${one[0].toUpperCase()}${one.slice(1)}s` };
+}
 
 /** A clip that could not be shown, by cause (http | network | timeout | decode | autoplay). */
 export class MediaFailure extends Error {

@@ -91,11 +91,11 @@ Some images have a known answer; workers who answer too many of them far from it
 
 Questions about the study: {contact}."""
 
-_INSTRUCTIONS = {
-    "acr": "In every trial you see one image. Rate its quality: Excellent, Good, Fair, Poor or Bad.",
-    "dcr": "In every trial you see two images: the REFERENCE on the left and a TEST image on the right. Rate "
-           "how much the test image is impaired compared with the reference, from Imperceptible to Very annoying.",
-    "ccr": "In every trial you see two images, FIRST and SECOND. Rate how the second compares with the first, "
+_INSTRUCTIONS = {  # {one}: "image" or "video" (media.stimulus_word)
+    "acr": "In every trial you see one {one}. Rate its quality: Excellent, Good, Fair, Poor or Bad.",
+    "dcr": "In every trial you see two {one}s: the REFERENCE on the left and a TEST {one} on the right. Rate "
+           "how much the test {one} is impaired compared with the reference, from Imperceptible to Very annoying.",
+    "ccr": "In every trial you see two {one}s, FIRST and SECOND. Rate how the second compares with the first, "
            "from Much worse to Much better.",
 }
 _INSTRUCTIONS_ANSWER = ("Click an answer (or press its number key), then press Next (or Enter). There is no time "
@@ -110,10 +110,11 @@ MTURK_TEXTS = {"title": "Rate the quality of images",
                "keywords": "image, quality, rating, perception, survey"}
 
 
-def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True) -> str:
+def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True,
+                         word: str = "image") -> str:
     """The instructions a study shows unless its file gives its own (an unknown method, which the spec's check
-    refuses next, gets none of its own)."""
-    parts = [_INSTRUCTIONS.get(method, ""), _INSTRUCTIONS_ANSWER,
+    refuses next, gets none of its own); ``word`` names the stimuli: "image" or "video"."""
+    parts = [_INSTRUCTIONS.get(method, "").format(one=word), _INSTRUCTIONS_ANSWER,
              _INSTRUCTIONS_AMPLIFIED if stimulus == "amplified" else "", _INSTRUCTIONS_QUIZ if quiz else ""]
     return "\n\n".join(part for part in parts if part)
 
