@@ -14,7 +14,7 @@ from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
                               study_paradigm)
-from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason
+from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason, stimulus_word
 from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
@@ -107,7 +107,8 @@ def stage_page(token: str):
         common["requirement"] = paradigm.window_requirement(session, study)
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
-        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec))  # {researcher}, {contact}, {pay}
+        # {researcher}, {contact}, {pay}, {medium}
+        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec), stimulus_word(media_of(study.config)))
         return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:

@@ -62,6 +62,8 @@ def test_a_video_paired_study_from_consent_to_the_code_plays_both_clips_and_logs
     page.add_init_script(PRESENTED_JS)
     page.goto(f"{live_server}/s/{slug}?participant=P-{position}")
     expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
+    expect(page.locator("main#consent")).to_contain_text("You will compare videos and click the one")
+    assert strings_naming_images(page) == []
     page.check("#agree")
     page.click("#btn-consent")
     expect(page.locator("main#instructions")).to_contain_text("Watch the videos")

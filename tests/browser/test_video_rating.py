@@ -51,6 +51,8 @@ def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(wo
     page = worker_page
     page.goto(f"{live_server}/s/{slug}?participant=V1")
     expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
+    expect(page.locator("main#consent")).to_contain_text("You will look at videos and rate their quality")
+    assert strings_naming_images(page) == []
     page.check("#agree")
     page.click("#btn-consent")
     expect(page.locator("main#instructions")).to_contain_text("Compare the test video (right) with the reference")

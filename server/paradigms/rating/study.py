@@ -80,14 +80,14 @@ def gold_low_item(k: int) -> str:
 
 
 DEFAULT_CONSENT = """\
-This task is part of a research study on how people perceive image quality, run by {researcher}. \
-You will look at images and rate their quality on a scale. It takes {time}. It pays {pay}.
+This task is part of a research study on how people perceive {medium} quality, run by {researcher}. \
+You will look at {medium}s and rate their quality on a scale. It takes {time}. It pays {pay}.
 
 Participation is voluntary: you may stop at any time by returning the task. We record your \
 ratings, response times, window size and your platform worker ID. Worker IDs are replaced by \
 pseudonyms in every exported data set and are never published.
 
-Some images have a known answer; workers who answer too many of them far from it are stopped.
+Some {medium}s have a known answer; workers who answer too many of them far from it are stopped.
 
 Questions about the study: {contact}."""
 
@@ -163,8 +163,8 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
     straight_line_pages: int = param(1, section="quality", low=0,
                                      doc="pages of identical answers (at least 5) that stop a worker; 0 = never")
     consent: str = param(DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
-                         doc="plain text shown before the task; {researcher}, {contact}, {pay} and {time} are "
-                             "filled in")
+                         doc="plain text shown before the task; {researcher}, {contact}, {pay}, {time} and "
+                             '{medium} ("image" or "video") are filled in')
     instructions: str = param("", section="texts", placeholder=TEXT_PLACEHOLDER,
                               fallback=lambda values, path: default_instructions(
                                   values["method"], values["stimulus"], values["quiz_size"] > 0),
