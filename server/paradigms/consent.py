@@ -2,7 +2,8 @@
 
 ``{researcher}`` and ``{contact}`` come from the study file's ``[texts]`` table; ``{pay}`` is written from
 the study's pay rules (:class:`~server.paradigms.core.PayUnit`); ``{time}`` is the time estimate, filled in
-when the page is shown (:func:`server.worker_time.fill_time`). The default consent texts use all four.
+when the page is shown (:func:`server.worker_time.fill_time`); ``{medium}`` is what the study shows, "image" or
+"video" (:func:`server.paradigms.media.stimulus_word`). The default consent texts use all five.
 
 ``perceptlab study create`` refuses a study whose consent uses ``{researcher}`` or ``{contact}`` without a
 value (:func:`check_consent_filled`), and any ``{name}`` that is not a placeholder (a typo would reach
@@ -18,7 +19,7 @@ from .core import PayUnit
 from .studyfile import StudyDefinitionError
 
 STUDY_FILE_FIELDS = ("researcher", "contact")   # [texts] keys that fill the placeholders of their name
-PLACEHOLDERS = STUDY_FILE_FIELDS + ("pay", "time")
+PLACEHOLDERS = STUDY_FILE_FIELDS + ("pay", "time", "medium")
 NOT_GIVEN = "(not given)"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -64,11 +65,12 @@ def pay_phrase(pay: PayUnit) -> str:
     return text
 
 
-def fill_consent(text: str, spec, pay: PayUnit) -> str:
-    """``text`` with ``{researcher}``, ``{contact}`` and ``{pay}`` filled in; ``{time}`` and other braces
-    stay as written (:func:`server.worker_time.fill_time` fills the time)."""
+def fill_consent(text: str, spec, pay: PayUnit, medium: str = "image") -> str:
+    """``text`` with ``{researcher}``, ``{contact}``, ``{pay}`` and ``{medium}`` filled in; ``{time}`` and other
+    braces stay as written (:func:`server.worker_time.fill_time` fills the time)."""
     values = {name: getattr(spec, name).strip() or NOT_GIVEN for name in STUDY_FILE_FIELDS}
     values["pay"] = pay_phrase(pay)
+    values["medium"] = medium
     for name, value in values.items():
         text = text.replace("{" + name + "}", value)
     return text

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -236,12 +237,24 @@ CODEC_MIME = {"h264": 'video/mp4; codecs="avc1.640028"', "vp9": 'video/mp4; code
               "mpeg4": 'video/mp4; codecs="mp4v.20.9"', "vp8": 'video/webm; codecs="vp8"'}
 
 
+def _decode_type(codec: str) -> str:
+    return CODEC_MIME.get(codec, f'video/mp4; codecs="{codec}"')
+
+
 def decode_types(media: dict) -> tuple[str, ...]:
     """The MIME types a worker's browser must decode to take part (none for images): one per codec of the
     study's clips; a codec without a known codec string is asked as its bare name, which no browser claims."""
     if media.get("kind") != VIDEO:
         return ()
-    return tuple(CODEC_MIME.get(codec, f'video/mp4; codecs="{codec}"') for codec in media["codecs"])
+    return tuple(_decode_type(codec) for codec in media["codecs"])
+
+
+def cannot_decode_reason(media: dict, types: Sequence[str]) -> str:
+    """What a worker refused by the decoding check is told, and what their record keeps: each codec of the
+    study's clips whose MIME type (one of :func:`decode_types`) their browser said it cannot decode."""
+    named = [f"{codec.upper()} ({_decode_type(codec)})" for codec in media["codecs"] if _decode_type(codec) in types]
+    return (f"Your browser cannot play this study's videos: it cannot decode {' or '.join(named)}. "
+            "Try another browser, such as a current Chrome, Edge or Safari.")
 
 
 def _fields(info: dict) -> dict:
@@ -269,6 +282,12 @@ def state_media(media: dict, spec: MediaParams) -> dict[str, Any]:
         return {}
     return {"media": {"kind": VIDEO, "codecs": media["codecs"], "decoding_check": media["entry_decoding_check"],
                       "replays": spec.replays, "rule": spec.media_rule()}}
+
+
+def stimulus_word(media: dict) -> str:
+    """What the worker pages call the study's stimuli: "video" for clips, else "image" (the server's twin of
+    media.js ``stimulusWords``)."""
+    return "video" if media.get("kind") == VIDEO else "image"
 
 
 def show_media(config: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
                               study_paradigm)
-from ..paradigms.media import slow_connection_reason
+from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason, stimulus_word
 from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
@@ -107,7 +107,8 @@ def stage_page(token: str):
         common["requirement"] = paradigm.window_requirement(session, study)
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
-        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec))  # {researcher}, {contact}, {pay}
+        # {researcher}, {contact}, {pay}, {medium}
+        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec), stimulus_word(media_of(study.config)))
         return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
@@ -163,36 +164,68 @@ def instructions(token: str):
 
 @bp.post("/w/<token>/unable")
 def unable(token: str):
-    """The consent page's connection check found this worker's connection too slow for the study's clips
-    (media.js ``connectionProblems``): turned away before consent, with the reason on their record, which
-    is also what the page tells them (the answer's ``message``).
+    """The consent page's entry checks found that this worker cannot take part (device_check.js): their
+    connection is too slow for the study's clips (media.js ``connectionProblems``), or their browser cannot
+    decode them (media.js ``decodingProblems``). Turned away before consent, with the reason on their record,
+    which is also what the page tells them (the answer's ``message``).
 
     Body ``{"reason": "slow_connection", "measured_mbps": number or null}`` (null: the test file did not
-    arrive in the time the minimum allows). 409 after consent, for a study without the check, or for a
-    speed that meets the minimum."""
-    body = request.get_json(silent=True)
-    measured = body.get("measured_mbps") if isinstance(body, dict) else None
-    if not isinstance(body, dict) or body.get("reason") != "slow_connection" or set(body) - {"reason", "measured_mbps"} \
-            or (measured is not None and (isinstance(measured, bool) or not isinstance(measured, (int, float))
-                                          or not math.isfinite(measured) or measured < 0)):
-        raise invalid('the body must be {"reason": "slow_connection", "measured_mbps": a non-negative number or null}')
+    arrive in the time the minimum allows) or ``{"reason": "cannot_decode", "types": [MIME type, ...]}``
+    (distinct types, each one the study's page asked about: WindowRequirement.decode). 400 for any other
+    body; 409 after consent, for a study without that check, or for a speed that meets the minimum."""
+    refusal = _unable_refusal(request.get_json(silent=True))
     session = db_session()
     try:
         assignment = lock_assignment(session, _assignment(token).id)
-        needed = paradigm_for(assignment.study).window_requirement(session, assignment.study).min_mbps
-        if needed <= 0:
-            raise ApiError(409, "no_connection_check", "this study does not check the connection")
+        requirement = paradigm_for(assignment.study).window_requirement(session, assignment.study)
+        reason = refusal(requirement, assignment.study)
         if assignment.stage != Stage.CONSENT:
-            raise ApiError(409, "wrong_stage", "the connection check turns workers away only before consent")
-        if measured is not None and measured >= needed:
-            raise ApiError(409, "fast_enough", f"{measured:g} Mbit/s meets the study's {needed:g} Mbit/s")
-        reason = slow_connection_reason(measured, needed)
+            raise ApiError(409, "wrong_stage", "the entry checks turn workers away only before consent")
         stop(assignment, Stage.DISQUALIFIED, reason)
         session.commit()
     except BaseException:
         session.rollback()
         raise
     return jsonify({"stage": str(Stage.DISQUALIFIED), "message": reason})
+
+
+def _unable_refusal(body):
+    """The check that ``/unable``'s ``body`` reports, as ``refusal(requirement, study) -> reason``.
+
+    Raises
+    ------
+    ApiError
+        400 for a body of neither shape; the refusal itself raises 409 where the study has no such check,
+        and 400 for decode types its page never asked about.
+    """
+    kind = body.get("reason") if isinstance(body, dict) else None
+    if kind == "slow_connection" and not set(body) - {"reason", "measured_mbps"}:
+        measured = body.get("measured_mbps")
+        if measured is None or (not isinstance(measured, bool) and isinstance(measured, (int, float))
+                                and math.isfinite(measured) and measured >= 0):
+            return lambda requirement, study: _slow_connection(requirement.min_mbps, measured)
+    types = body.get("types") if isinstance(body, dict) else None
+    if kind == "cannot_decode" and set(body) == {"reason", "types"} and isinstance(types, list) and types \
+            and all(isinstance(t, str) for t in types) and len(set(types)) == len(types):
+        return lambda requirement, study: _cannot_decode(requirement.decode, media_of(study.config), types)
+    raise invalid('the body must be {"reason": "slow_connection", "measured_mbps": a non-negative number or null} '
+                  'or {"reason": "cannot_decode", "types": [distinct MIME types the page checked]}')
+
+
+def _slow_connection(needed: float, measured: float | None) -> str:
+    if needed <= 0:
+        raise ApiError(409, "no_connection_check", "this study does not check the connection")
+    if measured is not None and measured >= needed:
+        raise ApiError(409, "fast_enough", f"{measured:g} Mbit/s meets the study's {needed:g} Mbit/s")
+    return slow_connection_reason(measured, needed)
+
+
+def _cannot_decode(checked: tuple[str, ...], media: dict, types: list[str]) -> str:
+    if not checked:
+        raise ApiError(409, "no_decoding_check", "this study does not check decoding")
+    if set(types) - set(checked):
+        raise invalid(f"the study's page checks only {list(checked)}")
+    return cannot_decode_reason(media, types)
 
 
 @bp.post("/w/<token>/retry")

@@ -14,7 +14,7 @@ import shutil
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start, strings_naming_images
 from tests.browser._worker_support import _assignment, _page_action, _status, _votes
 from tests.server.video_support import create_paired_study
 
@@ -62,14 +62,22 @@ def test_a_video_paired_study_from_consent_to_the_code_plays_both_clips_and_logs
     page.add_init_script(PRESENTED_JS)
     page.goto(f"{live_server}/s/{slug}?participant=P-{position}")
     expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
+    expect(page.locator("main#consent")).to_contain_text("You will compare videos and click the one")
+    assert strings_naming_images(page) == []
     page.check("#agree")
     page.click("#btn-consent")
     expect(page.locator("main#instructions")).to_contain_text("Watch the videos")
+    assert strings_naming_images(page) == []
     page.click("#btn-start")
     seen: dict[str, list[dict]] = {}
     while _status(page, set(seen)) == "trial":
         trial = page.locator("#trial")
         expect(trial).to_have_attribute("data-played", "true")
+        # The question, the candidates' names, the notices: every word for the stimulus says "video".
+        expect(page.locator("#instruction")).to_have_text("Which video is closer to the reference? Click it or press ← / →.")
+        expect(page.locator("#trial [data-side=left]")).to_have_attribute(
+            "aria-label", "Left video is closer to the reference (Left arrow key)")
+        assert strings_naming_images(page) == []
         trial_id = trial.get_attribute("data-trial-id")
         seen[trial_id] = page.eval_on_selector_all("#trial video", CLIPS_JS)
         page.click("#trial [data-side=left]")

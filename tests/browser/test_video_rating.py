@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start
+from tests.browser._media_support import REFUSE_FIRST_PLAY, enter_and_start, strings_naming_images
 from tests.browser._rating_support import assignment_of, rate, status, stored_ratings
 from tests.server.rating_support import create_rating_study
 from tests.server.video_support import prepare_videos, video_scenes
@@ -51,13 +51,23 @@ def test_a_video_dcr_study_from_consent_to_the_code_plays_and_logs_every_clip(wo
     page = worker_page
     page.goto(f"{live_server}/s/{slug}?participant=V1")
     expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
+    expect(page.locator("main#consent")).to_contain_text("You will look at videos and rate their quality")
+    assert strings_naming_images(page) == []
     page.check("#agree")
     page.click("#btn-consent")
+    expect(page.locator("main#instructions")).to_contain_text("Compare the test video (right) with the reference")
+    assert strings_naming_images(page) == []
     page.click("#btn-start")
     seen = {}
     while status(page, seen) == "trial":
         trial = page.locator("#trial")
         expect(trial).to_have_attribute("data-played", "true")
+        # The question, the clips' names, the notices: every word for the stimulus says "video".
+        expect(page.locator("#rating-question")).to_have_text("How does the second video compare with the reference?")
+        expect(trial).to_have_attribute("aria-label", "Videos to rate")
+        assert [v.get_attribute("aria-label") for v in page.locator("#trial video").all()] == \
+            ["Reference video", "Test video"]
+        assert strings_naming_images(page) == []
         trial_id = trial.get_attribute("data-trial-id")
         # Both clips played to their end: their clocks advanced, frames were presented, nothing to seek with.
         seen[trial_id] = page.eval_on_selector_all("#trial video", """(videos) => videos.map((v) => ({
@@ -153,7 +163,12 @@ def test_an_unfaithful_playback_is_played_again_and_flagged(worker_page, app, li
 
 
 def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, app, live_server, tmp_path):
-    """HEVC kept as encoded (--keep-encoding): the consent form stays hidden and the page names the codec."""
+    """HEVC kept as encoded (--keep-encoding): the consent form stays hidden, the page names the codec, and the
+    refusal is on the worker's record (POST /unable, as for a slow connection) in the words the page shows."""
+    from server.models import Worker
+    from server.paradigms.media import CODEC_MIME
+    from server.services import app_services
+
     scenes = video_scenes(tmp_path / "scenes", contents=1, candidates=3, n_frames=10, codec="libx265",
                           options={"x265-params": "log-level=none:info=0"}, reference=("libx265", ".mp4"))
     manifest = prepare_videos(scenes, tmp_path / "prepared", keep_encoding=True)
@@ -163,8 +178,14 @@ def test_clips_chromium_cannot_decode_are_refused_before_consent(worker_page, ap
     expect(page.locator("#device-check")).to_have_attribute("data-device", "cannot_decode")
     problem = page.locator("#device-check .device-problem")
     expect(problem).to_be_visible()
-    expect(problem).to_contain_text("cannot decode HEVC (H.265) video")
+    message = (f"Your browser cannot play this study's videos: it cannot decode HEVC ({CODEC_MIME['hevc']}). "
+               "Try another browser, such as a current Chrome, Edge or Safari.")
+    expect(problem).to_contain_text(message)
     expect(page.locator("#agree")).to_be_hidden()
+    with app_services(app).sessions() as session:
+        worker = session.scalar(select(Worker).where(Worker.external_id == "V2"))
+    assert (assignment_of(app, "V2").stage, worker.status, worker.status_reason) == \
+        ("disqualified", "disqualified", message)
 
 
 def test_a_clip_download_held_past_its_timeout_is_named_recorded_and_retried_and_never_stalls_playback(

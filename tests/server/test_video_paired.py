@@ -9,8 +9,10 @@ The clips are tiny (128x96, 1 s at 25 fps) and prepared once per module (tests/s
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -108,6 +110,14 @@ def test_a_video_paired_study_records_its_media_and_the_state_describes_the_clip
         requirement = paradigm.window_requirement(session, study)
         instructions = paradigm.instructions(session, study, _spec(study))
     assert requirement.decode == ('video/mp4; codecs="avc1.640028"',)
+    # ... and the connection, at the clips' highest bit rate: on the consent page's device-check data too.
+    assert requirement.min_mbps == study.config["media"]["max_mbps"] > 0
+    fresh = PairedWorker(SpecClient(app.test_client()), slug)
+    consent = app.test_client().get(f"/w/{fresh.token}/")  # a page, not the API
+    assert consent.status_code == 200
+    check = re.search(r"data-requirement='([^']*)'", consent.get_data(as_text=True))
+    assert json.loads(html.unescape(check.group(1)))["min_mbps"] == requirement.min_mbps
+    assert f'data-unable="/w/{fresh.token}/unable"' in consent.get_data(as_text=True)
     assert ("middle one is the reference" if position == "between" else "reference video (the ground truth) "
             "plays first") in instructions and "amplified" not in instructions and "crops" not in instructions
 

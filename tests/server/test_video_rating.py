@@ -257,3 +257,51 @@ def test_the_connection_check_needs_the_clips_bit_rate_and_turns_away_only_befor
     images = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
     unchecked = client.post(unable_url("C2", images), json={"reason": "slow_connection", "measured_mbps": None}, headers=json_only)
     assert unchecked.status_code == 409 and unchecked.json["error"] == "no_connection_check"
+
+
+def test_a_browser_that_cannot_decode_the_clips_is_turned_away_before_consent_with_the_codec_on_its_record(
+        app, video_manifest, demo_stimuli, tmp_path):
+    """/unable's second body, {"reason": "cannot_decode", "types": [...]}: types the study's page checked
+    (WindowRequirement.decode) disqualify with a reason naming the codec; any other body is a 400 that
+    stores nothing; a study whose page checks no decoding (images) answers 409."""
+    from server.models import Worker
+    from server.paradigms.media import CODEC_MIME
+
+    from .conftest import SMALL_STUDY, create_test_study
+
+    slug = create_rating_study(app, video_manifest, tmp_path, slug="vdec", **PLAIN)
+    assert _study(app, slug).config["media"]["codecs"] == ["h264"]
+    h264 = CODEC_MIME["h264"]
+    client = app.test_client()
+    json_only = {"Accept": "application/json"}
+
+    def unable_url(participant: str, study_slug: str = slug) -> str:
+        return client.get(f"/s/{study_slug}?participant={participant}").headers["Location"].rstrip("/") + "/unable"
+
+    def record(participant: str) -> tuple[str, str | None]:
+        with app_services(app).sessions() as session:
+            worker = session.scalar(select(Worker).where(Worker.external_id == participant))
+            return worker.status, worker.status_reason
+
+    url = unable_url("D1")
+    for bad in ({"reason": "cannot_decode"}, {"reason": "cannot_decode", "types": []},
+                {"reason": "cannot_decode", "types": h264}, {"reason": "cannot_decode", "types": [h264, h264]},
+                {"reason": "cannot_decode", "types": [1]}, {"reason": "cannot_decode", "types": [h264], "x": 1},
+                {"reason": "cannot_decode", "types": ['video/mp4; codecs="hvc1.1.6.L120.90"']},
+                {"reason": "slow_connection", "types": [h264]}, {"types": [h264]}):
+        answer = client.post(url, json=bad, headers=json_only)
+        assert answer.status_code == 400 and answer.json["error"] == "invalid_request", bad
+        assert record("D1") == ("active", None), bad
+    answer = client.post(url, json={"reason": "cannot_decode", "types": [h264]}, headers=json_only)
+    assert answer.status_code == 200 and answer.json["stage"] == "disqualified"
+    message = answer.json["message"]
+    assert message == (f"Your browser cannot play this study's videos: it cannot decode H264 ({h264}). "
+                       "Try another browser, such as a current Chrome, Edge or Safari.")
+    assert record("D1") == ("disqualified", message)
+    again = client.post(url, json={"reason": "cannot_decode", "types": [h264]}, headers=json_only)
+    assert again.status_code == 409 and again.json["error"] == "wrong_stage"
+
+    images = create_test_study(app, demo_stimuli, tmp_path, **SMALL_STUDY)
+    unchecked = client.post(unable_url("D2", images), json={"reason": "cannot_decode", "types": [h264]}, headers=json_only)
+    assert unchecked.status_code == 409 and unchecked.json["error"] == "no_decoding_check"
+    assert record("D2") == ("active", None)

@@ -5,8 +5,9 @@
 // too small, or a window too small (that one goes away by itself once the window is large enough).
 // While a problem stands, the page's `[data-needs-device]` parts (the consent form, the start
 // button) are hidden. On the consent page of a video study (`data-unable`), the connection check
-// (media.js measureConnection) downloads the test file; a connection too slow for the clips is reported to
-// the server, which turns the worker away with the reason, and the page shows that reason at once.
+// (media.js measureConnection) downloads the test file; a connection too slow for the clips, or a browser
+// that cannot decode them (media.js decodingProblems), is reported to the server, which turns the worker
+// away with the reason, and the page shows that reason at once.
 
 import { layoutWindow, policyFactor } from './display.js';
 import { decodingProblems, measureConnection } from './media.js';
@@ -90,13 +91,31 @@ async function connectionProblems(probeUrl, requirement, unableUrl) {
       + 'Please reload this page to try again.' }];
   }
   if (result.ok) return [];
-  let text = "Your internet connection is too slow for this study's videos.";
+  const text = await reportUnable(unableUrl, { reason: 'slow_connection', measured_mbps: result.measuredMbps });
+  return [{ code: 'slow_connection', text: text || "Your internet connection is too slow for this study's videos." }];
+}
+
+/**
+ * The decoding check's problems (media.js decodingProblems; empty: this browser plays the clips). Where the page
+ * has `unableUrl` (the consent page), a refusal is reported there like a slow connection, and the worker reads
+ * the reason their record keeps.
+ */
+async function decodeProblems(types, unableUrl) {
+  const problems = await decodingProblems(types);
+  if (!problems.length || !unableUrl) return problems;
+  const text = await reportUnable(unableUrl, { reason: 'cannot_decode', types: problems.map((p) => p.type) });
+  return text ? [{ code: 'cannot_decode', text }] : problems;
+}
+
+/** Report why this worker cannot take part to `unableUrl`, which turns them away and records the reason:
+ *  the reason (what to tell the worker), or null when the report failed (the refusal stands all the same). */
+async function reportUnable(unableUrl, body) {
   try {
     const answer = await fetch(unableUrl, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-      credentials: 'same-origin', body: JSON.stringify({ reason: 'slow_connection', measured_mbps: result.measuredMbps }) });
-    if (answer.ok) text = (await answer.json()).message;
-  } catch (error) { /* the refusal stands; only its record is missing */ }
-  return [{ code: 'slow_connection', text }];
+      credentials: 'same-origin', body: JSON.stringify(body) });
+    if (answer.ok) return (await answer.json()).message;
+  } catch (error) { /* only the record is missing */ }
+  return null;
 }
 
 /** Run the check in `box` (the _device_check.html element) now and whenever the window changes. */
@@ -126,7 +145,7 @@ export function startDeviceCheck(box) {
   };
   render();
   if (decoding === null) {
-    decodingProblems(types).then((found) => { decoding = found; render(); });
+    decodeProblems(types, box.dataset.unable).then((found) => { decoding = found; render(); });
   }
   if (connection === null) {
     connectionProblems(box.dataset.probe, requirement, box.dataset.unable).then((found) => { connection = found; render(); });

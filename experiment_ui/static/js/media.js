@@ -13,9 +13,20 @@
 //   autoplay refusal turns into a click that starts it, never a stuck page. playTogether(videos, log):
 //   clips side by side, started on the same frame, with the drift between them measured (max_drift_ms).
 // - faithful(log, rule): the study's [media] rule, the twin of media.py's faithful().
+// - stimulusWords(state): "video" or "image", for every worker-facing string that names the stimulus.
 //
 // Every failure is a MediaFailure whose `reason` names its cause: "http" (the HTTP status), "network",
 // "timeout", "decode" (the browser's MediaError) or "autoplay"; the plugin records it on the trial.
+
+/**
+ * The words a worker page uses for the study's stimuli (one shared place): "video" on a video study (the State's
+ * `media.kind`), else "image". Every string that names the stimulus is built from these.
+ * @returns {{one: string, many: string, Many: string}} e.g. {one: 'video', many: 'videos', Many: 'Videos'}
+ */
+export function stimulusWords(state) {
+  const one = state && state.media && state.media.kind === 'video' ? 'video' : 'image';
+  return { one, many: `${one}s`, Many: `${one[0].toUpperCase()}${one.slice(1)}s` };
+}
 
 /** A clip that could not be shown, by cause (http | network | timeout | decode | autoplay). */
 export class MediaFailure extends Error {
@@ -44,7 +55,7 @@ const MEDIA_ERRORS = { 1: 'aborted', 2: 'network error while decoding', 3: 'deco
 /**
  * Why this browser cannot play the study's clips: one problem per MIME type (with codecs) it cannot decode.
  * @param {string[]} types  e.g. ['video/mp4; codecs="avc1.640028"'] (the requirement's `decode`)
- * @returns {Promise<{code: string, text: string}[]>}
+ * @returns {Promise<{code: string, type: string, text: string}[]>}
  */
 export async function decodingProblems(types, { width = 1920, height = 1080, framerate = 30 } = {}) {
   const problems = [];
@@ -61,7 +72,7 @@ export async function decodingProblems(types, { width = 1920, height = 1080, fra
       }
     }
     if (!supported) {
-      problems.push({ code: 'cannot_decode', text: `Your browser cannot play this study's videos (it cannot `
+      problems.push({ code: 'cannot_decode', type, text: `Your browser cannot play this study's videos (it cannot `
         + `decode ${codecName(type)}). Try another browser, such as a current Chrome, Edge or Safari.` });
     }
   }

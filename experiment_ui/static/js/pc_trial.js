@@ -34,7 +34,7 @@
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor } from './display.js';
 import { chromeSize, windowNeeded } from '../paradigms/pc/window.js';
-import { ClipFiles, MediaFailure, failureText, playButton, playTogether, playUnderRule } from './media.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playTogether, playUnderRule, stimulusWords } from './media.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
@@ -135,6 +135,8 @@ export class PairedComparison {
   mount(container) {
     if (this.mounted) return;
     this.mounted = true;
+    this.words = stimulusWords(this.driver.state); // "image" or "video": a study shows one kind
+    const { one, many } = this.words;
     const column = (side) => {
       const label = side === 'left'
         ? el('span', { class: 'pc-label' }, el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '←' }), ' Left')
@@ -146,7 +148,7 @@ export class PairedComparison {
         role: 'button',
         'data-side': side,
         'aria-keyshortcuts': side === 'left' ? this.params.key_left : this.params.key_right,
-        'aria-label': `${side === 'left' ? 'Left' : 'Right'} image is closer to the reference `
+        'aria-label': `${side === 'left' ? 'Left' : 'Right'} ${one} is closer to the reference `
           + `(${side === 'left' ? 'Left' : 'Right'} arrow key)`,
       }, label, el('span', { class: 'pc-images' }));
       // Only a real pointer click votes: detail 1.  (0 is a click made by script or by a key on a
@@ -176,7 +178,7 @@ export class PairedComparison {
       this.viewsEl, this.left, this.reference, this.right);
 
     this.instructionEl = el('p', { id: 'instruction', class: 'pc-instruction', hidden: true },
-      'Which image is closer to the ', el('strong', { text: 'reference' }), '? Click it or press ',
+      `Which ${one} is closer to the `, el('strong', { text: 'reference' }), '? Click it or press ',
       el('kbd', { text: '←' }), ' / ', el('kbd', { text: '→' }), '.');
     this.feedbackEl = el('p', { id: 'feedback', class: 'pc-feedback', role: 'status', 'aria-live': 'assertive', hidden: true });
     this.driver.chrome.prompt.append(this.instructionEl, this.feedbackEl);
@@ -184,7 +186,7 @@ export class PairedComparison {
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
       el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: 'The images of this study need a larger browser window to be shown large enough. '
+      el('p', { text: `The ${many} of this study need a larger browser window to be shown large enough. `
         + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
         + 'The study continues by itself as soon as the window is large enough.' }),
       this.sizeNumbersEl);
@@ -296,7 +298,7 @@ export class PairedComparison {
     for (let i = 0; i < n; i += 1) {
       buttons.push(el('button', { type: 'button', class: 'pc-view', tabindex: '-1', 'data-view': String(i),
                                   'aria-keyshortcuts': VIEW_KEYS[i] },
-        i === 0 ? 'Whole images' : `Region ${i}`, ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
+        i === 0 ? `Whole ${this.words.many}` : `Region ${i}`, ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
     }
     this.viewsEl.replaceChildren(...buttons);
   }
@@ -361,7 +363,7 @@ export class PairedComparison {
     const slow = setTimeout(() => {
       if (seq !== this.seq) return;
       this.imagesShown = false;
-      this.setMode('loading', 'Loading images…');
+      this.setMode('loading', `Loading ${this.words.many}…`);
     }, this.trial ? this.params.loading_delay_ms : 0);
     let columns;
     try {
@@ -369,7 +371,8 @@ export class PairedComparison {
     } catch (error) {
       if (seq !== this.seq) return false;
       if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
-      throw new StimulusLoadError('An image of this pair could not be loaded. Check your connection; trying again…',
+      throw new StimulusLoadError(`One of the ${this.words.many} of this pair could not be loaded. Check your connection; `
+                                  + 'trying again…',
                                   { cause: error });
     } finally {
       clearTimeout(slow);
@@ -650,7 +653,7 @@ export class PairedComparison {
       const other = side === 'left' ? 'right' : 'left';
       (side === 'left' ? this.left : this.right).dataset.state = 'wrong';
       (other === 'left' ? this.left : this.right).dataset.state = 'correct';
-      this.showFeedback(`Not quite: the image closer to the reference was on the ${other}`, 'wrong');
+      this.showFeedback(`Not quite: the ${this.words.one} closer to the reference was on the ${other}`, 'wrong');
     }
     await sleep(correct === false ? this.params.feedback_wrong_ms : correct === true ? this.params.feedback_ms : 0);
     if (seq !== this.seq) return;

@@ -32,7 +32,7 @@
 
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor, round6 } from './display.js';
-import { ClipFiles, MediaFailure, failureText, playButton, playClip, playUnderRule } from './media.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playClip, playUnderRule, stimulusWords } from './media.js';
 
 export const info = Object.freeze({
   name: 'rating',
@@ -118,10 +118,17 @@ function roleLabel(role, nImages) {
   return { reference: 'Reference', test: 'Test', first: 'First', second: 'Second' }[role] || '';
 }
 
+/** The accessible name of one of a trial's `nImages` stimuli ("Test video", "Image to rate"); `one`: stimulusWords().one. */
+function stimulusLabel(role, nImages, one) {
+  const label = roleLabel(role, nImages);
+  return label ? `${label} ${one}` : `${one[0].toUpperCase()}${one.slice(1)} to rate`;
+}
+
+// The server sends its question (scales.py); these stand in if a State has none.  `one`: stimulusWords().one.
 const DEFAULT_QUESTIONS = Object.freeze({
-  acr: 'How would you rate the quality of this image?',
-  dcr: 'How does the test image compare with the reference?',
-  ccr: 'How does the second image compare with the first?',
+  acr: (one) => `How would you rate the quality of this ${one}?`,
+  dcr: (one) => `How does the test ${one} compare with the reference?`,
+  ccr: (one) => `How does the second ${one} compare with the first?`,
 });
 
 /** The trial's ID as the server named it (State trials carry `trial_id`, or `id`). */
@@ -195,6 +202,7 @@ export class RatingTrial {
   mount(container) {
     if (this.mounted) return;
     this.mounted = true;
+    this.words = stimulusWords(this.driver.state); // "image" or "video": a study shows one kind
     this.imagesEl = el('div', { class: 'rating-images' });
     this.scaleEl = el('div', { class: 'rating-options', role: 'group', 'aria-labelledby': 'rating-question' });
     // Next never takes the focus (a focused button would turn Space into a send); Enter is its key.
@@ -207,7 +215,7 @@ export class RatingTrial {
       if (event.isTrusted) this.send();
     });
     this.scaleRow = el('div', { class: 'rating-scale' }, this.scaleEl, this.nextButton);
-    this.trialEl = el('section', { id: 'trial', class: 'rating-trial', 'aria-label': 'Images to rate', hidden: true },
+    this.trialEl = el('section', { id: 'trial', class: 'rating-trial', 'aria-label': `${this.words.Many} to rate`, hidden: true },
       this.imagesEl, this.scaleRow);
 
     this.questionEl = el('p', { id: 'rating-question', class: 'rating-question', hidden: true });
@@ -217,7 +225,7 @@ export class RatingTrial {
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
       el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: 'The images of this study need a larger browser window to be shown large enough. '
+      el('p', { text: `The ${this.words.many} of this study need a larger browser window to be shown large enough. `
         + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
         + 'The study continues by itself as soon as the window is large enough.' }),
       this.sizeNumbersEl);
@@ -239,7 +247,7 @@ export class RatingTrial {
       slider: Boolean(scale.slider),
       values: (scale.values || []).map(Number),
       labels: scale.labels || [],
-      question: scale.question || DEFAULT_QUESTIONS[method] || DEFAULT_QUESTIONS.acr,
+      question: scale.question || (DEFAULT_QUESTIONS[method] || DEFAULT_QUESTIONS.acr)(stimulusWords(state).one),
     };
   }
 
@@ -435,7 +443,7 @@ export class RatingTrial {
     const slow = setTimeout(() => {
       if (seq !== this.seq) return;
       this.imagesShown = false;
-      this.setMode('loading', 'Loading images…');
+      this.setMode('loading', `Loading ${this.words.many}…`);
     }, this.trial ? this.params.loading_delay_ms : 0);
     const images = orderedImages(trial);
     let imgs;
@@ -444,7 +452,8 @@ export class RatingTrial {
     } catch (error) {
       if (seq !== this.seq) return false;
       if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
-      throw new StimulusLoadError('An image of this trial could not be loaded. Check your connection; trying again…',
+      throw new StimulusLoadError(`One of the ${this.words.many} of this trial could not be loaded. Check your connection; `
+                                  + 'trying again…',
                                   { cause: error });
     } finally {
       clearTimeout(slow);
@@ -508,7 +517,7 @@ export class RatingTrial {
     const imgs = images.map((image) => {
       const img = new Image();
       img.className = 'rating-image';
-      img.alt = roleLabel(image.role, images.length) ? `${roleLabel(image.role, images.length)} image` : 'Image to rate';
+      img.alt = stimulusLabel(image.role, images.length, 'image');
       img.decoding = 'async';
       img.draggable = false;
       img.src = image.url;
@@ -529,6 +538,7 @@ export class RatingTrial {
     videos.forEach((video, i) => {
       video.className = 'rating-image rating-video';
       video.dataset.durationS = String(images[i].duration_s ?? '');
+      video.setAttribute('aria-label', stimulusLabel(images[i].role, images.length, 'video'));
     });
     // Object URLs of clips no longer needed (not this trial's, not the next one's) are released.
     this.clipFiles.keepOnly(new Set([...urls, ...(this.nextUrls || [])]));

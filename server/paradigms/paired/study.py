@@ -45,8 +45,8 @@ def gold_item_ids(k: int) -> tuple[str, str]:
 
 
 DEFAULT_CONSENT = """\
-This task is part of a research study on how people perceive image quality, run by {researcher}. \
-You will compare images and click the one that looks closer to a reference image. It takes {time}. \
+This task is part of a research study on how people perceive {medium} quality, run by {researcher}. \
+You will compare {medium}s and click the one that looks closer to a reference {medium}. It takes {time}. \
 It pays {pay}.
 
 Participation is voluntary: you may stop at any time by returning the task. We record your \
@@ -143,8 +143,8 @@ class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPara
         DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
         doc="plain text shown before the task; blank lines separate paragraphs; {researcher} and {contact} "
             'become the values above, {pay} the pay rules of [pages] ("$1.50 for 1 page, and a bonus of ..."), '
-            '{time} the time estimate ("about 5 minutes per page of 20 comparisons, ..."); `study create` '
-            "refuses empty ones")
+            '{time} the time estimate ("about 5 minutes per page of 20 comparisons, ..."), {medium} "image" or '
+            '"video"; `study create` refuses empty ones')
     instructions: str = param(
         DEFAULT_INSTRUCTIONS, section="texts", placeholder=TEXT_PLACEHOLDER,
         fallback=lambda values, path: default_instructions(values["stimulus"]),

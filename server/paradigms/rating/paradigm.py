@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,7 +43,7 @@ from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm
                     stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
 from ..display import WindowRequirement
-from ..media import parse_playback, state_media, stimulus_fields
+from ..media import parse_playback, state_media, stimulus_fields, stimulus_word
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 from . import export as rating_export, study as rating_study
 from .allocation import (COUNTED, RATING_ALLOCATION_LOCKS, any_stimulus_left, choose_stimuli, hidden_references_for,
@@ -439,12 +440,13 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
         progress["next_page"] = (assignment.pages_completed < spec.max_pages
                                  and PARADIGM.work_left(session, study_ref(session, assignment.study_id),
                                                         assignment.worker_id))
+    media = stored_media(session, assignment.study_id)
     return {"assignment_id": str(assignment.id), "stage": assignment.stage, "message": message,
             "completion": completion, "progress": progress,
-            "scale": scale_of(spec.method).as_state(spec.slider, spec.question),
+            "scale": scale_of(spec.method).as_state(spec.slider, spec.question, stimulus_word(media)),
             "display": {"policy": spec.policy, "min_image_scale": spec.min_image_scale,
                         "floor": [spec.min_window_width, spec.min_window_height]},
-            "page": page, **state_media(stored_media(session, assignment.study_id), spec)}
+            "page": page, **state_media(media, spec)}
 
 
 # ---------------------------------------------------------------- dashboard, pay
@@ -537,6 +539,17 @@ class Rating(Paradigm):
 
     def state(self, session: Session, assignment: Assignment | AssignmentRow, url_for: UrlFor) -> dict[str, Any]:
         return assignment_state(session, assignment, url_for)
+
+    def examples(self, session: Session, study: Study) -> dict[str, Any]:
+        """``stimulus``: what the worker pages call the study's stimuli ("image" or "video")."""
+        return {"stimulus": stimulus_word(stored_media(session, study.id))}
+
+    def instructions(self, session: Session, study: Study, spec: RatingSpec) -> str:
+        """The study's instructions; the default ones speak of videos in a video study."""
+        default = partial(rating_study.default_instructions, spec.method, spec.stimulus, spec.quiz_size > 0)
+        if spec.instructions != default():
+            return spec.instructions
+        return default(word=stimulus_word(stored_media(session, study.id)))
 
     def stimulus_paths(self, session: Session, study: Study) -> list[str]:
         """Every image the study's trials show: each scene's reference and every stimulus's image."""

@@ -35,22 +35,23 @@ class Scale:
     def high(self) -> int:
         return max(self.values)
 
-    def as_state(self, slider: bool, question: str = "") -> dict:
-        """The State's ``scale`` object (a study's own ``question`` replaces the default one)."""
+    def as_state(self, slider: bool, question: str = "", stimulus: str = "image") -> dict:
+        """The State's ``scale`` object (a study's own ``question`` replaces the default one, which names the
+        ``stimulus``: "image" or "video", :func:`server.paradigms.media.stimulus_word`)."""
         return {"method": self.method, "slider": slider, "values": list(self.values), "labels": list(self.labels),
-                "question": question or self.question}
+                "question": question or self.question.format(stimulus=stimulus)}
 
 
 SCALES: dict[str, Scale] = {
     "acr": Scale("acr", (5, 4, 3, 2, 1), ("Excellent", "Good", "Fair", "Poor", "Bad"),
-                 "How would you rate the quality of this image?"),
+                 "How would you rate the quality of this {stimulus}?"),
     "dcr": Scale("dcr", (5, 4, 3, 2, 1),
                  ("Imperceptible", "Perceptible but not annoying", "Slightly annoying", "Annoying", "Very annoying"),
-                 "How does the second image compare with the reference?"),
+                 "How does the second {stimulus} compare with the reference?"),
     "ccr": Scale("ccr", (-3, -2, -1, 0, 1, 2, 3),
                  ("Much worse", "Worse", "Slightly worse", "About the same", "Slightly better", "Better",
                   "Much better"),
-                 "How does the second image compare with the first?"),
+                 "How does the second {stimulus} compare with the first?"),
 }
 
 

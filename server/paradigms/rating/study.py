@@ -80,22 +80,22 @@ def gold_low_item(k: int) -> str:
 
 
 DEFAULT_CONSENT = """\
-This task is part of a research study on how people perceive image quality, run by {researcher}. \
-You will look at images and rate their quality on a scale. It takes {time}. It pays {pay}.
+This task is part of a research study on how people perceive {medium} quality, run by {researcher}. \
+You will look at {medium}s and rate their quality on a scale. It takes {time}. It pays {pay}.
 
 Participation is voluntary: you may stop at any time by returning the task. We record your \
 ratings, response times, window size and your platform worker ID. Worker IDs are replaced by \
 pseudonyms in every exported data set and are never published.
 
-Some images have a known answer; workers who answer too many of them far from it are stopped.
+Some {medium}s have a known answer; workers who answer too many of them far from it are stopped.
 
 Questions about the study: {contact}."""
 
-_INSTRUCTIONS = {
-    "acr": "In every trial you see one image. Rate its quality: Excellent, Good, Fair, Poor or Bad.",
-    "dcr": "In every trial you see two images: the REFERENCE on the left and a TEST image on the right. Rate "
-           "how much the test image is impaired compared with the reference, from Imperceptible to Very annoying.",
-    "ccr": "In every trial you see two images, FIRST and SECOND. Rate how the second compares with the first, "
+_INSTRUCTIONS = {  # {one}: "image" or "video" (media.stimulus_word)
+    "acr": "In every trial you see one {one}. Rate its quality: Excellent, Good, Fair, Poor or Bad.",
+    "dcr": "In every trial you see two {one}s: the REFERENCE on the left and a TEST {one} on the right. Rate "
+           "how much the test {one} is impaired compared with the reference, from Imperceptible to Very annoying.",
+    "ccr": "In every trial you see two {one}s, FIRST and SECOND. Rate how the second compares with the first, "
            "from Much worse to Much better.",
 }
 _INSTRUCTIONS_ANSWER = ("Click an answer (or press its number key), then press Next (or Enter). There is no time "
@@ -110,10 +110,11 @@ MTURK_TEXTS = {"title": "Rate the quality of images",
                "keywords": "image, quality, rating, perception, survey"}
 
 
-def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True) -> str:
+def default_instructions(method: str = "dcr", stimulus: str = "amplified", quiz: bool = True,
+                         word: str = "image") -> str:
     """The instructions a study shows unless its file gives its own (an unknown method, which the spec's check
-    refuses next, gets none of its own)."""
-    parts = [_INSTRUCTIONS.get(method, ""), _INSTRUCTIONS_ANSWER,
+    refuses next, gets none of its own); ``word`` names the stimuli: "image" or "video"."""
+    parts = [_INSTRUCTIONS.get(method, "").format(one=word), _INSTRUCTIONS_ANSWER,
              _INSTRUCTIONS_AMPLIFIED if stimulus == "amplified" else "", _INSTRUCTIONS_QUIZ if quiz else ""]
     return "\n\n".join(part for part in parts if part)
 
@@ -162,8 +163,8 @@ class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkPar
     straight_line_pages: int = param(1, section="quality", low=0,
                                      doc="pages of identical answers (at least 5) that stop a worker; 0 = never")
     consent: str = param(DEFAULT_CONSENT, section="texts", placeholder=TEXT_PLACEHOLDER,
-                         doc="plain text shown before the task; {researcher}, {contact}, {pay} and {time} are "
-                             "filled in")
+                         doc="plain text shown before the task; {researcher}, {contact}, {pay}, {time} and "
+                             '{medium} ("image" or "video") are filled in')
     instructions: str = param("", section="texts", placeholder=TEXT_PLACEHOLDER,
                               fallback=lambda values, path: default_instructions(
                                   values["method"], values["stimulus"], values["quiz_size"] > 0),
