@@ -58,6 +58,20 @@ class Clock:
         return self.now
 
 
+
+def publish_and_approve_all(service, state, study, pids, places: int):
+    """Create ``study`` on the fake Prolific (``places`` places), let ``pids`` submit with the completion code,
+    approve them as the service does and read the approvals back (the bulk approval settled on Prolific's
+    side). Returns the service's Prolific row."""
+    row = service.create(study, host=HOST, places=places)
+    for pid in pids:
+        state.add_submission(row.prolific_id, pid, code=COMPLETION_CODE)
+    service.reconcile(study)
+    service.approve_checked(study)
+    state.settle()
+    service.reconcile(study)
+    return row
+
 TOKEN = "fake-prolific-token"
 BASE_URL = "https://api.prolific.test/api/v1/"
 REJECTION_CATEGORIES = {"TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",

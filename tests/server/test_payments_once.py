@@ -22,8 +22,8 @@ from server.prolific import SETTLE, ProlificClient, ProlificService
 from server.services import app_services
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
-                            make_fake, pay_bonuses_in_a_process)
+from .prolific_fake import (BASE_URL, COMPLETION_CODE, HOST, PROLIFIC_ENTRY, TOKEN, Clock, FaultyTransport,
+                            completed_participant, make_fake, pay_bonuses_in_a_process, publish_and_approve_all)
 
 PIDS = [f"{i:024x}" for i in range(1, 4)]
 LATENCY = 0.1  # seconds per Prolific answer in the races (the issue's run used 0.2)
@@ -61,14 +61,7 @@ def approved(app, demo_stimuli, tmp_path, fake, service_clock) -> str:
         completed_participant(app, slug, pid, pages)
     with app_services(app).sessions() as session:
         service = _service(app, session, transport, service_clock)
-        study = _study(session, slug)
-        row = service.create(study, host=HOST, places=5)
-        for pid in PIDS:
-            state.add_submission(row.prolific_id, pid, code=COMPLETION_CODE)
-        service.reconcile(study)
-        service.approve_checked(study)
-        state.settle()
-        service.reconcile(study)
+        publish_and_approve_all(service, state, _study(session, slug), PIDS, places=5)
     return slug
 
 
@@ -176,15 +169,20 @@ def _crash_on(service: ProlificService, method: str, *, after: bool) -> None:
     setattr(service.client, method, dying)
 
 
+def _run_dies_paying(app, transport, clock, slug: str, step: str, *, after: bool) -> None:
+    """A bonus run of study ``slug`` killed at its Prolific call ``step`` (before or ``after`` it went out)."""
+    with app_services(app).sessions() as session:
+        dying = _service(app, session, transport, clock)
+        _crash_on(dying, step, after=after)
+        with pytest.raises(Died):
+            dying.pay_bonuses(_study(session, slug))
+
+
 @pytest.mark.parametrize("after", [False, True], ids=["before the pay call", "after the pay call"])
 def test_a_run_killed_between_claim_and_outcome_is_settled_by_reconcile_never_paid_twice(
         app, approved, fake, service_clock, after):
     state, transport = fake
-    with app_services(app).sessions() as session:
-        dying = _service(app, session, transport, service_clock)
-        _crash_on(dying, "pay_bonuses", after=after)
-        with pytest.raises(Died):
-            dying.pay_bonuses(_study(session, approved))
+    _run_dies_paying(app, transport, service_clock, approved, "pay_bonuses", after=after)
     with app_services(app).sessions() as session:
         assert {b.status for b in session.scalars(select(ProlificBonus))} == {"paying"}  # claimed, outcome unknown
         service = _service(app, session, transport, service_clock)
@@ -201,11 +199,7 @@ def test_a_run_killed_between_claim_and_outcome_is_settled_by_reconcile_never_pa
 
 def test_a_run_killed_before_its_set_up_call_is_taken_back_after_the_lease(app, approved, fake, service_clock):
     state, transport = fake
-    with app_services(app).sessions() as session:
-        dying = _service(app, session, transport, service_clock)
-        _crash_on(dying, "set_up_bonuses", after=False)
-        with pytest.raises(Died):
-            dying.pay_bonuses(_study(session, approved))
+    _run_dies_paying(app, transport, service_clock, approved, "set_up_bonuses", after=False)
     with app_services(app).sessions() as session:
         service = _service(app, session, transport, service_clock)
         assert service.pay_bonuses(_study(session, approved)).paid == [] and state.bulks == {}  # held by the claim

@@ -15,8 +15,8 @@ from server.prolific import (SETTLE, ProlificClient, ProlificError, ProlificServ
                              devices)
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, PROLIFIC_ENTRY, TOKEN, FaultyTransport, completed_participant,
-                            make_fake)
+from .prolific_fake import (BASE_URL, COMPLETION_CODE, HOST, PROLIFIC_ENTRY, TOKEN, Clock, FaultyTransport,
+                            completed_participant, make_fake)
 
 PIDS = [f"{i:024x}" for i in range(1, 6)]
 

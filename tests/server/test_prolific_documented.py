@@ -17,8 +17,8 @@ from server.prolific import ProlificClient, ProlificError, ProlificService, Requ
 from server.services import app_services
 
 from .conftest import SMALL_STUDY, create_test_study
-from .prolific_fake import (BASE_URL, HOST, Clock, COMPLETION_CODE, ENDPOINTS, PROLIFIC_ENTRY, TOKEN, FaultyTransport,
-                            completed_participant, endpoint_of, make_fake)
+from .prolific_fake import (BASE_URL, COMPLETION_CODE, ENDPOINTS, HOST, PROLIFIC_ENTRY, TOKEN, Clock, FaultyTransport,
+                            completed_participant, endpoint_of, make_fake, publish_and_approve_all)
 
 PIDS = [f"{i:024x}" for i in range(1, 8)]
 
@@ -155,13 +155,7 @@ def _study_with_participants(app, demo_stimuli, tmp_path, pids) -> str:
 
 def _approve_all(service, state, session, slug) -> Study:
     study = session.scalar(select(Study).where(Study.slug == slug))
-    row = service.create(study, host=HOST, places=len(PIDS))
-    for pid in PIDS:
-        state.add_submission(row.prolific_id, pid, code=COMPLETION_CODE)
-    service.reconcile(study)
-    service.approve_checked(study)
-    state.settle()
-    service.reconcile(study)
+    publish_and_approve_all(service, state, study, PIDS, places=len(PIDS))
     return study
 
 
