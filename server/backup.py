@@ -26,7 +26,6 @@ renamed), and a restore fills only an empty database.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -40,6 +39,8 @@ from typing import Any
 
 from sqlalchemy import func, inspect, select, update
 from sqlalchemy.engine import make_url
+
+from .storage import file_sha256
 
 FORMAT = 1
 MANIFEST = "backup.json"
@@ -114,14 +115,6 @@ def _revision(session) -> str | None:
         return session.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except Exception:  # noqa: BLE001 - a database without migrations has no revision to report
         return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def public_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +196,7 @@ def backup(url: str, out: str | os.PathLike, config: Mapping[str, Any], *,
                 size = path.stat().st_size
                 total_bytes += size
                 files.append({"folder": k, "path": relative.as_posix(), "bytes": size,
-                              "sha256": _sha256(target / relative)})
+                              "sha256": file_sha256(target / relative)})
         (staging / STIMULI_MANIFEST).write_text(json.dumps({"folders": folders, "files": files}, indent=1) + "\n")
         (staging / CONFIG_FILE).write_text(json.dumps(public_config(config), indent=1, default=str) + "\n")
         from analysis import __version__
@@ -244,7 +237,7 @@ def verify_stimuli(folder: str | os.PathLike) -> list[dict]:
         raise BackupError(f"{folder / STIMULI_MANIFEST}: unreadable ({exc})") from None
     for entry in listing["files"]:
         path = folder / STIMULI_FOLDER / str(entry["folder"]) / entry["path"]
-        if not path.is_file() or path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
+        if not path.is_file() or path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:
             raise BackupError(f"{path}: missing or changed since the backup (size or SHA-256 differs)")
     return listing["folders"]
 

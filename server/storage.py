@@ -129,6 +129,12 @@ def content_type(path: str | Path) -> str:
     return guessed or EXTRA_TYPES.get(Path(path).suffix.lower(), "application/octet-stream")
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex: what a backup's manifest and launch's source check record."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def file_md5(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.md5(usedforsecurity=False)
     with path.open("rb") as f:

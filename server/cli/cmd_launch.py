@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from ..storage import file_sha256
 from .base import FINITE_FLOAT, FiniteFloatRange, ServerURL, UserError, cli, cli_config, cli_instance
 from .cmd_study import DATABASE_OPTION
 from .window import ALLOW_OPTION_HELP, check_window
@@ -263,7 +264,7 @@ class _Stimuli:
                     name, stat = str(path.relative_to(self.scenes)), path.stat()
                     seen = before.get(name)
                     same = seen is not None and seen[:2] == [stat.st_size, stat.st_mtime_ns]
-                    files[name] = [stat.st_size, stat.st_mtime_ns, seen[2] if same else _sha256(path)]
+                    files[name] = [stat.st_size, stat.st_mtime_ns, seen[2] if same else file_sha256(path)]
         return {"scenes": str(self.scenes), "files": files, "parameters": {"seed": self.seed, **self.preparation}}
 
     def up_to_date(self) -> bool:
@@ -307,14 +308,6 @@ class _Stimuli:
         echo_gold_report(manifest)
         (self.folder / SOURCE_FILE).write_text(json.dumps(fingerprint, indent=1) + "\n")
         return f"prepared {prepared_summary(manifest)} -> {self.manifest.parent}"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _content(fingerprint: dict[str, Any]) -> tuple:
