@@ -235,17 +235,8 @@ def claim(app, study_id: int) -> Iterator[bool]:
         with advisory_try_lock(engine, FORECAST_LOCK_BASE + study_id) as got:
             yield got
         return
-    path = _lock_file(app, study_id)
-    with open(path, "a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with _file_try_lock(_lock_file(app, study_id)) as got:
+        yield got
 
 
 def _claim_held(app, study_id: int) -> bool:
@@ -256,14 +247,24 @@ def _claim_held(app, study_id: int) -> bool:
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0 "
                 "AND objid = :k AND objsubid = 1 AND database = (SELECT oid FROM pg_database "
                 "WHERE datname = current_database()))"), {"k": FORECAST_LOCK_BASE + study_id}).scalar())
-    path = _lock_file(app, study_id)
+    with _file_try_lock(_lock_file(app, study_id)) as got:
+        return not got
+
+
+@contextmanager
+def _file_try_lock(path: Path) -> Iterator[bool]:
+    """Hold an exclusive flock on ``path`` for the block if nobody holds it (yields True), else yield False at
+    once (SQLite instances: the processes of one machine share the instance folder)."""
     with open(path, "a+b") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _lock_file(app, study_id: int) -> Path:
