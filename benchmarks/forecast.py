@@ -149,7 +149,9 @@ error, forecasts below the need; each need at quantiles 0.9 and 1; load average 
   (before -1 %, |5 %|, 8 low). No constant comes from NFLX. A prior on the noise toward published P.913
   inconsistencies was not tried: the typical values in print (Li and Bampis; Janowski and Pinson) are fitted on
   NFLX-like lab data, this very set among them.
-* StudyMB-sized: not re-measured (30 minutes a replay on the loaded machine); above: -4 %, inside.
+* StudyMB-sized (``--only StudyMB --seed 0``, after issue 37 item 5; 10 minutes at load 5-6): 65,643 (band
+  49,885-79,410) vs 68,453, -4 %, inside (model alone 59,683, -13 %; careless share fitted 0.31, 0.30 true);
+  above, before the prediction band and the new workers' drawn share: 65,686 (55,519-70,657), -4 %, inside.
 * No real paired-comparison data ships with the repository (tests/analysis/data holds the NFLX ratings only).
 
 Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--rating-replicates 200] [--skip-large]
