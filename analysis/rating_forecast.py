@@ -69,7 +69,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, log_ndtr
 
-from .forecast import (BAND, DEFAULT_GROWTH, DEFAULT_MAX_MULTIPLE, DEFAULT_QUANTILES, DEFAULT_REPLICATES, Forecast,
+from .forecast import (BAND, DEFAULT_GROWTH, DEFAULT_MAX_MULTIPLE, DEFAULT_QUANTILES, Forecast,
                        ForecastInputError, _crossing, checked_target, response_seconds, usable_seconds)
 from .rating_screening import DEFAULT_CORRELATION, DEFAULT_MIN_COMMON, correlation_with_others
 from .ratings import Ratings, build_ratings, mos_intervals
@@ -81,6 +81,10 @@ MIN_SPREAD = 0.05          # smallest SD of the true qualities and of a worker's
 SHEPPARD = 1.0 / 12.0      # variance a rounding to whole points adds
 ASSUMED_CARELESS_START = 0.2
 MAX_RATINGS_PER_STIMULUS = 200  # the default cap of a simulated study is at least this many ratings per stimulus
+# Simulated studies of a ratings forecast by default. A replicate costs milliseconds, and a small pilot's replicates
+# spread widely (a 4-subject NFLX pilot's 10-90 % band spans about 4:1): the median of 20 of them is itself off by
+# about 10 % (1.25 times their log SD over sqrt(20)), which was half of the NFLX replays' median error.
+RATING_REPLICATES = 200
 
 
 # --------------------------------------------------------------------------- the pilot
@@ -347,7 +351,12 @@ def _stimulus_noise(s: np.ndarray, w: np.ndarray, x: np.ndarray, mean: np.ndarra
     ``log a_j`` is normal (location and SD fitted by marginal likelihood over a grid); each stimulus' likelihood
     over the grid is that of its honest-weighted ratings under the rounding and clipping of the rating model,
     its SD shrunk by ``sqrt((n_j - 1) / n_j)`` because the stimulus' own mean was fitted to the same ratings
-    (so the grid's maximum is the unbiased ``SS / (n - 1)``, not the ML ``SS / n``). The posterior of each
+    (so the grid's maximum is the unbiased ``SS / (n - 1)``, not the ML ``SS / n``), and its log raised to the
+    power ``(n_j - 1) / n_j``, so that it is as sharp as ``n_j - 1`` degrees of freedom make it (as REML counts
+    them; a stimulus rated once says nothing of its noise). Counted as ``n_j``, the chi-square scatter of 4
+    ratings' spreads read as stimuli differing: a log SD of 0.26 on average over 4-rater pilots whose stimuli
+    were equally noisy, 0.40 where the truth was 0.20 (now 0.11 and 0.18), and a 4-subject NFLX pilot's forecasts
+    for every sequence came out high (``benchmarks/forecast.py``). The posterior of each
     stimulus over the grid carries how little a few ratings say about its noise into the simulation, which
     draws ``a_j`` from it in every replicate. Returns ``(grid, posterior (J, G), log mean, log SD)``.
     """
@@ -355,6 +364,7 @@ def _stimulus_noise(s: np.ndarray, w: np.ndarray, x: np.ndarray, mean: np.ndarra
     shrink = np.sqrt(np.clip((n_j - 1.0) / np.maximum(n_j, 1e-12), 0.05, 1.0))[s]
     log_lik = np.stack([np.bincount(s, h * _honest_log_likelihood(x, mean, sd * g * shrink, low, high, discrete), J)
                         for g in NOISE_GRID])  # (G, J)
+    log_lik *= np.clip(n_j - 1.0, 0.0, None) / np.maximum(n_j, 1e-12)  # n_j - 1 degrees of freedom, not n_j
     log_lik -= log_lik.max(axis=0)
     lik = np.exp(log_lik)
     logs = np.log(NOISE_GRID)
@@ -588,7 +598,7 @@ def _checkpoints(start: int, cap: int, growth: float) -> list[int]:
 
 
 def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
-                     replicates: int = DEFAULT_REPLICATES, seed: int = 0, confidence: float = 0.95,
+                     replicates: int = RATING_REPLICATES, seed: int = 0, confidence: float = 0.95,
                      growth: float = DEFAULT_GROWTH, max_ratings: int | None = None,
                      ratings_per_worker: float | None = None, screen: bool = False,
                      pilot_bootstrap: bool = True) -> Forecast:
@@ -602,7 +612,8 @@ def forecast_ratings(fit: RatingPilotFit, target: float, *, quantiles: Sequence[
     quantiles : sequence of float in (0, 1]
         Share of stimuli that must reach it (1: every stimulus).
     replicates, seed
-        Simulated studies; each draws its truth and crowd from the fit (a seeded ``numpy.random.Generator`` each).
+        Simulated studies (default :data:`RATING_REPLICATES`); each draws its truth and crowd from the fit (a seeded
+        ``numpy.random.Generator`` each).
     growth : float
         Ratio of consecutive checkpoints (ratings).
     max_ratings : int, optional

@@ -40,8 +40,9 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
 @click.option("--sampling", type=click.Choice(["random", "active"]), default=None,
               help="How the study picks pairs (default: the study's [design] sampling, else random). Paired "
                    "comparison only: a rating study gives its stimuli ratings least-rated first.")
-@click.option("--replicates", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Simulated studies; the band is their 10th to 90th percentile.")
+@click.option("--replicates", type=click.IntRange(min=1), default=None,
+              help="Simulated studies; the band is their 10th to 90th percentile (default: 10 for votes, 200 for "
+                   "ratings, whose replicates take milliseconds).")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=2), default=100, show_default=True,
               help="Worker-bootstrap resamples at each checkpoint of a simulated study (paired comparison; the MOS "
                    "t interval of ratings needs none).")
@@ -96,8 +97,9 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
     from tqdm.auto import tqdm
 
     from analysis.formats import atomic_write_text, json_text
-    from analysis.forecast import ForecastInputError, StudyPlan, fit_pilot, forecast, report, with_study_time
-    from analysis.rating_forecast import fit_rating_pilot, forecast_ratings
+    from analysis.forecast import (DEFAULT_REPLICATES, ForecastInputError, StudyPlan, fit_pilot, forecast, report,
+                                   with_study_time)
+    from analysis.rating_forecast import RATING_REPLICATES, fit_rating_pilot, forecast_ratings
     from analysis.threads import limited_blas_threads
     from analysis.thurstone import DisconnectedDesignError
 
@@ -136,12 +138,13 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
         per_worker = None if pages_per_worker is None else pages_per_worker * plan.votes_per_page
         if kind == RATINGS:
             fit = fit_rating_pilot(pilot, rt_ms=rt_ms, screen=screen, confidence=confidence)
-            result = forecast_ratings(fit, halfwidth, quantiles=quantiles, replicates=replicates, seed=seed,
-                                      confidence=confidence, max_ratings=max_votes, ratings_per_worker=per_worker,
-                                      screen=screen)
+            result = forecast_ratings(fit, halfwidth, quantiles=quantiles, replicates=replicates or RATING_REPLICATES,
+                                      seed=seed, confidence=confidence, max_ratings=max_votes,
+                                      ratings_per_worker=per_worker, screen=screen)
         else:
             with limited_blas_threads():
                 fit = fit_pilot(pilot, units, n_boot=n_boot, confidence=confidence, seed=seed, rt_ms=rt_ms)
+                replicates = replicates or DEFAULT_REPLICATES
                 with tqdm(total=replicates, desc="forecast", unit="study", leave=False, disable=None) as bar:
                     result = forecast(fit, halfwidth, quantiles=quantiles, sampling=sampling, replicates=replicates,
                                       seed=seed, n_boot=n_boot, confidence=confidence, units=units,

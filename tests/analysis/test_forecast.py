@@ -2,6 +2,7 @@
 the JSON report."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -102,6 +103,31 @@ def test_each_replicate_draws_the_careless_share_from_its_posterior():
     assert flat.mean() == pytest.approx(0.5, abs=0.02) and flat.std() == pytest.approx(0.289, abs=0.01)
 
 
+def test_new_workers_are_careless_at_the_drawn_share_whatever_votes_they_give():
+    """A pilot in which a few workers gave most votes and were all careful (an active pilot's first workers): the
+    simulated study's new workers are careless at the replicate's share (its posterior: 0.30 +- 0.045), each
+    whatever votes the pilot worker they resample gave. Resampling types with vote counts made the few heavy
+    workers' types the whole crowd's (about 5 % of the new votes careless here): the active replays' forecasts
+    were low where the pilot's heavy workers happened to be careful (benchmarks/forecast.py)."""
+    study = simulate_study(n_sets=1, n_items=12, degree=4, votes_per_pair=4, n_workers=100, seed=0)
+    fit = fit_pilot(study.votes, "jod", n_boot=10)
+    has = np.flatnonzero(fit.worker_votes > 0)
+    heavy = has[:5]
+    counts = np.where(fit.worker_votes > 0, 2, 0)
+    counts[heavy] = 200
+    log_ratio = np.zeros(len(counts))
+    log_ratio[has] = 20.0
+    log_ratio[has[len(has) - int(0.3 * len(has)):]] = -20.0  # the last 30 % careless, every heavy worker careful
+    fit = dataclasses.replace(fit, worker_votes=counts, worker_log_ratio=log_ratio,
+                              honest_posterior=(log_ratio > 0).astype(float))
+    shares = []
+    for seed in range(3):
+        votes, honest = simulate_votes(fit, "random", 20000, seed, with_honest=True)
+        new = votes.worker >= len(fit.votes.worker_ids)
+        shares.append(float(np.mean(~honest[votes.worker[new]])))
+    assert np.mean(shares) == pytest.approx(0.3, abs=0.08)
+
+
 def test_a_pilot_without_repeated_pairs_still_has_a_careless_share():
     """One vote per pair (an active study's warm-up): no two votes to compare on a pair, but 15 votes per worker
     against the fitted scale."""
@@ -111,7 +137,7 @@ def test_a_pilot_without_repeated_pairs_still_has_a_careless_share():
     assert fit.careless_source == "scale" and fit.careless_share_repeats is None
     true_share = float(np.mean(~study.honest_mask))
     assert fit.careless_share == pytest.approx(true_share, abs=0.1)
-    # The simulated crowd resamples the pilot's workers with their own posteriors, whose mean is the share.
+    # The pilot's workers replay its pairs with their own posteriors, whose mean is the share new workers draw from.
     assert 1.0 - fit.honest_posterior[fit.worker_votes > 0].mean() == pytest.approx(fit.careless_share, abs=1e-3)
 
 
@@ -142,17 +168,20 @@ def test_the_forecast_band_holds_what_a_random_design_study_needed():
     assert band["reached"] == 1.0 and set(band["per_set"]) == {"set01", "set02"}
 
 
-def test_the_forecast_of_an_actively_sampled_study_is_within_a_third_of_what_it_needed():
+def test_the_forecast_of_an_actively_sampled_study_holds_what_it_needed():
     """Active sampling forecasts from the fitted model alone (the pilot's pairs were chosen from its own
-    outcomes, see analysis.forecast.forecast); in benchmarks/forecast.py such forecasts came out 2-17 % low
-    (inside their bands), and a band of 6 replicates is itself uncertain, so this checks the error."""
+    outcomes, see analysis.forecast.forecast). This pilot fits 0.38 careless workers where 0.31 were, and the rest
+    of the study happened to get only 23 % careless votes: 3,825 forecast (band 2,787-5,166) for 2,816 needed,
+    +36 %, inside. When new workers took the types of the pilot workers whose vote counts they resample (before
+    they were careless at the drawn share): 3,720, band 2,951-4,614, +32 %, outside."""
     warm = simulate_study(n_sets=2, n_items=25, degree=4, votes_per_pair=1, n_workers=60, seed=5)
     honest = {w: t == "honest" for w, t in zip(warm.worker_ids, warm.worker_type)}
     crowd = known_crowd(warm.votes, warm.truth, warm.item_ids, honest, {w: 50 for w in warm.worker_ids})
     votes = simulate_votes(crowd, "active", 3000, 5)
     actual, band = _replay(votes, "active", 1, len(np.unique(votes.worker)))
     assert np.isfinite(actual)
-    assert abs(band["total"] - actual) <= actual / 3
+    assert band["low"] <= actual <= band["high"]
+    assert abs(band["total"] - actual) <= 0.4 * actual
     assert band["model_only"] == {k: band[k] for k in ("total", "low", "high")}  # no factor applied
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+from analysis.rating_forecast import RATING_REPLICATES
 from server import forecast_jobs, stopping
 from server.models import MTurkHit, Study, StudyStopping
 from server.mturk import PAST
@@ -439,7 +440,7 @@ def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifes
         paradigm, spec = study_paradigm(session, study_id)
         counted = paradigm.precision(session, session.get(Study, study_id), spec).responses
     assert forecast["unit"] == "ratings" and forecast["votes_now"] == counted > 0
-    assert forecast["replicates"] == 20
+    assert forecast["replicates"] == RATING_REPLICATES  # analysis/rating_forecast.py's default, as the CLI's
     still = forecast["votes_still_needed"]
     assert still["low"] <= still["total"] <= still["high"] and still["total"] > 0  # far from 0.3 points
     assert forecast["participants"]["total"] >= 1 and forecast["dollars"]["total"] > 0

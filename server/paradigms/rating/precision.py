@@ -149,9 +149,6 @@ def study_precision(session: Session, study: Study, resolve: tuple[str, ...]) ->
                      note=note)
 
 
-FORECAST_REPLICATES = 20  # simulated studies of the dashboard's forecast (milliseconds each: ratings need no bootstrap)
-
-
 def simulation_forecast(session: Session, study: Study, spec, seconds_prior: float | None = None) -> dict | None:
     """What the study still needs to reach ``[stopping] halfwidth`` by analysis/rating_forecast.py, with the study's
     own ratings (non-pilot, test stimuli: those :func:`study_precision` counts) as its pilot and every test stimulus
@@ -191,7 +188,6 @@ def simulation_forecast(session: Session, study: Study, spec, seconds_prior: flo
         fit = fit_rating_pilot(ratings, stimuli=stimuli, rt_ms=[r.rt_ms for r in rows], confidence=CONFIDENCE)
     except ForecastInputError:
         return None
-    result = forecast_ratings(fit, spec.halfwidth, quantiles=[spec.quantile], replicates=FORECAST_REPLICATES,
-                              seed=study.seed, confidence=CONFIDENCE)
+    result = forecast_ratings(fit, spec.halfwidth, quantiles=[spec.quantile], seed=study.seed, confidence=CONFIDENCE)
     plan = with_study_time(plan, fit, seconds_prior)  # no usable times (none, or a bot's)
     return {**remaining(report(result, plan), fit.n_votes), "sampling": result.sampling, "unit": "ratings"}
