@@ -9,7 +9,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
 
-from server.db import alembic_config, make_engine, upgrade
+from server.db import alembic_config, at_newest_revision, make_engine, sqlite_path, upgrade
 from server.models import Base
 from server.paradigms import all_paradigms, load_models
 
@@ -69,6 +69,27 @@ def test_migrations_build_the_models_schema_and_go_down_and_up_again(database_ur
         assert _revision(engine) == head
         assert _differences(engine) == []
         assert tables <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_a_database_at_the_newest_revision_is_left_alone_and_any_other_is_upgraded(empty_sqlite_url):
+    """upgrade()'s one-query shortcut (every process the app factory starts calls it) answers True only at the
+    newest revision: a missing file (not made by asking), one revision down, and a broken version table all
+    answer False, and upgrade() then migrates."""
+    assert not at_newest_revision(empty_sqlite_url)
+    assert not sqlite_path(empty_sqlite_url).exists()
+    upgrade(empty_sqlite_url)
+    assert at_newest_revision(empty_sqlite_url)
+    command.downgrade(alembic_config(empty_sqlite_url), "-1")
+    assert not at_newest_revision(empty_sqlite_url)
+    upgrade(empty_sqlite_url)
+    assert at_newest_revision(empty_sqlite_url)
+    engine = make_engine(empty_sqlite_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = 'not-a-revision'"))
+        assert not at_newest_revision(empty_sqlite_url)
     finally:
         engine.dispose()
 
