@@ -1,7 +1,7 @@
 """Analysis of crowd judgements: pure numpy/scipy, no Flask.
 
 Thurstone Case V scaling with virtual anchors (:mod:`analysis.thurstone`),
-worker screening (:mod:`analysis.screening`), colluding and machine-perfect workers
+worker screening and soft screening's vote weights (:mod:`analysis.screening`), colluding and machine-perfect workers
 (:mod:`analysis.collusion`), bootstrap intervals
 (:mod:`analysis.bootstrap`), correlations (:mod:`analysis.correlation`),
 across-set rankings and Pareto groups (:mod:`analysis.ranking`), active pair

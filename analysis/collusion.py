@@ -47,7 +47,7 @@ from scipy.special import ndtr
 
 from .formats import Votes
 from .scaling import ScalingOptions, SetDesign, fit_set, set_designs
-from .screening import DEFAULT_LAPSE
+from .screening import DEFAULT_LAPSE, honest_choice_probability
 from .threads import limits_blas_threads
 from .thurstone import information_matrix, vote_derivatives
 
@@ -164,11 +164,6 @@ def benjamini_hochberg(p_values: np.ndarray, level: float) -> np.ndarray:
     if len(passed):
         rejected[order[:passed[-1] + 1]] = True
     return rejected
-
-
-def honest_choice_probability(gap: np.ndarray, lapse: float = DEFAULT_LAPSE) -> np.ndarray:
-    """P(an honest observer picks the first item) for scale gaps ``s_first - s_second`` (z units)."""
-    return lapse / 2 + (1 - lapse) * ndtr(gap)
 
 
 # --------------------------------------------------------------------------- leave-one-worker-out

@@ -76,7 +76,7 @@ from .active import plan_batch
 from .bootstrap import bootstrap_sets
 from .formats import Votes
 from .scaling import ScalingOptions, fit_set, set_designs
-from .screening import screen_workers
+from .screening import careful_posterior, careless_step, screen_workers
 from .threads import limits_blas_threads
 from .thurstone import DisconnectedDesignError, information_matrix
 
@@ -201,7 +201,7 @@ class PilotFit:
             return self.honest_posterior, None, self.mean, self.cov_factor
         has = self.worker_votes > 0
         share = draw_careless_share(self.worker_log_ratio[has], rng)
-        honest = np.where(has, _honest_posterior(self.worker_log_ratio, share), 0.0)
+        honest = np.where(has, careful_posterior(self.worker_log_ratio, share), 0.0)
         fits = [_posterior(d, np.ones(len(d.votes)), 1.0 - honest[self.votes.worker[d.votes]]) for d in self.designs]
         return honest, 1.0 - share, [m for m, _, _ in fits], [f for _, f, _ in fits]
 
@@ -232,8 +232,11 @@ def analysis_options(units: str) -> ScalingOptions:
 
 def halfwidths(votes: Votes, options: ScalingOptions, n_boot: int, confidence: float,
                rng: np.random.Generator, screening=None) -> tuple[list[np.ndarray], object]:
-    """Per set, the interval half-widths ``perceptlab analyze`` would report (automatic screening, worker
-    bootstrap, ``t`` interval), and the screening result."""
+    """Per set, the interval half-widths ``perceptlab analyze --no-soft-screening`` would report (automatic
+    screening, the kept workers' votes unweighted, worker bootstrap, ``t`` interval), and the screening result.
+
+    Not yet ``analyze``'s soft screening (analysis/screening.py), whose intervals on sparse crowds with careless
+    workers are 5-8 % wider: the forecast's measured figures (benchmarks/forecast.py) are of this analysis."""
     if screening is None:
         screening = screen_workers(votes, options, keep="auto", gold_threshold=None)
     kept = screening.kept
@@ -439,7 +442,7 @@ def scale_agreement(votes: Votes, designs: list | None = None, iterations: int =
         fits = [_posterior(d, np.ones(len(d.votes)), c) for d, c in zip(designs, careless)]
         gaps = np.concatenate([_loo_gaps(d, fit, c) for d, fit, c in zip(designs, fits, careless)])
         new, sharpness, log_ratio = _careful_mixture(gaps, worker, has, share, sharpness)
-        honest = _honest_posterior(log_ratio, new)
+        honest = careful_posterior(log_ratio, new)
         converged = abs(new - share) < tolerance
         share = new
         if converged:
@@ -474,8 +477,8 @@ def _careful_mixture(gaps: np.ndarray, worker: np.ndarray, has: np.ndarray, shar
     W = len(has)
     for _ in range(iterations):
         log_ratio = np.bincount(worker, log_ndtr(sharpness * gaps) - np.log(0.5), W)
-        honest = _honest_posterior(log_ratio, share)
-        new = float(np.clip(1.0 - honest[has].mean(), 1e-6, 1 - 1e-6))
+        new, honest = careless_step(log_ratio, share, has)  # the mixture of analysis/screening.py
+        new = float(new)
         weight = honest[worker]
         sharpness = float(minimize_scalar(lambda k: -(weight * log_ndtr(k * gaps)).sum(),
                                           bounds=(1.0 / MAX_SHARPNESS, MAX_SHARPNESS), method="bounded").x)
@@ -484,12 +487,6 @@ def _careful_mixture(gaps: np.ndarray, worker: np.ndarray, has: np.ndarray, shar
         if converged:
             break
     return share, sharpness, np.bincount(worker, log_ndtr(sharpness * gaps) - np.log(0.5), W)
-
-
-def _honest_posterior(log_ratio: np.ndarray, share: float) -> np.ndarray:
-    """Each worker's posterior of being careful, from a careless ``share`` and their likelihood ratios."""
-    share = float(np.clip(share, 1e-6, 1 - 1e-6))
-    return expit(log_ratio + np.log1p(-share) - np.log(share))
 
 
 def draw_careless_share(log_ratio: np.ndarray, rng: np.random.Generator) -> float:

@@ -27,11 +27,12 @@ from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, a
                       json_text, table_csv)
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
 from .scaling import ScalingOptions, fit_set, reported, set_designs, unit_description
-from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, screen_workers
+from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, SoftWeights, screen_workers, soft_weights
 from .sockpuppets import SHORT_LIVED_VOTES, CoordinatedItems, coordinated_identities
 from .threads import limits_blas_threads
 
-WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior", "machine_agreement", "flags")
+WORKERS_EXTRA_COLUMNS = ("gold_accuracy", "gold_failed", "honest_posterior", "vote_weight", "machine_agreement",
+                         "flags")
 # Why a worker is flagged (workers.csv ``flags``, ";"-separated; favours:/disfavours: name an item).
 # Each of the first four, and targeted bias unless kept on request, is also why a worker is not kept.
 FLAG_NO_VOTES = "no_scaling_votes"      # gold or quiz rows only
@@ -57,6 +58,9 @@ class AnalysisOptions:
     bias_test: bool = True          # test kept workers for a bias for or against single items
     exclude_biased: bool = True     # leave workers with a targeted bias out of the scales
     bias_fdr: float = DEFAULT_BIAS_FDR
+    # With the auto rule, weigh each judged worker's votes by its posterior of being careful (analysis/screening.py,
+    # "Soft screening"); off: the kept workers' votes alone, unweighted.
+    soft_screening: bool = True
     # Set aside short-lived identities' votes on items they favour as a group (analysis/sockpuppets.py).
     sockpuppet_test: bool = True
     short_lived_votes: int = SHORT_LIVED_VOTES
@@ -90,6 +94,7 @@ class AnalysisResult:
     reranking: Reranking | None = None
     plot_data: dict = field(default_factory=dict)
     sockpuppets: CoordinatedItems | None = None   # short-lived identities' set-aside votes (analysis/sockpuppets.py)
+    weights: SoftWeights | None = None            # soft screening's weights (analysis/screening.py)
 
 
 @limits_blas_threads
@@ -127,14 +132,19 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
         machine = machine_agreement(votes, gap, item_errors(votes, machine_errors), screening.n_votes > 0,
                                     fdr=options.bias_fdr)
     kept_vote = kept[votes.worker]
-    raws = [fit_set(d, so, weights=kept_vote[d.votes].astype(float), item_ids=votes.item_ids[d.items])
-            for d in designs]
+    # Soft screening: every worker the auto rule judged and no later test excluded, weighted by its posterior.
+    soft = (soft_weights(screening, ~bias.flagged if bias is not None and options.exclude_biased
+                         else np.ones(len(kept), dtype=bool), so, votes, designs)
+            if options.soft_screening and screening.rule == "auto" else None)
+    vote_weight = soft.weight[votes.worker] if soft is not None else kept_vote.astype(float)
+    raws = [fit_set(d, so, weights=vote_weight[d.votes], item_ids=votes.item_ids[d.items],
+                    links=kept_vote[d.votes].astype(float)) for d in designs]
     intervals = None
     if options.n_boot > 0:
         intervals = bootstrap_sets(designs, raws, so, votes.worker, kept, n_boot=options.n_boot,
                                    unit=options.bootstrap_unit, confidence=options.confidence,
                                    seed=options.seed, progress=options.progress, method=options.interval_method,
-                                   also_units=options.also_units)
+                                   also_units=options.also_units, soft=soft)
     also = {unit: replace(so, units=unit) for unit in options.also_units}
     scales, set_scales, plot_sets, proportions = [], {}, [], []
     for k, (design, raw) in enumerate(zip(designs, raws)):
@@ -174,13 +184,17 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     reranking = rerank(overall, objective, objective_lower_is_better, n_boot=max(options.n_boot, 100),
                        confidence=options.confidence, seed=options.seed) if objective else None
     flags = worker_flags(screening, kept, bias, machine, sock)
-    workers = _worker_records(votes, screening, kept, machine, flags)
+    weight = soft.weight if soft is not None else kept.astype(float)
+    workers = _worker_records(votes, screening, kept, machine, flags, weight)
     summary = _summary(votes, options, screening, kept, bias, machine, flags, designs, scales, reranking,
                        time.perf_counter() - started)
     summary["counts"]["votes"] = len(all_votes)
     summary["sockpuppets"] = sock.summary() if sock is not None else None
+    summary["weighting"] = (soft.summary(kept) if soft is not None else
+                            {"method": "hard screening: the kept workers' votes, each of weight 1"})
     return AnalysisResult(scales, overall, workers, summary, screening, kept, bias, machine, pareto, reranking,
-                          {"sets": plot_sets, "proportions": np.concatenate(proportions)}, sockpuppets=sock)
+                          {"sets": plot_sets, "proportions": np.concatenate(proportions)}, sockpuppets=sock,
+                          weights=soft)
 
 
 def _also_record(unit: str, values: np.ndarray, intervals, j: int) -> dict[str, float]:
@@ -201,7 +215,7 @@ def interval_description(options: AnalysisOptions) -> dict | None:
 # What summary.json ``intervals`` adds to :func:`interval_description`: the estimand and when an interval is blank.
 INTERVAL_ESTIMAND = {
     "estimand": "the scale of the set's items an honest observer's choices follow (Thurstone Case V, or its "
-                "anchored or JOD rescaling), as the kept workers' votes give it",
+                "anchored or JOD rescaling), as the screened votes give it (weighted as `weighting` says)",
     "blank_when": "fewer than 2 kept workers voted on a pair holding the item, or the resamples do not spread "
                   "(ci_reason says which)"}
 
@@ -238,12 +252,13 @@ def worker_flags(screening: ScreeningResult, kept: np.ndarray, bias: TargetedBia
 
 
 def _worker_records(votes: Votes, screening: ScreeningResult, kept: np.ndarray, machine: MachineAgreement | None,
-                    flags: list[list[str]]) -> list[dict]:
+                    flags: list[list[str]], weight: np.ndarray) -> list[dict]:
     posterior = screening.honest_posterior
     return [{"worker_id": str(w), "n_votes": int(screening.n_votes[k]), "tpr": float(screening.tpr[k]),
              "kept": int(kept[k]), "gold_accuracy": float(screening.gold_accuracy[k]),
              "gold_failed": int(screening.gold_failed[k]),
              "honest_posterior": float(posterior[k]) if posterior is not None else float("nan"),
+             "vote_weight": float(weight[k]) if screening.n_votes[k] > 0 else float("nan"),
              "machine_agreement": float(machine.agreement[k]) if machine is not None else float("nan"),
              "flags": ";".join(flags[k])}
             for k, w in enumerate(votes.worker_ids)]
@@ -278,6 +293,7 @@ def _summary(votes, options, screening, kept, bias, machine, flags, designs, sca
                        "interval_method": options.interval_method, "seed": options.seed,
                        "bias_test": options.bias_test, "exclude_biased": options.exclude_biased,
                        "bias_fdr": options.bias_fdr, "machine_errors": machine is not None,
+                       "soft_screening": options.soft_screening,
                        "sockpuppet_test": options.sockpuppet_test, "short_lived_votes": options.short_lived_votes},
         "intervals": ({**interval_description(options), **INTERVAL_ESTIMAND} if options.n_boot > 0 else None),
         "unit": so.unit,

@@ -13,8 +13,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .formats import Votes
-from .thurstone import (DEFAULT_PRIOR_STRENGTH, JOD_PER_Z, add_anchors, check_connected, index_pairs,
-                        rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch)
+from .thurstone import (DEFAULT_PRIOR_STRENGTH, DENSE_LIMIT, JOD_PER_Z, add_anchors, check_connected, index_pairs,
+                        rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch,
+                        thurstone_mle_linearised)
 
 UNITS = ("anchored", "jod", "z")
 """Units of reported scales: see :func:`reported` and :func:`unit_description`."""
@@ -152,16 +153,19 @@ def _prepare(design: SetDesign, wins: np.ndarray, options: ScalingOptions, check
 
 
 def fit_set(design: SetDesign, options: ScalingOptions, weights: np.ndarray | None = None,
-            init: np.ndarray | None = None, item_ids=None) -> np.ndarray:
+            init: np.ndarray | None = None, item_ids=None, links: np.ndarray | None = None) -> np.ndarray:
     """Raw scale of one set (z units), anchors appended last when ``options.anchors``.
 
     ``weights`` are per-vote multiplicities (0 drops a vote). Checks the
-    comparison graph of the votes with positive weight unless disconnected
-    designs are allowed.
+    comparison graph of the votes with positive weight (of ``links``, per-vote,
+    when given: soft screening checks the kept workers' votes, not every vote
+    of small weight) unless disconnected designs are allowed.
     """
     if len(design.votes) == 0:
         raise ValueError(f"set {design.set_id!r} has no votes to scale")
-    pairs, wins, n = _prepare(design, design.wins(weights), options, check=True, item_ids=item_ids)
+    if links is not None and not options.allow_disconnected:
+        _prepare(design, design.wins(links), options, check=True, item_ids=item_ids)
+    pairs, wins, n = _prepare(design, design.wins(weights), options, check=links is None, item_ids=item_ids)
     if options.method == "mle":
         return thurstone_mle(pairs, wins, n, options.prior_strength, init=init)
     ridge = options.prior_strength if options.allow_disconnected else 0.0
@@ -182,6 +186,18 @@ def fit_set_batch(design: SetDesign, options: ScalingOptions, wins: np.ndarray,
     ridge = options.prior_strength
     return np.stack([thurstone_ls(pairs, wins[b], n, options.correction, ridge=ridge if
                                   options.allow_disconnected else 0.0) for b in range(len(wins))])
+
+
+def fit_set_linearised(design: SetDesign, options: ScalingOptions, at: np.ndarray, reference: np.ndarray):
+    """A function of a (B, P, 2) batch of win counts giving their raw scales to first order around ``at``, the
+    raw fit of the ``reference`` counts ((P, 2)): one Newton step each (:func:`~analysis.thurstone.thurstone_mle_linearised`)
+    for the MLE of sets up to :data:`~analysis.thurstone.DENSE_LIMIT` items; otherwise the exact fits of
+    :func:`fit_set_batch`, warm-started at ``at``."""
+    pairs, reference, n = _prepare(design, reference, options, check=False)
+    if options.method == "mle" and n <= DENSE_LIMIT:
+        solve = thurstone_mle_linearised(pairs, n, at, reference, options.prior_strength)
+        return lambda wins: solve(_prepare(design, wins, options, check=False)[1])
+    return lambda wins: fit_set_batch(design, options, wins, init=at)
 
 
 def reported(raw: np.ndarray, design: SetDesign, options: ScalingOptions) -> np.ndarray:

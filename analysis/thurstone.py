@@ -440,6 +440,37 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     return s
 
 
+def thurstone_mle_linearised(pairs: np.ndarray, n_items: int, at: np.ndarray, reference: np.ndarray,
+                             prior_strength: float = DEFAULT_PRIOR_STRENGTH):
+    """The MLE of count vectors near ``reference`` linearised around its MLE ``at``: a function of a ``(B, P, 2)``
+    batch of win counts returning ``(B, n_items)``, one Newton step from ``at`` each, with the Hessian of the
+    ``reference`` counts (``(P, 2)``), factorised once.
+
+    A resample's exact MLE differs from this by the square of its distance from ``at``. It serves where only a
+    resample's first-order deviation matters and a full fit would double the bootstrap's cost (soft screening's
+    re-estimated weights, :mod:`analysis.bootstrap`). Dense designs only (up to :data:`DENSE_LIMIT` items).
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    at = np.asarray(at, dtype=float)
+    reference = np.asarray(reference, dtype=float).reshape(-1, 2)
+    if n_items > DENSE_LIMIT:
+        raise ValueError(f"the linearised MLE is for dense designs (up to {DENSE_LIMIT} items), got {n_items}")
+    diff = at[pairs[:, 0]] - at[pairs[:, 1]]
+    log_pos, log_neg = _log_ndtr_pair(diff)
+    log_pdf = -0.5 * diff * diff - _LOG_SQRT_2PI
+    first, second = -np.exp(log_pdf - log_pos), np.exp(log_pdf - log_neg)  # d(-log P)/d(diff) of one win each
+    _, curv = _pair_derivatives(diff, reference[:, 0], reference[:, 1], log_pos, log_neg)
+    factor = scipy.linalg.cho_factor(_hessian(pairs, curv, n_items, prior_strength, dense=True))
+    inc = _incidence(pairs, n_items)
+
+    def solve(wins: np.ndarray) -> np.ndarray:
+        wins = np.asarray(wins, dtype=float)
+        g_pair = wins[..., 0] * first + wins[..., 1] * second              # (B, P)
+        grad = (inc.T @ g_pair.T) + prior_strength * at[:, None]            # (n, B)
+        return (at[:, None] - scipy.linalg.cho_solve(factor, grad)).T
+    return solve
+
+
 def _pcg_newton_step(grad: np.ndarray, curv: np.ndarray, inc: sp.csr_matrix, inc_t: sp.csr_matrix,
                      precond: np.ndarray, ridge: float, rtol: float | np.ndarray = 1e-6,
                      max_iter: int = 100) -> np.ndarray:

@@ -58,6 +58,13 @@ leave-one-out solves grow with the data: 0.15 / 0.43 / 1.78 CPU s at 2,000 / 6,0
 
 Left as they are: the plots (about a quarter of the large run, mostly matplotlib and the PDF fonts' subsetting)
 and the imports (about 0.6 CPU s of every run, scipy.special most of it).
+
+Soft screening (issue 37 items 1-2: analysis/screening.py weighs every judged worker's votes, and the bootstrap
+re-estimates the weights in each resample), two runs of ``--before`` (HEAD before it, ``git archive``)
+``--skip-peers`` at load average 3.4-3.8 on 2 cores: large 10.01 / 10.41 -> 10.02 / 10.15 CPU s (one EM step: its
+posteriors are 0 or 1, so no further fit), StudyMB-sized 6.65 / 6.30 -> 6.88 / 6.65 CPU s (the second step's fit
+and each resample's linearised steps). Exact refits of each step's scale in every resample took the StudyMB-sized
+bootstrap from about 4.5 to 8.0 CPU s, which the linearisation avoids.
 """
 from __future__ import annotations
 

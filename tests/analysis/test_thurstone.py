@@ -4,7 +4,8 @@ from scipy.special import ndtri
 
 from analysis.correlation import srocc
 from analysis.thurstone import (DisconnectedDesignError, add_anchors, aggregate_pairs, check_connected,
-                                rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch)
+                                rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch,
+                                thurstone_mle_linearised)
 from stimuli.designs import full_design, random_regular_design
 from tests.conftest import thurstone_counts
 
@@ -124,6 +125,24 @@ def test_batch_mle_reaches_each_worker_resamples_optimum(rng):
     alone = np.stack([thurstone_mle(anchored, b, n + 2, init=init, tol=1e-12) for b in batch])
     assert np.abs(alone - init).max() > 0.3  # the resamples' optima are far from the warm start
     assert np.abs(together - alone).max() < 1e-6
+
+
+def test_the_linearised_mle_of_resamples_errs_by_the_square_of_their_deviation(rng):
+    # Soft screening's bootstrap takes each resample's scale to first order around the full data's MLE
+    # (analysis/bootstrap.py): its error is second order, a share of the deviation that shrinks with it.
+    n = 40
+    truth = rng.normal(0, 0.5, n)
+    pairs = random_regular_design(n, 6, rng)
+    full = thurstone_counts(truth, pairs, 20, rng)
+    at = thurstone_mle(pairs, full, n)
+    linearised = thurstone_mle_linearised(pairs, n, at, full)
+    assert np.allclose(linearised(full[None]), at, atol=1e-6)  # at the optimum itself
+    for size, most in ((1.0, 0.25), (0.1, 0.05)):
+        batch = np.stack([full + size * (rng.poisson(full) - full) for _ in range(8)])
+        exact = np.stack([thurstone_mle(pairs, b, n, init=at, tol=1e-12) for b in batch])
+        deviation = np.sqrt(((exact - at) ** 2).mean(axis=1))
+        error = np.sqrt(((linearised(batch) - exact) ** 2).mean(axis=1))
+        assert np.all(error < most * deviation), (size, error / deviation)
 
 
 def ndtr_gap(truth, pair_items):

@@ -132,6 +132,9 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
               help="Keep workers whose votes favour or disfavour one item (flagged in workers.csv, excluded by "
                    "default).")
 @click.option("--no-bias-test", is_flag=True, help="Do not test workers for a bias for or against single items.")
+@click.option("--no-soft-screening", is_flag=True,
+              help="With --keep auto, scale the kept workers' votes alone, unweighted (by default every judged "
+                   "worker's votes weigh its posterior of being careful: workers.csv, column vote_weight).")
 @click.option("--no-sockpuppet-test", is_flag=True,
               help="Do not set aside the votes of short-lived identities on items they favour or disfavour as a "
                    "group (sock puppets).")
@@ -148,8 +151,8 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
-                    objective_column, higher_is_better, seed, keep_biased, no_bias_test, no_sockpuppet_test,
-                    short_lived_votes, bias_fdr, machine_errors, workers_csv, no_plots):
+                    objective_column, higher_is_better, seed, keep_biased, no_bias_test, no_soft_screening,
+                    no_sockpuppet_test, short_lived_votes, bias_fdr, machine_errors, workers_csv, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
     from analysis.pipeline import AnalysisOptions, analyze, write_results
@@ -174,6 +177,7 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
             keep=keep, min_tpr=min_tpr, gold_threshold=None if no_gold else gold_accuracy, n_boot=n_boot,
             bootstrap_unit=bootstrap_unit, confidence=confidence, interval_method=interval_method, seed=seed,
             bias_test=not no_bias_test, exclude_biased=not keep_biased, bias_fdr=bias_fdr,
+            soft_screening=not no_soft_screening,
             sockpuppet_test=not no_sockpuppet_test, short_lived_votes=short_lived_votes)
         result = analyze(votes, options, objective_values, objective_lower_is_better=not higher_is_better,
                          machine_errors=errors, fingerprints=fingerprints)
@@ -187,6 +191,12 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
                f"screening ({s['rule']}): kept {w['kept']} workers, "
                f"{100 * w['kept_vote_fraction']:.1f}% of votes, threshold TPR {s['threshold_tpr']:.4f}, "
                f"{s['iterations']} iteration(s){'' if s['converged'] else ' (did not converge)'}")
+    weighting = result.summary["weighting"]
+    if weighting.get("em_steps"):
+        kept_weight, other_weight = weighting["mean_weight_kept"], weighting["mean_weight_not_kept"]
+        click.echo(f"soft screening: {weighting['judged_workers']} judged workers' votes weighted by their posterior of "
+                   f"being careful (mean {'-' if kept_weight is None else f'{kept_weight:.2f}'} kept, "
+                   f"{'-' if other_weight is None else f'{other_weight:.2f}'} screened out; workers.csv vote_weight)")
     click.echo(f"scales in {result.summary['units']}")
     flagged = w["flagged"]
     notes = [f"{flagged[k]} {label}" for k, label in (("no_scaling_votes", "without scaling votes"),
