@@ -76,7 +76,7 @@ from .active import plan_batch
 from .bootstrap import bootstrap_sets
 from .formats import Votes
 from .scaling import ScalingOptions, fit_set, set_designs
-from .screening import careful_posterior, careless_step, screen_workers
+from .screening import careful_posterior, careless_step, scale_weights, screen_workers
 from .threads import limits_blas_threads
 from .thurstone import DisconnectedDesignError, information_matrix
 
@@ -232,18 +232,18 @@ def analysis_options(units: str) -> ScalingOptions:
 
 def halfwidths(votes: Votes, options: ScalingOptions, n_boot: int, confidence: float,
                rng: np.random.Generator, screening=None) -> tuple[list[np.ndarray], object]:
-    """Per set, the interval half-widths ``perceptlab analyze --no-soft-screening`` would report (automatic
-    screening, the kept workers' votes unweighted, worker bootstrap, ``t`` interval), and the screening result.
-
-    Not yet ``analyze``'s soft screening (analysis/screening.py), whose intervals on sparse crowds with careless
-    workers are 5-8 % wider: the forecast's measured figures (benchmarks/forecast.py) are of this analysis."""
+    """Per set, the interval half-widths ``perceptlab analyze`` would report (automatic screening, soft
+    screening's weights, worker bootstrap, ``t`` interval), and the screening result: the precision that
+    ``[stopping]`` and ``results`` measure (one weighting, :func:`analysis.screening.scale_weights`)."""
     if screening is None:
         screening = screen_workers(votes, options, keep="auto", gold_threshold=None)
     kept = screening.kept
     designs = set_designs(votes)
-    raws = [fit_set(d, options, weights=kept[votes.worker[d.votes]].astype(float)) for d in designs]
+    weight, soft = scale_weights(screening, np.ones(len(kept), dtype=bool), options, votes, designs)
+    raws = [fit_set(d, options, weights=weight[votes.worker[d.votes]], links=kept[votes.worker[d.votes]].astype(float))
+            for d in designs]
     intervals = bootstrap_sets(designs, raws, options, votes.worker, kept, n_boot=n_boot, confidence=confidence,
-                               seed=rng, progress=False)
+                               seed=rng, progress=False, soft=soft)
     return [(iv.scale_high - iv.scale_low) / 2.0 for iv in intervals], screening
 
 

@@ -27,7 +27,7 @@ from .formats import (OVERALL_COLUMNS, SCALES_COLUMNS, WORKERS_COLUMNS, Votes, a
                       json_text, table_csv)
 from .ranking import Reranking, overall_scores, pareto_groups, rerank
 from .scaling import ScalingOptions, fit_set, reported, set_designs, unit_description
-from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, SoftWeights, screen_workers, soft_weights
+from .screening import DEFAULT_GOLD_ACCURACY, ScreeningResult, SoftWeights, scale_weights, screen_workers
 from .sockpuppets import SHORT_LIVED_VOTES, CoordinatedItems, coordinated_identities
 from .threads import limits_blas_threads
 
@@ -133,10 +133,9 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
                                     fdr=options.bias_fdr)
     kept_vote = kept[votes.worker]
     # Soft screening: every worker the auto rule judged and no later test excluded, weighted by its posterior.
-    soft = (soft_weights(screening, ~bias.flagged if bias is not None and options.exclude_biased
-                         else np.ones(len(kept), dtype=bool), so, votes, designs)
-            if options.soft_screening and screening.rule == "auto" else None)
-    vote_weight = soft.weight[votes.worker] if soft is not None else kept_vote.astype(float)
+    judged = ~bias.flagged if bias is not None and options.exclude_biased else np.ones(len(kept), dtype=bool)
+    weight, soft = scale_weights(screening, judged, so, votes, designs, soft=options.soft_screening)
+    vote_weight = weight[votes.worker]
     raws = [fit_set(d, so, weights=vote_weight[d.votes], item_ids=votes.item_ids[d.items],
                     links=kept_vote[d.votes].astype(float)) for d in designs]
     intervals = None
@@ -184,7 +183,6 @@ def analyze(votes: Votes, options: AnalysisOptions = AnalysisOptions(),
     reranking = rerank(overall, objective, objective_lower_is_better, n_boot=max(options.n_boot, 100),
                        confidence=options.confidence, seed=options.seed) if objective else None
     flags = worker_flags(screening, kept, bias, machine, sock)
-    weight = soft.weight if soft is not None else kept.astype(float)
     workers = _worker_records(votes, screening, kept, machine, flags, weight)
     summary = _summary(votes, options, screening, kept, bias, machine, flags, designs, scales, reranking,
                        time.perf_counter() - started)

@@ -287,6 +287,19 @@ def soft_weights(screening: "ScreeningResult", judged: np.ndarray, options: Scal
     return SoftWeights(weight, judged, tuple(stages), careless, screening.lapse, fit_options)
 
 
+def scale_weights(screening: "ScreeningResult", judged: np.ndarray, options: ScalingOptions, votes: Votes,
+                  designs: list, soft: bool = True) -> tuple[np.ndarray, SoftWeights | None]:
+    """The weight of each worker's votes in the scales, and soft screening's state for the bootstrap (None
+    without it): with ``soft`` and the auto rule, the ``judged`` workers' posteriors of being careful
+    (:func:`soft_weights`); otherwise 1 for the kept ``judged`` workers and 0 for the rest. ``perceptlab analyze``
+    and the forecast's interval widths (analysis/forecast.py) both weigh votes here, so that ``[stopping]``, the
+    forecast and ``results`` measure one precision."""
+    if soft and screening.rule == "auto":
+        weights = soft_weights(screening, judged, options, votes, designs)
+        return weights.weight, weights
+    return (screening.kept & np.asarray(judged, dtype=bool)).astype(float), None
+
+
 def _screening_fit_options(options: ScalingOptions) -> ScalingOptions:
     """How screening fits: no anchors (TPR needs each set's order, the auto rule z units), and the ridge keeps a
     set that lost its links when workers were dropped finite."""
