@@ -111,11 +111,19 @@ def database_exists(url: str) -> bool:
         return True  # in memory
     from sqlalchemy import inspect
 
-    connect_args = {} if path is not None else {"connect_timeout": CONNECT_TIMEOUT_S}
+    with _one_connection(url) as connection:
+        return inspect(connection).has_table("alembic_version")
+
+
+@contextmanager
+def _one_connection(url: str) -> Iterator[Any]:
+    """One connection on an engine of its own, disposed of after the block: for the checks made before (or
+    without) the app's engine. A server out of reach fails after CONNECT_TIMEOUT_S."""
+    connect_args = {} if url.startswith("sqlite") else {"connect_timeout": CONNECT_TIMEOUT_S}
     engine = create_engine(normalise_url(url), poolclass=NullPool, connect_args=connect_args)
     try:
         with engine.connect() as connection:
-            return inspect(connection).has_table("alembic_version")
+            yield connection
     finally:
         engine.dispose()
 
@@ -330,15 +338,11 @@ def at_newest_revision(url: str) -> bool:
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         return False
-    connect_args = {} if path is not None else {"connect_timeout": CONNECT_TIMEOUT_S}
-    engine = create_engine(normalise_url(url), poolclass=NullPool, connect_args=connect_args)
     try:
-        with engine.connect() as connection:
+        with _one_connection(url) as connection:
             stored = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all()
     except exc.DBAPIError:
         return False
-    finally:
-        engine.dispose()
     return frozenset(stored) == _migration_heads()
 
 

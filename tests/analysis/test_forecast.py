@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analysis.formats import build_votes, json_text
-from analysis.forecast import (Forecast, ForecastInputError, StudyPlan, analysis_options, careless_share, costs,
+from analysis.forecast import (Forecast, ForecastInputError, StudyPlan, careless_share, costs,
                                draw_careless_share, fit_pilot, forecast, known_crowd, report,
                                scale_agreement, seconds_per_trial, simulate_votes, votes_needed_by_study)
 from analysis.simulate import simulate_study
