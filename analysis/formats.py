@@ -49,8 +49,8 @@ class Votes:
     item_a: np.ndarray        # (V,) global item index
     item_b: np.ndarray        # (V,)
     a_won: np.ndarray         # (V,) bool
-    is_gold: np.ndarray       # (V,) bool
-    gold_correct: np.ndarray  # (V,) bool, True where a gold row was answered as expected
+    is_gold: np.ndarray       # (V,) bool: a check only, left out of the scales
+    gold_correct: np.ndarray  # (V,) bool, True where a check (:attr:`is_check`) was answered as expected
     worker_ids: np.ndarray    # (W,) str
     set_ids: np.ndarray       # (S,) str
     item_set: np.ndarray      # (I,) set index of each global item
@@ -76,6 +76,15 @@ class Votes:
     @property
     def has_gold_answers(self) -> bool:
         return "gold_winner" in self.extra
+
+    @property
+    def is_check(self) -> np.ndarray:
+        """(V,) bool: the rows with a known answer, which gold screening scores: the gold rows, and the real votes
+        with a ``gold_winner`` (a design pair shown as a gold trial: a vote of that pair, which the scales use
+        like any other, and a check of its worker)."""
+        if "gold_winner" not in self.extra:
+            return self.is_gold
+        return self.is_gold | (self.extra["gold_winner"] != "")
 
     def set_slice(self, s: int) -> slice:
         """Global item indices of set ``s``."""
@@ -167,13 +176,15 @@ def build_votes(worker_id, set_id, item_a, item_b, winner, *, is_gold=None, gold
     if gold_winner is not None:
         gw = _text_column(gold_winner)
         extra["gold_winner"] = gw.astype(str)
-        rows = np.flatnonzero(gold)
+        # Every gold row is a check; so is a real vote with a gold_winner (still scaled: Votes.is_check).
+        checks = gold | (extra["gold_winner"] != "")
+        rows = np.flatnonzero(checks)
         wrong = rows[(gw[rows] != cols["item_a"][rows]) & (gw[rows] != cols["item_b"][rows])]
         if wrong.size:
             k = wrong[0]
             raise VotesFormatError(path, int(line[k]), f"gold_winner {_text(gw[k])!r} is neither item_a "
                                    f"{_text(cols['item_a'][k])!r} nor item_b {_text(cols['item_b'][k])!r}")
-        gold_correct = gold & (gw == cols["winner"])
+        gold_correct = checks & (gw == cols["winner"])
     return Votes(worker=worker_index.astype(np.int64), item_a=item_index[:n].astype(np.int64),
                  item_b=item_index[n:].astype(np.int64), a_won=a_won, is_gold=gold,
                  gold_correct=gold_correct, worker_ids=workers.astype(object), set_ids=set_ids.astype(object),

@@ -299,7 +299,8 @@ def _summary(votes, options, screening, kept, bias, machine, flags, designs, sca
         "anchors": ({"votes_per_item_per_anchor": so.anchor_votes,
                      "items_outside_0_1": (int(((values < 0) | (values > 1)).sum()) if so.unit == "anchored"
                                            else None)} if so.anchors else None),
-        "counts": {"votes": len(votes), "gold_votes": int(votes.is_gold.sum()), "sets": len(designs),
+        "counts": {"votes": len(votes), "gold_votes": int(votes.is_gold.sum()), "checks": int(votes.is_check.sum()),
+                   "sets": len(designs),
                    "items": int(sum(d.n_items for d in designs)), "workers": len(votes.worker_ids),
                    "pairs": int(sum(len(d.pairs) for d in designs))},
         "screening": screening.summary(),

@@ -123,10 +123,13 @@ class ScreeningResult:
 
 
 def gold_accuracy(votes: Votes) -> np.ndarray:
-    """Per-worker accuracy on gold rows (NaN for workers who answered none)."""
+    """Per-worker accuracy on the checks (NaN for workers who answered none): the gold rows and the real votes
+    with a known answer (:attr:`~analysis.formats.Votes.is_check`: a design pair shown as gold, whose vote the
+    scales use too)."""
     W = len(votes.worker_ids)
-    answered = np.bincount(votes.worker[votes.is_gold], minlength=W).astype(float)
-    correct = np.bincount(votes.worker[votes.is_gold], weights=votes.gold_correct[votes.is_gold], minlength=W)
+    checks = votes.is_check
+    answered = np.bincount(votes.worker[checks], minlength=W).astype(float)
+    correct = np.bincount(votes.worker[checks], weights=votes.gold_correct[checks], minlength=W)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(answered > 0, correct / answered, np.nan)
 

@@ -28,6 +28,27 @@ def test_reads_quoted_ids_and_optional_columns(tmp_path):
     assert v.line.tolist() == [2, 3]
 
 
+def test_a_vote_with_a_gold_winner_is_a_check_and_still_a_vote(tmp_path):
+    """A perceptlab study's gold trial of a design pair: ``is_gold`` 0 (a vote of the pair, scaled) with a
+    ``gold_winner`` (its known answer, which gold screening scores); a gold_winner that is neither item is
+    refused on such a row as on a gold row."""
+    path = write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,is_gold,gold_winner\n'
+                 'w1,s,a,b,a,0,\nw1,s,b,c,c,0,b\nw2,s,b,c,b,0,b\nw2,s,x,y,x,1,x\n')
+    v = read_votes(path)
+    assert v.is_gold.tolist() == [False, False, False, True]
+    assert v.is_check.tolist() == [False, True, True, True]
+    assert v.gold_correct.tolist() == [False, False, True, True]
+    write_votes(tmp_path / "again.csv", v)
+    assert (tmp_path / "again.csv").read_text() == path.read_text()
+    with pytest.raises(VotesFormatError, match="line 3: gold_winner 'z' is neither item_a 'b' nor item_b 'c'"):
+        read_votes(write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,is_gold,gold_winner\n'
+                         'w1,s,a,b,a,0,\nw1,s,b,c,c,0,z\n', "bad.csv"))
+    # Without a gold_winner column nothing but the gold rows is a check.
+    plain = read_votes(write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,is_gold\nw,s,a,b,a,0\nw,s,a,b,b,1\n',
+                             "plain.csv"))
+    assert plain.is_check.tolist() == [False, True]
+
+
 def test_votes_round_trip(tmp_path):
     path = write(tmp_path, 'worker_id,set_id,item_a,item_b,winner,position_a,trial_id,is_gold,gold_winner\n'
                  'w1,s1,a,b,a,left,t1,0,\nw2,s1,b,c,c,right,t2,1,c\nw1,s2,a,"b,2","b,2",left,t3,0,\n')

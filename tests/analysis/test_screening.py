@@ -79,3 +79,19 @@ def test_gold_screening_excludes_workers_below_threshold(study):
     assert result.gold_failed[first] and not result.kept[first]
     assert result.gold_failed.sum() == 1
     assert np.isnan(accuracy).sum() == len(gold.worker_ids) - 10
+
+
+def test_checks_on_real_votes_are_scored_and_still_scaled(study):
+    """A gold trial of a design pair is a real vote with a ``gold_winner``: gold screening scores it, and the
+    scaling keeps it (it is not an ``is_gold`` row)."""
+    v = study.votes
+    first = v.worker == 0
+    # Worker 0's votes become checks whose known answer is always the loser: 0 % accuracy.
+    known = np.where(first, v.item_ids[v.loser], "")
+    checked = build_votes(v.worker_ids[v.worker], v.set_ids[v.vote_set], v.item_ids[v.item_a], v.item_ids[v.item_b],
+                          v.item_ids[v.winner], is_gold=np.zeros(len(v), bool), gold_winner=known)
+    accuracy = gold_accuracy(checked)
+    assert accuracy[0] == 0.0 and np.isnan(accuracy[1:]).all()
+    result = screen_workers(checked, ScalingOptions(), keep="none", gold_threshold=0.7)
+    assert result.gold_failed.tolist() == [True] + [False] * (len(v.worker_ids) - 1)
+    assert result.n_votes[0] == first.sum()  # its votes are scaling votes: counted as such, not dropped as gold
