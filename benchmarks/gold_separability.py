@@ -130,7 +130,7 @@ def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -
 
     def side(trial_id: int) -> str:
         with services.sessions() as session:
-            row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
+            row = session.execute(select(Trial.left_is_a, Trial.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
                                   .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == trial_id)).one()
         return "left" if not row.is_gold or (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
 

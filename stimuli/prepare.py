@@ -19,7 +19,9 @@ whose ID is its file stem. In memory, pass a :class:`SceneImages`.
 
 Gold (check) pairs are pairs of the scene's own candidates (:func:`stimuli.gold.eligible_gold_pairs`,
 :func:`stimuli.gold.choose_gold_pairs`): the manifest's ``gold`` entries name the candidates'
-files, so a gold trial shows exactly the files real trials show. Only a scene with no candidate
+files, so a gold trial shows exactly the files real trials show. They are taken inside the pair
+design first (the server shows a design pair's gold trials as votes of that pair, so that gold pairs
+recur across workers as real pairs do), outside it when too few design pairs qualify. Only a scene with no candidate
 pair plain enough for gold falls back to images made of its candidates' errors
 (:func:`stimuli.gold.make_gold_pairs`), written like candidates::
 
@@ -354,13 +356,20 @@ def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParame
                                    min_difference=params.gold_min_difference * grey_level, agreeing=structure)
     if eligible:
         design = [frozenset(p) for p in manifest["design"]["pairs"]]
-        # Outside the design when enough qualify: a gold pair that is also a design pair is shown as real
-        # trials and as gold, so it recurs across workers more than any real pair (issue 38: AUC 0.79 over
-        # 6 workers of the demo).
-        outside = [p for p in eligible if frozenset((p.better, p.worse)) not in set(design)]
-        pool = outside if len(outside) >= params.gold_pairs else eligible
-        chosen = choose_gold_pairs(pool, _pair_statistics(folder, manifest, pool), design, params.gold_pairs,
-                                   seed=params.seed)
+        # Inside the design first: the server shows a design pair's gold trials as trials of that pair (its
+        # votes, counted toward its target and scaled), so they recur across workers exactly as its real
+        # trials do, while a pair outside the design is shown only as gold, at the gold rate (issue 38:
+        # recurrence AUC 0.631 on the demo with gold outside the design), and adds an edge to the pair graph.
+        in_design = set(design)
+        inside = [p for p in eligible if frozenset((p.better, p.worse)) in in_design]
+        outside = [p for p in eligible if frozenset((p.better, p.worse)) not in in_design]
+        statistics = _pair_statistics(folder, manifest, eligible)
+        chosen = choose_gold_pairs(inside, statistics, design, params.gold_pairs, seed=params.seed)
+        if len(chosen) < params.gold_pairs:
+            chosen += choose_gold_pairs(outside, statistics, design, params.gold_pairs - len(chosen),
+                                        seed=params.seed)
+        order = {id(p): k for k, p in enumerate(eligible)}
+        chosen.sort(key=lambda p: order[id(p)])
         entries = [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
         sides = manifest["candidates"]
     else:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 
 from server.models import Worker
-from server.paradigms.paired.models import Pair, Trial
+from server.paradigms.paired.models import Trial
 from server.services import app_services
 
 from .api_support import SpecClient
@@ -48,7 +48,7 @@ def work(worker: WorkerClient, pages: int | None = None, choose=None) -> dict:
 def real_pairs_of(app, **where) -> list[int]:
     """Pair IDs of the real (not gold) trials matching ``where`` (Trial columns)."""
     with _session(app) as session:
-        query = select(Trial.pair_id).join(Pair, Trial.pair_id == Pair.id).where(~Pair.is_gold)
+        query = select(Trial.pair_id).where(~Trial.is_gold)
         for column, value in where.items():
             query = query.where(getattr(Trial, column) == value)
         return list(session.scalars(query.order_by(Trial.id)))

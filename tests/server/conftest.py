@@ -331,9 +331,9 @@ def gold_side(app, trial: dict) -> str | None:
     from server.paradigms.paired.models import Pair, Trial
 
     with app_services(app).sessions() as session:
-        row = session.execute(select(Trial.left_is_a, Pair.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
+        row = session.execute(select(Trial.left_is_a, Trial.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
                               .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == int(trial["trial_id"]))).one()
-    if not row.is_gold:
+    if not row.is_gold:  # the trial's flag: a design pair chosen as gold is also shown as a real trial
         return None
     return "left" if (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
 
@@ -347,8 +347,10 @@ def held_count_problems(app) -> list[str]:
     from server.paradigms.paired.models import Pair, Trial
 
     with app_services(app).sessions() as session:
+        # A real pair's gold trials are held too (a design pair chosen as gold); a gold-only pair's never.
         held = dict(session.execute(select(Trial.pair_id, func.count()).join(Page, Trial.page_id == Page.id)
-                                    .where(Page.held, ~Trial.answered, ~Trial.is_gold).group_by(Trial.pair_id)).all())
+                                    .join(Pair, Trial.pair_id == Pair.id)
+                                    .where(Page.held, ~Trial.answered, ~Pair.is_gold).group_by(Trial.pair_id)).all())
         return [f"pair {pair_id}: n_held {n_held}, {held.get(pair_id, 0)} unanswered trials on held pages"
                 for pair_id, n_held in session.execute(select(Pair.id, Pair.n_held)).all()
                 if n_held != held.get(pair_id, 0)]

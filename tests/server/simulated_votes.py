@@ -24,8 +24,9 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
 
     Honest workers are Thurstone observers of :data:`QUALITY`; random workers click at random; the
     ``biased`` workers (after those) answer as honest ones except that they always pick ``favour``.
-    Each worker answers every real pair of ``sets`` (default: all) or the first ``pairs_per_worker``
-    of a shuffled list, plus one gold pair per set answered correctly by honest workers.
+    Each worker answers one gold pair per set (with ``gold``), correctly when honest, and every other real pair
+    of ``sets`` (default: all) or the first ``pairs_per_worker`` of a shuffled list. A gold pair of the design
+    is answered once, as gold, as the server shows it: a vote of that pair and a check.
     Returns the raw worker IDs.
     """
     rng = np.random.default_rng(seed)
@@ -36,12 +37,13 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
                  .where(StudySet.study_id == study.id).order_by(Pair.id))
         pairs = [(p, name) for p, name in session.execute(query) if sets is None or name in sets]
         stimuli = {s.id: s.item_id for s in session.scalars(select(Stimulus))}
-        real = [(p, n) for p, n in pairs if not p.is_gold]
         first_gold = {}  # one gold pair per set (each set has several)
         for p, n in pairs:
-            if p.is_gold:
+            if p.gold_winner_id is not None:
                 first_gold.setdefault(n, (p, n))
         golds = list(first_gold.values()) if gold else []
+        gold_ids = {p.id for p, _ in golds}
+        real = [(p, n) for p, n in pairs if not p.is_gold and p.id not in gold_ids]
         for k in range(honest + random + biased):
             is_honest = k < honest or k >= honest + random
             favoured = favour if k >= honest + random else None
@@ -63,11 +65,11 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
             for position, (pair, _) in enumerate(chosen):
                 trials.append(Trial(page_id=page.id, assignment_id=assignment.id, worker_id=worker.id,
                                     position=position, pair_id=pair.id, left_is_a=bool(rng.random() < 0.5),
-                                    is_gold=pair.is_gold, answered=True))
+                                    is_gold=pair.id in gold_ids, answered=True))
             session.add_all(trials)
             session.flush()  # one round trip per worker and table: PostgreSQL tests stay fast
             for trial, (pair, _) in zip(trials, chosen):
-                a_wins = _a_wins(pair, stimuli, is_honest, rng, favoured)
+                a_wins = _a_wins(pair, stimuli, is_honest, rng, favoured, pair.id in gold_ids)
                 votes.append(Vote(client_vote_id=str(uuid.uuid4()), trial_id=trial.id, assignment_id=assignment.id,
                                   worker_id=worker.id, study_id=study.id, pair_id=pair.id,
                                   winner_id=pair.stimulus_a_id if a_wins else pair.stimulus_b_id,
@@ -77,14 +79,14 @@ def add_votes(app, slug: str, *, honest: int = 0, random: int = 0, pairs_per_wor
             session.flush()
             session.add_all(GoldResult(vote_id=v.id, worker_id=worker.id, assignment_id=assignment.id, is_quiz=False,
                                        correct=v.winner_id == pair.gold_winner_id)
-                            for v, (pair, _) in zip(votes, chosen) if pair.is_gold)
+                            for v, (pair, _) in zip(votes, chosen) if pair.id in gold_ids)
         session.commit()
     return ids
 
 
 def _a_wins(pair: Pair, stimuli: dict[int, str], honest: bool, rng: np.random.Generator,
-            favour: str | None = None) -> bool:
-    if pair.is_gold:
+            favour: str | None = None, gold: bool = False) -> bool:
+    if gold:
         return pair.gold_winner_id == pair.stimulus_a_id if honest else bool(rng.random() < 0.5)
     a, b = stimuli[pair.stimulus_a_id], stimuli[pair.stimulus_b_id]
     if favour in (a, b):

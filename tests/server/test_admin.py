@@ -156,11 +156,13 @@ def test_summary_json_after_votes(app, study, admin):
     response = admin.get(f"/admin/api/studies/{study}/summary")
     body = response.json
     headline = body["study"]
-    assert headline["n_responses"] == 10 and headline["n_workers"] == 3 and headline["status"] == "active"
+    # Votes of design pairs: each worker's 3 quiz votes, 5 real ones and a hidden gold (the demo's gold pairs are
+    # design pairs, whose gold trials are votes of them).
+    assert headline["n_responses"] == 2 * 9 and headline["n_workers"] == 3 and headline["status"] == "active"
     assert headline["target_responses"] == 132 * 20 and headline["n_units"] == 132
     assert (headline["groups"], headline["units"], headline["unit"]) == ("sets", "pairs", "votes")
     assert headline["active_assignments"] == 3 and headline["last_vote_at"]
-    assert sum(s["n_votes"] for s in body["sets"]) == 10
+    assert sum(s["n_votes"] for s in body["sets"]) == 2 * 9
     for s in body["sets"]:
         assert s["n_pairs"] == 33 and sum(b["pairs"] for b in s["histogram"]) == 33
         assert s["per_pair"]["min"] == 0 and s["per_pair"]["max"] <= 2 and s["per_pair"]["target"] == 20
@@ -168,6 +170,7 @@ def test_summary_json_after_votes(app, study, admin):
     done = [w for w in body["workers"] if w["n_votes"]]
     assert len(done) == 2 and all(w["quiz"] == "passed" and w["quiz_correct"] == 3 and w["pages"] == 1
                                   and w["gold_total"] == 1 and w["gold_accuracy"] == 1.0 for w in done)
+    assert all(w["n_votes"] == 9 for w in done)  # votes of design pairs: quiz, real and hidden gold trials
     assert workers["quiz"]["quiz"] == "not taken"
     assert all(re.fullmatch(r"w_[0-9a-f]{12}", w["worker_id"]) and "raw_id" not in w for w in body["workers"])
     assert "WORKERONE" not in response.get_data(as_text=True)
@@ -175,8 +178,8 @@ def test_summary_json_after_votes(app, study, admin):
     # The summary started the first running estimate in the background.
     live_scales.wait_for_refreshes(app)
     scales = admin.get(f"/admin/api/studies/{study}/summary").json["scales"]
-    assert scales["available"] and not scales["stale"] and scales["n_scaling_votes"] == 10
-    assert scales["snapshot_votes"] == 10 + 2 * 3 + 2  # real + quiz + hidden gold votes
+    assert scales["available"] and not scales["stale"] and scales["n_scaling_votes"] == 2 * 9  # all scaled
+    assert scales["snapshot_votes"] == 2 * (5 + 3 + 1)  # real + quiz + hidden gold votes
     assert {s["set_id"] for s in scales["sets"]} == {s["set_id"] for s in body["sets"]}
     assert all(len(s["items"]) == 11 for s in scales["sets"])
     assert "workers" not in scales

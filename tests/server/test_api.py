@@ -571,15 +571,16 @@ def test_a_stored_vote_writes_its_rows(app, study, client, clock):
         for trial_id, body in bodies.items():
             pair_id, left_is_a, a, b, n_votes = shown[trial_id]
             vote = session.scalar(select(Vote).where(Vote.trial_id == trial_id))
+            left = body["choice"] == "left"  # "right" shows b when a is on the left
             assert (vote.client_vote_id, vote.pair_id, vote.chose_left, vote.winner_id) == (
-                body["vote_id"], pair_id, False, b if left_is_a else a)  # "right" shows b when a is on the left
+                body["vote_id"], pair_id, left, a if left == left_is_a else b)
             assert (vote.assignment_id, vote.worker_id, vote.study_id) == (
                 assignment.id, assignment.worker_id, assignment.study_id)
             assert (vote.rt_ms, vote.input, vote.client_time, vote.window_width, vote.window_height,
                     vote.device_pixel_ratio) == (812, "keyboard", "2026-11-21T10:00:00.000Z", 1366, 768, 2)
             assert vote.created_at is not None
-            counted = 0 if trial_id == int(gold["trial_id"]) else 1  # gold pairs keep no counter
-            assert session.get(Pair, pair_id).n_votes == n_votes + counted
+            pair = session.get(Pair, pair_id)
+            assert pair.n_votes == n_votes + (0 if pair.is_gold else 1)  # gold-only pairs keep no counter
         gold_vote = session.scalar(select(Vote.id).where(Vote.trial_id == int(gold["trial_id"])))
         results = session.execute(select(GoldResult.vote_id, GoldResult.worker_id, GoldResult.assignment_id,
                                          GoldResult.is_quiz, GoldResult.correct)

@@ -19,7 +19,7 @@ from server.cli import cli
 from server.models import Study
 from server.services import app_services
 
-from .conftest import WorkerClient
+from .conftest import SMALL_STUDY, WorkerClient, create_test_study
 from .simulated_votes import QUALITY, add_votes
 
 SECRET = "test-secret"  # make_test_app's secret key
@@ -44,38 +44,52 @@ def _api_worker(app, study: str, worker_id: str) -> WorkerClient:
     return worker
 
 
-def test_export_format(app, study, tmp_path):
-    worker = _api_worker(app, study, "WFORMAT1")
-    rows = _export(app, study)
-    assert len(rows) == 3 + 6
-    text = paired_export.votes_csv_text(rows)
-    header = text.splitlines()[0].split(",")
-    assert header[:5] == ["worker_id", "set_id", "item_a", "item_b", "winner"]
-    assert {"position_a", "trial_id", "is_gold", "gold_winner", "created_at", "rt_ms"} <= set(header)
-    records = list(csv.DictReader(io.StringIO(text)))
-    trial_ids = {t["trial_id"] for t in worker.state()["page"]["trials"]}
-    for r in records:
-        assert r["winner"] in (r["item_a"], r["item_b"]) and r["position_a"] in ("left", "right")
-        assert dt.datetime.fromisoformat(r["created_at"]).tzinfo is not None and float(r["rt_ms"]) == 1234.5
-        if r["is_gold"] == "1":
-            assert re.fullmatch(r"__gold_better_[1-6]__", r["gold_winner"])
-            assert {r["item_a"], r["item_b"]} == {r["gold_winner"], r["gold_winner"].replace("better", "worse")}
-        else:
-            assert r["gold_winner"] == "" and "__gold" not in r["item_a"] + r["item_b"]
-    # The worker clicked "left" on every real trial: position_a says which item that was.
-    real = [r for r in records if r["trial_id"] in trial_ids and r["is_gold"] == "0"]
-    assert len(real) == 5 and all((r["winner"] == r["item_a"]) == (r["position_a"] == "left") for r in real)
-    assert sum(r["is_quiz"] == "1" for r in records) == 3 and sum(r["is_gold"] == "1" for r in records) == 4
-    assert len({r["trial_id"] for r in records}) == len(records)
-    # Quiz and hidden gold never showed the worker the same gold pair twice (24 in the study).
-    assert len({(r["set_id"], r["gold_winner"]) for r in records if r["is_gold"] == "1"}) == 4
-    # analysis.formats reads it as it is, gold answers included.
-    path = tmp_path / "votes.csv"
-    path.write_text(text)
-    votes = read_votes(path)
-    assert len(votes) == 9 and votes.is_gold.sum() == 4 and votes.gold_correct.sum() == 4
-    no_gold = _export(app, study, include_gold=False)
-    assert len(no_gold) == 5 and all(r["is_gold"] == "0" for r in no_gold)
+def test_export_format(app, study, demo_stimuli, tmp_path):
+    """The demo's gold pairs are pairs of its design: their quiz and hidden gold trials are exported as votes of
+    those pairs (``is_gold`` 0) with a known answer (``gold_winner``). With the design redrawn (degree 2) most
+    gold pairs lie outside it and are gold-only pairs (``is_gold`` 1, items of their own)."""
+    redrawn = create_test_study(app, demo_stimuli, tmp_path, slug="redrawn", design={"degree": 2}, **SMALL_STUDY)
+    gold_only = 0
+    for slug in (study, redrawn):
+        worker = _api_worker(app, slug, "WFORMAT1")
+        rows = _export(app, slug)
+        assert len(rows) == 3 + 6
+        text = paired_export.votes_csv_text(rows)
+        header = text.splitlines()[0].split(",")
+        assert header[:5] == ["worker_id", "set_id", "item_a", "item_b", "winner"]
+        assert {"position_a", "trial_id", "is_gold", "gold_winner", "created_at", "rt_ms"} <= set(header)
+        records = list(csv.DictReader(io.StringIO(text)))
+        trial_ids = {t["trial_id"] for t in worker.state()["page"]["trials"]}
+        for r in records:
+            assert r["winner"] in (r["item_a"], r["item_b"]) and r["position_a"] in ("left", "right")
+            assert dt.datetime.fromisoformat(r["created_at"]).tzinfo is not None and float(r["rt_ms"]) == 1234.5
+            if r["is_gold"] == "1":  # a gold-only pair: stimuli of its own
+                assert re.fullmatch(r"__gold_better_[1-6]__", r["gold_winner"])
+                assert {r["item_a"], r["item_b"]} == {r["gold_winner"], r["gold_winner"].replace("better", "worse")}
+            else:  # a vote of a design pair, with a known answer when it was a gold trial
+                assert r["gold_winner"] in ("", r["item_a"], r["item_b"]) and "__gold" not in r["item_a"] + r["item_b"]
+        checks = [r for r in records if r["gold_winner"]]
+        gold_only += sum(r["is_gold"] == "1" for r in records)
+        if slug == study:
+            assert not any(r["is_gold"] == "1" for r in records)
+        # The worker clicked "left" on every real trial: position_a says which item that was.
+        real = [r for r in records if r["trial_id"] in trial_ids and not r["gold_winner"]]
+        assert len(real) == 5 and all((r["winner"] == r["item_a"]) == (r["position_a"] == "left") for r in real)
+        assert sum(r["is_quiz"] == "1" for r in records) == 3 and len(checks) == 4
+        assert len({r["trial_id"] for r in records}) == len(records)
+        # Quiz and hidden gold never showed the worker the same gold pair twice (24 in the study).
+        assert len({(r["set_id"], r["gold_winner"]) for r in checks}) == 4
+        # analysis.formats reads it as it is, gold answers included: checks, and votes of design pairs scaled.
+        path = tmp_path / f"{slug}.csv"
+        path.write_text(text)
+        votes = read_votes(path)
+        assert len(votes) == 9 and votes.is_check.sum() == 4 and votes.gold_correct.sum() == 4
+        assert votes.is_gold.sum() == sum(r["is_gold"] == "1" for r in records)
+        # Without the checks: no gold-only pair's vote, and no known answer (a design pair's vote stays a vote).
+        no_gold = _export(app, slug, include_gold=False)
+        assert len(no_gold) == 9 - sum(r["is_gold"] == "1" for r in records)
+        assert all(r["is_gold"] == "0" and r["gold_winner"] == "" for r in no_gold)
+    assert gold_only > 0
 
 
 def test_pseudonyms_are_stable_keyed_and_not_raw(app, study):
@@ -101,10 +115,12 @@ def test_round_trip_into_analysis(app, study, tmp_path):
     path.write_text(paired_export.votes_csv_text(_export(app, study)))
     votes = read_votes(path)
     result = analyze(votes, AnalysisOptions(n_boot=20, progress=False))
-    assert result.summary["counts"]["sets"] == 4 and result.summary["counts"]["gold_votes"] == 8 * 4
+    # The demo's gold pairs are design pairs: their votes are checks, and scaled like any vote.
+    assert result.summary["counts"]["sets"] == 4 and result.summary["counts"]["checks"] == 8 * 4
+    assert result.summary["counts"]["gold_votes"] == 0
     for set_id in votes.set_ids:
         scales = {r["item_id"]: r["scale"] for r in result.scales if r["set_id"] == set_id}
-        assert set(scales) == set(QUALITY)  # gold items are not scaled
+        assert set(scales) == set(QUALITY)
         assert spearmanr([QUALITY[k] for k in scales], list(scales.values())).statistic > 0.8
     kept = dict(zip(votes.worker_ids, result.screening.kept))
     honest = [exports.pseudonym(exports.study_salt(SECRET, study), f"SIM3X{k:03d}") for k in range(6)]
@@ -138,7 +154,9 @@ def test_cli_export_and_dashboard_download(app, study, tmp_path, monkeypatch, ad
                                  "--database-url", url])
     assert result.exit_code == 0 and "RAW" in result.output
     rows = list(csv.DictReader(io.StringIO((out / "votes.csv").read_text())))
-    assert len(rows) == 5 + 4 and {r["worker_id"] for r in rows} == {"WCLI1", "SIM5X000"}
+    # Every vote is one of a design pair (the quiz's and hidden gold's too), without its known answer.
+    assert len(rows) == 9 + 4 and {r["worker_id"] for r in rows} == {"WCLI1", "SIM5X000"}
+    assert not any(r["gold_winner"] for r in rows)
     assert admin.get(f"/admin/studies/{study}/votes.csv?raw_worker_ids=1&no_gold=1").get_data(as_text=True) == \
         (out / "votes.csv").read_text()
     result = runner.invoke(cli, ["export", "nope", "--out", str(out), "--database-url", url])

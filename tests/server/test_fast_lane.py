@@ -176,10 +176,13 @@ def test_a_page_completed_in_the_fast_lane_checks_the_studys_stopping_rules(pg_a
     from server.models import Study, StudyStopping
 
     pg_app.config["SERVER"]["stopping_check_seconds"] = 0  # every page end checks (no throttle in the way)
-    slug = create_test_study(pg_app, demo_stimuli, tmp_path, stopping={"max_votes": 1}, **SMALL_STUDY)
+    # The cap is the quiz's votes and one page's: the demo's gold pairs are design pairs, whose gold trials (the
+    # quiz's too) are votes of them, so the page's last vote reaches it.
+    quiz, page = SMALL_STUDY["quality"]["quiz_size"], SMALL_STUDY["pages"]["pairs_per_page"]
+    slug = create_test_study(pg_app, demo_stimuli, tmp_path, stopping={"max_votes": quiz + page}, **SMALL_STUDY)
     worker = WorkerClient(pg_app.test_client(), slug)
     worker.start()  # an action (checked: no vote yet); this process now knows the study
-    assert worker.answer_page(worker.correct_side)["stage"] == "trials"  # the quiz: gold votes count for no cap
+    assert worker.answer_page(worker.correct_side)["stage"] == "trials"  # the quiz: below the cap
     view_checks, checks = [], []
     monkeypatch.setattr(api, "check_stopping_after", lambda *args: view_checks.append(args))
     real_check = stopping.check_soon

@@ -145,7 +145,8 @@ def test_a_stored_study_forecasts_from_its_pilot_participants_only(app, study, t
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert doc["pilot"]["workers"] == 5
-    assert doc["pilot"]["votes"] == 5 * 3 * 5  # three pages of 6 trials, one of them hidden gold
+    # The quiz's 3 and three pages of 6 trials: all votes of design pairs (the demo's gold pairs are design pairs).
+    assert doc["pilot"]["votes"] == 5 * (3 + 3 * 6)
     assert doc["assumptions"]["pairs_per_page"] == 6 and doc["assumptions"]["reward"] == 0.5
     # the test clients answer in milliseconds, as bots do: the study's own time estimate stands in
     assert doc["pilot"]["seconds_source"] == "implausible"

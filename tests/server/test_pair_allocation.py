@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from server.models import Page, Study, Worker
 from server.paradigms.paired.models import GoldResult, Pair, Stimulus, Trial, Vote
+from server.paradigms.paired.paradigm import study_progress
 from server.services import app_services
 from server.stimulus_index import name_maker
 
@@ -49,6 +50,15 @@ def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
     assert len(targets) == N_SMALL_PAIRS and set(targets.values()) == {2}
     assert votes == Counter(targets), {p: (votes[p], t) for p, t in targets.items() if votes[p] != t}
     assert open_trials == 0
+    # Some of those votes were gold trials of design pairs, and count as the pair's votes everywhere: the
+    # dashboard's progress ends at exactly 100 %.
+    with _session(app) as session:
+        study_id = session.scalar(select(Study.id).where(Study.slug == slug))
+        progress = study_progress(session, study_id)
+        gold_votes = session.scalar(select(func.count()).select_from(Vote).join(Trial, Vote.trial_id == Trial.id)
+                                    .join(Pair, Vote.pair_id == Pair.id).where(Trial.is_gold, ~Pair.is_gold))
+    assert gold_votes > 0
+    assert progress["n_votes"] == progress["target_votes"] == 2 * N_SMALL_PAIRS and progress["fill"] == 1.0
     # 88 votes, at most 3 pages x 9 real pairs per worker: 4 workers do it, the 5th finds nothing left.
     assert len(finished) == 4
     for worker in finished:
@@ -277,7 +287,9 @@ def test_stopped_worker_cannot_go_on_in_another_open_hit(app, demo_stimuli, tmp_
     assert first.answer_page(first.wrong_side)["stage"] == "page_done"
     second = WorkerClient(client, slug, worker_id="WTWO")
     start(second)
-    second.answer_page(second.wrong_side)
+    for trial in second.state()["page"]["trials"]:  # wrong until the second wrong gold answer stops the worker
+        if second.vote(trial["trial_id"], second.wrong_side(trial)).json["stage"] == "stopped":
+            break
     assert second.state()["stage"] == "stopped"
     with _session(app) as session:
         pages_before = session.scalar(select(func.count()).select_from(Page).where(
@@ -297,15 +309,16 @@ def _gold_shown(app, external_id: str) -> list[tuple[int, int, int]]:
         return [tuple(row) for row in session.execute(
             select(Trial.page_id, Trial.pair_id, Pair.set_id).join(Pair, Trial.pair_id == Pair.id)
             .join(Worker, Trial.worker_id == Worker.id)
-            .where(Worker.external_id == external_id, Trial.is_gold, Pair.is_gold).order_by(Trial.page_id, Trial.id))]
+            .where(Worker.external_id == external_id, Trial.is_gold).order_by(Trial.page_id, Trial.id))]
 
 
 def _study_gold(app, slug: str) -> dict[int, int]:
+    """The study's gold pairs (gold-only pairs, and real pairs with a known answer): pair ID -> set ID."""
     from server.paradigms.paired.models import StudySet
 
     with _session(app) as session:
         return dict(session.execute(select(Pair.id, Pair.set_id).join(StudySet).join(Study)
-                                    .where(Study.slug == slug, Pair.is_gold)).all())
+                                    .where(Study.slug == slug, Pair.gold_winner_id.is_not(None))).all())
 
 
 def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimuli, tmp_path):
@@ -322,6 +335,11 @@ def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimu
     assert len({pair for _, pair, _ in shown}) == len(shown)  # never the same gold pair twice
     per_set = Counter(set_id for _, _, set_id in shown)
     assert len(per_set) == 4 and max(per_set.values()) - min(per_set.values()) <= 1
+    # Nor any pair twice in any role: a design pair met as gold is not met as a real trial, nor the reverse.
+    with _session(app) as session:
+        pairs = session.scalars(select(Trial.pair_id).join(Worker, Trial.worker_id == Worker.id)
+                                .where(Worker.external_id == "WGOLDDEF")).all()
+    assert len(pairs) == len(set(pairs)), Counter(pairs).most_common(3)
 
 
 def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, demo_stimuli, tmp_path):
@@ -440,16 +458,33 @@ def _trial_file_pairs(app, slug: str) -> tuple[list[frozenset], list[bool]]:
 def test_how_often_a_pair_recurs_does_not_mark_gold(app, demo_stimuli, tmp_path):
     """Issue 38: how often the same pair (the same two files) was seen across workers separated gold trials
     at AUC 0.805 (gold picked at random). Six workers doing three pages each of the demo study with the
-    defaults: the AUC of that count, gold trials against real ones (stimuli.separability.recurrence_auc),
-    was 0.791 while gold pairs could be design pairs too (shown as real trials and as gold, they recur more
-    than any real pair); with gold pairs outside the design (stimuli prepare) it is 0.631."""
+    defaults (a quiz of 5 and 2 hidden gold trials a page on 24 gold pairs, 18 real trials a page on 132
+    pairs): the AUC of that count, gold trials against real ones (stimuli.separability.recurrence_auc; the
+    chance band for as many trials is 0.5 +- 0.21).
+
+    The demo's gold pairs are pairs of its design, as most of a generated study's are. While a design pair's
+    gold trials came on top of its real trials, the AUC was 0.791 here (0.745 on the generated study of
+    benchmarks/gold_separability.py; 0.631 with the demo's gold taken outside its design). A design pair's
+    gold trials are votes of it now, counted toward its target and held like its real trials, and gold pairs
+    are filled to the other pairs' level: 0.500."""
     from stimuli.separability import recurrence_auc
 
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="goldrecur")
+    gold = _study_gold(app, slug)
+    with _session(app) as session:
+        assert len(gold) == 24 and not session.scalar(  # every gold pair is a pair of the design
+            select(func.count()).select_from(Pair).where(Pair.id.in_(list(gold)), Pair.is_gold))
     client = SpecClient(app.test_client())
     for k in range(6):
-        work(WorkerClient(client, slug, worker_id=f"WRECUR{k}"), pages=3)
-    keys, gold = _trial_file_pairs(app, slug)
-    value = recurrence_auc(keys, gold)
-    print(f"recurrence AUC {value:.3f} over {sum(gold)} gold and {len(gold) - sum(gold)} real trials")
-    assert value <= 0.70
+        assert work(WorkerClient(client, slug, worker_id=f"WRECUR{k}"), pages=3)["stage"] == "completed"
+    keys, is_gold = _trial_file_pairs(app, slug)
+    assert sum(is_gold) == 6 * (5 + 3 * 2) and len(is_gold) - sum(is_gold) == 6 * 3 * 18
+    value = recurrence_auc(keys, is_gold)
+    print(f"recurrence AUC {value:.3f} over {sum(is_gold)} gold and {len(is_gold) - sum(is_gold)} real trials")
+    assert value <= 0.60
+    # Each design pair counts every trial that showed it (quiz, hidden gold and real) among its votes.
+    with _session(app) as session:
+        counted = dict(session.execute(select(Pair.id, Pair.n_votes + Pair.n_held).where(~Pair.is_gold)).all())
+        shown = Counter(session.scalars(select(Trial.pair_id)))
+    assert counted == {pair_id: shown[pair_id] for pair_id in counted}
+    assert not held_count_problems(app)

@@ -102,7 +102,9 @@ def test_simulated_and_preview_participants_count_in_nothing(app, study):
 
         # Pair targets: only the real worker's votes count; the pilots' pages hold nothing.
         pair_votes = _pair_votes(session, s)
-        assert sum(pair_votes.values()) == 5  # the real worker's page: 5 real pairs and a hidden gold
+        # The real worker's votes: every trial showed a pair of the design (the demo's gold pairs are design
+        # pairs, whose gold trials are votes of them): the quiz's 3, and the page's 5 real pairs and hidden gold.
+        assert sum(pair_votes.values()) == 3 + 5 + 1
         assert pair_votes == _real_votes_per_pair(session, s)
         assert session.scalar(select(func.count()).select_from(Vote).where(Vote.study_id == s.id)) == 3 * 9
         pilot_pages = session.scalars(select(Page).join(Assignment).where(Assignment.pilot, Page.kind == "trials"))
@@ -116,7 +118,7 @@ def test_simulated_and_preview_participants_count_in_nothing(app, study):
         assert [w.raw_id for w in wages.study_pay(session, s).workers] == ["WREAL1"]
         assert [row.worker_id for row in payment_plan(session, s).rows] == ["WREAL1"]
         progress = study_progress(session, s.id)
-        assert progress["n_workers"] == 1 and progress["n_votes"] == 5
+        assert progress["n_workers"] == 1 and progress["n_votes"] == 9
         assert live_scales.vote_count(session, s.id) == 9
 
         # Exports leave them out unless asked.
@@ -162,8 +164,10 @@ def test_marking_a_participant_as_pilot_gives_their_votes_back_and_can_be_undone
     second.answer_page(second.correct_side)  # quiz: now on a held page of trials
     with app_services(app).sessions() as session:
         s = _study(session, study)
-        assert sum(_pair_votes(session, s).values()) == 5
-        assert session.scalar(select(func.sum(Pair.n_held)).join(StudySet).where(StudySet.study_id == s.id)) == 5
+        # The first worker's 9 votes (quiz, real and hidden gold trials all show design pairs), the second's quiz;
+        # the second's page holds its 5 real pairs and its hidden gold's design pair.
+        assert sum(_pair_votes(session, s).values()) == 9 + 3
+        assert session.scalar(select(func.sum(Pair.n_held)).join(StudySet).where(StudySet.study_id == s.id)) == 6
         mark_pilot(session, s, list(session.scalars(select(Worker).where(Worker.study_id == s.id))))
         session.commit()
         assert sum(_pair_votes(session, s).values()) == 0
@@ -180,7 +184,7 @@ def test_marking_a_participant_as_pilot_gives_their_votes_back_and_can_be_undone
         assert sum(_pair_votes(session, s).values()) == 0
         mark_pilot(session, s, [session.scalar(select(Worker).where(Worker.external_id == "WMARK1"))], pilot=False)
         session.commit()
-        assert sum(_pair_votes(session, s).values()) == 5
+        assert sum(_pair_votes(session, s).values()) == 9
         assert _pair_votes(session, s) == _real_votes_per_pair(session, s)
         assert [row.worker_id for row in payment_plan(session, s).rows] == ["WMARK1"]
     assert held_count_problems(app) == []
@@ -235,7 +239,7 @@ def _counts(app, slug: str) -> tuple[int, int, int, int]:
 def test_reset_refuses_paid_work_confirms_and_keeps_the_study(app, study):
     _paid_study(app, study)
     workers, votes, pairs, counted = _counts(app, study)
-    assert (workers, votes, counted) == (2, 18, 5)
+    assert (workers, votes, counted) == (2, 18, 9)  # the real worker's 9 votes, all on design pairs
     refused = _cli(app, "study", "reset", study, "--yes")
     assert refused.exit_code == 2, refused.output
     assert "holds paid work (1 completed assignment(s) of real participants with a completion code)" in refused.output
@@ -250,7 +254,7 @@ def test_reset_refuses_paid_work_confirms_and_keeps_the_study(app, study):
     assert held_count_problems(app) == []
     # The study takes part again as new.
     _complete(WorkerClient(app.test_client(), study, worker_id="WPAID1"))
-    assert _counts(app, study)[3] == 5
+    assert _counts(app, study)[3] == 9
 
 
 def test_reset_and_delete_of_a_pilot_only_study_need_no_force(app, study, demo_stimuli, tmp_path):

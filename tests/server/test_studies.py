@@ -92,8 +92,11 @@ def test_template_documents_every_key_at_its_default(study_dir, database):
     study = store(sessions, spec)
     assert count(sessions, StudySet) == N_SCENES
     assert count(sessions, Pair, ~Pair.is_gold) == N_SCENES * N_MANIFEST_PAIRS
-    assert count(sessions, Pair, Pair.is_gold) == N_SCENES * N_GOLD
-    assert count(sessions, Stimulus) == N_SCENES * (N_CANDIDATES + 2 * N_GOLD)
+    # The demo's gold pairs are pairs of its design (stimuli prepare takes them there first): those very pairs,
+    # with a known answer; no gold-only pair and no gold stimulus of its own.
+    assert count(sessions, Pair, ~Pair.is_gold, Pair.gold_winner_id.is_not(None)) == N_SCENES * N_GOLD
+    assert count(sessions, Pair, Pair.is_gold) == 0
+    assert count(sessions, Stimulus) == N_SCENES * N_CANDIDATES
     with sessions() as session:
         assert set(session.scalars(select(Pair.target_votes).where(~Pair.is_gold))) == {20}
         assert session.get(Study, study.id).config["quiz_size"] == 5
@@ -305,7 +308,9 @@ def test_a_single_scene_manifest_and_duplicate_scenes(study_dir, demo_stimuli, d
 @pytest.mark.parametrize("shown", ["amplified", "original"])
 def test_gold_pairs_show_candidates_files_never_the_reference(study_dir, demo_stimuli, database, shown):
     """A gold pair's two stimuli are two of the set's candidates' files (a gold trial shows what real
-    trials show), never the reference's; the pairs differ."""
+    trials show), never the reference's; the pairs differ. A gold pair of the study's design is that very
+    pair with a known answer (its gold trials are trials of it); one outside the design (here: the design
+    redrawn at degree 2) is a gold-only pair of stimuli of its own that show the candidates' files."""
     import json
 
     from server.paradigms.paired.study import gold_item_ids
@@ -313,35 +318,49 @@ def test_gold_pairs_show_candidates_files_never_the_reference(study_dir, demo_st
     _, sessions = database
     scene = demo_stimuli / "prepared" / "scene_03_astronaut"
     manifest = json.loads((scene / "manifest.json").read_text())
-    text = f'[study]\nslug = "gold"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n' \
-           f'[design]\nstimulus = "{shown}"\n'
-    store(sessions, read_study_file(write(study_dir, text)))
-    with sessions() as session:
-        root = Path(session.scalar(select(Study.stimulus_root)))
-        study_set = session.scalar(select(StudySet))
-        pairs = session.scalars(select(Pair).where(Pair.is_gold).order_by(Pair.id)).all()
-        sides = [(session.get(Stimulus, p.gold_winner_id), session.get(Stimulus, p.stimulus_b_id)) for p in pairs]
-    assert len(pairs) == len(manifest["gold"]) == N_GOLD
-    for k, (pair, (better, worse), entries) in enumerate(zip(pairs, sides, manifest["gold"]), start=1):
-        assert (better.item_id, worse.item_id) == gold_item_ids(k) == (f"__gold_better_{k}__", f"__gold_worse_{k}__")
-        assert (better.kind, worse.kind) == ("gold_good", "gold_bad")
-        assert pair.stimulus_a_id == better.id and pair.target_votes == 0
-        for stimulus, side in ((better, "better"), (worse, "worse")):
-            entry = entries[side]
-            assert root / stimulus.full == scene.resolve() / entry[shown]
-            assert [root / p for p in stimulus.crops["paths"]] == [scene.resolve() / c[shown] for c in entry["crops"]]
-            # Not the reference's file, nor the same bytes under another name.
-            assert stimulus.full != study_set.reference["full"]
-            assert (root / stimulus.full).read_bytes() != (root / study_set.reference["full"]).read_bytes()
-            assert not set(stimulus.crops["paths"]) & set(study_set.reference["crops"])
-            candidate = session_candidate(sessions, entries["candidates"][side])
-            assert (stimulus.full, stimulus.crops) == (candidate.full, candidate.crops)
-    assert len({frozenset((better.full, worse.full)) for better, worse in sides}) == N_GOLD
-
-
-def session_candidate(sessions, item_id: str) -> Stimulus:
-    with sessions() as session:
-        return session.scalar(select(Stimulus).where(Stimulus.item_id == item_id, Stimulus.kind == "candidate"))
+    inside = {}
+    for slug, design in (("gold", ""), ("gold-d2", "degree = 2\n")):
+        text = f'[study]\nslug = "{slug}"\nmanifests = ["{(scene / "manifest.json").as_posix()}"]\n' \
+               f'[design]\nstimulus = "{shown}"\n{design}'
+        store(sessions, read_study_file(write(study_dir, text, f"{slug}.toml")))
+        with sessions() as session:
+            study = session.scalar(select(Study).where(Study.slug == slug))
+            root = Path(study.stimulus_root)
+            study_set = session.scalar(select(StudySet).where(StudySet.study_id == study.id))
+            stimuli = {s.item_id: s for s in session.scalars(select(Stimulus).where(Stimulus.set_id == study_set.id))}
+            pairs = {frozenset((p.stimulus_a_id, p.stimulus_b_id)): p
+                     for p in session.scalars(select(Pair).where(Pair.set_id == study_set.id))}
+        assert sum(p.gold_winner_id is not None for p in pairs.values()) == len(manifest["gold"]) == N_GOLD
+        sides = []
+        for k, entries in enumerate(manifest["gold"], start=1):
+            candidates = {side: stimuli[entries["candidates"][side]] for side in ("better", "worse")}
+            own = pairs.get(frozenset((candidates["better"].id, candidates["worse"].id)))
+            if own is not None:  # a pair of the design
+                inside[slug] = inside.get(slug, 0) + 1
+                assert own.gold_winner_id == candidates["better"].id and not own.is_gold and own.target_votes == 20
+                better, worse = candidates["better"], candidates["worse"]
+            else:
+                better, worse = (stimuli[item_id] for item_id in gold_item_ids(k))
+                assert (better.item_id, worse.item_id) == (f"__gold_better_{k}__", f"__gold_worse_{k}__")
+                assert (better.kind, worse.kind) == ("gold_good", "gold_bad")
+                pair = pairs[frozenset((better.id, worse.id))]
+                assert pair.is_gold and pair.stimulus_a_id == pair.gold_winner_id == better.id
+                assert pair.target_votes == 0
+            sides.append((better, worse))
+            for stimulus, side in ((better, "better"), (worse, "worse")):
+                entry = entries[side]
+                assert root / stimulus.full == scene.resolve() / entry[shown]
+                assert [root / p for p in stimulus.crops["paths"]] == [scene.resolve() / c[shown]
+                                                                       for c in entry["crops"]]
+                # Not the reference's file, nor the same bytes under another name.
+                assert stimulus.full != study_set.reference["full"]
+                assert (root / stimulus.full).read_bytes() != (root / study_set.reference["full"]).read_bytes()
+                assert not set(stimulus.crops["paths"]) & set(study_set.reference["crops"])
+                candidate = candidates[side]
+                assert (stimulus.full, stimulus.crops) == (candidate.full, candidate.crops)
+        assert len({frozenset((better.full, worse.full)) for better, worse in sides}) == N_GOLD
+    # stimuli prepare took the demo's gold pairs inside its design; a design redrawn keeps only some of them.
+    assert inside["gold"] == N_GOLD and inside.get("gold-d2", 0) < N_GOLD
 
 
 def test_manifest_with_the_old_blurred_gold_is_refused(study_dir, demo_stimuli, tmp_path, database):
@@ -379,9 +398,9 @@ def test_schema_2_single_gold_pair_is_read_as_one(study_dir, demo_stimuli, tmp_p
     path = _rewrite_gold(scene, lambda pairs: {k: v for k, v in pairs[2].items() if k != "id"})
     store(sessions, read_study_file(write(study_dir, f'[study]\nslug = "v2"\nmanifests = ["{path}"]\n')))
     with sessions() as session:
-        pair = session.scalar(select(Pair).where(Pair.is_gold))
+        pair = session.scalar(select(Pair).where(Pair.gold_winner_id.is_not(None)))
         better = session.get(Stimulus, pair.gold_winner_id)
-    assert count(sessions, Pair, Pair.is_gold) == 1 and better.item_id == "__gold_better_1__"
+    assert count(sessions, Pair, Pair.gold_winner_id.is_not(None)) == 1
     assert better.full.endswith(third["better"]["amplified"])
 
 
@@ -454,7 +473,8 @@ def test_degree_redraws_the_designs(study_dir, demo_stimuli, database):
             assert pairs != manifest_design[scene]
     assert _design(sessions, "d2") == _design(sessions, "d2-again")  # the study seed makes it reproducible
     assert _design(sessions, "d2") != _design(sessions, "d2-seed")
-    assert count(sessions, Pair, Pair.is_gold) == 5 * N_SCENES * N_GOLD  # gold pairs do not depend on the design
+    # Every gold pair is one whatever the design (a pair of the design itself when it is one).
+    assert count(sessions, Pair, Pair.gold_winner_id.is_not(None)) == 5 * N_SCENES * N_GOLD
 
 
 def test_odd_degree_is_an_error_naming_the_scene(study_dir, database):

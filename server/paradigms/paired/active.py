@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import weakref
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -84,8 +85,9 @@ class ActiveSet:
 
 
 def active_sets(session: Session, study_id: int, layout_pairs: dict[int, tuple[int, int, int]],
-                gold: dict[int, int]) -> dict[int, ActiveSet]:
-    """The study's sets as :class:`ActiveSet` (built once per process from the study's layout)."""
+                gold: Collection[int]) -> dict[int, ActiveSet]:
+    """The study's sets as :class:`ActiveSet` (built once per process from the study's layout), without the
+    ``gold`` pairs (the gold-only ones: a real pair chosen as gold stays one of its set's pairs)."""
     cache = fixed_study_facts(session, "paired.active_sets")
     sets = cache.get(study_id)
     if sets is None:
@@ -304,8 +306,9 @@ def _ordered(rows: np.ndarray, state: SetState, selection: Selection | None, spe
 
 
 def choose_pairs(session: Session, study, worker_id: int, n: int, spec, sets: dict[int, ActiveSet],
-                 rng: np.random.Generator) -> list[int]:
-    """Up to ``n`` pair IDs for a worker's next page (the caller holds the study's allocation lock).
+                 rng: np.random.Generator, exclude: frozenset[int] = frozenset()) -> list[int]:
+    """Up to ``n`` pair IDs for a worker's next page (the caller holds the study's allocation lock), none of
+    ``exclude`` (the page's gold trials' pairs).
 
     Each set offers its pairs in its order (:func:`_ordered`), at most its unspent budget; the page
     takes the warm-up's pairs of every set first, then the others, one pair of each set in turn (the
@@ -314,7 +317,7 @@ def choose_pairs(session: Session, study, worker_id: int, n: int, spec, sets: di
     state = read_state(session, study.id, sets)
     cache = _selections(session, study.id)
     _remember(cache, state, spec)
-    seen = set(session.connection().execute(_SEEN_BY_WORKER, {"worker_id": worker_id}).scalars())
+    seen = set(session.connection().execute(_SEEN_BY_WORKER, {"worker_id": worker_id}).scalars()) | exclude
     warmup_offers: list[list[int]] = []  # per set: its warm-up's pairs, then (below) its other pairs
     other_offers: list[list[int]] = []
     for set_id in sorted(sets):

@@ -1,8 +1,9 @@
 """Held work per pair: how paired comparison counts the pairs its open pages reserve (on the shared
 page reservations of :mod:`server.allocation`).
 
-A page of paired-comparison trials is *held* from its start (Page.held) and each pair counts its
-unanswered real trials on held pages (Pair.n_held): the page start adds them, each vote on a held
+A page of paired-comparison trials is *held* from its start (Page.held) and each real pair counts its
+unanswered trials on held pages (Pair.n_held), a design pair's gold trials too (a vote of that pair on its
+way); gold-only pairs (Pair.is_gold) count nothing. The page start adds them, each vote on a held
 page takes one off. The pairs' reserved trials at a moment are then n_held minus the unanswered
 trials of held pages whose reservation has lapsed; those pages are few (abandoned or released
 ones) and a page start retires them (retire_lapsed_pages), so choosing a page's pairs reads the
@@ -62,10 +63,10 @@ def _in_pages_array(element: _InPages, compiler, **kw) -> str:
 _OPEN_HELD = (_page.c.held, _page.c.completed_at.is_(None))
 _LAPSED_PAGE_IDS = select(_page.c.id).where(*_OPEN_HELD, _page.c.reserved_until <= NOW)
 LAPSED_PER_PAIR = (select(_trial.c.pair_id, func.count().label("n"))
-                   .where(_InPages(_trial.c.page_id, _LAPSED_PAGE_IDS), ~_trial.c.answered, ~_trial.c.is_gold)
+                   .where(_InPages(_trial.c.page_id, _LAPSED_PAGE_IDS), ~_trial.c.answered)
                    .group_by(_trial.c.pair_id).subquery())
-"""Unanswered real trials per pair (columns ``pair_id``, ``n``) on held pages whose reservation has
-lapsed at ``now`` and that are not retired yet."""
+"""Unanswered trials per pair (columns ``pair_id``, ``n``) on held pages whose reservation has lapsed at
+``now`` and that are not retired yet (joined to real pairs only: a gold-only pair's row here counts nothing)."""
 RESERVED = _pair.c.n_held - func.coalesce(LAPSED_PER_PAIR.c.n, 0)
 """A pair's votes on their way (outer-join :data:`LAPSED_PER_PAIR` on ``pair_id``): its unanswered
 real trials on pages whose reservation holds at ``now``. Pair allocation counts them as votes."""
@@ -77,11 +78,12 @@ _LAPSED_HELD_PAGES = (select(_page.c.id).join(_assignment, _page.c.assignment_id
                              _assignment.c.study_id == bindparam("study_id"))
                       .order_by(_page.c.id).with_for_update(of=_assignment, skip_locked=True))
 _OPEN_ON_PAGES = (select(_trial.c.pair_id, func.count())
-                  .where(_trial.c.page_id.in_(bindparam("page_ids", expanding=True)), ~_trial.c.answered,
-                         ~_trial.c.is_gold)
+                  .where(_trial.c.page_id.in_(bindparam("page_ids", expanding=True)), ~_trial.c.answered)
                   .group_by(_trial.c.pair_id).order_by(_trial.c.pair_id))
 _RETIRE = update(_page).where(_page.c.id.in_(bindparam("page_ids", expanding=True))).values(held=False)
-_UNHOLD = update(_pair).where(_pair.c.id == bindparam("pair")).values(n_held=_pair.c.n_held - bindparam("n"))
+# Real pairs only: a gold-only pair's trials were never held.
+_UNHOLD = (update(_pair).where(_pair.c.id == bindparam("pair"), ~_pair.c.is_gold)
+           .values(n_held=_pair.c.n_held - bindparam("n")))
 _HOLD = (update(_pair).where(_pair.c.id.in_(bindparam("pair_ids", expanding=True)))
          .values(n_held=_pair.c.n_held + 1))
 
@@ -105,6 +107,6 @@ def retire_lapsed_pages(session: Session, study_id: int) -> None:
 
 
 def hold_pairs(session: Session, pair_ids: list[int]) -> None:
-    """Count a new held page's real pairs (one trial each) in their ``n_held``."""
+    """Count a new held page's real pairs (one trial each, a real or a gold one) in their ``n_held``."""
     if pair_ids:
         session.connection().execute(_HOLD, {"pair_ids": sorted(pair_ids)})

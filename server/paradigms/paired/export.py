@@ -32,11 +32,12 @@ WORKERS_META_COLUMNS = ("worker_id", "platform", "status", "stage", "assignments
 # ---------------------------------------------------------------- votes
 
 def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: bool = False):
-    """The SELECT behind :func:`export_votes` (one row per vote, oldest first)."""
+    """The SELECT behind :func:`export_votes` (one row per vote, oldest first); without ``include_gold``, no
+    vote on a gold-only pair (a gold trial of one of the study's real pairs is a vote of that pair)."""
     a, b, won, gold = (aliased(Stimulus) for _ in range(4))
     query = (select(Worker.external_id, StudySet.name, a.item_id, b.item_id, won.item_id, Trial.left_is_a,
                     Trial.id, Trial.is_gold, Trial.is_quiz, gold.item_id, Vote.created_at, Vote.rt_ms,
-                    Vote.worker_id, Vote.playback)
+                    Vote.worker_id, Vote.playback, Pair.is_gold)
              .select_from(Vote)
              .join(Trial, Vote.trial_id == Trial.id)
              .join(Pair, Vote.pair_id == Pair.id)
@@ -48,7 +49,7 @@ def vote_rows_query(study_id: int, include_gold: bool = True, include_pilot: boo
              .join(Worker, Vote.worker_id == Worker.id)
              .where(Vote.study_id == study_id, pilot_filter(include_pilot))
              .order_by(Vote.id))
-    return query if include_gold else query.where(~Trial.is_gold)
+    return query if include_gold else query.where(~Pair.is_gold)
 
 
 def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, include_gold: bool = True,
@@ -63,7 +64,10 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
     pseudonymise : bool
         Replace worker IDs by keyed pseudonyms (default); needs ``salt``.
     include_gold : bool
-        Include quiz and hidden gold rows (``is_gold`` = 1, with ``gold_winner``).
+        Include the checks: the votes on gold-only pairs (``is_gold`` = 1) and every gold trial's
+        ``gold_winner``. A gold trial of one of the study's real pairs (a design pair chosen as gold) is a vote
+        of that pair: ``is_gold`` 0, its candidates' IDs, scaled by the analysis like any vote, and with
+        ``include_gold`` its ``gold_winner``, which makes it a check too (:attr:`analysis.formats.Votes.is_check`).
     salt : bytes
         :func:`study_salt` of the server's secret key and the study slug.
     include_pilot : bool
@@ -86,15 +90,16 @@ def export_votes(session: Session, study_id: int, *, pseudonymise: bool = True, 
     rows = []
     spec = spec or MediaParams()
     for (raw, set_name, item_a, item_b, winner, left_is_a, trial_id, is_gold, is_quiz, gold_winner, created,
-         rt_ms, worker_db_id, playback) in session.execute(vote_rows_query(study_id, include_gold, include_pilot)):
+         rt_ms, worker_db_id, playback, gold_only) in session.execute(
+            vote_rows_query(study_id, include_gold, include_pilot)):
         if spec.unfaithful == "exclude" and faithful(playback, spec) is False:
             continue
         if raw not in labels:
             labels[raw] = worker_label(raw, salt if pseudonymise else None)
         rows.append({"worker_id": labels[raw], "set_id": set_name, "item_a": item_a, "item_b": item_b,
                      "winner": winner, "position_a": "left" if left_is_a else "right", "trial_id": str(trial_id),
-                     "is_gold": "1" if is_gold else "0", "is_quiz": "1" if is_quiz else "0",
-                     "gold_winner": gold_winner if is_gold and gold_winner else "",
+                     "is_gold": "1" if is_gold and gold_only else "0", "is_quiz": "1" if is_quiz else "0",
+                     "gold_winner": gold_winner if is_gold and gold_winner and include_gold else "",
                      "created_at": iso_utc(created), "rt_ms": float(rt_ms), "_worker_db_id": worker_db_id,
                      **playback_columns(playback, spec), **drift_column(playback)})
     return rows
@@ -108,7 +113,8 @@ def votes_csv_text(rows: list[dict[str, Any]]) -> str:
 def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False) -> list[dict[str, Any]]:
     """Per worker of a paired-comparison study: :func:`worker_facts` with votes, gold and quiz scores.
 
-    Keys: those of :func:`worker_facts` but ``stages``, and ``n_votes`` (real pairs), ``gold_correct``/
+    Keys: those of :func:`worker_facts` but ``stages``, and ``n_votes`` (on real pairs, a design pair's gold
+    trials included), ``gold_correct``/
     ``gold_total`` (hidden gold), ``quiz_correct``/``quiz_total``, ``quiz`` ("passed", "failed", "in
     progress", "not taken" or "no quiz").
     """
@@ -120,8 +126,8 @@ def worker_stats(session: Session, study_id: int, *, include_pilot: bool = False
                              "has_trials": bool(stages & {Stage.TRIALS, Stage.PAGE_DONE, Stage.COMPLETED,
                                                           Stage.STOPPED})}
     for worker_id, n in session.execute(
-            select(Vote.worker_id, func.count()).join(Trial, Vote.trial_id == Trial.id)
-            .where(Vote.study_id == study_id, ~Trial.is_gold).group_by(Vote.worker_id)):
+            select(Vote.worker_id, func.count()).join(Pair, Vote.pair_id == Pair.id)
+            .where(Vote.study_id == study_id, ~Pair.is_gold).group_by(Vote.worker_id)):
         if worker_id in stats:
             stats[worker_id]["n_votes"] = int(n)
     for worker_id, is_quiz, correct, total in session.execute(
@@ -170,7 +176,8 @@ def workers_meta_csv_text(records: list[dict[str, Any]]) -> str:
 
 
 def vote_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Counts for a one-line report of an export: votes, gold votes, workers, sets."""
-    return {"votes": len(rows), "gold": sum(r["is_gold"] == "1" for r in rows),
+    """Counts for a one-line report of an export: votes, gold votes (the checks: with a ``gold_winner``), workers,
+    sets."""
+    return {"votes": len(rows), "gold": sum(r["is_gold"] == "1" or bool(r["gold_winner"]) for r in rows),
             "workers": len({r["worker_id"] for r in rows}),
             "sets": len({r["set_id"] for r in rows})}

@@ -2,7 +2,8 @@
 this module wherever every table must be known)::
 
     Study -< StudySet -< Stimulus
-                      -< Pair (two stimuli of one set; gold pairs have a known better stimulus)
+                      -< Pair (two stimuli of one set; gold pairs have a known better stimulus: a pair of
+                               the design chosen as gold, or a gold-only pair, is_gold)
     Assignment -< Page (kind "quiz" | "trials") -< Trial -- Vote (at most one per trial)
                                                          -- GoldResult (gold trials only)
     Study -- ScaleSnapshot (the running estimate, server/paradigms/paired/live_scales.py)
@@ -61,7 +62,7 @@ class Pair(Base):
     set_id: Mapped[int] = mapped_column(ForeignKey("study_set.id", ondelete="CASCADE"), index=True)
     stimulus_a_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
     stimulus_b_id: Mapped[int] = mapped_column(ForeignKey("stimulus.id"))
-    target_votes: Mapped[int]  # 0 for gold pairs: they are shown as often as needed
+    target_votes: Mapped[int]  # 0 for gold-only pairs: they are shown as often as needed
     # Votes stored for this pair (real pairs only), kept by the vote transaction so that choosing
     # the next page's pairs never has to count a study's whole vote table.
     n_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -69,6 +70,9 @@ class Pair(Base):
     # the vote and the retirement of lapsed pages (server/paradigms/paired/allocation.py): with it, choosing a page's
     # pairs reads the pair table instead of counting every open trial of the study.
     n_held: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A gold-only pair (no pair of the design: synthetic gold images, or candidates outside the design), shown
+    # only as gold. A design pair chosen as gold is a real pair (is_gold false) with a gold_winner_id: its gold
+    # trials (Trial.is_gold) are votes of it, counted toward its target like its real trials.
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
     gold_winner_id: Mapped[int | None] = mapped_column(ForeignKey("stimulus.id"))
 

@@ -90,12 +90,16 @@ class StudyLayout(NamedTuple):
     created, so each process reads them once (:func:`study_layout`) and builds pages from memory."""
 
     pairs: dict[int, tuple[int, int, int]]           # pair ID -> (set ID, stimulus A ID, stimulus B ID)
-    gold: dict[int, int]                             # gold pair ID -> set ID, in ID order
+    # Pairs a gold trial may show (pair ID -> set ID, in ID order): real pairs with a known answer (a design pair
+    # chosen as gold: its gold trials are trials of that pair) and the gold-only pairs of ``checks_only``.
+    gold: dict[int, int]
+    checks_only: frozenset[int]                      # gold pairs that are no real pair (Pair.is_gold)
     stimuli: dict[int, tuple[str, tuple[str, ...]]]  # stimulus ID -> (full image, crop images)
     sets: dict[int, SetLayout]
 
 
-_LAYOUT_PAIRS = (select(_pair.c.id, _pair.c.set_id, _pair.c.stimulus_a_id, _pair.c.stimulus_b_id, _pair.c.is_gold)
+_LAYOUT_PAIRS = (select(_pair.c.id, _pair.c.set_id, _pair.c.stimulus_a_id, _pair.c.stimulus_b_id, _pair.c.is_gold,
+                        _pair.c.gold_winner_id)
                  .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
                  .where(_set.c.study_id == bindparam("study_id")).order_by(_pair.c.id))
 _LAYOUT_STIMULI = (select(_stimulus.c.id, _stimulus.c.full, _stimulus.c.crops)
@@ -115,7 +119,8 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
         pairs = connection.execute(_LAYOUT_PAIRS, params).all()
         layout = StudyLayout(
             pairs={row.id: (row.set_id, row.stimulus_a_id, row.stimulus_b_id) for row in pairs},
-            gold={row.id: row.set_id for row in pairs if row.is_gold},
+            gold={row.id: row.set_id for row in pairs if row.gold_winner_id is not None},
+            checks_only=frozenset(row.id for row in pairs if row.is_gold),
             stimuli={row.id: (row.full, tuple((row.crops or {}).get("paths", ())))
                      for row in connection.execute(_LAYOUT_STIMULI, params)},
             sets={row.id: SetLayout(row.reference["full"], tuple(row.reference.get("crops", ())),
@@ -127,13 +132,20 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 
 # ---------------------------------------------------------------- allocation statements, built once
 
+# How often the worker was shown each of the study's gold pairs, in any role (a design pair chosen as gold may
+# have been one of the worker's real trials).
 _GOLD_SEEN = (select(_trial.c.pair_id, func.count())
-              .where(_trial.c.worker_id == bindparam("worker_id"), _trial.c.is_gold).group_by(_trial.c.pair_id))
-# How often each gold pair was shown in the study (every worker, quiz and hidden): through the trial's
-# pair index, over the study's few gold pairs only.
-_GOLD_SHOWN = (select(_trial.c.pair_id, func.count())
-               .where(_trial.c.pair_id.in_(bindparam("pair_ids", expanding=True)), _trial.c.is_gold)
-               .group_by(_trial.c.pair_id))
+              .where(_trial.c.worker_id == bindparam("worker_id"),
+                     _trial.c.pair_id.in_(bindparam("pair_ids", expanding=True)))
+              .group_by(_trial.c.pair_id))
+# Each gold pair now: whether it is a real pair with no vote left to give (its votes and reserved trials reach
+# its target; a gold-only pair never is), and how many trials showed it in the study (every worker, every
+# role, answered or not: what workers who pool their pages count), through the trial's pair index.
+_GOLD_STATE = select(
+    _pair.c.id,
+    (~_pair.c.is_gold & (_pair.c.n_votes + _pair.c.n_held >= _pair.c.target_votes)).label("full"),
+    select(func.count()).select_from(_trial).where(_trial.c.pair_id == _pair.c.id).scalar_subquery().label("shown"),
+).where(_pair.c.id.in_(bindparam("pair_ids", expanding=True)))
 _WORKER_STATUS = select(_worker.c.status, _worker.c.status_reason).where(_worker.c.id == bindparam("worker_id"))
 # What a page start asks first, in one round trip: is the worker turned away, how many pages of
 # trials did they get in the study, which index the assignment's next page has, and whether the
@@ -157,6 +169,12 @@ _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
 # study asks this of every new worker). The lapsed pages are counted from the held ones, which
 # are few; a count per pair through the trials would read every trial of each full pair.
 _ANY_PAIR_LEFT = _NEEDY_PAIRS.with_only_columns(_pair.c.id).limit(1)
+# The mean count (votes and held trials) of the study's real pairs that are gold pairs too (key True) and of the
+# others (False).
+_REAL_PAIR_LEVELS = (select(_pair.c.gold_winner_id.is_not(None), func.avg(_pair.c.n_votes + _pair.c.n_held))
+                     .join_from(_pair, _set, _pair.c.set_id == _set.c.id)
+                     .where(_set.c.study_id == bindparam("study_id"), ~_pair.c.is_gold)
+                     .group_by(_pair.c.gold_winner_id.is_not(None)))
 # PostgreSQL: the same pairs as two arrays in one row, in ID order. A study's hundreds of needy
 # pairs as rows cost a page start more CPU in the driver and SQLAlchemy than all its other statements.
 _NEEDY = _NEEDY_PAIRS.subquery()
@@ -167,50 +185,55 @@ _NEEDY_PAIR_ARRAYS = select(func.array_agg(aggregate_order_by(_NEEDY.c.id, _NEED
 def _active_sets(session: Session, study_id: int) -> dict[int, paired_active.ActiveSet]:
     """An active study's sets as index arrays (:mod:`server.paradigms.paired.active`), from its layout."""
     layout = study_layout(session, study_id)
-    return paired_active.active_sets(session, study_id, layout.pairs, layout.gold)
+    return paired_active.active_sets(session, study_id, layout.pairs, layout.checks_only)
 
 
-def _gold_pairs(session: Session, study: Study | StudyRef) -> dict[int, int]:
-    """The study's gold pairs: pair ID -> set ID."""
-    return study_layout(session, study.id).gold
+class GoldReserve(NamedTuple):
+    """What a worker's later pages need of the gold pairs they have not seen (:func:`choose_pairs`)."""
 
-
-def _gold_seen(session: Session, worker_id: int) -> dict[int, int]:
-    """How often the worker was shown each gold pair (quiz and hidden, any assignment): pair ID -> count."""
-    return dict(session.connection().execute(_GOLD_SEEN, {"worker_id": worker_id}).all())
+    unseen: int     # gold pairs the worker has not seen in any role, after this page's gold trials
+    per_page: int   # gold trials a page
+    pages_left: int  # pages the worker may still start after this one ([pages] max_pages)
 
 
 def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int,
-               rng: np.random.Generator) -> list[int]:
-    """``n`` gold pairs for one of the worker's pages, the least seen by this worker first.
+               rng: np.random.Generator) -> tuple[list[int], int]:
+    """``n`` gold pairs for one of the worker's pages (the caller holds the study's allocation lock), and how
+    many of the study's gold pairs the worker has not seen after them.
 
     A gold pair that comes back is a pattern that marks it as gold (real pairs never
     repeat for a worker), so every pick is one the worker has seen least often, in
-    any of their assignments: unseen ones while any remain. Ties go to the gold pair
-    shown least in the whole study (issue 38: how often a pair recurs across workers
-    separated gold at AUC 0.805; real pairs are filled evenly, so gold pairs are too),
-    then to the set the worker has seen least gold of (spreading gold over the sets),
-    then at random.
+    any role and any of their assignments: unseen ones while any remain. Then a real
+    pair that still needs a vote goes before one whose votes and reserved trials reach
+    its target (its gold trial is a vote of it, and would be one too many). Ties go to
+    the gold pair shown least in the whole study, counting every trial that showed its
+    two files (issue 38: how often a pair recurs across workers separated gold at AUC
+    0.805; real pairs are filled evenly, and a design pair's gold trials count toward
+    its target, so gold pairs recur as real ones do), then to the set the worker has
+    seen least gold of (spreading gold over the sets), then at random.
     """
-    gold = _gold_pairs(session, study)
+    gold = study_layout(session, study.id).gold
     if not gold or n == 0:
-        return []
-    seen = _gold_seen(session, worker_id)
-    shown = dict(session.connection().execute(_GOLD_SHOWN, {"pair_ids": list(gold)}).all())
+        return [], 0
+    connection = session.connection()
+    ids = list(gold)
+    seen = dict(connection.execute(_GOLD_SEEN, {"worker_id": worker_id, "pair_ids": ids}).all())
+    state = {row.id: row for row in connection.execute(_GOLD_STATE, {"pair_ids": ids})}
     times = {pair_id: seen.get(pair_id, 0) for pair_id in gold}
-    overall = {pair_id: int(shown.get(pair_id, 0)) for pair_id in gold}
+    full = {pair_id: bool(state[pair_id].full) for pair_id in gold}
+    overall = {pair_id: int(state[pair_id].shown) for pair_id in gold}
     per_set: dict[int, int] = {}
     for pair_id, count in times.items():
         per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + count
     tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
     for _ in range(n):
-        pick = min(gold, key=lambda p: (times[p], overall[p], per_set[gold[p]], tie_break[p]))
+        pick = min(gold, key=lambda p: (times[p], full[p], overall[p], per_set[gold[p]], tie_break[p]))
         picks.append(int(pick))
         times[pick] += 1
         overall[pick] += 1
         per_set[gold[pick]] += 1
-    return picks
+    return picks, sum(count == 0 for count in times.values())
 
 
 # PostgreSQL: a page's trials in one INSERT from arrays, its real pairs counted as held in the same
@@ -232,9 +255,11 @@ SELECT count(*) FROM stored
 
 
 def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | AssignmentRow, pair_ids: list[int],
-                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool, hold: bool = False) -> None:
-    """The page's trials: real and gold pairs in random order, each on a random side; with ``hold``,
-    the real pairs are counted in their ``n_held`` (:func:`server.paradigms.paired.allocation.hold_pairs`)."""
+                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool,
+                     held_ids: list[int] | None = None) -> None:
+    """The page's trials: real and gold pairs in random order, each on a random side; ``held_ids``, the
+    page's real pairs (those of its gold trials included), are counted in their ``n_held``
+    (:func:`server.paradigms.paired.allocation.hold_pairs`)."""
     entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
     order = page_rng.permutation(len(entries))
     sides = page_rng.random(len(entries)) < 0.5
@@ -249,17 +274,18 @@ def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | A
             "page_id": page.id, "assignment_id": assignment.id, "worker_id": assignment.worker_id,
             "is_quiz": is_quiz, "pair_ids": [row["pair_id"] for row in rows],
             "left_is_a": [row["left_is_a"] for row in rows], "is_gold": [row["is_gold"] for row in rows],
-            "held_pair_ids": sorted(int(pid) for pid in pair_ids) if hold else []})
+            "held_pair_ids": sorted(int(pid) for pid in held_ids or ())})
         return
     add_trials(session, Trial, page, assignment, rows)
-    if hold:
-        hold_pairs(session, pair_ids)
+    if held_ids:
+        hold_pairs(session, held_ids)
 
 
 def _allocate_quiz_page(session: Session, assignment: Assignment | AssignmentRow, spec: StudySpec) -> None:
     study = study_ref(session, assignment.study_id)
     page_index = page_count(session, assignment.id)
-    gold = _pick_gold(session, study, assignment.worker_id, spec.quiz_size, seeded_rng(study, assignment, page_index))
+    gold, _ = _pick_gold(session, study, assignment.worker_id, spec.quiz_size,
+                         seeded_rng(study, assignment, page_index))
     if not gold:
         raise ApiError(409, "wrong_stage", "this study has no gold pairs for its quiz")
     page = new_page(session, assignment, Stage.QUIZ, page_index)
@@ -286,8 +312,12 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
     allocation_lock(session, study, _ALLOCATION_LOCKS)
     retire_lapsed_pages(session, study.id)
     page_rng = seeded_rng(study, assignment, page_index)
-    n_gold = spec.gold_per_page
-    pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - n_gold, spec, page_rng)
+    # The checks first, among the pairs the worker has not seen; the real pairs among the rest (a gold pair may
+    # be a design pair: never on one page twice, and its unseen gold pairs kept for the worker's later pages).
+    gold_ids, unseen = _pick_gold(session, study, assignment.worker_id, spec.gold_per_page, page_rng)
+    reserve = GoldReserve(unseen, spec.gold_per_page, spec.max_pages - trial_pages - 1)
+    pair_ids = choose_pairs(session, study, assignment.worker_id, spec.pairs_per_page - spec.gold_per_page, spec,
+                            page_rng, exclude=frozenset(gold_ids), reserve=reserve)
     if not pair_ids:
         return _no_work_left(session, assignment, spec)
     if other_assignments:  # one reserved page per worker
@@ -299,9 +329,10 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         paired_pilots.recount_assignment_pairs(session, study.id, assignment.id)
     page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec) if real else None,
                     held=real)
-    _add_pair_trials(session, page, assignment, pair_ids,
-                     _pick_gold(session, study, assignment.worker_id, n_gold, page_rng), page_rng, is_quiz=False,
-                     hold=real)
+    # A gold trial of a real pair is a vote of that pair on its way, held like the page's real trials.
+    checks_only = study_layout(session, study.id).checks_only
+    held = [*pair_ids, *(pair_id for pair_id in gold_ids if pair_id not in checks_only)] if real else None
+    _add_pair_trials(session, page, assignment, pair_ids, gold_ids, page_rng, is_quiz=False, held_ids=held)
     return move_to(session, assignment, Stage.TRIALS)
 
 
@@ -312,18 +343,34 @@ def _no_work_left(session: Session, assignment: Assignment | AssignmentRow, spec
 
 
 def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: int, spec: StudySpec,
-                 rng: np.random.Generator) -> list[int]:
-    """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first.
+                 rng: np.random.Generator, exclude: frozenset[int] = frozenset(),
+                 reserve: GoldReserve | None = None) -> list[int]:
+    """Up to ``n`` pairs that still need votes and that this worker has never seen, neediest first
+    (``exclude``: pairs already on the page, its gold trials').
 
     A pair's filled count is its votes plus the trials showing it that are still reserved
     (unanswered, on a page whose reservation has not lapsed: ``Pair.n_held`` less the lapsed pages'
     trials, see :mod:`server.allocation`), so
     concurrent workers share out the remaining votes instead of all taking the same pairs, and
-    pages abandoned for a few minutes give theirs back. Ties break at random, which mixes the sets.
+    pages abandoned for a few minutes give theirs back. A real pair chosen as gold gets votes from its
+    gold trials too, which come whether it needs them or not: while such pairs are on average as filled
+    as the others or more (votes and held trials), they go after the others among pairs as needy, so
+    that they are not shown more often than real pairs in the end (issue 38: how often a pair recurs
+    across workers told their gold trials at AUC 0.772 on the demo when they took ties like any pair,
+    0.645 when they always went last). Remaining ties break at random, which mixes the sets.
+
+    A gold pair seen as a real trial is one the worker's gold trials can no longer show without a repeat,
+    which would mark it as gold: with ``reserve``, the page takes gold pairs as real trials only while
+    the worker keeps unseen ones for the gold trials of every page they may still do (as many as the
+    other pairs left to them fill, at most ``reserve.pages_left``).
     Active sampling chooses by its own rules (:func:`server.paradigms.paired.active.choose_pairs`).
     """
+    layout = study_layout(session, study.id)
     if spec.sampling == "active":
-        return paired_active.choose_pairs(session, study, worker_id, n, spec, _active_sets(session, study.id), rng)
+        if reserve is not None and reserve.unseen <= reserve.per_page * reserve.pages_left:
+            exclude = exclude | frozenset(layout.gold)  # its own order: no share of gold pairs to count out
+        return paired_active.choose_pairs(session, study, worker_id, n, spec, _active_sets(session, study.id), rng,
+                                          exclude)
     connection = session.connection()
     params = {"study_id": study.id, "worker_id": worker_id, "now": now(session)}
     if connection.dialect.name == "postgresql":
@@ -341,8 +388,29 @@ def choose_pairs(session: Session, study: Study | StudyRef, worker_id: int, n: i
         # the tie-breaking draws go to the pairs in ID order: the same seed and votes give the same page.
         by_id = np.argsort(ids)
         ids, deficit = ids[by_id], deficit[by_id]
-    order = np.lexsort((rng.random(len(ids)), -deficit))
-    return [int(i) for i in ids[order[:n]]]
+    if len(layout.gold) == len(layout.checks_only):  # no real pair is a gold pair
+        order = np.lexsort((rng.random(len(ids)), -deficit))
+        chosen = (int(i) for i in ids[order] if int(i) not in exclude)
+        return [pair_id for _, pair_id in zip(range(n), chosen)]
+    in_gold = np.isin(ids, np.fromiter(layout.gold, dtype=np.int64, count=len(layout.gold)))
+    level = {bool(k): float(v) for k, v in connection.execute(_REAL_PAIR_LEVELS, {"study_id": study.id})}
+    later = in_gold if level.get(True, 0.0) >= level.get(False, 0.0) else np.zeros(len(ids), bool)
+    order = np.lexsort((rng.random(len(ids)), later, -deficit))
+    allowance = len(ids)
+    if reserve is not None:
+        others_left = max(0, int((~in_gold).sum()) - n)  # the other pairs left after this page, at most
+        pages = min(reserve.pages_left, -(-others_left // n) if n else 0)
+        allowance = max(0, reserve.unseen - reserve.per_page * pages)
+    chosen: list[int] = []
+    for k in order:
+        pair_id = int(ids[k])
+        if pair_id in exclude or (in_gold[k] and allowance <= 0):
+            continue
+        allowance -= bool(in_gold[k])
+        chosen.append(pair_id)
+        if len(chosen) == n:
+            break
+    return chosen
 
 
 # ---------------------------------------------------------------- votes

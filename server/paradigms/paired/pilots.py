@@ -51,7 +51,7 @@ def recount_pair_votes(session: Session, study_id: int, pair_ids: list[int] | No
 def recount_assignment_pairs(session: Session, study_id: int, assignment_id: int) -> None:
     """Recount the pairs the assignment's trials showed (a pilot's page start: see the module docstring)."""
     pair_ids = session.scalars(select(_trial.c.pair_id).where(_trial.c.assignment_id == assignment_id,
-                                                              _trial.c.pair_id.is_not(None), ~_trial.c.is_gold)
+                                                              _trial.c.pair_id.is_not(None))
                                .distinct()).all()
     recount_pair_votes(session, study_id, list(pair_ids))
 
@@ -64,11 +64,12 @@ def _release_held_pages(session: Session, worker_ids: list[int]) -> None:
     if not page_ids:
         return
     open_per_pair = session.execute(select(_trial.c.pair_id, func.count())
-                                    .where(_trial.c.page_id.in_(page_ids), ~_trial.c.answered, ~_trial.c.is_gold)
+                                    .where(_trial.c.page_id.in_(page_ids), ~_trial.c.answered)
                                     .group_by(_trial.c.pair_id)).all()
     session.execute(update(_page).where(_page.c.id.in_(page_ids)).values(held=False, reserved_until=None))
-    for pair_id, n in open_per_pair:
-        session.execute(update(_pair).where(_pair.c.id == pair_id).values(n_held=_pair.c.n_held - n))
+    for pair_id, n in open_per_pair:  # real pairs' trials (gold ones too) were held, gold-only pairs' never
+        session.execute(update(_pair).where(_pair.c.id == pair_id, ~_pair.c.is_gold)
+                        .values(n_held=_pair.c.n_held - n))
 
 
 def change_pilots(session: Session, study: Study, worker_ids: list[int], pilot: bool,

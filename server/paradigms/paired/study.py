@@ -292,8 +292,19 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         return Stimulus(item_id=item_id, kind=kind, full=rel(entry[shown]), crops={"paths": crops})
 
     stimuli = {c["id"]: make_stimulus(c["id"], "candidate", c) for c in manifest["candidates"]}
+    pairs = _study_pairs(spec, manifest, rng)
+    # The design's pairs (regular sampling: an active study's selector decides which pairs get votes, and its
+    # gold pairs stay apart).
+    real = {frozenset(pair) for pair, _ in pairs} if spec.sampling == "regular" else set()
+    known: dict[frozenset, str] = {}  # the study's real pairs chosen as gold -> their better candidate
     gold_ids = []
     for k, entry in enumerate(gold, start=1):
+        candidates = entry.get("candidates") or {}
+        if frozenset((candidates.get("better"), candidates.get("worse"))) in real:
+            # A pair of the study's own: its gold trials are trials of that pair, their votes its votes (counted
+            # toward its target, exported and scaled as such), so it recurs across workers as real pairs do.
+            known[frozenset((candidates["better"], candidates["worse"]))] = candidates["better"]
+            continue
         # Both gold images are files of their own, shown like candidates: never the reference's file.
         better_id, worse_id = gold_item_ids(k)
         stimuli[better_id] = make_stimulus(better_id, "gold_good", entry["better"])
@@ -303,9 +314,10 @@ def _add_scene(session: Session, study: Study, spec: StudySpec, root: Path, fold
         stimulus.set_id = study_set.id
         session.add(stimulus)
     session.flush()
-    for (a, b), target in _study_pairs(spec, manifest, rng):
+    for (a, b), target in pairs:
+        better = known.get(frozenset((a, b)))
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[a].id, stimulus_b_id=stimuli[b].id,
-                         target_votes=target))
+                         target_votes=target, gold_winner_id=None if better is None else stimuli[better].id))
     for better_id, worse_id in gold_ids:
         session.add(Pair(set_id=study_set.id, stimulus_a_id=stimuli[better_id].id,
                          stimulus_b_id=stimuli[worse_id].id, target_votes=0, is_gold=True,
