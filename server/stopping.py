@@ -65,7 +65,8 @@ ZERO_WIDTH = 1e-9
 
 @dataclass(frozen=True)
 class Counts:
-    """What the caps are compared with: responses (non-pilot, non-gold), participants (non-pilot assignments whose
+    """What the caps are compared with: responses (non-pilot, none that is only a check: a paired study's gold
+    trials of design pairs are votes of them), participants (non-pilot assignments whose
     worker consented: :func:`consented`), pay earned so far (reward and bonus by the study's pay rules, dollars)
     and when the first non-pilot participant started."""
     responses: int
