@@ -261,7 +261,7 @@ class Driver:
         from sqlalchemy import bindparam, text
 
         query = text("SELECT t.id, t.left_is_a, p.gold_winner_id = p.stimulus_a_id AS a_wins FROM trial t "
-                     "JOIN pair p ON p.id = t.pair_id WHERE p.is_gold AND t.id IN :ids"
+                     "JOIN pair p ON p.id = t.pair_id WHERE t.is_gold AND t.id IN :ids"
                      ).bindparams(bindparam("ids", expanding=True))
         # Ended by a COMMIT, not the ROLLBACK of connect(): psycopg forgets a connection's prepared
         # statements at every ROLLBACK, and this pooled connection is the app's too.

@@ -20,7 +20,9 @@ INCLUDE_PILOT_HELP = ("Also export pilot and simulated participants (the preview
                    "missing).")
 @click.option("--raw-worker-ids", is_flag=True,
               help="Write the platforms' raw worker IDs (personal data) instead of pseudonyms.")
-@click.option("--no-gold", is_flag=True, help="Leave out quiz and hidden gold votes.")
+@click.option("--no-gold", is_flag=True,
+              help="Leave out quiz and hidden gold votes (a paired study's gold trial of a design pair stays, as a "
+                   "vote of that pair without its known answer).")
 @click.option("--include-pilot", is_flag=True, help=INCLUDE_PILOT_HELP)
 @DATABASE_OPTION
 def export_command(study: str, out: Path, raw_worker_ids: bool, no_gold: bool, include_pilot: bool,

@@ -23,7 +23,8 @@ def _add_user(app) -> None:
 
 
 def _vote_one_page(app, study: str, worker_id: str) -> None:
-    """Quiz and one page of trials over the API (5 real votes, 1 hidden gold)."""
+    """Quiz and one page of trials over the API (3 quiz votes, 5 real ones and a hidden gold: 9 votes of design
+    pairs, the demo's gold pairs being design pairs)."""
     worker = WorkerClient(app.test_client(), study, worker_id=worker_id)
     worker.start()
     worker.answer_page(worker.correct_side)
@@ -71,13 +72,13 @@ def test_login_and_live_vote_count(page, app, live_server, study, screenshot):
     # Waits for the page's polling and the server's estimate: generous limits for a loaded machine
     # (an expectation returns as soon as it holds).
     _vote_one_page(app, study, "BROWSERW1")
-    expect(page.locator("#n-votes")).to_have_text("5", timeout=30_000)
+    expect(page.locator("#n-votes")).to_have_text("9", timeout=30_000)
     _vote_one_page(app, study, "BROWSERW2")
-    expect(page.locator("#n-votes")).to_have_text("10", timeout=30_000)
+    expect(page.locator("#n-votes")).to_have_text("18", timeout=30_000)
     expect(page.locator("#n-workers")).to_have_text("2")
     expect(page.locator("#workers-table tbody tr")).to_have_count(2)
     # The running estimate appears by itself (the summary starts it): every set, a chart where votes are.
-    expect(page.locator("#scales-status")).to_contain_text("from 10 votes", timeout=30_000)
+    expect(page.locator("#scales-status")).to_contain_text("from 18 votes", timeout=30_000)
     # The intervals name their method, level and resamples (the snapshot's "intervals", as in summary.json).
     expect(page.locator("#scales-status")).to_contain_text("95% t intervals")
     expect(page.locator("#scales-status")).to_contain_text("from 50 worker resamples")

@@ -29,13 +29,17 @@ LEFT_OPEN = 4  # pairs still needing a vote when the preview starts: fewer than 
 
 def _fill_all_but(app, slug: str, left_open: int) -> list[int]:
     """Every real pair of the study but ``left_open`` at its target (the votes of earlier workers); returns
-    the open pairs."""
+    the open pairs. The design pairs that are gold pairs get a target of 0 instead, full with no vote: a pilot's
+    page start recounts the pairs its trials showed from the votes that count (none here), and their gold
+    trials are votes of them."""
     with app_services(app).sessions() as session:
         study_id = session.scalar(select(Study.id).where(Study.slug == slug))
-        pairs = session.scalars(select(Pair.id).join(StudySet).where(StudySet.study_id == study_id, ~Pair.is_gold)
-                                .order_by(Pair.id)).all()
+        real = select(Pair.id).join(StudySet).where(StudySet.study_id == study_id, ~Pair.is_gold).order_by(Pair.id)
+        gold = session.scalars(real.where(Pair.gold_winner_id.is_not(None))).all()
+        pairs = session.scalars(real.where(Pair.gold_winner_id.is_(None))).all()
         open_pairs = list(pairs[:left_open])
         session.execute(update(Pair).where(Pair.id.in_(pairs[left_open:])).values(n_votes=Pair.target_votes))
+        session.execute(update(Pair).where(Pair.id.in_(gold)).values(target_votes=0))
         session.commit()
     return open_pairs
 
@@ -119,7 +123,7 @@ def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, stu
     colleague = WorkerClient(app.test_client(), study, worker_id="WCOLLEAGUE")
     colleague.start()
     colleague.answer_page(colleague.correct_side)  # quiz
-    colleague.answer_page(colleague.correct_side)  # a page: 5 real votes
+    colleague.answer_page(colleague.correct_side)  # a page: 5 real trials and a hidden gold one
     page.goto(f"{live_server}/admin/login?next=/admin/studies/{study}")
     page.fill("#username", "alice")
     page.fill("#password", password)
@@ -144,4 +148,5 @@ def test_the_experimenter_marks_a_participant_as_pilot_on_the_dashboard(app, stu
     page.locator("#participants-table tbody tr").first.get_by_role("button", name="Count as real").click()
     expect(page.locator("#participants-table tbody tr").first).to_have_attribute("data-pilot", "0")
     with app_services(app).sessions() as session:
-        assert session.scalar(select(func.sum(Pair.n_votes))) == 5
+        # The quiz's 3 and the page's 6 votes, all of design pairs (the demo's gold pairs are design pairs).
+        assert session.scalar(select(func.sum(Pair.n_votes))) == 3 + 5 + 1

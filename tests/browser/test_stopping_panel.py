@@ -38,7 +38,8 @@ def test_the_stopping_panel_shows_the_target_and_the_decision(page, app, live_se
     expect(page.locator("#stopping-decision")).to_have_text("Still recruiting.")
     expect(page.locator("#stopping-target")).to_contain_text("half-width at most 0.01 JOD")  # [stopping] units
     expect(page.locator("#stopping-sets thead")).to_contain_text("Half-width at the quantile (JOD)")
-    expect(page.locator("#stopping-target")).to_contain_text("180 / 400 responses")
+    # Each worker's 60 real votes and 4 gold ones: votes of design pairs (the demo's gold pairs are design pairs).
+    expect(page.locator("#stopping-target")).to_contain_text(f"{3 * (60 + 4)} / 400 responses")
     expect(page.locator("#stopping-sets tbody tr")).to_have_count(4)
     expect(page.locator("#stopping-projection .projection-responses")).to_contain_text(
         re.compile(r"\d+ responses \(\d+–\d+\)"))
@@ -47,7 +48,7 @@ def test_the_stopping_panel_shows_the_target_and_the_decision(page, app, live_se
     add_votes(app, slug, honest=4, seed=3, pairs_per_worker=60, prefix="MORE")
     page.click("#check-stopping-form button")
     expect(page.locator("#stopping-decision")).to_contain_text("Stopped taking new participants")
-    expect(page.locator("#stopping-decision")).to_contain_text("the response cap is reached (420 of 400)")
+    expect(page.locator("#stopping-decision")).to_contain_text("the response cap is reached (448 of 400)")
     expect(page.locator("#study-status")).to_have_text("stopped")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1366
     screenshot(page, "stopping-stopped")

@@ -59,7 +59,8 @@ def test_every_pair_reaches_exactly_its_target(app, demo_stimuli, tmp_path):
                                     .join(Pair, Vote.pair_id == Pair.id).where(Trial.is_gold, ~Pair.is_gold))
     assert gold_votes > 0
     assert progress["n_votes"] == progress["target_votes"] == 2 * N_SMALL_PAIRS and progress["fill"] == 1.0
-    # 88 votes, at most 3 pages x 9 real pairs per worker: 4 workers do it, the 5th finds nothing left.
+    # 88 votes, at most 3 pages x 10 per worker (9 real trials, and a gold one that is a vote when its pair is
+    # a design pair): 4 workers do it, the 5th finds nothing left.
     assert len(finished) == 4
     for worker in finished:
         pairs = real_pairs_of(app, assignment_id=int(worker.assignment_id))

@@ -257,7 +257,8 @@ def test_the_study_page_shows_the_panel_and_checks_on_demand(app, demo_stimuli, 
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303
     html = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
-    assert "Stopped taking new participants" in html and "the response cap is reached (120 of 100)" in html
+    # Each worker's 60 real votes and 4 gold ones (votes of design pairs, the demo's gold pairs being design pairs).
+    assert "Stopped taking new participants" in html and "the response cap is reached (128 of 100)" in html
     assert _study(app, slug)[1] == "stopped" and _record(app, study_id).reason == "max_votes"
 
 
@@ -330,7 +331,7 @@ def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, 
     forecast_jobs.wait(app)
     record = _record(app, study_id)
     forecast = record.forecast
-    assert forecast["votes_now"] == 160 and forecast["replicates"] == 8
+    assert forecast["votes_now"] == 4 * (40 + 4) and forecast["replicates"] == 8  # with the gold design pairs' votes
     still = forecast["votes_still_needed"]
     assert still["total"] is None or still["low"] <= still["total"] <= still["high"]
     assert forecast["worker_hours"]["total"] is None or forecast["worker_hours"]["total"] > 0

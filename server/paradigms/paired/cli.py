@@ -119,7 +119,8 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
                    "bootstrap's narrowness with few workers), 'basic' (reflected quantiles) or 'percentile' "
                    "(pwcmp's; too narrow with few workers).")
 @click.option("--gold-accuracy", type=FiniteFloatRange(0, 1), default=lambda: _defaults()["gold_accuracy"],
-              show_default="0.7", help="Exclude workers below this accuracy on is_gold rows (needs gold_winner).")
+              show_default="0.7", help="Exclude workers below this accuracy on the checks: the rows with a gold_winner "
+                                       "(is_gold rows, and votes of design pairs shown as gold).")
 @click.option("--no-gold", is_flag=True, help="Do not screen by gold questions.")
 @click.option("--allow-disconnected", is_flag=True,
               help="Scale disconnected comparison graphs, tying components by the weak prior.")
