@@ -188,14 +188,15 @@ def _log_ndtr_pair(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``log_ndtr`` and its ``exp`` for the other side, as the bootstrap calls it ((705, 100) arrays).
     """
     d = np.asarray(d, dtype=float)
-    magnitude = np.abs(d)
-    tail_p = ndtr(-magnitude)
+    low = np.abs(d)
+    np.negative(low, out=low)                # -|d|
+    tail_p = ndtr(low)
     with np.errstate(divide="ignore"):
         tail = np.log(tail_p)
-    far = magnitude > 37.0
+    far = low < -37.0
     if far.any():
-        tail[far] = log_ndtr(-magnitude[far])
-    body = np.log1p(-tail_p)
+        tail[far] = log_ndtr(low[far])
+    body = np.log1p(np.negative(tail_p, out=tail_p), out=tail_p)
     negative = d < 0
     return np.where(negative, tail, body), np.where(negative, body, tail)
 
@@ -215,11 +216,14 @@ def _penalised_nll(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarra
 
 
 def _penalised_nll_logs(x: np.ndarray, pairs: np.ndarray, w: np.ndarray, l: np.ndarray, ridge: float):
-    """:func:`_penalised_nll` and the ``(log Phi(d), log Phi(-d))`` it was made of, which the next
-    Newton step's derivatives reuse where the line search accepts ``x`` (the logs are the costliest part)."""
-    log_pos, log_neg = _log_ndtr_pair(x[pairs[:, 0]] - x[pairs[:, 1]])
-    nll = -(w * log_pos + l * log_neg).sum(axis=0) + 0.5 * ridge * np.einsum("n...,n...->...", x, x)
-    return nll, log_pos, log_neg
+    """:func:`_penalised_nll`, the ``(log Phi(d), log Phi(-d))`` it was made of and the differences ``d``, which
+    the next Newton step's derivatives reuse where the line search accepts ``x`` (the logs are the costliest
+    part)."""
+    diff = x[pairs[:, 0]] - x[pairs[:, 1]]
+    log_pos, log_neg = _log_ndtr_pair(diff)
+    nll = np.einsum("p...,p...->...", w, log_pos)
+    nll += np.einsum("p...,p...->...", l, log_neg)
+    return 0.5 * ridge * np.einsum("n...,n...->...", x, x) - nll, log_pos, log_neg, diff
 
 
 def _pair_derivatives(diff: np.ndarray, w: np.ndarray, l: np.ndarray, log_pos: np.ndarray,
@@ -410,7 +414,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     unfinished = []
     column = np.arange(n_batch)                # the resample of each column still iterating
     s = np.repeat(init[:, None], n_batch, axis=1)
-    log_pos = log_neg = None                   # None: every column's logs are the start's
+    log_pos = log_neg = diff = None            # None: every column's logs are the start's
     f = -(start_pos @ w + start_neg @ l) + 0.5 * prior_strength * float(init @ init)
     previous = np.full(n_batch, np.inf)        # each column's last step size
     for _ in range(max_iter):
@@ -420,7 +424,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
             curv = curv_won[:, None] * w
             curv += curv_lost[:, None] * l
         else:
-            g_pair, curv = _pair_derivatives(s[i] - s[j], w, l, log_pos, log_neg)
+            g_pair, curv = _pair_derivatives(diff, w, l, log_pos, log_neg)
         grad = inc_t @ g_pair
         grad += prior_strength * s
         # Inexact Newton: far from the optimum (the last step large) a rough solve does as well as an
@@ -434,28 +438,32 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
         # resample short of the optimum).
         rounding = 1e-12 * np.abs(f)
         t = np.ones(len(f))
-        new_f, new_pos, new_neg = _penalised_nll_logs(s + step, pairs, w, l, prior_strength)
+        new_f, new_pos, new_neg, new_diff = _penalised_nll_logs(s + step, pairs, w, l, prior_strength)
         pending = np.flatnonzero(new_f > f + 1e-4 * descent + rounding)
         if len(pending):  # backtracking, re-evaluating only the columns that still need it
             if log_pos is None:  # a rejected column keeps the start's logs
                 log_pos = np.repeat(start_pos[:, None], len(f), axis=1)
                 log_neg = np.repeat(start_neg[:, None], len(f), axis=1)
+                diff = np.repeat(start[:, None], len(f), axis=1)
             for _ in range(40):
                 t[pending] *= 0.5
-                trial, trial_pos, trial_neg = _penalised_nll_logs(
-                    s[:, pending] + t[pending] * step[:, pending], pairs, w[:, pending], l[:, pending], prior_strength)
+                trial, *logs = _penalised_nll_logs(s[:, pending] + t[pending] * step[:, pending], pairs,
+                                                   w[:, pending], l[:, pending], prior_strength)
                 ok = trial <= f[pending] + 1e-4 * t[pending] * descent[pending] + rounding[pending]
                 accepted = pending[ok]
-                new_f[accepted], new_pos[:, accepted], new_neg[:, accepted] = trial[ok], trial_pos[:, ok], trial_neg[:, ok]
+                new_f[accepted] = trial[ok]
+                for new, trial_values in zip((new_pos, new_neg, new_diff), logs):
+                    new[:, accepted] = trial_values[:, ok]
                 pending = pending[~ok]
                 if not len(pending):
                     break
             # No decrease found: stay put (the exact solver below finishes these).
             t[pending], new_f[pending] = 0.0, f[pending]
-            new_pos[:, pending], new_neg[:, pending] = log_pos[:, pending], log_neg[:, pending]
+            for new, old in zip((new_pos, new_neg, new_diff), (log_pos, log_neg, diff)):
+                new[:, pending] = old[:, pending]
             step *= t
         s += step
-        f, log_pos, log_neg = new_f, new_pos, new_neg
+        f, log_pos, log_neg, diff = new_f, new_pos, new_neg, new_diff
         # A resample is done when its step is below tol, or when a full step's size times its ratio to
         # the previous step (the factor by which Newton's steps shrink, an overestimate once convergence
         # is quadratic) predicts a next step below tol: the error left is about that next step, so the
@@ -475,7 +483,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                 break
             # Compact every per-column array to the columns still iterating.
             column, s, w, l, f, previous = column[going], s[:, going], w[:, going], l[:, going], f[going], previous[going]
-            log_pos, log_neg = log_pos[:, going], log_neg[:, going]
+            log_pos, log_neg, diff = log_pos[:, going], log_neg[:, going], diff[:, going]
     else:
         result[column] = s.T
         unfinished.extend(column)
