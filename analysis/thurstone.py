@@ -30,6 +30,8 @@ count how often the first and the second item of each pair won.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
@@ -347,10 +349,42 @@ def thurstone_mle(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     return s
 
 
+@dataclass(frozen=True)
+class MLEBatchSetup:
+    """What :func:`thurstone_mle_batch` shares between batches of the same pairs: the transposed incidence matrix
+    (items x pairs) for the gradients, and what its conjugate gradients use, in single precision: the incidence
+    matrix, its transpose and the preconditioner, the inverse of the Hessian at the warm start."""
+
+    inc_t: sp.csr_matrix
+    inc32: sp.csr_matrix
+    inc_t32: sp.csr_matrix
+    precond32: np.ndarray
+
+
+@limits_blas_threads
+def mle_batch_setup(pairs: np.ndarray, wins: np.ndarray, n_items: int, init: np.ndarray,
+                    prior_strength: float = DEFAULT_PRIOR_STRENGTH) -> MLEBatchSetup:
+    """:class:`MLEBatchSetup` for batches of counts near ``wins`` ((P, 2)) on ``pairs``, warm-started at ``init``.
+
+    A dense inverse (0.9 ms at 143 items) and two sparse matrices, made once for every batch that shares
+    them rather than once per batch."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    wins = np.asarray(wins, dtype=float).reshape(-1, 2)
+    init = np.asarray(init, dtype=float)
+    start = init[pairs[:, 0]] - init[pairs[:, 1]]
+    _, _, curv_won, curv_lost = _vote_derivatives(start, *_log_ndtr_pair(start))
+    hess0 = _hessian(pairs, wins[:, 0] * curv_won + wins[:, 1] * curv_lost, n_items, prior_strength, dense=True)
+    precond = scipy.linalg.cho_solve(scipy.linalg.cho_factor(hess0), np.eye(n_items))
+    precond = 0.5 * (precond + precond.T)  # symmetric to rounding, as CG needs
+    inc = _incidence(pairs, n_items)
+    inc_t = inc.T.tocsr()
+    return MLEBatchSetup(inc_t, inc.astype(np.float32), inc_t.astype(np.float32), precond.astype(np.float32))
+
+
 @limits_blas_threads
 def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                         prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
-                        tol: float = 1e-6, max_iter: int = 30) -> np.ndarray:
+                        tol: float = 1e-6, max_iter: int = 30, setup: "MLEBatchSetup | None" = None) -> np.ndarray:
     """MLE for a batch of count vectors on the same pairs (bootstrap resamples).
 
     Each resample is solved to the same optimum as :func:`thurstone_mle`
@@ -381,6 +415,9 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     ----------
     wins : (B, P, 2) array
     init : (n_items,) array; defaults to the MLE of the mean counts.
+    setup : MLEBatchSetup, optional
+        The preconditioner and incidence matrices (:func:`mle_batch_setup`), when several batches of the
+        same pairs share them (the bootstrap's chunks); default: made from these counts' mean.
 
     Returns
     -------
@@ -389,7 +426,7 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     wins = np.asarray(wins, dtype=float)
     n_batch = wins.shape[0]
-    mean_wins = wins.mean(axis=0)
+    mean_wins = wins.mean(axis=0) if setup is None or init is None else None
     if init is None:
         init = thurstone_mle(pairs, mean_wins, n_items, prior_strength)
     init = np.asarray(init, dtype=float)
@@ -398,18 +435,13 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
     w = np.ascontiguousarray(wins[..., 0].T)  # (P, B): a column per resample
     l = np.ascontiguousarray(wins[..., 1].T)
     i, j = pairs[:, 0], pairs[:, 1]
-    inc = _incidence(pairs, n_items)
-    inc_t = inc.T.tocsr()
+    if setup is None:
+        setup = mle_batch_setup(pairs, mean_wins, n_items, init, prior_strength)
+    inc_t, inc32, inc_t32, precond32 = setup.inc_t, setup.inc32, setup.inc_t32, setup.precond32
     # Every resample starts at ``init``: the logs and the per-vote derivatives of its pairs are computed once.
     start = init[i] - init[j]
     start_pos, start_neg = _log_ndtr_pair(start)
     grad_won, grad_lost, curv_won, curv_lost = _vote_derivatives(start, start_pos, start_neg)
-    hess0 = _hessian(pairs, mean_wins[:, 0] * curv_won + mean_wins[:, 1] * curv_lost, n_items, prior_strength,
-                     dense=True)
-    precond = scipy.linalg.cho_solve(scipy.linalg.cho_factor(hess0), np.eye(n_items))
-    precond = 0.5 * (precond + precond.T)  # symmetric to rounding, as CG needs
-    # The conjugate gradients' operands in single precision (see above).
-    inc32, inc_t32, precond32 = inc.astype(np.float32), inc_t.astype(np.float32), precond.astype(np.float32)
     result = np.empty((n_batch, n_items))
     unfinished = []
     column = np.arange(n_batch)                # the resample of each column still iterating
