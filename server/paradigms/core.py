@@ -761,12 +761,14 @@ def response_kinds() -> dict[str, tuple[Paradigm, ResponseKind]]:
     return found
 
 
-# Built once: every entry runs both.
-_FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
-                                    Worker.external_id == bindparam("external_id"))
-_FIND_ASSIGNMENT = select(Assignment).where(Assignment.study_id == bindparam("study_id"),
-                                            Assignment.platform == bindparam("platform"),
-                                            Assignment.external_id == bindparam("external_id"))
+# Built once: every entry asks for the worker's and the assignment's rows, in one round trip (their IDs; the
+# ORM objects are loaded only when they exist: a new worker's entry, the common one, loads none).
+_FIND_WORKER_AND_ASSIGNMENT = select(
+    select(_worker.c.id).where(_worker.c.study_id == bindparam("study_id"), _worker.c.platform == bindparam("platform"),
+                               _worker.c.external_id == bindparam("worker_external_id")).scalar_subquery(),
+    select(_assignment.c.id).where(_assignment.c.study_id == bindparam("study_id"),
+                                   _assignment.c.platform == bindparam("platform"),
+                                   _assignment.c.external_id == bindparam("assignment_external_id")).scalar_subquery())
 
 
 class Paradigm:
@@ -1106,9 +1108,11 @@ class Paradigm:
                         hit_id: str | None, turk_submit_to: str | None,
                         admit_new: Callable[[], None] | None, pilot: str | None = None,
                         fingerprint: EntryFingerprint | None = None) -> tuple[Assignment, bool]:
-        known = {"study_id": study.id, "platform": platform}
-        worker = session.scalar(_FIND_WORKER, {**known, "external_id": worker_id})
-        assignment = session.scalar(_FIND_ASSIGNMENT, {**known, "external_id": assignment_id})
+        worker_row, assignment_row_id = session.connection().execute(_FIND_WORKER_AND_ASSIGNMENT, {
+            "study_id": study.id, "platform": platform, "worker_external_id": worker_id,
+            "assignment_external_id": assignment_id}).one()
+        worker = None if worker_row is None else session.get(Worker, worker_row)
+        assignment = None if assignment_row_id is None else session.get(Assignment, assignment_row_id)
         if assignment is not None:
             if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")

@@ -223,7 +223,10 @@ def post_action(assignment_id: str):
     session = db_session()
     paradigm, spec = study_paradigm(session, assignment.study_id)
     check_stopping_after(assignment.study_id, spec)
-    return state_response(paradigm.perform_action(session, assignment, body["action"]))
+    state = _state_body(paradigm.perform_action(session, assignment, body["action"]))
+    # Committed before the answer is encoded: a page start holds its study's allocation lock until then.
+    session.commit()
+    return jsonify(state)
 
 
 def check_stopping_after(study_id: int, spec) -> None:
