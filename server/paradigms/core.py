@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+import json
 import re
 import secrets
 import sys
@@ -512,6 +513,58 @@ def record_environment(session: Session, assignment_id: int, nonce: str, payload
         raise RuntimeError("the environment was not stored, yet the assignment and its nonce are there")
 
 
+def environment_in_one_statement(engine, claims: TokenClaims, payload: Any) -> bool:
+    """:func:`record_environment`'s common case on PostgreSQL: the one UPDATE in its own transaction on a driver
+    connection (autocommit: no session, no BEGIN or COMMIT round trip). False, with nothing stored, whenever
+    :func:`record_environment` must decide (another database, a malformed environment, a revoked token, a
+    deleted assignment, a lost connection): it then answers as it always did."""
+    if engine.dialect.name != "postgresql":
+        return False
+    try:
+        environment = clean_environment(payload)
+    except ApiError:
+        return False
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            stored = connection.execute(_STORE_ENVIRONMENT_DRIVER, (
+                engine.dialect._json_serializer(environment) if engine.dialect._json_serializer else
+                json.dumps(environment), claims.assignment_id, claims.nonce)).fetchone()
+    except dbapi.OperationalError:
+        return False
+    return stored is not None
+
+
+# The environment as SQLAlchemy's JSON type stores it (the engine's serializer, else json.dumps), by the driver.
+_STORE_ENVIRONMENT_DRIVER = ("UPDATE assignment SET environment = CAST(%s AS JSON) WHERE assignment.id = %s "
+                             "AND assignment.token_nonce = %s RETURNING assignment.id")
+# consent_in_one_statement: the assignment at consent, of the token's study and nonce, moved to instructions.
+_CONSENT_DRIVER = ("UPDATE assignment SET stage = 'instructions' WHERE assignment.id = %s AND assignment.token_nonce = %s "
+                   "AND assignment.study_id = %s AND assignment.stage = 'consent' RETURNING assignment.id, "
+                   "assignment.study_id, assignment.worker_id, assignment.stage, assignment.pages_completed, "
+                   "assignment.token_nonce, assignment.pilot")
+
+
+def consent_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None:
+    """The ``consent`` action in one statement on PostgreSQL, for a study this process knows whose paradigm's
+    consent is a stage move (:attr:`Paradigm.consent_is_a_stage_move`): the assignment at stage consent moved to
+    instructions in its own transaction (autocommit, on a driver connection); returns the assignment after it.
+    None, with nothing changed, for everything the paradigm's action decides (another stage: a repeated click, a
+    wrong one; a revoked token; another database; a lost connection)."""
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = known_study(engine, claims.study_id)
+    if found is None or not found[0].consent_is_a_stage_move:
+        return None
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            row = connection.execute(_CONSENT_DRIVER, (claims.assignment_id, claims.nonce, claims.study_id)).fetchone()
+    except dbapi.OperationalError:
+        return None
+    return None if row is None else AssignmentRow._make(row)
+
+
 def clean_environment(payload: Any) -> dict[str, Any]:
     """The worker's window, screen and browser (informative), validated: else a 400 naming the problem."""
     if not isinstance(payload, dict):
@@ -806,6 +859,9 @@ class Paradigm:
     needs_mouse: ClassVar[bool] = False
     # The kinds of response the worker API takes for the paradigm's studies (see ResponseKind).
     response_kinds: ClassVar[tuple[ResponseKind, ...]] = ()
+    # Whether the ``consent`` action only moves an assignment from stage consent to instructions (the paradigm's
+    # perform_action does nothing else for it): then on PostgreSQL it is one statement (consent_in_one_statement).
+    consent_is_a_stage_move: ClassVar[bool] = False
 
     def response_kind(self, name: str) -> ResponseKind | None:
         """The declared :class:`ResponseKind` named ``name``, or None (a scan: a paradigm has a few)."""

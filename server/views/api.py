@@ -22,9 +22,9 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check_nonce, lock_assignment,
-                              lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
-                              spec_for, study_paradigm)
+from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check_nonce, consent_in_one_statement,
+                              environment_in_one_statement, lock_assignment, lock_assignment_row, record_environment,
+                              record_in_one_statement, response_kinds, spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
@@ -211,11 +211,20 @@ def get_state(assignment_id: str):
     return state_response(assignment)
 
 
+CONSENT = {"action": "consent"}
+
+
 @bp.post("/assignments/<assignment_id>/actions")
 @committed
 def post_action(assignment_id: str):
     claims = _bearer_token(assignment_id)
     body = json_object_body()
+    if body == CONSENT:  # on PostgreSQL, its common case is one statement (its own transaction)
+        moved = consent_in_one_statement(app_services().engine, claims)
+        if moved is not None:
+            paradigm, spec = study_paradigm(db_session(), moved.study_id)
+            check_stopping_after(moved.study_id, spec)
+            return jsonify(_state_body(moved))
     assignment = authorised_row(claims)
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
@@ -249,7 +258,9 @@ def post_environment(assignment_id: str):
     claims = _bearer_token(assignment_id)
     _limit_rate("environment", claims)
     body = json_object_body()
-    record_environment(db_session(), claims.assignment_id, claims.nonce, body)
+    # On PostgreSQL, its common case is one statement in its own transaction; else (or when that declines) the session's.
+    if not environment_in_one_statement(app_services().engine, claims, body):
+        record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
 

@@ -883,6 +883,7 @@ class PairedComparison(Paradigm):
     """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
 
     kind = paired_study.KIND
+    consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
     title = "paired comparison"
     state_schema = "State"
     shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)
