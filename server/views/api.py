@@ -2,7 +2,12 @@
 
 Every endpoint of an assignment needs ``Authorization: Bearer <token>``, the
 signed token of that very assignment. A request either commits everything it
-changed or, on any error, nothing.
+changed or, on any error, nothing. On PostgreSQL the common case of a response, of
+the consent action and of the environment is one statement, its own transaction
+(server/paradigms/core.py: ``record_in_one_statement``, ``consent_in_one_statement``,
+``environment_in_one_statement``): what that statement stored stays stored if the
+answer built after it fails, and a retry of the same request is answered as a
+repeat (a replayed response, a repeated click).
 
 Responses take one route, ``POST /assignments/<id>/<kind>``, for every kind of response a paradigm
 declares (:class:`~server.paradigms.core.ResponseKind`): the route's last part matches only the
@@ -232,10 +237,7 @@ def post_action(assignment_id: str):
     session = db_session()
     paradigm, spec = study_paradigm(session, assignment.study_id)
     check_stopping_after(assignment.study_id, spec)
-    state = _state_body(paradigm.perform_action(session, assignment, body["action"]))
-    # Committed before the answer is encoded: a page start holds its study's allocation lock until then.
-    session.commit()
-    return jsonify(state)
+    return state_response(paradigm.perform_action(session, assignment, body["action"]))
 
 
 def check_stopping_after(study_id: int, spec) -> None:
