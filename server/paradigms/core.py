@@ -287,6 +287,10 @@ def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[in
 
 
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+HOLDS_ALLOCATION_LOCK = "perceptlab.holds_allocation_lock"
+"""The key of ``session.info`` that :func:`allocation_lock` sets: the session's transaction holds a study's
+allocation lock, which every other hand-out of the study's work waits for until the transaction ends (the
+API's actions commit as soon as the action's work is done, before reading and building the State)."""
 
 
 def allocation_lock(session: Session, study: Study | StudyRef, namespace: int) -> None:
@@ -296,6 +300,7 @@ def allocation_lock(session: Session, study: Study | StudyRef, namespace: int) -
     """
     if session.get_bind().dialect.name == "postgresql":
         session.connection().execute(_ADVISORY_LOCK, {"key": namespace + study.id})
+        session.info[HOLDS_ALLOCATION_LOCK] = True
 
 
 # ---------------------------------------------------------------- endings

@@ -5,9 +5,11 @@ signed token of that very assignment. A request either commits everything it
 changed or, on any error, nothing. On PostgreSQL the common case of a response, of
 the consent action and of the environment is one statement, its own transaction
 (server/paradigms/core.py: ``record_in_one_statement``, ``consent_in_one_statement``,
-``environment_in_one_statement``): what that statement stored stays stored if the
-answer built after it fails, and a retry of the same request is answered as a
-repeat (a replayed response, a repeated click).
+``environment_in_one_statement``), and an action that handed out work under the
+study's allocation lock (a page start) is committed before its State is read and
+built: what was committed stays so if the answer built after it fails, and a
+retry of the same request is answered as a repeat (a replayed response, a
+repeated click).
 
 Responses take one route, ``POST /assignments/<id>/<kind>``, for every kind of response a paradigm
 declares (:class:`~server.paradigms.core.ResponseKind`): the route's last part matches only the
@@ -27,9 +29,10 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check_nonce, consent_in_one_statement,
-                              environment_in_one_statement, lock_assignment, lock_assignment_row, record_environment,
-                              record_in_one_statement, response_kinds, spec_for, study_paradigm)
+from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind, assignment_row, check_nonce,
+                              consent_in_one_statement, environment_in_one_statement, lock_assignment,
+                              lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
+                              spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
@@ -237,7 +240,12 @@ def post_action(assignment_id: str):
     session = db_session()
     paradigm, spec = study_paradigm(session, assignment.study_id)
     check_stopping_after(assignment.study_id, spec)
-    return state_response(paradigm.perform_action(session, assignment, body["action"]))
+    moved = paradigm.perform_action(session, assignment, body["action"])
+    if session.info.pop(HOLDS_ALLOCATION_LOCK, False):
+        # Work was handed out under the study's allocation lock (a page start): committed now, so that the
+        # study's other page starts wait for this one's statements only, not for its State being read and built.
+        session.commit()
+    return state_response(moved)
 
 
 def check_stopping_after(study_id: int, spec) -> None:

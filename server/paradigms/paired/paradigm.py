@@ -250,14 +250,19 @@ WITH new_page AS (
            t.is_gold, FALSE, FALSE
     FROM new_page, unnest(CAST(:pair_ids AS INTEGER[]), CAST(:left_is_a AS BOOLEAN[]), CAST(:is_gold AS BOOLEAN[]))
          WITH ORDINALITY AS t(pair_id, left_is_a, is_gold, position)
-    RETURNING trial.id
+    RETURNING trial.id, trial.position, trial.answered, trial.pair_id, trial.left_is_a
 ), held AS (
     UPDATE pair SET n_held = pair.n_held + 1 WHERE pair.id = ANY(CAST(:held_pair_ids AS INTEGER[]))
 ), moved AS (
     UPDATE assignment SET stage = 'trials' WHERE assignment.id = :assignment_id AND CAST(:move AS BOOLEAN)
 )
-SELECT count(*) FROM stored
+SELECT CAST(:index AS INTEGER) AS index, 'trials' AS kind, stored.id, stored.position, stored.answered, stored.pair_id,
+       stored.left_is_a
+FROM stored ORDER BY stored.position
 """)
+# The key of session.info under which a page start leaves its page's rows (those of _LATEST_PAGE_TRIALS) for
+# the State the same request answers with: read from the statement that stored them, not queried again.
+_NEW_PAGE_ROWS = "paired.new_page_rows"
 
 
 def _pair_trial_rows(pair_ids: list[int], gold_ids: list[int], page_rng: np.random.Generator,
@@ -339,12 +344,13 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
     if connection.dialect.name == "postgresql":
         rows = _pair_trial_rows(pair_ids, gold_ids, page_rng, is_quiz=False)
         row_moves = not isinstance(assignment, Assignment)  # an ORM object's stage is written at commit
-        connection.execute(_START_TRIALS_PAGE_POSTGRESQL, {
+        stored = connection.execute(_START_TRIALS_PAGE_POSTGRESQL, {
             "assignment_id": assignment.id, "worker_id": assignment.worker_id, "index": page_index,
             "created_at": now(session), "reserved_until": reserved_until, "held": real,
             "pair_ids": [row["pair_id"] for row in rows], "left_is_a": [row["left_is_a"] for row in rows],
             "is_gold": [row["is_gold"] for row in rows],
-            "held_pair_ids": sorted(int(pid) for pid in pair_ids) if real else [], "move": row_moves})
+            "held_pair_ids": sorted(int(pid) for pid in pair_ids) if real else [], "move": row_moves}).all()
+        session.info[_NEW_PAGE_ROWS] = (assignment.id, stored)
         if row_moves:
             return assignment._replace(stage=Stage.TRIALS.value)
         return move_to(session, assignment, Stage.TRIALS)
@@ -747,7 +753,11 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     spec = spec_for(session, assignment.study_id)
     page_data = message = completion = None
     if assignment.stage in PAGE_STAGES:
-        rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
+        started = session.info.pop(_NEW_PAGE_ROWS, None)  # the rows of a page this request started, if any
+        if started is not None and started[0] == assignment.id and assignment.stage == Stage.TRIALS:
+            rows = started[1]
+        else:
+            rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy,
                                    stored_media(session, assignment.study_id))
