@@ -570,6 +570,41 @@ def consent_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | Non
     return None if row is None else AssignmentRow._make(row)
 
 
+# finish_in_one_statement: complete()'s common case on the row. A worker turned away in another assignment is
+# left to complete() (which turns this one away too); the code already given, if any, is kept (give_code).
+_FINISH_DRIVER = ("UPDATE assignment SET stage = 'completed', completed_at = %s, "
+                  "completion_code = COALESCE(assignment.completion_code, %s) "
+                  "WHERE assignment.id = %s AND assignment.token_nonce = %s AND assignment.study_id = %s "
+                  "AND assignment.stage = 'page_done' AND assignment.pages_completed >= %s "
+                  "AND NOT EXISTS (SELECT 1 FROM worker WHERE worker.id = assignment.worker_id "
+                  "AND worker.status IN ('stopped', 'disqualified')) "
+                  "RETURNING assignment.id, assignment.study_id, assignment.worker_id, assignment.stage, "
+                  "assignment.pages_completed, assignment.token_nonce, assignment.pilot")
+
+
+def finish_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None:
+    """The ``finish`` action in one statement on PostgreSQL, for a study this process knows whose paradigm's finish
+    only completes the assignment (:attr:`Paradigm.finish_completes`): the assignment at stage page_done with at
+    least the spec's ``min_pages`` completed, whose worker was not turned away elsewhere, completed with its code
+    (:func:`complete`, :func:`give_code`) in its own transaction; returns the assignment after it. None, with
+    nothing changed, for everything the paradigm's action decides (another stage, too few pages, a worker turned
+    away, a revoked token, another database, a lost connection)."""
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = known_study(engine, claims.study_id)
+    if found is None or not found[0].finish_completes:
+        return None
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            row = connection.execute(_FINISH_DRIVER, (
+                utcnow(), secrets.token_hex(5).upper(), claims.assignment_id, claims.nonce, claims.study_id,
+                int(found[1].min_pages))).fetchone()
+    except dbapi.OperationalError:
+        return None
+    return None if row is None else AssignmentRow._make(row)
+
+
 def clean_environment(payload: Any) -> dict[str, Any]:
     """The worker's window, screen and browser (informative), validated: else a 400 naming the problem."""
     if not isinstance(payload, dict):
@@ -829,6 +864,9 @@ _FIND_WORKER_AND_ASSIGNMENT = select(
                                    _assignment.c.external_id == bindparam("assignment_external_id")).scalar_subquery())
 
 
+_INSERT_WORKER = insert(_worker).returning(_worker.c.id, _worker.c.status, _worker.c.pilot)
+
+
 class Paradigm:
     """One experimental paradigm: the hooks its module fills in, and the lifecycle every paradigm
     shares (entering a study, running out of work, reopening a full assignment).
@@ -867,6 +905,9 @@ class Paradigm:
     # Whether the ``consent`` action only moves an assignment from stage consent to instructions (the paradigm's
     # perform_action does nothing else for it): then on PostgreSQL it is one statement (consent_in_one_statement).
     consent_is_a_stage_move: ClassVar[bool] = False
+    # Whether the ``finish`` action, at stage page_done after the spec's ``min_pages``, only completes the assignment
+    # (:func:`complete`; the paged paradigms): then on PostgreSQL its common case is one statement (finish_in_one_statement).
+    finish_completes: ClassVar[bool] = False
 
     def response_kind(self, name: str) -> ResponseKind | None:
         """The declared :class:`ResponseKind` named ``name``, or None (a scan: a paradigm has a few)."""
@@ -1186,11 +1227,12 @@ class Paradigm:
         if admit_new is not None:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:
-            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id, pilot=pilot is not None,
-                            simulated=pilot == "simulated",
-                            **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()})
-            session.add(worker)
-            session.flush()
+            # One INSERT on the session's connection, not an ORM object's flush (which cost the entry more CPU
+            # than the statement): this request reads only its ID, status and pilot flag; later ones load it.
+            worker = session.connection().execute(_INSERT_WORKER, {
+                "study_id": study.id, "platform": platform, "external_id": worker_id, "pilot": pilot is not None,
+                "simulated": pilot == "simulated",
+                **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()}}).one()
         stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
         if stage == Stage.CONSENT and not self.work_left(session, study, worker.id):
             stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz

@@ -3,9 +3,9 @@
 Every endpoint of an assignment needs ``Authorization: Bearer <token>``, the
 signed token of that very assignment. A request either commits everything it
 changed or, on any error, nothing. On PostgreSQL the common case of a response, of
-the consent action and of the environment is one statement, its own transaction
-(server/paradigms/core.py: ``record_in_one_statement``, ``consent_in_one_statement``,
-``environment_in_one_statement``), and an action that handed out work under the
+the consent and finish actions and of the environment is one statement, its own
+transaction (server/paradigms/core.py: ``record_in_one_statement``, ``consent_in_one_statement``,
+``finish_in_one_statement``, ``environment_in_one_statement``), and an action that handed out work under the
 study's allocation lock (a page start) is committed before its State is read and
 built: what was committed stays so if the answer built after it fails, and a
 retry of the same request is answered as a repeat (a replayed response, a
@@ -30,9 +30,9 @@ from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind, assignment_row, check_nonce,
-                              consent_in_one_statement, environment_in_one_statement, lock_assignment,
-                              lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
-                              spec_for, study_paradigm)
+                              consent_in_one_statement, environment_in_one_statement, finish_in_one_statement,
+                              lock_assignment, lock_assignment_row, record_environment, record_in_one_statement,
+                              response_kinds, spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
@@ -219,7 +219,7 @@ def get_state(assignment_id: str):
     return state_response(assignment)
 
 
-CONSENT = {"action": "consent"}
+CONSENT, FINISH = {"action": "consent"}, {"action": "finish"}
 
 
 @bp.post("/assignments/<assignment_id>/actions")
@@ -227,8 +227,9 @@ CONSENT = {"action": "consent"}
 def post_action(assignment_id: str):
     claims = _bearer_token(assignment_id)
     body = json_object_body()
-    if body == CONSENT:  # on PostgreSQL, its common case is one statement (its own transaction)
-        moved = consent_in_one_statement(app_services().engine, claims)
+    if body in (CONSENT, FINISH):  # on PostgreSQL, their common case is one statement (its own transaction)
+        one_statement = consent_in_one_statement if body == CONSENT else finish_in_one_statement
+        moved = one_statement(app_services().engine, claims)
         if moved is not None:
             paradigm, spec = study_paradigm(db_session(), moved.study_id)
             check_stopping_after(moved.study_id, spec)

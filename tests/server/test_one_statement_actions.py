@@ -22,6 +22,26 @@ ENVIRONMENT = {"window": {"width": 1366, "height": 768, "dpr": 1.25}, "screen": 
                "user_agent": "Mozilla/5.0 (X11; Linux x86_64) test"}
 
 
+def _to_page_done(worker, client) -> list:
+    """Consent, instructions, the quiz answered right and a page of trials answered: the worker at page_done."""
+    answers = [_post(client, worker, "actions", {"action": "consent"}),
+               _post(client, worker, "actions", {"action": "instructions_done"})]
+    worker.answer_page(worker.correct_side)  # the quiz
+    worker.answer_page(worker.correct_side)  # a page of trials
+    assert worker.state()["stage"] == "page_done"
+    return answers
+
+
+def _turn_away(client, worker) -> None:
+    """The worker stopped in another assignment of the study (their worker row's status, as stop() leaves it)."""
+    from server.models import Worker
+
+    with app_services(client.application).sessions() as session:
+        row = session.scalar(select(Worker).where(Worker.external_id == worker.worker_id))
+        row.status, row.status_reason = "stopped", "stopped elsewhere"
+        session.commit()
+
+
 class Counting:
     """Wraps a one-statement function: counts the calls that stored something (a row, or True)."""
 
@@ -43,8 +63,10 @@ def _play(database_url, tmp_path, clock, demo_stimuli, monkeypatch, enabled: boo
     try:
         consent = Counting(core.consent_in_one_statement, enabled)
         environment = Counting(core.environment_in_one_statement, enabled)
+        finish = Counting(core.finish_in_one_statement, enabled)
         monkeypatch.setattr(api, "consent_in_one_statement", consent)
         monkeypatch.setattr(api, "environment_in_one_statement", environment)
+        monkeypatch.setattr(api, "finish_in_one_statement", finish)
         folder = tmp_path / f"study{enabled}"
         folder.mkdir()
         slug = create_test_study(app, demo_stimuli, folder, **SMALL_STUDY)
@@ -57,19 +79,30 @@ def _play(database_url, tmp_path, clock, demo_stimuli, monkeypatch, enabled: boo
             row = session.scalar(select(Assignment).where(Assignment.id == int(worker.assignment_id)))
             kept = {"stage": row.stage, "token_nonce_same": row.token_nonce == worker.token_nonce_at_entry,
                     "environment": {k: v for k, v in (row.environment or {}).items() if k != "recorded_at"},
-                    "pages_completed": row.pages_completed}
-        return answers, kept, consent.stored + environment.stored
+                    "pages_completed": row.pages_completed, "code": _code_shape(row.completion_code),
+                    "completed": row.completed_at is not None, "status": row.worker.status}
+        return answers, kept, consent.stored + environment.stored + finish.stored
     finally:
         app_services(app).engine.dispose()
 
 
+def _code_shape(code: str | None) -> str | None:
+    """A completion code as its shape (codes are random): ten capital hexadecimal digits, or None."""
+    import re
+
+    return None if code is None else ("HEX10" if re.fullmatch(r"[0-9A-F]{10}", code) else code)
+
+
 def _scrub(body, worker):
-    """An answer without what differs between two studies by construction: the assignment's ID and, of a page,
-    its trials (their stimuli's URLs are named under each study's own random key)."""
+    """An answer without what differs between two plays by construction: the assignment's IDs (ours, and MTurk's
+    in a completion), of a page its trials (their stimuli's URLs are named under each study's own random key), a
+    completion code's digits."""
     if isinstance(body, dict) and body.get("assignment_id") == worker.assignment_id:
-        page = body.get("page")
+        page, completion = body.get("page"), body.get("completion")
         return {**body, "assignment_id": "<id>",
-                "page": page and {k: v for k, v in page.items() if k != "trials"}}
+                "page": page and {k: v for k, v in page.items() if k != "trials"},
+                "completion": completion and {**completion, "code": _code_shape(completion.get("code")),
+                                              "assignment_id": "<MTurk's ID>"}}
     return body
 
 
@@ -112,10 +145,20 @@ SCRIPTS = {
         _post(c, w, "actions", {"action": "consent"}), _post(c, w, "actions", {"action": "instructions_done"}),
         _post(c, w, "actions", {"action": "consent"})],
     "an unknown field beside consent": lambda w, c: [_post(c, w, "actions", {"action": "consent", "x": 1})],
+    "finish, twice": lambda w, c: [*_to_page_done(w, c), _post(c, w, "actions", {"action": "finish"}),
+                                   _post(c, w, "actions", {"action": "finish"})],
+    "finish at the quiz": lambda w, c: [_post(c, w, "actions", {"action": "consent"}),
+                                        _post(c, w, "actions", {"action": "instructions_done"}),
+                                        _post(c, w, "actions", {"action": "finish"})],
+    "finish of a worker turned away elsewhere": lambda w, c: [*_to_page_done(w, c), _turn_away(c, w) or
+                                                              _post(c, w, "actions", {"action": "finish"})],
+    "finish with a revoked token": lambda w, c: [*_to_page_done(w, c),
+                                                 _post(c, w, "actions", {"action": "finish"}, token=_forged(w))],
 }
 STORED_IN_ONE_STATEMENT = {"consent, twice, then the environment": 2, "a revoked token": 0,
                            "a malformed environment, then a good one": 1, "consent after the instructions": 1,
-                           "an unknown field beside consent": 0}
+                           "an unknown field beside consent": 0, "finish, twice": 2, "finish at the quiz": 1,
+                           "finish of a worker turned away elsewhere": 1, "finish with a revoked token": 1}
 
 
 @pytest.mark.parametrize("case", sorted(SCRIPTS))

@@ -894,6 +894,7 @@ class PairedComparison(Paradigm):
 
     kind = paired_study.KIND
     consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
+    finish_completes = True  # finish at page_done after min_pages: complete() (the API's one-statement finish)
     title = "paired comparison"
     state_schema = "State"
     shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)

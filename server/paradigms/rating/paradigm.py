@@ -476,6 +476,7 @@ class Rating(Paradigm):
 
     kind = rating_study.KIND
     consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
+    finish_completes = True  # finish at page_done after min_pages: complete() (the API's one-statement finish)
     title = "ratings"
     state_schema = "RatingState"
     spec_class = RatingSpec
