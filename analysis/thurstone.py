@@ -514,7 +514,8 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
             if not going.any():
                 break
             # Compact every per-column array to the columns still iterating.
-            column, s, w, l, f, previous = column[going], s[:, going], w[:, going], l[:, going], f[going], previous[going]
+            column, s, w, l = column[going], s[:, going], w[:, going], l[:, going]
+            f, previous = f[going], previous[going]
             log_pos, log_neg, diff = log_pos[:, going], log_neg[:, going], diff[:, going]
     else:
         result[column] = s.T
