@@ -384,7 +384,7 @@ def mle_batch_setup(pairs: np.ndarray, wins: np.ndarray, n_items: int, init: np.
 @limits_blas_threads
 def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                         prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
-                        tol: float = 1e-6, max_iter: int = 30, setup: "MLEBatchSetup | None" = None) -> np.ndarray:
+                        tol: float = 1e-6, max_iter: int = 30, setup: MLEBatchSetup | None = None) -> np.ndarray:
     """MLE for a batch of count vectors on the same pairs (bootstrap resamples).
 
     Each resample is solved to the same optimum as :func:`thurstone_mle`
