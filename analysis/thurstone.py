@@ -384,7 +384,7 @@ def mle_batch_setup(pairs: np.ndarray, wins: np.ndarray, n_items: int, init: np.
 @limits_blas_threads
 def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
                         prior_strength: float = DEFAULT_PRIOR_STRENGTH, init: np.ndarray | None = None,
-                        tol: float = 1e-6, max_iter: int = 30, setup: "MLEBatchSetup | None" = None) -> np.ndarray:
+                        tol: float = 1e-6, max_iter: int = 30, setup: MLEBatchSetup | None = None) -> np.ndarray:
     """MLE for a batch of count vectors on the same pairs (bootstrap resamples).
 
     Each resample is solved to the same optimum as :func:`thurstone_mle`
@@ -514,7 +514,8 @@ def thurstone_mle_batch(pairs: np.ndarray, wins: np.ndarray, n_items: int,
             if not going.any():
                 break
             # Compact every per-column array to the columns still iterating.
-            column, s, w, l, f, previous = column[going], s[:, going], w[:, going], l[:, going], f[going], previous[going]
+            column, s, w, l = column[going], s[:, going], w[:, going], l[:, going]
+            f, previous = f[going], previous[going]
             log_pos, log_neg, diff = log_pos[:, going], log_neg[:, going], diff[:, going]
     else:
         result[column] = s.T
