@@ -274,8 +274,19 @@ def sqlite_url(sqlite_template, tmp_path) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request) -> str:
-    """Each test using this runs twice: on SQLite (WAL) and on PostgreSQL."""
+    """Each test using this runs twice: on SQLite (WAL) and on PostgreSQL (but see :func:`pytest_generate_tests`)."""
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc):
+    """Tests marked ``one_database`` that take ``database_url`` run on SQLite alone: what they check (a page, a
+    form, a message) does not depend on where the rows are kept, and the rest of their modules' paths are checked
+    on both databases by other tests. A test that names its databases itself keeps them. (A parametrize mark,
+    added before pytest's own hooks read the marks and the fixtures' parameters.)"""
+    named = any("database_url" in str(marker.args[0]) for marker in metafunc.definition.iter_markers("parametrize"))
+    if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("one_database") and not named:
+        metafunc.definition.add_marker(pytest.mark.parametrize("database_url", ["sqlite"], indirect=True))
 
 
 def make_test_app(database_url: str, instance_path: Path, **overrides):
