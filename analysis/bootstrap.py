@@ -85,7 +85,7 @@ import numpy as np
 from scipy.special import ndtri, stdtrit
 from tqdm.auto import tqdm
 
-from .scaling import ScalingOptions, SetDesign, fit_set_batch, fit_set_linearised, reported
+from .scaling import ScalingOptions, SetDesign, fit_set_batch, fit_set_batch_setup, fit_set_linearised, reported
 from .screening import SoftWeights, soft_step
 from .threads import limits_blas_threads
 
@@ -318,12 +318,17 @@ def bootstrap_sets(designs: list[SetDesign], raws: list[np.ndarray], options: Sc
     wins_of = resample_wins(unit, n_boot, rng, vote_worker, kept_workers, designs, soft)
     samples = [np.empty((n_boot, d.n_items)) for d in designs]
     also_samples = [{u: np.empty((n_boot, d.n_items)) for u in also} for d in designs]
+    # Each set's preconditioner (the Hessian of its full-data fit, inverted), made once for all its chunks.
+    full_weight = soft.weight if soft is not None else np.asarray(kept_workers, dtype=float)
+    setups = [fit_set_batch_setup(d, options, d.wins(full_weight[vote_worker[d.votes]]), raw) if n_boot else None
+              for d, raw in zip(designs, raws)]
     with tqdm(total=n_boot * len(designs), desc="bootstrap", unit="fit", leave=False,
               disable=None if progress is None else not progress) as bar:
         for start in range(0, n_boot, CHUNK):
             stop = min(start + CHUNK, n_boot)
-            for design, raw, wins, out, others in zip(designs, raws, wins_of(start, stop), samples, also_samples):
-                fitted = fit_set_batch(design, options, wins, init=raw)
+            for design, raw, setup, wins, out, others in zip(designs, raws, setups, wins_of(start, stop), samples,
+                                                             also_samples):
+                fitted = fit_set_batch(design, options, wins, init=raw, setup=setup)
                 out[start:stop] = reported(fitted, design, options)
                 for u, other in others.items():
                     other[start:stop] = reported(fitted, design, also[u])

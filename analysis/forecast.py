@@ -49,8 +49,19 @@ far are analysed exactly as the pilot was (screening, MLE, worker bootstrap with
 resamples, the ``t`` interval at ``confidence``), half-widths are multiplied by the replicate's
 inconsistency factor (random sampling only; see :func:`forecast`'s ``calibrate``), and the checkpoint
 where the ``q``-quantile of the items' half-widths (over every set, and per set) falls to the target is found
-by log-log interpolation between checkpoints. The forecast is the median over replicates, the band their 10th
-to 90th percentile, widened to the prediction interval of one further study (:func:`prediction_band`).
+by log-log interpolation between checkpoints.
+
+The forecast and its band: a simulated study's need is the votes its honest workers gave by then times its votes
+per honest vote. The second is the crowd's luck (the careless share, and which workers come and how many votes
+each gives: an active pilot's votes come mostly from a dozen workers, and a study's careless votes are as
+uncertain as a dozen coin tosses), and a few replicates draw it only a few times: their band was as often too
+narrow as wide. So it comes from :data:`CROWD_DRAWS` further crowds drawn as a replicate's are
+(:func:`crowd_factors`: no analysis, a fraction of a second), the first from the replicates (the Student t
+prediction of one further study's log honest votes, as :func:`prediction_band`), and the forecast is the median
+of their products, the band their 10th to 90th percentile (:func:`combined_band`); a careless vote is taken to
+add nothing (in the active replays a simulated study's need went with ``1 / (1 - its careless vote share)`` to
+the power 0.65-1.00). Where a replicate did not reach the target, the band is the replicates' median and 10th to
+90th percentile, widened to :func:`prediction_band`.
 
 Why not an analytic (Fisher information) interval: on a simulated StudyMB-sized study, the worker
 bootstrap's SD of a pilot of 15 % of the votes (3 votes per pair) was 1.8 times the Fisher information's
@@ -97,6 +108,7 @@ MIN_PRIOR_SD = 0.05
 MIN_AGREEMENTS_PER_WORKER = 5
 MAX_SHARPNESS = 10.0  # bounds of kappa in scale_agreement (a careful vote's sharpness against the fitted gaps)
 SHARE_GRID = np.linspace(0.0005, 0.9995, 1000)  # careless shares at which their posterior is evaluated
+CROWD_DRAWS = 1000  # crowds drawn for the band's careless-vote factor (crowd_factors): cheap, no analysis
 
 
 class ForecastInputError(ValueError):
@@ -199,11 +211,17 @@ class PilotFit:
         """
         if self.worker_log_ratio is None:
             return self.honest_posterior, None, self.mean, self.cov_factor
-        has = self.worker_votes > 0
-        share = draw_careless_share(self.worker_log_ratio[has], rng)
-        honest = np.where(has, careful_posterior(self.worker_log_ratio, share), 0.0)
+        honest, new_honest = self.draw_workers(draw_careless_share(self.worker_log_ratio[self.worker_votes > 0], rng))
         fits = [_posterior(d, np.ones(len(d.votes)), 1.0 - honest[self.votes.worker[d.votes]]) for d in self.designs]
-        return honest, 1.0 - share, [m for m, _, _ in fits], [f for _, f, _ in fits]
+        return honest, new_honest, [m for m, _, _ in fits], [f for _, f, _ in fits]
+
+    def draw_workers(self, share: float | None) -> tuple[np.ndarray, float | None]:
+        """Under a careless ``share`` (a draw of its posterior; None for a known crowd): each pilot worker's
+        probability of being honest and a new worker's (None for a known crowd: the pilot's own)."""
+        if self.worker_log_ratio is None or share is None:
+            return self.honest_posterior, None
+        honest = np.where(self.worker_votes > 0, careful_posterior(self.worker_log_ratio, share), 0.0)
+        return honest, 1.0 - float(share)
 
     @property
     def n_votes(self) -> int:
@@ -489,12 +507,14 @@ def _careful_mixture(gaps: np.ndarray, worker: np.ndarray, has: np.ndarray, shar
     return share, sharpness, np.bincount(worker, log_ndtr(sharpness * gaps) - np.log(0.5), W)
 
 
-def draw_careless_share(log_ratio: np.ndarray, rng: np.random.Generator) -> float:
+def draw_careless_share(log_ratio: np.ndarray, rng: np.random.Generator, size: int | None = None):
     """A careless share drawn from its posterior (flat prior, on a grid) given the workers' likelihood ratios
-    of careful over careless: the likelihood of share ``c`` is ``prod_w (c + (1 - c) exp(log_ratio_w))``."""
+    of careful over careless: the likelihood of share ``c`` is ``prod_w (c + (1 - c) exp(log_ratio_w))``.
+    ``size``: that many draws (an array; the posterior is evaluated once)."""
     log_like = np.logaddexp(np.log(SHARE_GRID)[:, None], np.log1p(-SHARE_GRID)[:, None] + log_ratio[None, :]).sum(1)
     weights = np.exp(log_like - log_like.max())
-    return float(rng.choice(SHARE_GRID, p=weights / weights.sum()))
+    draws = rng.choice(SHARE_GRID, p=weights / weights.sum(), size=size)
+    return draws if size is not None else float(draws)
 
 
 def careless_share(votes: Votes, iterations: int = 1000) -> float | None:
@@ -708,6 +728,48 @@ class _Study:
     def votes(self) -> Votes:
         return self.stream.votes(self.fit.votes, len(self.fit.votes.worker_ids) + self.crowd.size)
 
+    def votes_per_honest(self, n: float) -> float:
+        """The first ``n`` votes of the stream over how many of them honest workers gave."""
+        worker = np.concatenate(self.stream.worker)[:max(int(round(n)), 1)]
+        return len(worker) / _honest_count(self.crowd, worker, len(self.fit.votes.worker_ids))
+
+
+def _honest_count(crowd: _Crowd, worker: np.ndarray, pilot_workers: int) -> float:
+    """Votes of ``worker`` (stream worker indices: the pilot's first, then the crowd's new ones) given by honest
+    workers; at least a half, so that a ratio over it stays finite."""
+    pilot = worker < pilot_workers
+    honest = crowd.pilot_honest[worker[pilot]].sum() + crowd.honest[worker[~pilot] - pilot_workers].sum()
+    return max(float(honest), 0.5)
+
+
+def crowd_factors(fit: PilotFit, sizes: Sequence[float], rng: np.random.Generator,
+                  votes_per_worker: float | None = None, draws: int = CROWD_DRAWS) -> np.ndarray:
+    """``(draws, len(sizes))``: for crowds drawn as a replicate's are (the careless share from its posterior, the
+    pilot's workers honest with their posteriors under it, new workers resampling the pilot's vote counts), the
+    first ``sizes`` votes of the study (the pilot's replayed, then the new workers') over how many of them honest
+    workers gave.
+
+    A pilot whose votes came from a dozen workers tells little about the share of careless *votes* in the rest of the
+    study: it depends on the share (its posterior), and on which workers come and how much each gives (the pilot's
+    spread of counts). Simulated studies are few (each is analysed at every checkpoint), so their spread of this
+    factor is a few draws; these draws cost no analysis. Sizes under 1 are read as 1."""
+    pilot_worker = fit.votes.worker[~fit.votes.is_gold]  # the replayed pilot, in its order
+    W = len(fit.votes.worker_ids)
+    top = max(int(round(max(sizes))), 1)
+    has = fit.worker_votes > 0
+    shares = (draw_careless_share(fit.worker_log_ratio[has], rng, size=draws) if fit.worker_log_ratio is not None
+              else [None] * draws)
+    out = np.empty((draws, len(sizes)))
+    for m, share in enumerate(shares):
+        honest, new_honest = fit.draw_workers(share)
+        crowd = _Crowd(fit, rng, votes_per_worker, honest, new_honest)
+        new, _ = crowd.workers_of(0, max(top - len(pilot_worker), 0))
+        worker = np.concatenate([pilot_worker, new + W])
+        for k, size in enumerate(sizes):
+            n = min(max(int(round(size)), 1), len(worker))
+            out[m, k] = n / _honest_count(crowd, worker[:n], W)
+    return out
+
 
 # --------------------------------------------------------------------------- the forecast
 
@@ -733,29 +795,61 @@ class Forecast:
     work_unit: str = "votes"      # what the counts count: "votes", or "ratings" (analysis/rating_forecast.py)
     interval: str | None = None   # how the half-widths are made (None: the paired analysis's, see report)
     assumes: tuple[str, ...] = ()  # what the model takes for granted, in words (the report's "model")
+    votes_per_honest: np.ndarray | None = None  # (R, Q) each replicate's votes over its honest workers' at its need
+    crowd_factor: np.ndarray | None = None      # (M, Q) the same ratio of further crowds (crowd_factors)
+    crowd_t: np.ndarray | None = None           # (M,) Student t draws (R - 1 degrees of freedom) paired with them
 
-    def band(self, values: np.ndarray) -> dict:
-        """``{"total": median, "low", "high"}``: the replicates' median, and the wider of their 10th-90th
-        percentiles and :func:`prediction_band` (a few replicates' percentiles hold a further study less often
-        than they say); None where not reached."""
+    def band(self, values: np.ndarray, q: int | None = None, floor: float = 0.0) -> dict:
+        """``{"total": median, "low", "high"}``; None where not reached.
+
+        With further crowds (``crowd_factor``, quantile ``q``) and every replicate finite: each replicate's need
+        over its votes per honest vote at its need of the whole study (the honest votes it needed; per set and
+        model-only needs take the same ratio), their Student t prediction of one further study on the log scale,
+        times each further crowd's votes per honest vote; the median and 10th-90th percentiles of those products
+        (:func:`combined_band`; none below ``floor``). Otherwise (ratings; a replicate that did not reach the
+        target): the replicates' median, and the wider of their 10th-90th percentiles and :func:`prediction_band`
+        (a few replicates' percentiles hold a further study less often than they say)."""
+        clean = lambda x: int(round(x)) if x <= self.max_votes else None  # noqa: E731
+        finite = np.isfinite(values)
+        if q is not None and self.crowd_factor is not None and finite.all():
+            mid, low, high = combined_band(values / self.votes_per_honest[:, q], self.crowd_factor[:, q], self.crowd_t,
+                                           floor)
+            return {"total": clean(mid), "low": clean(low), "high": clean(high)}
         # Replicates that did not reach the target by max_votes stand above every other (and come out
         # as None): a finite stand-in keeps the percentiles free of inf - inf.
-        finite = np.isfinite(values)
         values = np.where(finite, np.asarray(values, dtype=float), 1e300)
         mid = float(np.median(values))
         low, high = np.percentile(values, BAND)
         if finite.all():
             further = prediction_band(values)
             low, high = np.fmin(low, further[0]), np.fmax(high, further[1])  # fmin, fmax: a nan band is no band
-        clean = lambda x: int(round(x)) if x <= self.max_votes else None  # noqa: E731
         return {"total": clean(mid), "low": clean(low), "high": clean(high)}
 
     def votes_needed(self, q: int) -> dict:
-        out = self.band(self.needed[:, q])
-        out["per_set"] = {s: self.band(self.needed_per_set[:, q, k]) for k, s in enumerate(self.set_ids)}
+        pilot = self.pilot.n_votes if self.crowd_factor is not None else 0.0  # what the pilot already gave
+        out = self.band(self.needed[:, q], q, pilot)
+        out["per_set"] = {s: self.band(self.needed_per_set[:, q, k], q,
+                                       len(self.pilot.designs[k].votes) if self.crowd_factor is not None else 0.0)
+                          for k, s in enumerate(self.set_ids)}
         out["reached"] = float(np.isfinite(self.needed[:, q]).mean())
-        out["model_only"] = self.band(self.needed_model[:, q])
+        out["model_only"] = self.band(self.needed_model[:, q], q, pilot)
         return out
+
+
+def combined_band(honest_needed: np.ndarray, factor: np.ndarray, t_draws: np.ndarray,
+                  floor: float = 0.0) -> tuple[float, float, float]:
+    """Median and 10th-90th percentiles of a further study's need: ``exp(mean + s sqrt(1 + 1/R) t) * factor`` over
+    the pairs of ``t_draws`` (Student t, ``R - 1`` degrees of freedom) and ``factor`` (further crowds' votes per
+    honest vote), ``mean`` and ``s`` those of the log of ``honest_needed`` (R replicates' honest votes needed; one
+    replicate: no spread of its own), none below ``floor`` (the pilot's votes, which the need counts). The t
+    prediction of :func:`prediction_band`, for the part of the need the simulated studies alone can tell."""
+    logs = np.log(np.asarray(honest_needed, dtype=float))
+    R = len(logs)
+    spread = float(np.std(logs, ddof=1) * np.sqrt(1.0 + 1.0 / R)) if R > 1 else 0.0
+    # on the log scale: a t draw of one degree of freedom can overflow exp, and percentiles commute with exp
+    draws = np.maximum(logs.mean() + spread * np.asarray(t_draws) + np.log(factor), np.log(max(floor, 1e-300)))
+    mid, low, high = np.exp(np.percentile(draws, [50.0, *BAND]))
+    return float(mid), float(low), float(high)
 
 
 def prediction_band(needed: np.ndarray) -> tuple[float, float]:
@@ -906,6 +1000,7 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
     needed_model = np.full((replicates, Q), np.inf)
     per_set = np.full((replicates, Q, S), np.inf)
     ratio = np.ones((replicates, Q))
+    per_honest = np.ones((replicates, Q))
     checkpoints = []
     for r in range(replicates):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, r)))
@@ -962,18 +1057,33 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
             for s in range(S):
                 set_votes = [int(v[s]) for _, v in by_set]
                 per_set[r, q, s] = _crossing(set_votes, [w[q, s] for w, _ in by_set], target)
+            if np.isfinite(needed[r, q]):
+                per_honest[r, q] = study.votes_per_honest(needed[r, q])
         if on_replicate is not None:
             on_replicate(1)
+    # Further crowds at each quantile's median need (the factor changes slowly with the study's size).
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))
+    sizes = [float(np.median(n[np.isfinite(n)])) if np.isfinite(n).any() else float(cap) for n in needed.T]
+    factor = crowd_factors(fit, sizes, rng, votes_per_worker)
+    t_draws = rng.standard_t(replicates - 1, len(factor)) if replicates > 1 else np.zeros(len(factor))
     return Forecast(quantiles, needed, per_set, ratio, [d.set_id for d in fit.designs], fit, float(target), units,
                     sampling, confidence, cap, n_boot, checkpoints, needed_model, time.perf_counter() - started,
-                    assumes=vote_assumptions(fit, sampling, calibrate, pilot_bootstrap, ratio))
+                    assumes=vote_assumptions(fit, sampling, calibrate, pilot_bootstrap, ratio, factor[:, 0]),
+                    votes_per_honest=per_honest, crowd_factor=factor, crowd_t=t_draws)
 
 
 def vote_assumptions(fit: PilotFit, sampling: str, calibrate: bool, pilot_bootstrap: bool,
-                     ratio: np.ndarray) -> tuple[str, ...]:
-    """What a paired forecast takes for granted, in words (the report's ``model``, the CLI's "assumes:")."""
+                     ratio: np.ndarray, per_honest: np.ndarray | None = None) -> tuple[str, ...]:
+    """What a paired forecast takes for granted, in words (the report's ``model``, the CLI's "assumes:");
+    ``per_honest``: the further crowds' votes per honest vote at the first quantile (:func:`crowd_factors`)."""
     spread = ", ".join(f"{sd:.2f}" for sd in fit.prior_sd)
     factor = float(np.median(ratio[:, 0])) if len(ratio) else 1.0
+    crowds = () if per_honest is None else (
+        "the band, where every simulated study reached the target: the honest votes they needed (Student t over "
+        "them; a careless vote taken to add nothing) times the votes per honest vote "
+        f"of {len(per_honest):,} further crowds drawn alike ({np.percentile(per_honest, BAND[0]):.2f}-"
+        f"{np.percentile(per_honest, BAND[1]):.2f}, 10th-90th percentile): wider when the pilot's careless share "
+        "rests on few workers or a few workers give most votes",)
     return (f"careful workers are Thurstone Case V observers of one true scale per set (drawn from the pilot's "
             f"posterior; its SD {spread} z), careless ones click at random",
             f"careless workers {100 * fit.careless_share:.0f} % in the pilot ({fit.careless_source}); each simulated "
@@ -984,7 +1094,7 @@ def vote_assumptions(fit: PilotFit, sampling: str, calibrate: bool, pilot_bootst
             f"{sampling} sampling: half-widths of the model alone (the inconsistency factor, median {factor:.2f}, "
             "is reported, not applied)",
             f"{sampling} sampling as the server allocates; new workers give as many votes as the pilot's (or "
-            "--pages-per-worker); the crowd does not change over the study")
+            "--pages-per-worker); the crowd does not change over the study") + crowds
 
 
 # --------------------------------------------------------------------------- votes -> people, dollars, hours

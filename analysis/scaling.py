@@ -13,9 +13,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .formats import Votes
-from .thurstone import (DEFAULT_PRIOR_STRENGTH, DENSE_LIMIT, JOD_PER_Z, add_anchors, check_connected, index_pairs,
-                        rescale_to_anchors, thurstone_ls, thurstone_mle, thurstone_mle_batch,
-                        thurstone_mle_linearised)
+from .thurstone import (DEFAULT_PRIOR_STRENGTH, DENSE_LIMIT, JOD_PER_Z, MLEBatchSetup, add_anchors, check_connected,
+                        index_pairs, mle_batch_setup, rescale_to_anchors, thurstone_ls, thurstone_mle,
+                        thurstone_mle_batch, thurstone_mle_linearised)
 
 UNITS = ("anchored", "jod", "z")
 """Units of reported scales: see :func:`reported` and :func:`unit_description`."""
@@ -173,19 +173,31 @@ def fit_set(design: SetDesign, options: ScalingOptions, weights: np.ndarray | No
 
 
 def fit_set_batch(design: SetDesign, options: ScalingOptions, wins: np.ndarray,
-                  init: np.ndarray) -> np.ndarray:
+                  init: np.ndarray, setup: MLEBatchSetup | None = None) -> np.ndarray:
     """Raw scales for a (B, P, 2) batch of win counts (:meth:`SetDesign.wins_batch`), warm-started at ``init``.
 
     Resamples are not checked for connectivity: the ridge keeps a component
     that lost all its links in one resample finite, and the spread this adds is
-    part of the interval.
+    part of the interval. ``setup`` (:func:`fit_set_batch_setup`): the MLE's preconditioner, shared by
+    batches of the same set.
     """
     pairs, wins, n = _prepare(design, wins, options, check=False)
     if options.method == "mle":
-        return thurstone_mle_batch(pairs, wins, n, options.prior_strength, init=init)
+        return thurstone_mle_batch(pairs, wins, n, options.prior_strength, init=init, setup=setup)
     ridge = options.prior_strength
     return np.stack([thurstone_ls(pairs, wins[b], n, options.correction, ridge=ridge if
                                   options.allow_disconnected else 0.0) for b in range(len(wins))])
+
+
+def fit_set_batch_setup(design: SetDesign, options: ScalingOptions, reference: np.ndarray,
+                        init: np.ndarray) -> MLEBatchSetup | None:
+    """What every :func:`fit_set_batch` of the set's resamples may share (:func:`~analysis.thurstone.mle_batch_setup`:
+    the Hessian at ``init``, the raw fit of the ``reference`` counts ((P, 2)), inverted once); None where the fits
+    use none (least squares, sets above :data:`~analysis.thurstone.DENSE_LIMIT` items)."""
+    pairs, reference, n = _prepare(design, reference, options, check=False)
+    if options.method != "mle" or n > DENSE_LIMIT:
+        return None
+    return mle_batch_setup(pairs, reference, n, init, options.prior_strength)
 
 
 def fit_set_linearised(design: SetDesign, options: ScalingOptions, at: np.ndarray, reference: np.ndarray):

@@ -316,8 +316,14 @@ def honest_log_likelihood_ratio(votes: Votes, scale: np.ndarray, scaling_votes: 
     terms = vote_log_ratio(np.nan_to_num(diff), lapse)
     # Summed in a canonical order (by worker, then by value): workers with equal answers get bit-equal
     # sums, and neither the row order nor the worker IDs can move a worker across the cut by rounding.
-    order = np.lexsort((terms, worker))
-    return np.bincount(worker[order], terms[order], len(votes.worker_ids))
+    # The order of np.lexsort((terms, worker)) (equal values may come in another order, which changes no
+    # sum): the values sorted, then the workers by a stable sort, a radix sort for up to 65,536 workers
+    # (1.2 M votes: 0.07 CPU s instead of lexsort's 0.25 s).
+    W = len(votes.worker_ids)
+    by_value = np.argsort(terms)
+    key = worker[by_value]
+    order = by_value[np.argsort(key.astype(np.uint16) if W <= 1 << 16 else key, kind="stable")]
+    return np.bincount(worker[order], terms[order], W)
 
 
 def _select_auto(llr: np.ndarray, has_votes: np.ndarray, iterations: int = 200):

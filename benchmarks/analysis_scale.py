@@ -73,6 +73,52 @@ StudyMB-sized 6.43 / 6.58 and 5.96 / 6.10 (151e765: 5.78 / 5.91, 6.13 / 6.26). T
 "after" (4.9 CPU s then) now takes about 6 CPU s on this machine: the StudyMB-sized 5 s target is not met, and the
 large study's 10 s is met by a margin of a few per cent only. sockpuppets.py no longer imports scipy.stats (0.7 s
 of imports; the analysis imports 0.45 s now).
+
+Branch speed (issue 37 item 6 again; 2026-12-07, 2 cores shared with three to four other helpers: load average 7-15
+throughout, so no idle figures), two runs of ``--before /tmp/before-speed --skip-peers --time-limit 60`` (before =
+main at 9259298, a ``git worktree add --detach`` checkout), wall / CPU s:
+
+=======================================  ============================  ============================
+run                                      before                        after
+=======================================  ============================  ============================
+large, analyze --bootstrap 0             19.83 / 9.48, 18.17 / 9.46    21.65 / 7.57, 10.26 / 6.82
+StudyMB-sized, analyze --no-plots        22.06 / 6.33, 8.95 / 5.62     23.06 / 4.64, 5.09 / 3.99
+=======================================  ============================  ============================
+
+(wall times at that load say little: the first run's "after" waited longer than its "before"). Two more alternated
+runs of each command (the benchmark's command under ``/usr/bin/time``, user + system) at load average 9: large
+9.52 / 9.57 -> 6.93 / 7.03, StudyMB-sized 5.63 / 5.55 -> 4.13 / 4.20 CPU s. The large study keeps the 8.5 CPU s
+margin asked in every run; the StudyMB-sized one keeps 4.5 CPU s at load 9 and 13, not at load 11 (4.64 in the first
+run above), so on a busy machine its margin is thin. What changed:
+
+* the bootstrap's batch Newton solver (analysis/thurstone.py ``thurstone_mle_batch``): its conjugate gradients run
+  in float32 (relative residuals of 1e-3..1e-1 asked; gradient, line search and stopping rule stay in float64, so
+  each resample converges to the same optimum); every resample's first step uses per-vote derivatives shared at the
+  warm start; the arrays are compacted to the columns still iterating; the derivatives reuse the line search's pair
+  differences; each set's preconditioner (its full-data fit's Hessian, inverted) is made once for all its chunks
+  (``mle_batch_setup``) instead of once per chunk of 100. bootstrap_sets alone on the StudyMB-sized inputs: 4.4-4.6
+  -> 3.2-3.7 CPU s (load-dependent); every resample within 8.4e-8 anchored units of its exact optimum, as before.
+* ``_log_ndtr_pair``: ``log(ndtr(-|d|))`` with numpy's vectorised log instead of scipy's ``log_ndtr`` (which computes
+  just that for |d| < 20) and its ``exp``: 10-25 % faster, equal to 1e-15 of the value.
+* read_votes (analysis/formats.py): ASCII files are split from the positions of their commas and line breaks, and IDs
+  of up to 8 bytes coded by sorting them as integers: 2.3 -> 1.2 CPU s for the large file, the same Votes.
+* screening's canonical-order sums (``honest_log_likelihood_ratio``): an argsort of the values and a radix sort of the
+  workers instead of ``np.lexsort``: 0.25 -> 0.07 CPU s per call, two calls, the same sums to the bit.
+* the collusion test's leave-one-out solves (``worker_solves``) in float32 at their 1e-3 tolerance: 0.72 -> 0.45 CPU
+  s, gaps within 2.1e-6 of the float64 solves'.
+
+Tried and left out (no gain beyond the noise, or a loss): a looser or tolerance-aware forcing of the inner solves;
+starting each CG from the previous Newton step; a diagonally rescaled or a refreshed (mean current Hessian)
+preconditioner; refilling the pool with fresh resamples as others converge (every CG call then waits on a few late
+columns); setting a group's last columns aside to finish with the next groups' (13-17 % fewer CG steps, about 3 %
+CPU); capping the CG steps of the last columns; chunks of 60-1,000 resamples (100-150 are best). Exact Newton needs
+5.6-7.1 steps per resample from the full-data fit (6.7 in the batch): a resample that leaves out an extreme item's
+only dissenting workers moves that item and its anchor 1-2 z units into the flat tail of log Phi, where each Newton
+step goes only part of the way. Left as they are: the plots (1.3-1.6 CPU s of the large run, much of it fontTools
+subsetting the Type 42 fonts of the PDFs), the imports (0.45 CPU s: scipy.special's array-API layer imports every
+numpy submodule, f2py, testing and ma included), and the allocator: glibc's default thresholds return and re-fault
+the large run's big temporaries (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` of 64 / 256 MB cut its CPU
+by 0.4 s, the StudyMB-sized run's not at all).
 """
 from __future__ import annotations
 

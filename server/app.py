@@ -77,6 +77,10 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     # Every paradigm's templates, admin blueprint and background work (server/paradigms/wiring.py).
     from .paradigms.wiring import install_paradigms
 
+    # Imported now, not by the first request that completes a page or takes an action (the [stopping] check
+    # after it): a server process's first workers would wait for the import.
+    from . import stopping  # noqa: F401
+
     install_paradigms(app)
     return app
 

@@ -308,9 +308,15 @@ _DRIVER_POOLS_LOCK = threading.Lock()
 def make_session_factory(engine: Engine, info: dict | None = None) -> sessionmaker[Session]:
     """Sessions on ``engine``; ``info`` is copied into each session's ``info`` (e.g. an injected clock).
     Every paradigm's tables are mapped first (:func:`server.paradigms.load_models`)."""
+    from sqlalchemy.orm import configure_mappers
+
     from .paradigms import load_models
 
     load_models()
+    # Every mapper configured now, not by the first ORM query of a request: that took a server process's
+    # first entry about 40 ms of CPU (its first requests queue behind it, and a short load run pays it
+    # once per gunicorn worker).
+    configure_mappers()
     return sessionmaker(engine, expire_on_commit=False, info=info)
 
 

@@ -60,6 +60,69 @@ def cheap_password_hashes():
     patch.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def url_builders_compiled_once():
+    """Werkzeug's URL builders compiled once per process for each route's shape, not once per app.
+
+    Every app the tests create (about 1,600 in a run) registers the same ~60 routes, and werkzeug compiles
+    two builder functions for each rule when the rule is bound to the app's map (``Rule.compile``: an AST
+    built and passed to ``compile()``): 18 of the 26 ms of CPU an app costs. A builder depends only on the
+    rule's text, its parsed parts (``_trace``), the names of its defaults and ``append_unknown``; it takes
+    the rule as its first argument (werkzeug binds it with ``__get__``), so one function serves every app's
+    copy of a rule. Rules whose defaults fill one of their variables (the builder then holds the converted
+    default) are compiled as before. Servers the tests start in other processes, and production, compile
+    as always.
+    """
+    from werkzeug.routing.rules import Rule
+
+    real = Rule._compile_builder
+    builders: dict = {}
+    guard = threading.Lock()
+
+    def _compile_builder(self, append_unknown=True):
+        defaults = self.defaults or {}
+        if any(dynamic and part in defaults for dynamic, part in self._trace):
+            return real(self, append_unknown)
+        key = (self.rule, tuple(self._trace), tuple(defaults), append_unknown)
+        with guard:
+            builder = builders.get(key)
+        if builder is None:
+            builder = real(self, append_unknown)
+            with guard:
+                builders[key] = builder
+        return builder
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(Rule, "_compile_builder", _compile_builder)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def aws_models_loaded_once():
+    """botocore's data files (the endpoints, each service's model) read once per process, not once per client.
+
+    Every boto3 client (the MTurk client of each MTurk test, the S3 storage of each S3 app) comes from a new
+    botocore session (``server.aws.boto3_session``), whose new ``Loader`` parses the same JSON files again:
+    90 ms of CPU per MTurk client, 25 ms with the parsed files shared. Loaders with the same search paths and
+    extras share one cache (botocore's ``instance_cache`` keeps what each method returned; the clients of one
+    session already share these objects, so nothing changes them).
+    """
+    from botocore.loaders import Loader
+
+    real = Loader.__init__
+    caches: dict = {}
+
+    def __init__(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        self._cache = caches.setdefault((tuple(self.search_paths), tuple(self._extras_types)), {})
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(Loader, "__init__", __init__)
+    yield
+    patch.undo()
+
+
 def run_folder(tmp_path_factory, name: str) -> Path | None:
     """A folder every xdist worker of this run sees (``.../pytest-N/<name>``); None without xdist (one
     process: nothing to share)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+import json
 import re
 import secrets
 import sys
@@ -286,6 +287,10 @@ def with_assignment_object(record: Callable[[Session, Assignment, Any], tuple[in
 
 
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+HOLDS_ALLOCATION_LOCK = "perceptlab.holds_allocation_lock"
+"""The key of ``session.info`` that :func:`allocation_lock` sets: the session's transaction holds a study's
+allocation lock, which every other hand-out of the study's work waits for until the transaction ends (the
+API's actions commit as soon as the action's work is done, before reading and building the State)."""
 
 
 def allocation_lock(session: Session, study: Study | StudyRef, namespace: int) -> None:
@@ -295,6 +300,7 @@ def allocation_lock(session: Session, study: Study | StudyRef, namespace: int) -
     """
     if session.get_bind().dialect.name == "postgresql":
         session.connection().execute(_ADVISORY_LOCK, {"key": namespace + study.id})
+        session.info[HOLDS_ALLOCATION_LOCK] = True
 
 
 # ---------------------------------------------------------------- endings
@@ -510,6 +516,93 @@ def record_environment(session: Session, assignment_id: int, nonce: str, payload
     if stored is None:
         check_nonce(lock_assignment_row(session, assignment_id), nonce)
         raise RuntimeError("the environment was not stored, yet the assignment and its nonce are there")
+
+
+def environment_in_one_statement(engine, claims: TokenClaims, payload: Any) -> bool:
+    """:func:`record_environment`'s common case on PostgreSQL: the one UPDATE in its own transaction on a driver
+    connection (autocommit: no session, no BEGIN or COMMIT round trip). False, with nothing stored, whenever
+    :func:`record_environment` must decide (another database, a malformed environment, a revoked token, a
+    deleted assignment, a lost connection): it then answers as it always did."""
+    if engine.dialect.name != "postgresql":
+        return False
+    try:
+        environment = clean_environment(payload)
+    except ApiError:
+        return False
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            stored = connection.execute(_STORE_ENVIRONMENT_DRIVER, (
+                engine.dialect._json_serializer(environment) if engine.dialect._json_serializer else
+                json.dumps(environment), claims.assignment_id, claims.nonce)).fetchone()
+    except dbapi.OperationalError:
+        return False
+    return stored is not None
+
+
+# The environment as SQLAlchemy's JSON type stores it (the engine's serializer, else json.dumps), by the driver.
+_STORE_ENVIRONMENT_DRIVER = ("UPDATE assignment SET environment = CAST(%s AS JSON) WHERE assignment.id = %s "
+                             "AND assignment.token_nonce = %s RETURNING assignment.id")
+# consent_in_one_statement: the assignment at consent, of the token's study and nonce, moved to instructions.
+_CONSENT_DRIVER = ("UPDATE assignment SET stage = 'instructions' WHERE assignment.id = %s AND assignment.token_nonce = %s "
+                   "AND assignment.study_id = %s AND assignment.stage = 'consent' RETURNING assignment.id, "
+                   "assignment.study_id, assignment.worker_id, assignment.stage, assignment.pages_completed, "
+                   "assignment.token_nonce, assignment.pilot")
+
+
+def consent_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None:
+    """The ``consent`` action in one statement on PostgreSQL, for a study this process knows whose paradigm's
+    consent is a stage move (:attr:`Paradigm.consent_is_a_stage_move`): the assignment at stage consent moved to
+    instructions in its own transaction (autocommit, on a driver connection); returns the assignment after it.
+    None, with nothing changed, for everything the paradigm's action decides (another stage: a repeated click, a
+    wrong one; a revoked token; another database; a lost connection)."""
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = known_study(engine, claims.study_id)
+    if found is None or not found[0].consent_is_a_stage_move:
+        return None
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            row = connection.execute(_CONSENT_DRIVER, (claims.assignment_id, claims.nonce, claims.study_id)).fetchone()
+    except dbapi.OperationalError:
+        return None
+    return None if row is None else AssignmentRow._make(row)
+
+
+# finish_in_one_statement: complete()'s common case on the row. A worker turned away in another assignment is
+# left to complete() (which turns this one away too); the code already given, if any, is kept (give_code).
+_FINISH_DRIVER = ("UPDATE assignment SET stage = 'completed', completed_at = %s, "
+                  "completion_code = COALESCE(assignment.completion_code, %s) "
+                  "WHERE assignment.id = %s AND assignment.token_nonce = %s AND assignment.study_id = %s "
+                  "AND assignment.stage = 'page_done' AND assignment.pages_completed >= %s "
+                  "AND NOT EXISTS (SELECT 1 FROM worker WHERE worker.id = assignment.worker_id "
+                  "AND worker.status IN ('stopped', 'disqualified')) "
+                  "RETURNING assignment.id, assignment.study_id, assignment.worker_id, assignment.stage, "
+                  "assignment.pages_completed, assignment.token_nonce, assignment.pilot")
+
+
+def finish_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None:
+    """The ``finish`` action in one statement on PostgreSQL, for a study this process knows whose paradigm's finish
+    only completes the assignment (:attr:`Paradigm.finish_completes`): the assignment at stage page_done with at
+    least the spec's ``min_pages`` completed, whose worker was not turned away elsewhere, completed with its code
+    (:func:`complete`, :func:`give_code`) in its own transaction; returns the assignment after it. None, with
+    nothing changed, for everything the paradigm's action decides (another stage, too few pages, a worker turned
+    away, a revoked token, another database, a lost connection)."""
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = known_study(engine, claims.study_id)
+    if found is None or not found[0].finish_completes:
+        return None
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        with autocommit_driver_connection(engine) as connection:
+            row = connection.execute(_FINISH_DRIVER, (
+                utcnow(), secrets.token_hex(5).upper(), claims.assignment_id, claims.nonce, claims.study_id,
+                int(found[1].min_pages))).fetchone()
+    except dbapi.OperationalError:
+        return None
+    return None if row is None else AssignmentRow._make(row)
 
 
 def clean_environment(payload: Any) -> dict[str, Any]:
@@ -761,12 +854,17 @@ def response_kinds() -> dict[str, tuple[Paradigm, ResponseKind]]:
     return found
 
 
-# Built once: every entry runs both.
-_FIND_WORKER = select(Worker).where(Worker.study_id == bindparam("study_id"), Worker.platform == bindparam("platform"),
-                                    Worker.external_id == bindparam("external_id"))
-_FIND_ASSIGNMENT = select(Assignment).where(Assignment.study_id == bindparam("study_id"),
-                                            Assignment.platform == bindparam("platform"),
-                                            Assignment.external_id == bindparam("external_id"))
+# Built once: every entry asks for the worker's and the assignment's rows, in one round trip (their IDs; the
+# ORM objects are loaded only when they exist: a new worker's entry, the common one, loads none).
+_FIND_WORKER_AND_ASSIGNMENT = select(
+    select(_worker.c.id).where(_worker.c.study_id == bindparam("study_id"), _worker.c.platform == bindparam("platform"),
+                               _worker.c.external_id == bindparam("worker_external_id")).scalar_subquery(),
+    select(_assignment.c.id).where(_assignment.c.study_id == bindparam("study_id"),
+                                   _assignment.c.platform == bindparam("platform"),
+                                   _assignment.c.external_id == bindparam("assignment_external_id")).scalar_subquery())
+
+
+_INSERT_WORKER = insert(_worker).returning(_worker.c.id, _worker.c.status, _worker.c.pilot)
 
 
 class Paradigm:
@@ -804,6 +902,12 @@ class Paradigm:
     needs_mouse: ClassVar[bool] = False
     # The kinds of response the worker API takes for the paradigm's studies (see ResponseKind).
     response_kinds: ClassVar[tuple[ResponseKind, ...]] = ()
+    # Whether the ``consent`` action only moves an assignment from stage consent to instructions (the paradigm's
+    # perform_action does nothing else for it): then on PostgreSQL it is one statement (consent_in_one_statement).
+    consent_is_a_stage_move: ClassVar[bool] = False
+    # Whether the ``finish`` action, at stage page_done after the spec's ``min_pages``, only completes the assignment
+    # (:func:`complete`; the paged paradigms): then on PostgreSQL its common case is one statement (finish_in_one_statement).
+    finish_completes: ClassVar[bool] = False
 
     def response_kind(self, name: str) -> ResponseKind | None:
         """The declared :class:`ResponseKind` named ``name``, or None (a scan: a paradigm has a few)."""
@@ -1106,9 +1210,11 @@ class Paradigm:
                         hit_id: str | None, turk_submit_to: str | None,
                         admit_new: Callable[[], None] | None, pilot: str | None = None,
                         fingerprint: EntryFingerprint | None = None) -> tuple[Assignment, bool]:
-        known = {"study_id": study.id, "platform": platform}
-        worker = session.scalar(_FIND_WORKER, {**known, "external_id": worker_id})
-        assignment = session.scalar(_FIND_ASSIGNMENT, {**known, "external_id": assignment_id})
+        worker_row, assignment_row_id = session.connection().execute(_FIND_WORKER_AND_ASSIGNMENT, {
+            "study_id": study.id, "platform": platform, "worker_external_id": worker_id,
+            "assignment_external_id": assignment_id}).one()
+        worker = None if worker_row is None else session.get(Worker, worker_row)
+        assignment = None if assignment_row_id is None else session.get(Assignment, assignment_row_id)
         if assignment is not None:
             if worker is None or assignment.worker_id != worker.id:
                 raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
@@ -1121,11 +1227,12 @@ class Paradigm:
         if admit_new is not None:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:
-            worker = Worker(study_id=study.id, platform=platform, external_id=worker_id, pilot=pilot is not None,
-                            simulated=pilot == "simulated",
-                            **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()})
-            session.add(worker)
-            session.flush()
+            # One INSERT on the session's connection, not an ORM object's flush (which cost the entry more CPU
+            # than the statement): this request reads only its ID, status and pilot flag; later ones load it.
+            worker = session.connection().execute(_INSERT_WORKER, {
+                "study_id": study.id, "platform": platform, "external_id": worker_id, "pilot": pilot is not None,
+                "simulated": pilot == "simulated",
+                **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()}}).one()
         stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
         if stage == Stage.CONSENT and not self.work_left(session, study, worker.id):
             stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz

@@ -230,12 +230,13 @@ def check_hit(session: Session, study: Study, hit_id: str, *, external_hits: boo
     """An MTurk entry must name one of the study's HITs (403 ``unknown_hit``); while the study has none, any
     HIT is admitted only when it takes ``external_hits`` (posted outside perceptlab: nothing to check
     against)."""
-    if session.scalar(_ANY_HIT, {"study_id": study.id}) is None:
+    # On the session's connection: a Core statement through the ORM's execution costs several times as much CPU.
+    if session.connection().execute(_ANY_HIT, {"study_id": study.id}).scalar() is None:
         if external_hits:
             return
         raise ApiError(403, "unknown_hit", "This study takes no Mechanical Turk HITs (none was posted for it). "
                                            "Please open the study from the link you were given.")
-    if session.scalar(_THIS_HIT, {"study_id": study.id, "hit_id": hit_id}) is None:
+    if session.connection().execute(_THIS_HIT, {"study_id": study.id, "hit_id": hit_id}).scalar() is None:
         raise ApiError(403, "unknown_hit", "This HIT does not belong to this study. Please open the task from "
                                            "its HIT on Mechanical Turk.")
 

@@ -2,7 +2,14 @@
 
 Every endpoint of an assignment needs ``Authorization: Bearer <token>``, the
 signed token of that very assignment. A request either commits everything it
-changed or, on any error, nothing.
+changed or, on any error, nothing. On PostgreSQL the common case of a response, of
+the consent and finish actions and of the environment is one statement, its own
+transaction (server/paradigms/core.py: ``record_in_one_statement``, ``consent_in_one_statement``,
+``finish_in_one_statement``, ``environment_in_one_statement``), and an action that handed out work under the
+study's allocation lock (a page start) is committed before its State is read and
+built: what was committed stays so if the answer built after it fails, and a
+retry of the same request is answered as a repeat (a replayed response, a
+repeated click).
 
 Responses take one route, ``POST /assignments/<id>/<kind>``, for every kind of response a paradigm
 declares (:class:`~server.paradigms.core.ResponseKind`): the route's last part matches only the
@@ -22,9 +29,10 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
-from ..paradigms.core import (AssignmentRow, ResponseKind, assignment_row, check_nonce, lock_assignment,
-                              lock_assignment_row, record_environment, record_in_one_statement, response_kinds,
-                              spec_for, study_paradigm)
+from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind, assignment_row, check_nonce,
+                              consent_in_one_statement, environment_in_one_statement, finish_in_one_statement,
+                              lock_assignment, lock_assignment_row, record_environment, record_in_one_statement,
+                              response_kinds, spec_for, study_paradigm)
 from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
@@ -211,11 +219,21 @@ def get_state(assignment_id: str):
     return state_response(assignment)
 
 
+CONSENT, FINISH = {"action": "consent"}, {"action": "finish"}
+
+
 @bp.post("/assignments/<assignment_id>/actions")
 @committed
 def post_action(assignment_id: str):
     claims = _bearer_token(assignment_id)
     body = json_object_body()
+    if body in (CONSENT, FINISH):  # on PostgreSQL, their common case is one statement (its own transaction)
+        one_statement = consent_in_one_statement if body == CONSENT else finish_in_one_statement
+        moved = one_statement(app_services().engine, claims)
+        if moved is not None:
+            paradigm, spec = study_paradigm(db_session(), moved.study_id)
+            check_stopping_after(moved.study_id, spec)
+            return jsonify(_state_body(moved))
     assignment = authorised_row(claims)
     if not isinstance(body.get("action"), str):
         raise invalid("the body must be {\"action\": ...}")
@@ -223,7 +241,12 @@ def post_action(assignment_id: str):
     session = db_session()
     paradigm, spec = study_paradigm(session, assignment.study_id)
     check_stopping_after(assignment.study_id, spec)
-    return state_response(paradigm.perform_action(session, assignment, body["action"]))
+    moved = paradigm.perform_action(session, assignment, body["action"])
+    if session.info.pop(HOLDS_ALLOCATION_LOCK, False):
+        # Work was handed out under the study's allocation lock (a page start): committed now, so that the
+        # study's other page starts wait for this one's statements only, not for its State being read and built.
+        session.commit()
+    return state_response(moved)
 
 
 def check_stopping_after(study_id: int, spec) -> None:
@@ -246,7 +269,9 @@ def post_environment(assignment_id: str):
     claims = _bearer_token(assignment_id)
     _limit_rate("environment", claims)
     body = json_object_body()
-    record_environment(db_session(), claims.assignment_id, claims.nonce, body)
+    # On PostgreSQL, its common case is one statement in its own transaction; else (or when that declines) the session's.
+    if not environment_in_one_statement(app_services().engine, claims, body):
+        record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
 
 

@@ -147,6 +147,42 @@ def test_plain_files_read_column_wise_as_the_row_reader_reads_them(tmp_path, mon
     assert read_votes(escaped).worker_ids[read_votes(escaped).worker[0]] == "=x"
 
 
+@pytest.mark.parametrize("ending, longest", [("\n", 8), ("", 30), ("\n\t \n", 12)])
+def test_ascii_cells_of_any_width_read_as_the_row_reader_reads_them(tmp_path, monkeypatch, ending, longest):
+    """The ASCII reader finds the cells from the bytes' comma and line-break positions and sorts IDs of up to
+    eight bytes as integers (formats._ascii_fields, _sorted_codes): IDs of one to ``longest`` characters (up to
+    eight: sorted as integers; more: through the dictionary), some with spaces inside, blank lines of spaces and
+    tabs, a last line with or without its line break read as the row reader reads them; a row with a missing
+    field still goes to the row reader."""
+    from analysis import formats
+    rng = np.random.default_rng(1)
+    alphabet = np.array(list("abcXYZ019_- "))
+
+    def ident(k):
+        return "".join(rng.choice(alphabet, 1 + k % longest)).strip() or "x"
+    workers = [ident(k) for k in range(9)]
+    items = sorted({ident(k) for k in range(40)} | {"i", "ii", "i2", "abcdefgh", "abcdefghi"[:longest]})
+    rows = []
+    for k in range(400):
+        a, b = rng.choice(len(items), 2, replace=False)
+        rows.append(f"{workers[k % 9]},{('s', 'set two')[k % 2]},{items[a]},{items[b]},{items[(a, b)[k % 3 > 0]]}")
+    rows.insert(17, " \t ")
+    rows.insert(301, "")
+    path = write(tmp_path, HEADER + "\n".join(rows) + ending)
+    assert formats._plain_columns(path, formats.REQUIRED_VOTE_COLUMNS, formats.OPTIONAL_VOTE_COLUMNS) is not None
+    plain = read_votes(path)
+    assert len(plain.line) == 400 and plain.line[15:18].tolist() == [17, 18, 20]
+    monkeypatch.setattr(formats, "_plain_columns", lambda *args: None)
+    _same_votes(plain, read_votes(path))
+    monkeypatch.undo()
+    rows[50] = rows[50].rpartition(",")[0]  # four fields
+    short = write(tmp_path, HEADER + "\n".join(rows) + ending, "short.csv")
+    assert formats._plain_columns(short, formats.REQUIRED_VOTE_COLUMNS, formats.OPTIONAL_VOTE_COLUMNS) is None
+    with pytest.raises(VotesFormatError) as err:
+        read_votes(short)
+    assert err.value.line == 52  # rows[50] (blank lines are rows too)
+
+
 def test_plain_gold_rows_read_as_the_row_reader_reads_them(tmp_path, monkeypatch):
     """The column-wise reader keeps ASCII cells as bytes until their distinct values are known; gold answers
     and the kept extra columns come out as the row reader gives them (text, not bytes)."""

@@ -8,12 +8,14 @@ Redis tests (shared limits) likewise: ``PERCEPTLAB_TEST_REDIS``, ``PERCEPTLAB_RE
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import queue
 import shutil
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -26,21 +28,64 @@ TEMPLATE_DB = f"perceptlab_template_{os.getpid()}"
 _counter = itertools.count()
 
 
-def _admin_connection():
+def _admin_connection(database: str | None = None):
     import psycopg
 
-    return psycopg.connect(POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
-                           connect_timeout=3)
+    url = POSTGRES_URL if database is None else _database_url(database)
+    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3)
+
+
+# What a test could change in a database besides its rows: the schema (relations, columns and their defaults,
+# constraints, indexes, functions, triggers, types, views, rules, grants, sequences' definitions), the database's
+# settings, the migration it is at, large objects and prepared transactions. A database whose state string differs
+# from a fresh copy's after its test is dropped instead of being used again.
+_STATE_SQL = """
+SELECT md5(concat_ws(' | ',
+  (SELECT string_agg(format('%s.%s:%s:%s', n.nspname, c.relname, c.relkind, c.relacl), ','
+                     ORDER BY n.nspname, c.relname)
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(toast|temp)'),
+  (SELECT string_agg(format('%s.%s:%s:%s:%s:%s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
+                            a.attnotnull, a.attnum, pg_get_expr(d.adbin, d.adrelid)), ',' ORDER BY c.relname, a.attnum)
+     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE n.nspname = 'public' AND a.attnum > 0),
+  (SELECT string_agg(format('%s.%s:%s', conrelid::regclass, conname, pg_get_constraintdef(oid)), ',' ORDER BY 1)
+     FROM pg_constraint WHERE connamespace = 'public'::regnamespace),
+  (SELECT string_agg(indexdef, ',' ORDER BY indexdef) FROM pg_indexes WHERE schemaname = 'public'),
+  (SELECT string_agg(format('%s:%s:%s', oid::regprocedure, md5(coalesce(prosrc, '')), proconfig), ',' ORDER BY 1)
+     FROM pg_proc WHERE pronamespace = 'public'::regnamespace),
+  (SELECT string_agg(pg_get_triggerdef(oid), ',' ORDER BY 1) FROM pg_trigger WHERE NOT tgisinternal),
+  (SELECT string_agg(format('%s:%s', enumtypid::regtype, enumlabel), ',' ORDER BY enumtypid, enumsortorder)
+     FROM pg_enum),
+  (SELECT string_agg(format('%s:%s', viewname, md5(definition)), ',' ORDER BY 1) FROM pg_views
+    WHERE schemaname = 'public'),
+  (SELECT string_agg(format('%s.%s:%s', tablename, rulename, md5(definition)), ',' ORDER BY 1) FROM pg_rules
+    WHERE schemaname = 'public'),
+  (SELECT string_agg(format('%s:%s:%s:%s:%s', sequencename, data_type, start_value, increment_by, cycle), ','
+                     ORDER BY 1)
+     FROM pg_sequences WHERE schemaname = 'public'),
+  (SELECT string_agg(nspname, ',' ORDER BY 1) FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp'),
+  (SELECT string_agg(format('%s:%s', extname, extversion), ',' ORDER BY 1) FROM pg_extension),
+  (SELECT string_agg(array_to_string(setconfig, ';'), ',' ORDER BY setrole) FROM pg_db_role_setting
+    WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())),
+  (SELECT count(*) FROM pg_largeobject_metadata),
+  (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()),
+  (SELECT string_agg(version_num, ',' ORDER BY 1) FROM alembic_version)))
+"""
 
 
 class TemplateCopies:
-    """Copies of the migrated template database, one per test, dropped by a thread of their own.
+    """Migrated PostgreSQL databases in the template's state, one per test, made fresh or used again.
 
-    PostgreSQL's DROP DATABASE waits for a checkpoint (every dirty buffer of the server written and
-    synced): dropped in each test's teardown it took 0.1-4 s, about 40 % of a PostgreSQL test's time on
-    a busy machine, and dropped all at the session's end it made the last test wait minutes. The thread
-    drops each copy once its test is done while the next tests run; the session's end waits only for
-    the copies still queued.
+    The first tests get copies of the migrated template (``CREATE DATABASE ... TEMPLATE``). Once a test is done
+    with its copy, a thread of its own brings the copy back to the template's state while the next tests run, and
+    the next test that asks for a database gets it: the connections still open on it are ended, the tables that
+    hold rows are emptied (``TRUNCATE``: new empty files, as in a fresh copy, so that rows come back in the order
+    they are written) and the sequences that moved are set back. A copy whose schema, settings or migration differ
+    from a fresh copy's (:data:`_STATE_SQL`: a test that altered it) is dropped instead. A fresh copy and a drop
+    cost PostgreSQL about 0.2 s of CPU and a checkpoint (every dirty buffer of the server written and synced, seconds
+    on a busy machine); emptying the few tables a test wrote costs a few milliseconds per table.
 
     A copy's transactions commit without waiting for the WAL flush (``synchronous_commit = off``): a
     crash of the server could lose the last commits of a test database, which nothing keeps; every
@@ -49,40 +94,91 @@ class TemplateCopies:
 
     def __init__(self, template: str):
         self.template = template
+        self.made: set[str] = set()  # the copies of this process (other databases given to release are dropped)
+        self.ready: collections.deque[str] = collections.deque()  # copies in the template's state, oldest first
+        self.guard = threading.Lock()
+        self.state: str | None = None  # _STATE_SQL of a fresh copy
+        self.tables: list[str] = []  # a fresh copy's tables that hold no rows
         self.queue: queue.Queue[str | None] = queue.Queue()
-        self.dropper = threading.Thread(target=self._drop_queued, name="drop-test-databases", daemon=True)
-        self.dropper.start()
+        self.recycler = threading.Thread(target=self._recycle_queued, name="recycle-test-databases", daemon=True)
+        self.recycler.start()
 
     def copy(self) -> str:
-        """A new copy of the template: its URL."""
-        name = f"perceptlab_t{os.getpid()}_{next(_counter)}"
-        with _admin_connection() as connection:
-            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
-            connection.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+        """A database in the template's state: its URL."""
+        with self.guard:
+            name = self.ready.popleft() if self.ready else None
+        if name is None:
+            name = f"perceptlab_t{os.getpid()}_{next(_counter)}"
+            with _admin_connection() as connection:
+                connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+                connection.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+            with self.guard:
+                self.made.add(name)
+                first = self.state is None
+            if first:
+                self._read_fresh_state(name)
         return _database_url(name)
 
     def release(self, url: str) -> None:
-        """Drop the copy at ``url`` soon (its test is done with it)."""
+        """Take back the database at ``url`` (its test is done with it): used again, or dropped, soon."""
         self.queue.put(url.rsplit("/", 1)[1])
 
     def close(self) -> None:
-        """Drop the queued copies and the template (and the copies a failed thread left queued)."""
+        """Drop the copies and the template (and the copies a failed thread left queued)."""
         self.queue.put(None)
-        self.dropper.join()
+        self.recycler.join()
         left = list(iter(lambda: None if self.queue.empty() else self.queue.get(), None))  # up to the stop mark
         with _admin_connection() as connection:
-            for name in [*left, self.template]:
+            for name in [*left, *self.ready, self.template]:
                 connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def _drop_queued(self) -> None:
-        with _admin_connection() as connection:
+    def _read_fresh_state(self, name: str) -> None:
+        with _admin_connection(name) as connection:
+            state = connection.execute(_STATE_SQL).fetchone()[0]
+            tables = [row[0] for row in connection.execute(
+                "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename <> 'alembic_version' ORDER BY 1")]
+            for table in tables:  # assumed below: every table but the migrations' own is empty in the template
+                assert connection.execute(f"SELECT NOT EXISTS (SELECT FROM {table})").fetchone()[0], table
+        with self.guard:
+            self.tables, self.state = tables, state
+
+    def _recycle_queued(self) -> None:
+        with _admin_connection() as admin:
             while (name := self.queue.get()) is not None:
-                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                if name in self.made and self._back_to_template_state(admin, name):
+                    with self.guard:
+                        self.ready.append(name)
+                else:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _back_to_template_state(self, admin, name: str) -> bool:
+        """End the connections to ``name`` and empty it; False when it is no longer like a fresh copy."""
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
+                            (name,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)  # ended backends leave pg_stat_activity when they have exited
+        try:
+            with _admin_connection(name) as connection:
+                if connection.execute(_STATE_SQL).fetchone()[0] != self.state:
+                    return False
+                probes = ", ".join(f"(SELECT '{table}' WHERE EXISTS (SELECT FROM {table}))" for table in self.tables)
+                written = [table for table in connection.execute(f"SELECT ARRAY[{probes}]").fetchone()[0] if table]
+                if written:  # CASCADE: the empty tables that refer to them too (PostgreSQL asks for them)
+                    connection.execute(f"TRUNCATE {', '.join(written)} RESTART IDENTITY CASCADE")
+                # Sequences still moved (of tables that are empty again): back to their start, as in a fresh copy.
+                connection.execute("SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, "
+                                   "false) FROM pg_sequences WHERE last_value IS NOT NULL")
+        except Exception:  # noqa: BLE001 - any doubt about the copy's state: it is dropped
+            return False
+        return True
 
 
 @pytest.fixture(scope="session")
 def postgres_template() -> TemplateCopies:
-    """A migrated template database; each test copies it (CREATE DATABASE ... TEMPLATE is fast)."""
+    """A migrated template database and the databases in its state that tests take (:class:`TemplateCopies`)."""
     try:
         connection = _admin_connection()
     except Exception as exc:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
@@ -107,7 +203,7 @@ def _database_url(name: str) -> str:
 
 @pytest.fixture
 def postgres_url(postgres_template):
-    """This test's migrated PostgreSQL database (a copy of :func:`postgres_template`)."""
+    """This test's migrated PostgreSQL database, in the state of :func:`postgres_template`."""
     url = postgres_template.copy()
     yield url
     postgres_template.release(url)
@@ -115,7 +211,7 @@ def postgres_url(postgres_template):
 
 @pytest.fixture
 def two_postgres_urls(postgres_template):
-    """Two fresh migrated databases (copies of the same template: same sequences, same rows)."""
+    """Two migrated databases in the template's state (same sequences, same rows)."""
     urls = [postgres_template.copy(), postgres_template.copy()]
     yield urls
     for url in urls:
@@ -178,8 +274,19 @@ def sqlite_url(sqlite_template, tmp_path) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request) -> str:
-    """Each test using this runs twice: on SQLite (WAL) and on PostgreSQL."""
+    """Each test using this runs twice: on SQLite (WAL) and on PostgreSQL (but see :func:`pytest_generate_tests`)."""
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc):
+    """Tests marked ``one_database`` that take ``database_url`` run on SQLite alone: what they check (a page, a
+    form, a message) does not depend on where the rows are kept, and the rest of their modules' paths are checked
+    on both databases by other tests. A test that names its databases itself keeps them. (A parametrize mark,
+    added before pytest's own hooks read the marks and the fixtures' parameters.)"""
+    named = any("database_url" in str(marker.args[0]) for marker in metafunc.definition.iter_markers("parametrize"))
+    if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("one_database") and not named:
+        metafunc.definition.add_marker(pytest.mark.parametrize("database_url", ["sqlite"], indirect=True))
 
 
 def make_test_app(database_url: str, instance_path: Path, **overrides):

@@ -15,6 +15,8 @@ from .admin_support import PASSWORD, csrf_of, log_in
 from .mturk_support import _create_params, _expect_hit_type, _hit
 
 HTTPS = {"wsgi.url_scheme": "https"}
+# Pages, forms and what MTurk is asked: the HITs a launch records are checked on both databases by test_mturk.py.
+pytestmark = pytest.mark.one_database
 
 
 

@@ -15,6 +15,8 @@ from .admin_support import PASSWORD, csrf_of, log_in
 from .conftest import SMALL_STUDY, create_test_study
 from .prolific_fake import BASE_URL, PROLIFIC_ENTRY, TOKEN, FaultyTransport, make_fake
 
+# Pages, forms and messages: the records behind them are checked on both databases by test_prolific.py.
+pytestmark = pytest.mark.one_database
 ACTIONS = ("create", "publish", "pause", "resume", "stop", "places", "reconcile", "approve", "reject", "bonus")
 
 

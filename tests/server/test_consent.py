@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+import pytest
 from click.testing import CliRunner
 
 from server.cli import cli
@@ -16,6 +17,8 @@ from server.paradigms.paired.study import DEFAULT_CONSENT
 
 from .conftest import create_test_study
 
+# The consent text and its page: the same on any database.
+pytestmark = pytest.mark.one_database
 RESEARCHER = "Dr A. Lee, University of X"
 CONTACT = "a.lee@x.example"
 

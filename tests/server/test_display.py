@@ -20,6 +20,8 @@ from server.services import app_services
 
 from .conftest import SMALL_STUDY, WorkerClient, create_test_study, write_study_file
 
+# Window sizes, what the pages state and check: the same numbers on any database.
+pytestmark = pytest.mark.one_database
 CROP = {"rank": 1, "width": 160, "height": 120, "zoom": 1.5, "display_width": 240, "display_height": 180}
 BIG_CROP = {"rank": 2, "width": 512, "height": 384, "zoom": 1.5, "display_width": 768, "display_height": 576}
 TEXTS = {"researcher": "Dr T. Est", "contact": "test@example.org"}

@@ -18,6 +18,8 @@ from server.services import app_services
 
 from .conftest import WorkerClient, make_noisy_scenes
 
+# What launch writes and says: its commands run on their own SQLite instance, the page-end text on any database.
+pytestmark = pytest.mark.one_database
 CONSENT = ("--researcher", "Dr T. Est, Test University", "--contact", "test@example.org")
 
 

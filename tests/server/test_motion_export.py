@@ -174,6 +174,7 @@ def test_experimenter_sees_the_motion_study(app, admin, motion_study):
     assert row["n_responses"] == 1 and row["target_responses"] == 4 and row["fill"] == pytest.approx(2 / 8)
 
 
+@pytest.mark.one_database  # the analysis and plots of the export: the export itself is checked on both above
 def test_results_draws_the_vector_fields_on_the_studys_clips(app, motion_study, tmp_path, monkeypatch):
     from PIL import Image
 

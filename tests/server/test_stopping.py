@@ -325,6 +325,9 @@ def test_the_simulation_forecast_runs_on_demand_and_is_shown(app, demo_stimuli, 
     study_id, _ = _study(app, slug)
     add_votes(app, slug, honest=4, seed=11, pairs_per_worker=40)
     _reanalyse(app, study_id)
+    # The job's thread at this process's own priority: niced (the default, test_forecast_jobs.py checks it) it
+    # waits behind every busy process of a loaded machine, past forecast_jobs.wait's two minutes.
+    app.config["SERVER"]["forecast_nice"] = 0
     response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303
@@ -432,6 +435,9 @@ def test_a_rating_study_forecasts_the_ratings_it_still_needs(app, rating_manifes
         worker = RatingWorker(app.test_client(), slug)
         worker.pass_training()
         worker.rate_pages(3, lambda: rng.randint(2, 4))
+    # The job's thread at this process's own priority: niced (the default, test_forecast_jobs.py checks it) it
+    # waits behind every busy process of a loaded machine, past forecast_jobs.wait's two minutes.
+    app.config["SERVER"]["forecast_nice"] = 0
     response = admin.post(f"/admin/studies/{slug}/stopping-forecast",
                           data={"csrf_token": csrf_of(admin, f"/admin/studies/{slug}")})
     assert response.status_code == 303

@@ -884,6 +884,7 @@ class MotionMatching(Paradigm):
     an RDK test; paid per session."""
 
     kind = motion_study.KIND
+    consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
     title = "motion matching"
     state_schema = "MotionState"
     spec_class = MotionSpec

@@ -169,6 +169,9 @@ _NEEDY_PAIRS = (select(_pair.c.id, _DEFICIT)
 # study asks this of every new worker). The lapsed pages are counted from the held ones, which
 # are few; a count per pair through the trials would read every trial of each full pair.
 _ANY_PAIR_LEFT = _NEEDY_PAIRS.with_only_columns(_pair.c.id).limit(1)
+# Both questions of work_left (the worker's pages of trials so far, whether any pair is left for them) in one
+# round trip: entering a study and every page's end ask them.
+_WORK_LEFT_FACTS = select(WORKER_TRIAL_PAGES.scalar_subquery(), _ANY_PAIR_LEFT.exists())
 # The mean count (votes and held trials) of the study's real pairs that are gold pairs too (key True) and of the
 # others (False).
 _REAL_PAIR_LEVELS = (select(_pair.c.gold_winner_id.is_not(None), func.avg(_pair.c.n_votes + _pair.c.n_held))
@@ -254,12 +257,40 @@ SELECT count(*) FROM stored
 """)
 
 
-def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | AssignmentRow, pair_ids: list[int],
-                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool,
-                     held_ids: list[int] | None = None) -> None:
-    """The page's trials: real and gold pairs in random order, each on a random side; ``held_ids``, the
-    page's real pairs (those of its gold trials included), are counted in their ``n_held``
-    (:func:`server.paradigms.paired.allocation.hold_pairs`)."""
+# PostgreSQL: a page of trials started in one statement (the page, its trials, its real pairs counted as held,
+# and the assignment row moved to stage trials when asked): under the study's allocation lock, each round
+# trip of the page start is one every other page start of the study waits for.
+_START_TRIALS_PAGE_POSTGRESQL = text("""
+WITH new_page AS (
+    INSERT INTO page (assignment_id, index, kind, created_at, reserved_until, held)
+    VALUES (:assignment_id, :index, 'trials', CAST(:created_at AS TIMESTAMP WITH TIME ZONE),
+            CAST(:reserved_until AS TIMESTAMP WITH TIME ZONE), CAST(:held AS BOOLEAN))
+    RETURNING page.id
+), stored AS (
+    INSERT INTO trial (page_id, assignment_id, worker_id, kind, position, pair_id, left_is_a, is_gold, is_quiz,
+                       answered)
+    SELECT new_page.id, :assignment_id, :worker_id, 'pc', CAST(t.position AS INTEGER) - 1, t.pair_id, t.left_is_a,
+           t.is_gold, FALSE, FALSE
+    FROM new_page, unnest(CAST(:pair_ids AS INTEGER[]), CAST(:left_is_a AS BOOLEAN[]), CAST(:is_gold AS BOOLEAN[]))
+         WITH ORDINALITY AS t(pair_id, left_is_a, is_gold, position)
+    RETURNING trial.id, trial.position, trial.answered, trial.pair_id, trial.left_is_a
+), held AS (
+    UPDATE pair SET n_held = pair.n_held + 1 WHERE pair.id = ANY(CAST(:held_pair_ids AS INTEGER[]))
+), moved AS (
+    UPDATE assignment SET stage = 'trials' WHERE assignment.id = :assignment_id AND CAST(:move AS BOOLEAN)
+)
+SELECT CAST(:index AS INTEGER) AS index, 'trials' AS kind, stored.id, stored.position, stored.answered, stored.pair_id,
+       stored.left_is_a
+FROM stored ORDER BY stored.position
+""")
+# The key of session.info under which a page start leaves its page's rows (those of _LATEST_PAGE_TRIALS) for
+# the State the same request answers with: read from the statement that stored them, not queried again.
+_NEW_PAGE_ROWS = "paired.new_page_rows"
+
+
+def _pair_trial_rows(pair_ids: list[int], gold_ids: list[int], page_rng: np.random.Generator,
+                     is_quiz: bool) -> list[dict[str, Any]]:
+    """A page's trials: real and gold pairs in random order, each on a random side."""
     entries = [(pid, False) for pid in pair_ids] + [(pid, True) for pid in gold_ids]
     order = page_rng.permutation(len(entries))
     sides = page_rng.random(len(entries)) < 0.5
@@ -268,6 +299,15 @@ def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | A
         pair_id, is_gold = entries[k]
         rows.append({"pair_id": int(pair_id), "left_is_a": bool(sides[position]), "is_gold": is_gold or is_quiz,
                      "is_quiz": is_quiz})
+    return rows
+
+
+def _add_pair_trials(session: Session, page: NewPage, assignment: Assignment | AssignmentRow, pair_ids: list[int],
+                     gold_ids: list[int], page_rng: np.random.Generator, is_quiz: bool,
+                     held_ids: list[int] | None = None) -> None:
+    """The page's trials (:func:`_pair_trial_rows`); ``held_ids``, the page's real pairs (those of its gold
+    trials included), are counted in their ``n_held`` (:func:`server.paradigms.paired.allocation.hold_pairs`)."""
+    rows = _pair_trial_rows(pair_ids, gold_ids, page_rng, is_quiz)
     connection = session.connection()
     if connection.dialect.name == "postgresql":
         connection.execute(_STORE_PAGE_TRIALS_POSTGRESQL, {
@@ -327,11 +367,25 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
     real = not assignment.pilot
     if not real:
         paired_pilots.recount_assignment_pairs(session, study.id, assignment.id)
-    page = new_page(session, assignment, Stage.TRIALS, page_index, reservation_end(session, spec) if real else None,
-                    held=real)
+    reserved_until = reservation_end(session, spec) if real else None
     # A gold trial of a real pair is a vote of that pair on its way, held like the page's real trials.
     checks_only = study_layout(session, study.id).checks_only
-    held = [*pair_ids, *(pair_id for pair_id in gold_ids if pair_id not in checks_only)] if real else None
+    held = [*pair_ids, *(pair_id for pair_id in gold_ids if pair_id not in checks_only)] if real else []
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        rows = _pair_trial_rows(pair_ids, gold_ids, page_rng, is_quiz=False)
+        row_moves = not isinstance(assignment, Assignment)  # an ORM object's stage is written at commit
+        stored = connection.execute(_START_TRIALS_PAGE_POSTGRESQL, {
+            "assignment_id": assignment.id, "worker_id": assignment.worker_id, "index": page_index,
+            "created_at": now(session), "reserved_until": reserved_until, "held": real,
+            "pair_ids": [row["pair_id"] for row in rows], "left_is_a": [row["left_is_a"] for row in rows],
+            "is_gold": [row["is_gold"] for row in rows],
+            "held_pair_ids": sorted(int(pid) for pid in held), "move": row_moves}).all()
+        session.info[_NEW_PAGE_ROWS] = (assignment.id, stored)
+        if row_moves:
+            return assignment._replace(stage=Stage.TRIALS.value)
+        return move_to(session, assignment, Stage.TRIALS)
+    page = new_page(session, assignment, Stage.TRIALS, page_index, reserved_until, held=real)
     _add_pair_trials(session, page, assignment, pair_ids, gold_ids, page_rng, is_quiz=False, held_ids=held)
     return move_to(session, assignment, Stage.TRIALS)
 
@@ -768,7 +822,11 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
     spec = spec_for(session, assignment.study_id)
     page_data = message = completion = None
     if assignment.stage in PAGE_STAGES:
-        rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
+        started = session.info.pop(_NEW_PAGE_ROWS, None)  # the rows of a page this request started, if any
+        if started is not None and started[0] == assignment.id and assignment.stage == Stage.TRIALS:
+            rows = started[1]
+        else:
+            rows = session.connection().execute(_LATEST_PAGE_TRIALS, {"assignment_id": assignment.id}).all()
         if rows:
             page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy,
                                    stored_media(session, assignment.study_id))
@@ -904,6 +962,8 @@ class PairedComparison(Paradigm):
     """Paired comparison (StudyMB): which of two images is closer to the reference; paid per page."""
 
     kind = paired_study.KIND
+    consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
+    finish_completes = True  # finish at page_done after min_pages: complete() (the API's one-statement finish)
     title = "paired comparison"
     state_schema = "State"
     shows_video = True  # clips side by side, started together (server/paradigms/media.py, media.js playTogether)
@@ -933,13 +993,14 @@ class PairedComparison(Paradigm):
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
         """Whether the study could give this worker a page now (below the page cap, a pair left)."""
         spec = spec_for(session, study.id)
-        if worker_trial_pages(session, worker_id) >= spec.max_pages:
-            return False
         if spec.sampling == "active":
+            if worker_trial_pages(session, worker_id) >= spec.max_pages:
+                return False
             return paired_active.work_left(session, study, worker_id, spec, _active_sets(session, study.id))
         # Only whether anything is left matters, not which (choose_pairs' rule, stopping at the first).
-        return session.connection().execute(_ANY_PAIR_LEFT, {"study_id": study.id, "worker_id": worker_id,
-                                                             "now": now(session)}).first() is not None
+        trial_pages, any_left = session.connection().execute(_WORK_LEFT_FACTS, {
+            "study_id": study.id, "worker_id": worker_id, "now": now(session)}).one()
+        return trial_pages < spec.max_pages and bool(any_left)
 
     def perform_action(self, session: Session, assignment: Assignment | AssignmentRow,
                        action: str) -> Assignment | AssignmentRow:

@@ -475,6 +475,8 @@ class Rating(Paradigm):
     """Ratings of single images or of images against their reference (ACR, DCR, CCR); paid per page."""
 
     kind = rating_study.KIND
+    consent_is_a_stage_move = True  # consent -> instructions, nothing else (the API's one-statement consent)
+    finish_completes = True  # finish at page_done after min_pages: complete() (the API's one-statement finish)
     title = "ratings"
     state_schema = "RatingState"
     spec_class = RatingSpec
