@@ -83,9 +83,10 @@ class TemplateCopies:
     the next test that asks for a database gets it: the connections still open on it are ended, the tables that
     hold rows are emptied (``TRUNCATE``: new empty files, as in a fresh copy, so that rows come back in the order
     they are written) and the sequences that moved are set back. A copy whose schema, settings or migration differ
-    from a fresh copy's (:data:`_STATE_SQL`: a test that altered it) is dropped instead. A fresh copy and a drop
-    cost PostgreSQL about 0.2 s of CPU and a checkpoint (every dirty buffer of the server written and synced, seconds
-    on a busy machine); emptying the few tables a test wrote costs a few milliseconds per table.
+    from a fresh copy's (:data:`_STATE_SQL`: a test that altered it) is dropped instead. A drop forces a checkpoint
+    (every dirty buffer of the server written and synced: 2-4 s of wall on a busy machine, and at the session's end
+    the copies still queued made the last test wait); bringing a copy back costs PostgreSQL about as much CPU as a
+    copy and a drop (0.05-0.1 s, most of it the TRUNCATE, about 7 ms a table) but no checkpoint.
 
     A copy's transactions commit without waiting for the WAL flush (``synchronous_commit = off``): a
     crash of the server could lose the last commits of a test database, which nothing keeps; every
