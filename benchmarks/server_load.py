@@ -51,6 +51,23 @@ not re-measured here.
 
 The benchmark database is always dropped at the end (unless --keep-db).
 
+Last measured (issue 38 item 12; ``--quick --no-crash``, a 2-core machine shared with other work whose load
+average moved between 5 and 17 within each run, so that a run and its baseline, a minute apart, often met very
+different loads). Fraction of the baseline's votes/s (closed loop 50 / 500 workers) and open-loop p99 (ours vs
+the baseline's), three runs of the same code: 0.32 / 0.33, 1979 vs 154 ms; 0.91 / 0.22, 4351 vs 15 ms;
+0.34 / 0.24, 46.0 vs 11.6 ms. Goals not met: >= 0.8, and an open-loop p99 no worse than the baseline's.
+The CPU per vote the table prints (client + gunicorn + PostgreSQL) varies less with the load: ours 3.5-4.6 ms
+against the baseline's 1.4-2.4 ms, a CPU ratio of 0.32-0.54 per run (the closed 50, closed 500 and open runs;
+before this session's changes, one run: 0.28 / 0.49 / 0.48).
+What the rest of the gap is: PostgreSQL's part of a vote (about 0.45 ms of backend CPU in one round trip against
+0.2 ms for the baseline's INSERT, of which its commit is most: trial, pair and page updated and a vote row with
+seven indexes; the commits' WAL flushes are what the busy backends wait on, LWLock WALWrite / IO WALSync), HTTP
+and WSGI per request (about 0.5 ms of gunicorn CPU each, 25 requests per worker against the baseline's 24), and
+the five requests around the votes (entry, consent, instructions_done with its page start, environment, finish,
+and the State a page's last vote brings: about 13 ms of server CPU and 21 statements per worker, in-process,
+where the baseline's requests around its votes cost about 1 ms and read one count). Under a burst of page starts
+(500 workers entering at once) the study's allocation lock also queues the server's threads.
+
 Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick] [--keep-db] [--json-out FILE]
 """
 from __future__ import annotations

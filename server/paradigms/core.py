@@ -544,8 +544,9 @@ def environment_in_one_statement(engine, claims: TokenClaims, payload: Any) -> b
 _STORE_ENVIRONMENT_DRIVER = ("UPDATE assignment SET environment = CAST(%s AS JSON) WHERE assignment.id = %s "
                              "AND assignment.token_nonce = %s RETURNING assignment.id")
 # consent_in_one_statement: the assignment at consent, of the token's study and nonce, moved to instructions.
-_CONSENT_DRIVER = ("UPDATE assignment SET stage = 'instructions' WHERE assignment.id = %s AND assignment.token_nonce = %s "
-                   "AND assignment.study_id = %s AND assignment.stage = 'consent' RETURNING assignment.id, "
+_CONSENT_DRIVER = ("UPDATE assignment SET stage = 'instructions' WHERE assignment.id = %s "
+                   "AND assignment.token_nonce = %s AND assignment.study_id = %s AND assignment.stage = 'consent' "
+                   "RETURNING assignment.id, "
                    "assignment.study_id, assignment.worker_id, assignment.stage, assignment.pages_completed, "
                    "assignment.token_nonce, assignment.pilot")
 
@@ -905,8 +906,9 @@ class Paradigm:
     # Whether the ``consent`` action only moves an assignment from stage consent to instructions (the paradigm's
     # perform_action does nothing else for it): then on PostgreSQL it is one statement (consent_in_one_statement).
     consent_is_a_stage_move: ClassVar[bool] = False
-    # Whether the ``finish`` action, at stage page_done after the spec's ``min_pages``, only completes the assignment
-    # (:func:`complete`; the paged paradigms): then on PostgreSQL its common case is one statement (finish_in_one_statement).
+    # Whether the ``finish`` action, at stage page_done after the spec's ``min_pages``, only completes the
+    # assignment (:func:`complete`; the paged paradigms): then on PostgreSQL its common case is one statement
+    # (finish_in_one_statement).
     finish_completes: ClassVar[bool] = False
 
     def response_kind(self, name: str) -> ResponseKind | None:

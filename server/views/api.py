@@ -269,7 +269,8 @@ def post_environment(assignment_id: str):
     claims = _bearer_token(assignment_id)
     _limit_rate("environment", claims)
     body = json_object_body()
-    # On PostgreSQL, its common case is one statement in its own transaction; else (or when that declines) the session's.
+    # On PostgreSQL, its common case is one statement in its own transaction; else (or when that declines), the
+    # session's.
     if not environment_in_one_statement(app_services().engine, claims, body):
         record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
