@@ -529,15 +529,32 @@ def environment_in_one_statement(engine, claims: TokenClaims, payload: Any) -> b
         environment = clean_environment(payload)
     except ApiError:
         return False
-    dbapi = engine.dialect.loaded_dbapi
+    stored = _one_autocommit_row(engine, _STORE_ENVIRONMENT_DRIVER, (
+        engine.dialect._json_serializer(environment) if engine.dialect._json_serializer else
+        json.dumps(environment), claims.assignment_id, claims.nonce))
+    return stored is not None
+
+
+def _one_autocommit_row(engine, statement: str, params: tuple) -> tuple | None:
+    """The row ``statement`` returns, run alone in its own transaction on a driver connection (autocommit); None
+    when it returns none or the connection is lost (the one-statement paths then leave the request to the
+    session's path, which answers an outage as every route does)."""
     try:
         with autocommit_driver_connection(engine) as connection:
-            stored = connection.execute(_STORE_ENVIRONMENT_DRIVER, (
-                engine.dialect._json_serializer(environment) if engine.dialect._json_serializer else
-                json.dumps(environment), claims.assignment_id, claims.nonce)).fetchone()
-    except dbapi.OperationalError:
-        return False
-    return stored is not None
+            return connection.execute(statement, params).fetchone()
+    except engine.dialect.loaded_dbapi.OperationalError:
+        return None
+
+
+def _study_of_one_statement(engine, claims: TokenClaims, paradigm_flag: str):
+    """``known_study``'s (paradigm, spec) of the token's study when the action may be one statement: PostgreSQL,
+    a study this process knows, whose paradigm sets ``paradigm_flag``; else None."""
+    if engine.dialect.name != "postgresql" or claims.study_id is None:
+        return None
+    found = known_study(engine, claims.study_id)
+    if found is None or not getattr(found[0], paradigm_flag):
+        return None
+    return found
 
 
 # The environment as SQLAlchemy's JSON type stores it (the engine's serializer, else json.dumps), by the driver.
@@ -557,17 +574,9 @@ def consent_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | Non
     instructions in its own transaction (autocommit, on a driver connection); returns the assignment after it.
     None, with nothing changed, for everything the paradigm's action decides (another stage: a repeated click, a
     wrong one; a revoked token; another database; a lost connection)."""
-    if engine.dialect.name != "postgresql" or claims.study_id is None:
+    if _study_of_one_statement(engine, claims, "consent_is_a_stage_move") is None:
         return None
-    found = known_study(engine, claims.study_id)
-    if found is None or not found[0].consent_is_a_stage_move:
-        return None
-    dbapi = engine.dialect.loaded_dbapi
-    try:
-        with autocommit_driver_connection(engine) as connection:
-            row = connection.execute(_CONSENT_DRIVER, (claims.assignment_id, claims.nonce, claims.study_id)).fetchone()
-    except dbapi.OperationalError:
-        return None
+    row = _one_autocommit_row(engine, _CONSENT_DRIVER, (claims.assignment_id, claims.nonce, claims.study_id))
     return None if row is None else AssignmentRow._make(row)
 
 
@@ -590,19 +599,12 @@ def finish_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None
     (:func:`complete`, :func:`give_code`) in its own transaction; returns the assignment after it. None, with
     nothing changed, for everything the paradigm's action decides (another stage, too few pages, a worker turned
     away, a revoked token, another database, a lost connection)."""
-    if engine.dialect.name != "postgresql" or claims.study_id is None:
+    found = _study_of_one_statement(engine, claims, "finish_completes")
+    if found is None:
         return None
-    found = known_study(engine, claims.study_id)
-    if found is None or not found[0].finish_completes:
-        return None
-    dbapi = engine.dialect.loaded_dbapi
-    try:
-        with autocommit_driver_connection(engine) as connection:
-            row = connection.execute(_FINISH_DRIVER, (
-                utcnow(), secrets.token_hex(5).upper(), claims.assignment_id, claims.nonce, claims.study_id,
-                int(found[1].min_pages))).fetchone()
-    except dbapi.OperationalError:
-        return None
+    row = _one_autocommit_row(engine, _FINISH_DRIVER, (
+        utcnow(), secrets.token_hex(5).upper(), claims.assignment_id, claims.nonce, claims.study_id,
+        int(found[1].min_pages)))
     return None if row is None else AssignmentRow._make(row)
 
 
