@@ -117,9 +117,10 @@ class Vote(Base):
     # Copies of the trial's assignment, worker, study and pair and of the chosen stimulus, written by
     # the server from the trial. The trial's key is their integrity (vote -> trial -> page ->
     # assignment, all ON DELETE CASCADE); a foreign key on each copy would lock five more rows per
-    # vote, the study's shared by every vote of the study (migration 0010).
-    assignment_id: Mapped[int] = mapped_column(Integer, index=True)
-    worker_id: Mapped[int] = mapped_column(Integer, index=True)
+    # vote, the study's shared by every vote of the study (migration 0010). No index on the assignment
+    # or the worker: every query that reads them selects a study's votes first (migration 0025).
+    assignment_id: Mapped[int] = mapped_column(Integer)
+    worker_id: Mapped[int] = mapped_column(Integer)
     study_id: Mapped[int] = mapped_column(Integer, index=True)
     pair_id: Mapped[int] = mapped_column(Integer, index=True)
     winner_id: Mapped[int] = mapped_column(Integer)
