@@ -224,6 +224,28 @@ class AssignmentRow(NamedTuple):
         return session.get(Assignment, self.id)
 
 
+class FinishedRow(NamedTuple):
+    """An :class:`AssignmentRow` just completed by :func:`finish_in_one_statement`, with the columns an MTurk
+    worker's completion shows (:func:`completion_info`): its State needs no ORM object then
+    (:func:`ended_message_and_completion`)."""
+
+    id: int
+    study_id: int
+    worker_id: int
+    stage: str
+    pages_completed: int
+    token_nonce: str
+    pilot: bool
+    platform: str
+    external_id: str
+    turk_submit_to: str | None
+    completion_code: str | None
+
+    def load(self, session: Session) -> Assignment:
+        """The assignment as an ORM object, whose changes the session writes at commit."""
+        return session.get(Assignment, self.id)
+
+
 _assignment = Assignment.__table__
 _ASSIGNMENT_ROW = (select(_assignment.c.id, _assignment.c.study_id, _assignment.c.worker_id, _assignment.c.stage,
                           _assignment.c.pages_completed, _assignment.c.token_nonce, _assignment.c.pilot)
@@ -258,8 +280,8 @@ def check_nonce(assignment: Assignment | AssignmentRow | None, nonce: str) -> No
         raise ApiError(403, "bad_token", "the token is no longer valid")
 
 
-def as_object(session: Session, assignment: Assignment | AssignmentRow) -> Assignment:
-    """The assignment as an ORM object (loaded when ``assignment`` is an :class:`AssignmentRow`)."""
+def as_object(session: Session, assignment: Assignment | AssignmentRow | FinishedRow) -> Assignment:
+    """The assignment as an ORM object (loaded when ``assignment`` is a row)."""
     return assignment if isinstance(assignment, Assignment) else assignment.load(session)
 
 
@@ -339,7 +361,7 @@ def stop(assignment: Assignment, stage: Stage, message: str) -> None:
     worker.status_reason = message
 
 
-def completion_info(assignment: Assignment) -> dict[str, Any] | None:
+def completion_info(assignment: Assignment | FinishedRow) -> dict[str, Any] | None:
     """How the worker submits: MTurk's form or a completion code (with the study recruiter's redirect:
     :func:`server.paradigms.recruiters.code_completion`). A worker stopped by a quality rule after
     completing paid units may still submit them; the experimenter decides at review."""
@@ -349,6 +371,19 @@ def completion_info(assignment: Assignment) -> dict[str, Any] | None:
         return {"mode": "mturk", "submit_url": assignment.turk_submit_to.rstrip("/") + "/mturk/externalSubmit",
                 "assignment_id": assignment.external_id, "code": assignment.completion_code}
     return code_completion(assignment)
+
+
+def ended_message_and_completion(paradigm: Paradigm, session: Session, assignment: Assignment | AssignmentRow
+                                 | FinishedRow) -> tuple[str | None, dict | None]:
+    """The State's ``message`` and ``completion`` of an assignment at a terminal stage. The row of an MTurk
+    assignment that :func:`finish_in_one_statement` completed holds all they need (no message: the base
+    :meth:`Paradigm.stop_message` has none for a completion), so the finish needs no ORM object and no
+    second statement; any other assignment is loaded."""
+    if (isinstance(assignment, FinishedRow) and assignment.stage == Stage.COMPLETED and assignment.platform == "mturk"
+            and type(paradigm).stop_message is Paradigm.stop_message):
+        return None, completion_info(assignment)
+    ended = as_object(session, assignment)
+    return paradigm.stop_message(session, ended), completion_info(ended)
 
 
 # ---------------------------------------------------------------- responses after the end
@@ -589,10 +624,11 @@ _FINISH_DRIVER = ("UPDATE assignment SET stage = 'completed', completed_at = %s,
                   "AND NOT EXISTS (SELECT 1 FROM worker WHERE worker.id = assignment.worker_id "
                   "AND worker.status IN ('stopped', 'disqualified')) "
                   "RETURNING assignment.id, assignment.study_id, assignment.worker_id, assignment.stage, "
-                  "assignment.pages_completed, assignment.token_nonce, assignment.pilot")
+                  "assignment.pages_completed, assignment.token_nonce, assignment.pilot, assignment.platform, "
+                  "assignment.external_id, assignment.turk_submit_to, assignment.completion_code")
 
 
-def finish_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None:
+def finish_in_one_statement(engine, claims: TokenClaims) -> FinishedRow | None:
     """The ``finish`` action in one statement on PostgreSQL, for a study this process knows whose paradigm's finish
     only completes the assignment (:attr:`Paradigm.finish_completes`): the assignment at stage page_done with at
     least the spec's ``min_pages`` completed, whose worker was not turned away elsewhere, completed with its code
@@ -605,7 +641,7 @@ def finish_in_one_statement(engine, claims: TokenClaims) -> AssignmentRow | None
     row = _one_autocommit_row(engine, _FINISH_DRIVER, (
         utcnow(), secrets.token_hex(5).upper(), claims.assignment_id, claims.nonce, claims.study_id,
         int(found[1].min_pages)))
-    return None if row is None else AssignmentRow._make(row)
+    return None if row is None else FinishedRow._make(row)
 
 
 def clean_environment(payload: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from ...tokens import TokenClaims
 from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
                    ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
-                   allocation_lock, as_object, check_replay, completion_info, ended_error,
+                   allocation_lock, as_object, check_replay, ended_error, ended_message_and_completion,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
                    spec_for, stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
@@ -831,8 +831,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
             page_data = _page_data(session, assignment.study_id, rows, url_for, spec.policy,
                                    stored_media(session, assignment.study_id))
     elif assignment.stage in TERMINAL_STAGES:
-        ended = as_object(session, assignment)
-        message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
+        message, completion = ended_message_and_completion(PARADIGM, session, assignment)
     progress = {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
                 "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
                 "bonus_per_page": spec.bonus_per_page}

@@ -38,7 +38,7 @@ from ...openapi import load_part
 from ...tokens import TokenClaims
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
-                    add_trials, allocation_lock, as_object, check_replay, completion_info, ended_error,
+                    add_trials, allocation_lock, as_object, check_replay, ended_error, ended_message_and_completion,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
@@ -431,8 +431,7 @@ def assignment_state(session: Session, assignment: Assignment | AssignmentRow, u
                       for row in rows if row.id is not None]
             page = {"index": rows[0].index, "kind": rows[0].kind, "trials": trials}
     elif assignment.stage in TERMINAL_STAGES:
-        ended = as_object(session, assignment)
-        message, completion = PARADIGM.stop_message(session, ended), completion_info(ended)
+        message, completion = ended_message_and_completion(PARADIGM, session, assignment)
     progress = {"pages_completed": assignment.pages_completed, "min_pages": spec.min_pages,
                 "max_pages": spec.max_pages, "reward_per_page": spec.reward_per_page,
                 "bonus_per_page": spec.bonus_per_page}
