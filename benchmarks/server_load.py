@@ -51,22 +51,29 @@ not re-measured here.
 
 The benchmark database is always dropped at the end (unless --keep-db).
 
-Last measured (issue 38 item 12; ``--quick --no-crash``, a 2-core machine shared with other work whose load
-average moved between 5 and 17 within each run, so that a run and its baseline, a minute apart, often met very
-different loads). Fraction of the baseline's votes/s (closed loop 50 / 500 workers) and open-loop p99 (ours vs
-the baseline's), three runs of the same code: 0.32 / 0.33, 1979 vs 154 ms; 0.91 / 0.22, 4351 vs 15 ms;
-0.34 / 0.24, 46.0 vs 11.6 ms. Goals not met: >= 0.8, and an open-loop p99 no worse than the baseline's.
-The CPU per vote the table prints (client + gunicorn + PostgreSQL) varies less with the load: ours 3.5-4.6 ms
-against the baseline's 1.4-2.4 ms, a CPU ratio of 0.32-0.54 per run (the closed 50, closed 500 and open runs;
-before this session's changes, one run: 0.28 / 0.49 / 0.48).
-What the rest of the gap is: PostgreSQL's part of a vote (about 0.45 ms of backend CPU in one round trip against
-0.2 ms for the baseline's INSERT, of which its commit is most: trial, pair and page updated and a vote row with
-seven indexes; the commits' WAL flushes are what the busy backends wait on, LWLock WALWrite / IO WALSync), HTTP
-and WSGI per request (about 0.5 ms of gunicorn CPU each, 25 requests per worker against the baseline's 24), and
-the five requests around the votes (entry, consent, instructions_done with its page start, environment, finish,
-and the State a page's last vote brings: about 13 ms of server CPU and 21 statements per worker, in-process,
-where the baseline's requests around its votes cost about 1 ms and read one count). Under a burst of page starts
-(500 workers entering at once) the study's allocation lock also queues the server's threads.
+Last measured (issue 38 item 12, second session; ``nice -n 5 .venv/bin/python benchmarks/server_load.py --quick
+--no-crash [--settle-timeout 30]``, a 2-core machine shared with three other sessions' work: load average 9-21
+throughout, so no run settled). Fraction of the baseline's votes/s (closed loop 50 / 500 workers), open-loop
+vote p99 (ours vs the baseline's) and CPU ratio (the baseline's CPU per vote over ours, client + gunicorn +
+PostgreSQL, closed 50 / closed 500 / open), per run:
+  before this session's changes (base 33ff229): 0.25 / 0.51, 17020 vs 6126 ms, CPU 0.41 / 0.48 / 0.56;
+  after (three runs): 0.33 / 0.61, 4219 vs 97 ms, CPU 0.35 / 0.68 / 0.58;
+                      0.28 / 0.65, 3943 vs 1403 ms, CPU 0.38 / 0.69 / 0.54;
+                      0.66 / 0.60, 1773 vs 141 ms, CPU 0.53 / 0.56 / 0.55.
+Goals not met (>= 0.8; an open-loop p99 no worse than the baseline's); under this load the changes are within
+the noise of these figures. CPU per vote, ours: client 0.8-1.7 ms, gunicorn 2.2-3.4 ms, PostgreSQL 1.0-1.5 ms;
+the baseline's: 0.5-1.1, 1.2-1.9, 0.2-0.4.
+Where a worker's CPU goes, in-process (benchmarks/worker_cpu.py, 100 workers, load 13-14; app CPU + PostgreSQL
+backend CPU per worker): 19 plain votes 12.5 + 15.9 ms (one statement each), entry 7.2 + 2.0 (8 statements),
+instructions_done with its page start 5.9 + 3.1 (6), the page's last vote with its State 4.1 + 2.2 (4), consent
+1.4 + 0.7 (1), environment 1.1 + 0.2 (1), finish 1.4 + 0.4 (1): 33.7 ms + 24.5 ms and 40 statements per
+worker. So the largest single part is PostgreSQL's vote: perceptlab_paired_vote called alone from one connection
+costs its backend about 0.6 ms of CPU against 0.12-0.28 ms for the baseline's bare INSERT (assignment locked, trial
+checked and marked, pair counted, vote inserted, page renewed, committed); removing any one of its statements in a
+scratch copy moved it by less than this load's noise. Then HTTP and WSGI per request (gunicorn's CPU per vote is
+about 1 ms above the baseline's), and the requests around the votes (about 21 ms of app CPU per worker, where the
+baseline's cost about 1 ms). Under a burst of page starts (500 workers entering at once) the study's allocation
+lock also queues the server's threads.
 
 Run: .venv/bin/python benchmarks/server_load.py [--workers-list 50,500] [--quick] [--keep-db] [--json-out FILE]
 """
