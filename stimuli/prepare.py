@@ -40,12 +40,14 @@ behind, and an existing non-empty output is replaced only with ``overwrite=True`
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +64,13 @@ MAX_GOLD_PAIRS = 100  # per scene: each is four images plus their crops on disk
 # Gold pairs per scene at least, by default (PrepareParameters.gold_pairs None): taken outside the design, or
 # synthetic, when fewer design pairs qualify, so that a worker need not meet one twice.
 DEFAULT_GOLD_PAIRS = 6
+# And by default at least this share of the design's pairs, when that many qualify: gold pairs fewer than the gold
+# trials' share of a worker's trials are shown more often than real pairs however they are spread (a default study's
+# worker doing one page is shown a quiz of 5 and 2 hidden gold trials of 25: 28%; the server warns of a study whose
+# gold pairs are too few for its settings, server/paradigms/paired/study.py gold_pool_warning). Not every pair that
+# qualifies: gold pairs are the plainest, and the more of them, the better a decoding statistic (the two errors'
+# difference) finds them (benchmarks/gold_separability.py).
+GOLD_DESIGN_SHARE = Fraction(1, 3)  # exact: a third of 33 pairs is 11
 # The longest image side prepare takes by default: a 1366 px wide laptop window at the "fit" display policy's
 # smallest default scale (0.5) shows at most this, even one image alone. Larger scenes are refused from their
 # files' headers, before anything is decoded (a 6000x4000 scene took 100 s and 2 GB, then no window fit it).
@@ -99,8 +108,8 @@ class PrepareParameters:
     compression: int = 3          # PNG zlib level
     gold_margin: float = DEFAULT_PAIR_MARGIN  # worse gold candidate's IE and GMSD / better one's, at least (> 1)
     gold_better_scale: float = 0.5  # synthetic fallback only: the best candidate's error scaled by this
-    # Distinct gold pairs per scene (0: none). None: every eligible pair of the design (their gold trials show
-    # files real trials show and cost no file), and at least DEFAULT_GOLD_PAIRS in all (_gold_entries).
+    # Distinct gold pairs per scene (0: none). None: GOLD_DESIGN_SHARE of the design's pairs when that many qualify
+    # (their gold trials show files real trials show and cost no file), and at least DEFAULT_GOLD_PAIRS in all.
     gold_pairs: int | None = None
     gold_min_difference: float = DEFAULT_MIN_DIFFERENCE  # gold pair's two IEs differ by this (8-bit grey levels)
 
@@ -369,16 +378,15 @@ def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParame
         in_design = set(design)
         inside = [p for p in eligible if frozenset((p.better, p.worse)) in in_design]
         outside = [p for p in eligible if frozenset((p.better, p.worse)) not in in_design]
-        # By default every design pair that qualifies: the server spreads gold trials over its gold pairs as it
-        # spreads real trials over the design, and gold pairs fewer than the gold trials' share of a worker's
-        # trials (a default study's worker doing one page: a quiz of 5 and 2 hidden of 25) are shown more often
-        # than real pairs however they are spread (issue 38: recurrence AUC 1.0 at 30 workers x 1 page with 6
-        # gold pairs of the demo's 33 a scene).
-        wanted = max(len(inside), DEFAULT_GOLD_PAIRS) if params.gold_pairs is None else params.gold_pairs
+        # By default a third of the design's pairs (GOLD_DESIGN_SHARE; issue 38: with 6 of the demo's 33 a scene,
+        # how often a pair recurs across workers told gold at AUC 1.0 at 30 workers x 1 page), outside the design
+        # only up to the minimum: a pair there is shown only as gold.
+        least = DEFAULT_GOLD_PAIRS if params.gold_pairs is None else params.gold_pairs
+        wanted = max(math.ceil(GOLD_DESIGN_SHARE * len(design)), least) if params.gold_pairs is None else least
         statistics = _pair_statistics(folder, manifest, eligible)
         chosen = choose_gold_pairs(inside, statistics, design, wanted, seed=params.seed)
-        if len(chosen) < wanted:
-            chosen += choose_gold_pairs(outside, statistics, design, wanted - len(chosen), seed=params.seed)
+        if len(chosen) < least:
+            chosen += choose_gold_pairs(outside, statistics, design, least - len(chosen), seed=params.seed)
         order = {id(p): k for k, p in enumerate(eligible)}
         chosen.sort(key=lambda p: order[id(p)])
         entries = [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
@@ -661,8 +669,8 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
         errors (:func:`stimuli.gold.make_gold_pairs`): the best candidate's error scaled by this.
     gold_pairs : int, optional
         Distinct gold pairs of the scene (0: none, so the study can have no quiz or hidden gold);
-        fewer when fewer candidate pairs qualify. None (the default): every design pair that
-        qualifies, and at least :data:`DEFAULT_GOLD_PAIRS`.
+        fewer when fewer candidate pairs qualify. None (the default): :data:`GOLD_DESIGN_SHARE`
+        of the design's pairs when that many qualify, and at least :data:`DEFAULT_GOLD_PAIRS`.
     reference : str or path, optional
         Reference file (name inside the scene folder, or a path) when it is not ``reference.*``.
     scene_id : str, optional

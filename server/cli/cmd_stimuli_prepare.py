@@ -42,8 +42,8 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
                    "candidate's error scaled by this (0..0.85].")
 @click.option("--gold-pairs", default=None, type=int,
               help="Distinct gold pairs per scene, so a worker need not meet one twice (0 = none: "
-                   "then the study needs quiz_size = 0 and gold_rate = 0)  [default: every pair of the design "
-                   "that qualifies, at least 6]")
+                   "then the study needs quiz_size = 0 and gold_rate = 0)  [default: a third of the design's pairs "
+                   "when that many qualify, at least 6]")
 @click.option("--reference", default=None,
               help="File name of the reference inside each scene folder [default: reference.<ext>].")
 # Videos only (their defaults live in stimuli.video.VideoParameters).

@@ -20,7 +20,7 @@ from server.stimulus_index import name_maker
 
 from .allocation_support import real_pairs_of, start, work, worker_row_id
 from .api_support import SpecClient
-from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app
+from .conftest import WorkerClient, create_test_study, held_count_problems, make_test_app, write_study_file
 
 N_SMALL_PAIRS = 44
 
@@ -534,3 +534,26 @@ def test_too_few_gold_pairs_for_one_page_workers_is_warned_of_and_would_mark_gol
     enough = create_test_study(app, demo_six_gold, tmp_path, slug="fewgoldenough",
                                pages={"min_pages": 3, "max_pages": 10})
     assert not _warnings(app, enough)
+
+
+def test_study_create_and_show_print_the_gold_pool_warning(demo_stimuli, demo_six_gold, tmp_path):
+    """The warning above goes to stderr from `study create` and `study show`; the demo as prepared by default
+    (every qualifying design pair a gold pair) draws none."""
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    texts = {"researcher": "Dr T. Est", "contact": "test@example.org"}
+
+    def run(*args):
+        return CliRunner().invoke(cli, [str(a) for a in args])
+
+    few = run("study", "create", write_study_file(tmp_path, demo_six_gold, "few", texts=texts), "--database-url", url)
+    assert few.exit_code == 0, few.output
+    assert "warning: 24 gold pairs hold 18% of the study's votes" in few.stderr
+    assert "warning: 24 gold pairs" not in few.stdout
+    assert "warning: 24 gold pairs" in run("study", "show", "few", "--database-url", url).stderr
+    fine = run("study", "create", write_study_file(tmp_path, demo_stimuli, "fine", texts=texts), "--database-url", url)
+    assert fine.exit_code == 0, fine.output
+    assert "gold pairs" not in fine.stderr

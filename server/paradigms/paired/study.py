@@ -436,6 +436,5 @@ def gold_pool_warning(spec: StudySpec, pair_targets: list[tuple[int, bool]], n_c
     return (f"warning: {n_gold} gold pairs hold {capacity:.0%} of the study's votes, but a worker who does "
             f"{k} page{'s' if k > 1 else ''} ([pages] min_pages) is shown {shown} ({share(k):.0%}): gold pairs will "
             f"be shown more often than real pairs, which tells them apart to workers who compare what they were "
-            f"shown, {unless}. Prepare the stimuli with more gold pairs (stimuli prepare's default takes every "
-            "design pair that qualifies; a looser --gold-margin or --gold-min-difference qualifies more), or "
-            "lower [quality] quiz_size or gold_rate.")
+            f"shown, {unless}. Prepare the stimuli with more gold pairs (stimuli prepare --gold-pairs; a looser "
+            "--gold-margin or --gold-min-difference qualifies more), or lower [quality] quiz_size or gold_rate.")
