@@ -120,10 +120,10 @@ def measure_rating(prepared: Path, folder: Path, stimulus: str):
     return image_separability(scenes)
 
 
-def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -> float:
+def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int, seed: int = 0) -> float:
     """:func:`stimuli.separability.recurrence_auc` of a paired-comparison study over ``prepared`` (the study
-    file's defaults) after ``workers`` workers answered ``pages`` pages each, through the worker API of an
-    in-process app on SQLite (answers: the gold side where there is one, else left)."""
+    file's defaults, ``[study] seed``) after ``workers`` workers answered ``pages`` pages each, through the worker
+    API of an in-process app on SQLite (answers: the gold side where there is one, else left)."""
     import uuid
 
     from sqlalchemy import select
@@ -137,7 +137,7 @@ def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -
 
     folder.mkdir(parents=True, exist_ok=True)
     study_file = folder / "recurrence.toml"
-    study_file.write_text('[study]\nslug = "recur"\nname = "recurrence"\n'
+    study_file.write_text(f'[study]\nslug = "recur"\nname = "recurrence"\nseed = {seed}\n'
                           f'manifests = ["{(prepared / "manifest.json").as_posix()}"]\n'
                           "[entry]\nexternal_hits = true\n")
     app = create_app(database_url=f"sqlite:///{folder / 'recur.db'}", instance_path=str(folder / "instance"),
@@ -197,6 +197,8 @@ def main() -> None:
     parser.add_argument("--recurrence", type=int, nargs=2, metavar=("WORKERS", "PAGES"), default=(6, 3),
                         help="workers and pages each of the in-process study whose recurrence AUC is measured "
                              "(0 0: skip it)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="study seeds the recurrence AUC is measured over (their mean and range are printed)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gold-separability-") as tmp:
         root = Path(tmp)
@@ -205,10 +207,9 @@ def main() -> None:
         studies = {"demo": measure(root / "demo" / "scenes", root / "demo_prepared", args.synthetic),
                    "generated": measure(root / "distorted", root / "distorted_prepared", args.synthetic)}
         workers, pages = args.recurrence
-        recurrence = ({study: measure_recurrence(root / f"{folder}_prepared", root / f"recurrence_{folder}", workers,
-                                                 pages) for study, folder in (("demo", "demo"), ("generated",
-                                                                                                "distorted"))}
-                      if workers > 0 else {})
+        recurrence = ({study: [measure_recurrence(root / f"{folder}_prepared", root / f"recurrence_{folder}_{seed}",
+                                                  workers, pages, seed) for seed in range(args.seeds)]
+                       for study, folder in (("demo", "demo"), ("generated", "distorted"))} if workers > 0 else {})
         ratings = {(study, kind): measure_rating(root / f"{folder}_prepared", root / "rating", kind)
                    for study, folder in (("demo", "demo"), ("generated", "distorted"))
                    for kind in ("amplified", "original")}
@@ -226,9 +227,11 @@ def main() -> None:
     print(f"{'larger-file bot':<22}" + "".join(f"{1 - studies[study][kind][1]:>20.3f}" for study, kind in columns))
     print(f"{'chance band (bots)':<22}" + "".join(
         f"{f'0.5 +- {chance_bound(studies[s][k][0].n_gold):.3f}':>20}" for s, k in columns))
-    for study, value in recurrence.items():
-        print(f"{study:>9}: recurrence AUC {value:.3f} (how often a trial's two files recur, gold against real "
-              f"trials; {args.recurrence[0]} workers x {args.recurrence[1]} pages of the study's defaults)")
+    for study, values in recurrence.items():
+        spread = f" (mean of {len(values)} study seeds, {min(values):.3f}-{max(values):.3f})" if len(values) > 1 else ""
+        print(f"{study:>9}: recurrence AUC {sum(values) / len(values):.3f}{spread} (how often a trial's two files "
+              f"recur, gold against real trials; {args.recurrence[0]} workers x {args.recurrence[1]} pages of the "
+              "study's defaults)")
     print("parsing the stream (a decoding statistic; not hidden):")
     print(f"{'shorter-body bot':<22}" + "".join(f"{studies[study][kind][2]:>20.3f}" for study, kind in columns))
     print()

@@ -131,7 +131,7 @@ class PrepareParameters:
             (0 < self.gold_better_scale <= 0.85,
              f"gold_better_scale must be in (0, 0.85], got {self.gold_better_scale}"),
             (self.gold_pairs is None or (isinstance(self.gold_pairs, int) and 0 <= self.gold_pairs <= MAX_GOLD_PAIRS),
-             f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS} (or None: every design pair that qualifies), "
+             f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS} (or None: GOLD_DESIGN_SHARE of the design), "
              f"got {self.gold_pairs}"),
             (np.isfinite(self.gold_min_difference) and self.gold_min_difference >= 0,
              f"gold_min_difference must be >= 0 grey levels, got {self.gold_min_difference}"),

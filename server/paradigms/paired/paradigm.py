@@ -214,8 +214,8 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     0.805; real pairs are filled evenly, and a design pair's gold trials count toward
     its target, so gold pairs recur as real ones do), then to the set the worker was
     shown fewest gold trials of (spreading gold over the sets; gold pairs met as real
-    trials do not count there, since every design pair that qualifies is a gold pair
-    and real trials meet many), then at random.
+    trials do not count there: a third of a scene's design pairs may be gold pairs, and
+    real trials meet many), then at random.
     """
     gold = study_layout(session, study.id).gold
     if not gold or n == 0:
@@ -227,17 +227,17 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     times = {pair_id: int(seen[pair_id][1]) if pair_id in seen else 0 for pair_id in gold}
     full = {pair_id: bool(state[pair_id].full) for pair_id in gold}
     overall = {pair_id: int(state[pair_id].shown) for pair_id in gold}
-    per_set: dict[int, int] = {}  # gold trials the worker was shown of each set
+    per_set = dict.fromkeys(gold.values(), 0)  # gold trials the worker was shown of each set
     for pair_id, row in seen.items():
-        per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + int(row[2])
+        per_set[gold[pair_id]] += int(row[2])
     tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
     for _ in range(n):
-        pick = min(gold, key=lambda p: (times[p], full[p], overall[p], per_set.get(gold[p], 0), tie_break[p]))
+        pick = min(gold, key=lambda p: (times[p], full[p], overall[p], per_set[gold[p]], tie_break[p]))
         picks.append(int(pick))
         times[pick] += 1
         overall[pick] += 1
-        per_set[gold[pick]] = per_set.get(gold[pick], 0) + 1
+        per_set[gold[pick]] += 1
     return picks, sum(count == 0 for count in times.values())
 
 
