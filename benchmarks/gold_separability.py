@@ -69,11 +69,37 @@ gold pair as a real trial), 20 x 2 0.837 / 0.500 and 30 x 1 1.0 / 1.0 (the quizz
 more often than the real pairs get shown); gold pairs outside the design still recur at the gold rate (the
 demo's design redrawn at degree 4: 0.708).
 
-The best statistics are decoding ones (the error difference and ratio to the reference: 0.72-0.73 with gold
-inside the design, 0.74-0.75 outside it); the shorter-body bot, which parses the streams, still gets 1.000 /
-0.875 / 0.458 / 0.333: the pixels' compressibility is not hidden.
+Then (this session, load average 10-13 on 2 cores; ``.venv/bin/python benchmarks/gold_separability.py
+--recurrence W P``, 55-62 s CPU each) ``stimuli prepare`` took by default a third of each scene's design pairs
+as gold when that many qualify (:data:`stimuli.prepare.GOLD_DESIGN_SHARE`: 43 of the demo's 132 pairs, 36 of
+the generated study's 120, against 24 and 24), since a one-page worker's gold share (a quiz of 5 and 2 hidden of
+25 trials: 28 %) outran 24 pairs' share of the votes whatever the allocation; and ``study create`` / ``study
+show`` warn of a study whose gold pairs are too few for its settings
+(:func:`server.paradigms.paired.study.gold_pool_warning`)::
 
-Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4]`` (about 30 s).
+                                          demo amplified  demo original  generated amplified  generated original
+    6 a scene  recurrence AUC 30 x 1                 1.000                              1.000
+                              20 x 2                 0.837                              0.500
+                               6 x 3                 0.500                              0.515
+    a third    recurrence AUC 30 x 1                 0.526                              0.552
+                              20 x 2                 0.501                              0.507
+                               6 x 3                 0.509                              0.603
+               full_bytes_ratio AUC         0.519          0.546                0.503               0.586
+               best statistic AUC           0.780          0.776                0.759               0.761
+               smaller-file bot             0.488          0.488                0.500               0.500
+               (chance bands: AUC 0.5 +- 0.17-0.18 on the pairs; recurrence 0.5 +- 0.21 at 6 x 3)
+
+Over 5 study seeds (``--seeds 5``: the same draws, seeds 0-4) the recurrence AUC was SEEDS_FIGURES.
+Every qualifying design pair as gold (50 and 46) gave 30 x 1 0.547 / 0.529 and 20 x 2 0.528 / 0.514 but a best
+statistic of 0.80 / 0.79: the more of the plainest pairs are gold, the better the errors' difference finds them.
+
+The best statistics are decoding ones (the error difference and ratio to the reference: 0.76-0.78 with a third
+of the design gold, 0.72-0.73 with 6 gold pairs a scene inside the design, 0.74-0.75 outside it); the
+shorter-body bot, which parses the streams, still gets 1.000 / 0.791 /
+0.500 / 0.444: the pixels' compressibility is not hidden.
+
+Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4] [--recurrence W P]
+[--seeds K]`` (about a minute of CPU).
 """
 from __future__ import annotations
 
