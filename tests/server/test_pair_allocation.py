@@ -93,11 +93,16 @@ def test_no_worker_sees_a_real_pair_twice_across_hits(app, demo_stimuli, tmp_pat
     assert state["stage"] == "full" and state["completion"] is None, state["page"]
     pairs = real_pairs_of(app, worker_id=worker_row_id(app, "WMANY"))
     assert len(pairs) == len(set(pairs)), Counter(pairs).most_common(3)
-    # Someone else gets them.
+    # Someone else gets them: the abandoned page's pairs (its gold trial's too when that was a design pair: a vote
+    # of it), in whichever role the newcomer's page shows them.
     newcomer = WorkerClient(client, slug)
     assert start(newcomer)["stage"] == "trials"
-    assert sorted(real_pairs_of(app, assignment_id=int(newcomer.assignment_id))) == \
-        sorted(real_pairs_of(app, assignment_id=int(abandoned.assignment_id)))
+    with _session(app) as session:
+        design = set(session.scalars(select(Pair.id).where(~Pair.is_gold)))
+        shown = {worker: set(session.scalars(select(Trial.pair_id).where(
+            Trial.assignment_id == int(worker.assignment_id)))) & design for worker in (abandoned, newcomer)}
+    assert len(real_pairs_of(app, assignment_id=int(newcomer.assignment_id))) == 7
+    assert shown[newcomer] <= shown[abandoned]
 
 
 def test_trials_per_worker_capped_by_max_pages(app, demo_stimuli, tmp_path):
@@ -327,7 +332,7 @@ def _study_gold(app, slug: str) -> dict[int, int]:
 
 def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimuli, tmp_path):
     """Quiz (5) and hidden gold (2 a page) over every page a worker can do of the demo study with the
-    defaults: the design pairs that qualify as gold (every one, by stimuli prepare's default) are enough
+    defaults: the design pairs that are gold (a third of each scene's, by stimuli prepare's default) are enough
     that none comes back, and each scene's gold is met about as often as any other's."""
     slug = create_test_study(app, demo_stimuli, tmp_path, slug="golddefault")
     assert len(_study_gold(app, slug)) == _manifest_gold_count(demo_stimuli) > 24  # more than 6 a scene
@@ -337,8 +342,10 @@ def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimu
     pages = {page for page, _, _ in shown}
     assert len(shown) == 5 + 2 * (len(pages) - 1) >= 19  # the quiz page, then 2 hidden gold a page
     assert len({pair for _, pair, _ in shown}) == len(shown)  # never the same gold pair twice
+    # Within 2: the worker meets nearly every pair of the demo, and the unseen gold pairs kept for later pages are
+    # kept over the whole study, not per scene, so a scene's may run out first.
     per_set = Counter(set_id for _, _, set_id in shown)
-    assert len(per_set) == 4 and max(per_set.values()) - min(per_set.values()) <= 1
+    assert len(per_set) == 4 and max(per_set.values()) - min(per_set.values()) <= 2
     # Nor any pair twice in any role: a design pair met as gold is not met as a real trial, nor the reverse.
     with _session(app) as session:
         pairs = session.scalars(select(Trial.pair_id).join(Worker, Trial.worker_id == Worker.id)
@@ -495,7 +502,7 @@ def test_how_often_a_pair_recurs_does_not_mark_gold(app, demo_stimuli, tmp_path,
     toward its target and held like its real trials, and gold pairs are filled to the other pairs' level: 0.500
     at 6 x 3. But with 6 gold pairs a scene (24 of 132) workers doing fewer pages still told them apart (20 x 2:
     0.837, 30 x 1: 1.0): a one-page worker's gold share (7 of 25 trials) outran the pool's share of the pairs.
-    stimuli prepare takes every design pair that qualifies now (50 of the demo's 132)."""
+    stimuli prepare takes a third of the design's pairs now (43 of the demo's 132)."""
     slug = create_test_study(app, demo_stimuli, tmp_path, slug=f"goldrecur{workers}x{pages}")
     gold = _study_gold(app, slug)
     with _session(app) as session:
