@@ -171,7 +171,7 @@ def demo_stimuli(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_six_gold(tmp_path_factory, demo_stimuli) -> Path:
-    """The demo's scenes prepared as before every qualifying design pair became a gold pair: 6 gold pairs a
+    """The demo's scenes prepared as before a third of each design became gold pairs: 6 gold pairs a
     scene (``--gold-pairs 6``), in ``prepared/`` like :func:`demo_stimuli`'s (the same design seed)."""
     from stimuli.prepare import prepare_study
 

@@ -545,7 +545,7 @@ def test_too_few_gold_pairs_for_one_page_workers_is_warned_of_and_would_mark_gol
 
 def test_study_create_and_show_print_the_gold_pool_warning(demo_stimuli, demo_six_gold, tmp_path):
     """The warning above goes to stderr from `study create` and `study show`; the demo as prepared by default
-    (every qualifying design pair a gold pair) draws none."""
+    (a third of each scene's design pairs gold) draws none."""
     from click.testing import CliRunner
 
     from server.cli import cli
