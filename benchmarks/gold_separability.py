@@ -69,11 +69,40 @@ gold pair as a real trial), 20 x 2 0.837 / 0.500 and 30 x 1 1.0 / 1.0 (the quizz
 more often than the real pairs get shown); gold pairs outside the design still recur at the gold rate (the
 demo's design redrawn at degree 4: 0.708).
 
-The best statistics are decoding ones (the error difference and ratio to the reference: 0.72-0.73 with gold
-inside the design, 0.74-0.75 outside it); the shorter-body bot, which parses the streams, still gets 1.000 /
-0.875 / 0.458 / 0.333: the pixels' compressibility is not hidden.
+Then (this session, load average 10-13 on 2 cores; ``.venv/bin/python benchmarks/gold_separability.py
+--recurrence W P``, 55-62 s CPU each) ``stimuli prepare`` took by default a third of each scene's design pairs
+as gold when that many qualify (:data:`stimuli.prepare.GOLD_DESIGN_SHARE`: 43 of the demo's 132 pairs, 36 of
+the generated study's 120, against 24 and 24), since a one-page worker's gold share (a quiz of 5 and 2 hidden of
+25 trials: 28 %) outran 24 pairs' share of the votes whatever the allocation; and ``study create`` / ``study
+show`` warn of a study whose gold pairs are too few for its settings
+(:func:`server.paradigms.paired.study.gold_pool_warning`)::
 
-Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4]`` (about 30 s).
+                                          demo amplified  demo original  generated amplified  generated original
+    6 a scene  recurrence AUC 30 x 1                 1.000                              1.000
+                              20 x 2                 0.837                              0.500
+                               6 x 3                 0.500                              0.515
+    a third    recurrence AUC 30 x 1                 0.526                              0.552
+                              20 x 2                 0.501                              0.507
+                               6 x 3                 0.509                              0.603
+               full_bytes_ratio AUC         0.519          0.546                0.503               0.586
+               best statistic AUC           0.780          0.776                0.759               0.761
+               smaller-file bot             0.488          0.488                0.500               0.500
+               (chance bands: AUC 0.5 +- 0.17-0.18 on the pairs; recurrence 0.5 +- 0.21 at 6 x 3)
+
+Over 5 study seeds (``--seeds 5``; seed 0 is the row above) the recurrence AUC's mean (range) was, demo /
+generated: 30 x 1 0.548 (0.526-0.580) / 0.534 (0.506-0.552), 20 x 2 0.533 (0.501-0.567) / 0.544 (0.507-0.583),
+6 x 3 0.522 (0.500-0.536) / 0.558 (0.515-0.603): a little above 0.5 everywhere, inside the chance band, the
+generated study's 6 x 3 at seed 0 just above 0.60.
+Every qualifying design pair as gold (50 and 46) gave 30 x 1 0.547 / 0.529 and 20 x 2 0.528 / 0.514 but a best
+statistic of 0.80 / 0.79: the more of the plainest pairs are gold, the better the errors' difference finds them.
+
+The best statistics are decoding ones (the error difference and ratio to the reference: 0.76-0.78 with a third
+of the design gold, 0.72-0.73 with 6 gold pairs a scene inside the design, 0.74-0.75 outside it); the
+shorter-body bot, which parses the streams, still gets 1.000 / 0.791 /
+0.500 / 0.444: the pixels' compressibility is not hidden.
+
+Run: ``.venv/bin/python benchmarks/gold_separability.py [--synthetic] [--scenes 4] [--recurrence W P]
+[--seeds K]`` (about a minute of CPU).
 """
 from __future__ import annotations
 
@@ -120,10 +149,10 @@ def measure_rating(prepared: Path, folder: Path, stimulus: str):
     return image_separability(scenes)
 
 
-def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -> float:
+def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int, seed: int = 0) -> float:
     """:func:`stimuli.separability.recurrence_auc` of a paired-comparison study over ``prepared`` (the study
-    file's defaults) after ``workers`` workers answered ``pages`` pages each, through the worker API of an
-    in-process app on SQLite (answers: the gold side where there is one, else left)."""
+    file's defaults, ``[study] seed``) after ``workers`` workers answered ``pages`` pages each, through the worker
+    API of an in-process app on SQLite (answers: the gold side where there is one, else left)."""
     import uuid
 
     from sqlalchemy import select
@@ -137,7 +166,7 @@ def measure_recurrence(prepared: Path, folder: Path, workers: int, pages: int) -
 
     folder.mkdir(parents=True, exist_ok=True)
     study_file = folder / "recurrence.toml"
-    study_file.write_text('[study]\nslug = "recur"\nname = "recurrence"\n'
+    study_file.write_text(f'[study]\nslug = "recur"\nname = "recurrence"\nseed = {seed}\n'
                           f'manifests = ["{(prepared / "manifest.json").as_posix()}"]\n'
                           "[entry]\nexternal_hits = true\n")
     app = create_app(database_url=f"sqlite:///{folder / 'recur.db'}", instance_path=str(folder / "instance"),
@@ -197,6 +226,8 @@ def main() -> None:
     parser.add_argument("--recurrence", type=int, nargs=2, metavar=("WORKERS", "PAGES"), default=(6, 3),
                         help="workers and pages each of the in-process study whose recurrence AUC is measured "
                              "(0 0: skip it)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="study seeds the recurrence AUC is measured over (their mean and range are printed)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gold-separability-") as tmp:
         root = Path(tmp)
@@ -205,10 +236,9 @@ def main() -> None:
         studies = {"demo": measure(root / "demo" / "scenes", root / "demo_prepared", args.synthetic),
                    "generated": measure(root / "distorted", root / "distorted_prepared", args.synthetic)}
         workers, pages = args.recurrence
-        recurrence = ({study: measure_recurrence(root / f"{folder}_prepared", root / f"recurrence_{folder}", workers,
-                                                 pages) for study, folder in (("demo", "demo"), ("generated",
-                                                                                                "distorted"))}
-                      if workers > 0 else {})
+        recurrence = ({study: [measure_recurrence(root / f"{folder}_prepared", root / f"recurrence_{folder}_{seed}",
+                                                  workers, pages, seed) for seed in range(args.seeds)]
+                       for study, folder in (("demo", "demo"), ("generated", "distorted"))} if workers > 0 else {})
         ratings = {(study, kind): measure_rating(root / f"{folder}_prepared", root / "rating", kind)
                    for study, folder in (("demo", "demo"), ("generated", "distorted"))
                    for kind in ("amplified", "original")}
@@ -226,9 +256,11 @@ def main() -> None:
     print(f"{'larger-file bot':<22}" + "".join(f"{1 - studies[study][kind][1]:>20.3f}" for study, kind in columns))
     print(f"{'chance band (bots)':<22}" + "".join(
         f"{f'0.5 +- {chance_bound(studies[s][k][0].n_gold):.3f}':>20}" for s, k in columns))
-    for study, value in recurrence.items():
-        print(f"{study:>9}: recurrence AUC {value:.3f} (how often a trial's two files recur, gold against real "
-              f"trials; {args.recurrence[0]} workers x {args.recurrence[1]} pages of the study's defaults)")
+    for study, values in recurrence.items():
+        spread = f" (mean of {len(values)} study seeds, {min(values):.3f}-{max(values):.3f})" if len(values) > 1 else ""
+        print(f"{study:>9}: recurrence AUC {sum(values) / len(values):.3f}{spread} (how often a trial's two files "
+              f"recur, gold against real trials; {args.recurrence[0]} workers x {args.recurrence[1]} pages of the "
+              "study's defaults)")
     print("parsing the stream (a decoding statistic; not hidden):")
     print(f"{'shorter-body bot':<22}" + "".join(f"{studies[study][kind][2]:>20.3f}" for study, kind in columns))
     print()

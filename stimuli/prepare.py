@@ -40,12 +40,14 @@ behind, and an existing non-empty output is replaced only with ``overwrite=True`
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +61,16 @@ from .io import FOLDER_MODE, StimulusInputError, is_image_file, read_image, writ
 SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 MAX_GOLD_PAIRS = 100  # per scene: each is four images plus their crops on disk
+# Gold pairs per scene at least, by default (PrepareParameters.gold_pairs None): taken outside the design, or
+# synthetic, when fewer design pairs qualify, so that a worker need not meet one twice.
+DEFAULT_GOLD_PAIRS = 6
+# And by default at least this share of the design's pairs, when that many qualify: gold pairs fewer than the gold
+# trials' share of a worker's trials are shown more often than real pairs however they are spread (a default study's
+# worker doing one page is shown a quiz of 5 and 2 hidden gold trials of 25: 28%; the server warns of a study whose
+# gold pairs are too few for its settings, server/paradigms/paired/study.py gold_pool_warning). Not every pair that
+# qualifies: gold pairs are the plainest, and the more of them, the better a decoding statistic (the two errors'
+# difference) finds them (benchmarks/gold_separability.py).
+GOLD_DESIGN_SHARE = Fraction(1, 3)  # exact: a third of 33 pairs is 11
 # The longest image side prepare takes by default: a 1366 px wide laptop window at the "fit" display policy's
 # smallest default scale (0.5) shows at most this, even one image alone. Larger scenes are refused from their
 # files' headers, before anything is decoded (a 6000x4000 scene took 100 s and 2 GB, then no window fit it).
@@ -96,7 +108,9 @@ class PrepareParameters:
     compression: int = 3          # PNG zlib level
     gold_margin: float = DEFAULT_PAIR_MARGIN  # worse gold candidate's IE and GMSD / better one's, at least (> 1)
     gold_better_scale: float = 0.5  # synthetic fallback only: the best candidate's error scaled by this
-    gold_pairs: int = 6           # distinct gold pairs per scene (0: none)
+    # Distinct gold pairs per scene (0: none). None: GOLD_DESIGN_SHARE of the design's pairs when that many qualify
+    # (their gold trials show files real trials show and cost no file), and at least DEFAULT_GOLD_PAIRS in all.
+    gold_pairs: int | None = None
     gold_min_difference: float = DEFAULT_MIN_DIFFERENCE  # gold pair's two IEs differ by this (8-bit grey levels)
 
     def validate(self) -> None:
@@ -116,8 +130,9 @@ class PrepareParameters:
              f"gold_margin must be > 1, got {self.gold_margin}"),
             (0 < self.gold_better_scale <= 0.85,
              f"gold_better_scale must be in (0, 0.85], got {self.gold_better_scale}"),
-            (isinstance(self.gold_pairs, int) and 0 <= self.gold_pairs <= MAX_GOLD_PAIRS,
-             f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS}, got {self.gold_pairs}"),
+            (self.gold_pairs is None or (isinstance(self.gold_pairs, int) and 0 <= self.gold_pairs <= MAX_GOLD_PAIRS),
+             f"gold_pairs must be an integer in 0..{MAX_GOLD_PAIRS} (or None: GOLD_DESIGN_SHARE of the design), "
+             f"got {self.gold_pairs}"),
             (np.isfinite(self.gold_min_difference) and self.gold_min_difference >= 0,
              f"gold_min_difference must be >= 0 grey levels, got {self.gold_min_difference}"),
         ]
@@ -363,17 +378,22 @@ def _gold_entries(scene: SceneImages, folder: Path, boxes, params: PrepareParame
         in_design = set(design)
         inside = [p for p in eligible if frozenset((p.better, p.worse)) in in_design]
         outside = [p for p in eligible if frozenset((p.better, p.worse)) not in in_design]
+        # By default a third of the design's pairs (GOLD_DESIGN_SHARE; issue 38: with 6 of the demo's 33 a scene,
+        # how often a pair recurs across workers told gold at AUC 1.0 at 30 workers x 1 page), outside the design
+        # only up to the minimum: a pair there is shown only as gold.
+        least = DEFAULT_GOLD_PAIRS if params.gold_pairs is None else params.gold_pairs
+        wanted = max(math.ceil(GOLD_DESIGN_SHARE * len(design)), least) if params.gold_pairs is None else least
         statistics = _pair_statistics(folder, manifest, eligible)
-        chosen = choose_gold_pairs(inside, statistics, design, params.gold_pairs, seed=params.seed)
-        if len(chosen) < params.gold_pairs:
-            chosen += choose_gold_pairs(outside, statistics, design, params.gold_pairs - len(chosen),
-                                        seed=params.seed)
+        chosen = choose_gold_pairs(inside, statistics, design, wanted, seed=params.seed)
+        if len(chosen) < least:
+            chosen += choose_gold_pairs(outside, statistics, design, least - len(chosen), seed=params.seed)
         order = {id(p): k for k, p in enumerate(eligible)}
         chosen.sort(key=lambda p: order[id(p)])
         entries = [_candidate_gold_entry(manifest, pair, k, params) for k, pair in enumerate(chosen, start=1)]
         sides = manifest["candidates"]
     else:
-        gold = make_gold_pairs(scene.reference, scene.candidates, params.gold_pairs, margin=DEFAULT_MARGIN,
+        wanted = DEFAULT_GOLD_PAIRS if params.gold_pairs is None else params.gold_pairs
+        gold = make_gold_pairs(scene.reference, scene.candidates, wanted, margin=DEFAULT_MARGIN,
                                better_scale=params.gold_better_scale, seed=params.seed)
         entries = [_write_gold(scene, folder, boxes, params, pair, k, errors["amplified"])
                    for k, pair in enumerate(gold, start=1)]
@@ -620,7 +640,8 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
                   alpha: float = 1.5, sigma: float = 20.0, zoom: float = 1.5, top_k: int = 3,
                   degree: int = 6, seed: int = 0, levels: int = 2, pad: int = 16,
                   min_size: tuple[int, int] = (160, 120), aspect: float = 4 / 3, compression: int = 3,
-                  gold_margin: float = DEFAULT_PAIR_MARGIN, gold_better_scale: float = 0.5, gold_pairs: int = 6,
+                  gold_margin: float = DEFAULT_PAIR_MARGIN, gold_better_scale: float = 0.5,
+                  gold_pairs: int | None = None,
                   gold_min_difference: float = DEFAULT_MIN_DIFFERENCE, reference: str | os.PathLike | None = None,
                   scene_id: str | None = None, overwrite: bool = False, progress: bool = True) -> dict:
     """Amplify, crop and design one scene into ``out_dir`` (layout in the module docstring).
@@ -646,9 +667,10 @@ def prepare_scene(scene: SceneImages | Mapping | str | os.PathLike, out_dir: str
     gold_better_scale : float
         Only for a scene without such a pair, whose gold images are then made of its candidates'
         errors (:func:`stimuli.gold.make_gold_pairs`): the best candidate's error scaled by this.
-    gold_pairs : int
+    gold_pairs : int, optional
         Distinct gold pairs of the scene (0: none, so the study can have no quiz or hidden gold);
-        fewer when fewer candidate pairs qualify.
+        fewer when fewer candidate pairs qualify. None (the default): :data:`GOLD_DESIGN_SHARE`
+        of the design's pairs when that many qualify, and at least :data:`DEFAULT_GOLD_PAIRS`.
     reference : str or path, optional
         Reference file (name inside the scene folder, or a path) when it is not ``reference.*``.
     scene_id : str, optional

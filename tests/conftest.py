@@ -170,6 +170,20 @@ def demo_stimuli(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def demo_six_gold(tmp_path_factory, demo_stimuli) -> Path:
+    """The demo's scenes prepared as before a third of each design became gold pairs: 6 gold pairs a
+    scene (``--gold-pairs 6``), in ``prepared/`` like :func:`demo_stimuli`'s (the same design seed)."""
+    from stimuli.prepare import prepare_study
+
+    def build(folder: Path) -> Path:
+        seed = json.loads((demo_stimuli / "demo.json").read_text())["design_seed"]
+        prepare_study([demo_stimuli / "scenes"], folder / "prepared", seed=seed, gold_pairs=6, progress=False)
+        return folder
+
+    return built_once(tmp_path_factory, "demo_six_gold", build)
+
+
+@pytest.fixture(scope="session")
 def motion_clips(tmp_path_factory) -> Path:
     """The motion demo's clip manifest (2 clips x 10 probes), and beside it ``four.json``: the same
     frames as four clips (for allocation tests), without a noise texture."""

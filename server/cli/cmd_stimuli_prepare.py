@@ -40,9 +40,10 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
 @click.option("--gold-better-scale", default=0.5, show_default=True, type=FINITE_FLOAT,
               help="Only for a scene with no such pair (synthetic gold): the better gold image is the best "
                    "candidate's error scaled by this (0..0.85].")
-@click.option("--gold-pairs", default=6, show_default=True, type=int,
+@click.option("--gold-pairs", default=None, type=int,
               help="Distinct gold pairs per scene, so a worker need not meet one twice (0 = none: "
-                   "then the study needs quiz_size = 0 and gold_rate = 0).")
+                   "then the study needs quiz_size = 0 and gold_rate = 0)  [default: a third of the design's pairs "
+                   "when that many qualify, at least 6]")
 @click.option("--reference", default=None,
               help="File name of the reference inside each scene folder [default: reference.<ext>].")
 # Videos only (their defaults live in stimuli.video.VideoParameters).
@@ -66,7 +67,7 @@ _FOLDER = click.Path(path_type=Path)  # existence is checked by the command: one
 def prepare_command(ctx: click.Context, scene_dirs: tuple[Path, ...], out: Path, alpha: float, sigma: float,
                     zoom: float, top_k: int, levels: int, degree: int, seed: int, gold_margin: float | None,
                     gold_min_difference: float | None,
-                    gold_better_scale: float, gold_pairs: int, reference: str | None, crf: int | None,
+                    gold_better_scale: float, gold_pairs: int | None, reference: str | None, crf: int | None,
                     preset: str | None, min_psnr_db: float | None, keep_encoding: bool, overwrite: bool,
                     max_side: int | None) -> None:
     """Amplify artefacts, cut zoom crops and draw pair designs for SCENE_DIRS.

@@ -42,6 +42,7 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
             study = create_study(session, spec)
             summary = _summary(session, study)
             time_line, wage_warning = time_and_wage(session, study)
+            warnings = _warnings(session, study)
             # HITs posted outside perceptlab need the URL with the study's access key and MTurk signature.
             hit_url = mturk_question_url(study, spec, "https://HOST")
     except StudyDefinitionError as exc:
@@ -51,6 +52,8 @@ def create(study_file: str, allow_large_window: bool, database_url: str | None) 
     click.echo(time_line)
     if wage_warning:
         click.echo(wage_warning, err=True)
+    for warning in warnings:
+        click.echo(warning, err=True)
     if spec.external_hits:
         click.echo(f"HIT URL (ExternalQuestion): {hit_url}  (MTurk appends assignmentId, hitId, workerId, "
                    "turkSubmitTo)")
@@ -117,6 +120,8 @@ def show(slug: str, as_json: bool, database_url: str | None) -> None:
         click.echo(_summary(session, study))
         click.echo(time_and_wage(session, study)[0])
         click.echo(window_line(_requirement(session, study)))
+        for warning in _warnings(session, study):
+            click.echo(warning, err=True)
         for key, value in study.config.items():
             if key not in ("consent", "instructions", "base_dir", "stimulus_salt"):
                 click.echo(f"  {key} = {value!r}")
@@ -333,6 +338,13 @@ def _find(session, slug: str):
         known = ", ".join(session.scalars(select(Study.slug))) or "none"
         raise UserError(f"no study {slug!r} (known: {known})")
     return study
+
+
+def _warnings(session, study) -> list[str]:
+    """What the study's paradigm warns of in its stimuli against its settings (e.g. too few gold pairs)."""
+    from server.paradigms import paradigm_for
+
+    return paradigm_for(study).study_warnings(session, study)
 
 
 def _summary(session, study) -> str:

@@ -966,6 +966,11 @@ class Paradigm:
         """Store the study with everything it shows; the caller commits."""
         raise NotImplementedError
 
+    def study_warnings(self, session: Session, study: Study) -> list[str]:
+        """What ``study create`` and ``study show`` warn of in a stored study (its stimuli against its settings);
+        none by default."""
+        return []
+
     def requirement_of_spec(self, spec) -> WindowRequirement:
         """What the study's worker pages need of the window and the device, from its spec (before the
         study exists: ``study create``, ``launch``). Default: the spec's ``min_window_width`` x

@@ -42,7 +42,8 @@ def test_demo_gold_pairs_are_pairs_of_candidates_one_plainly_worse(demo):
     error is at least 1.5 times the better one's by IE and by GMSD and 8 grey levels above it, as
     given and amplified (the defaults)."""
     for folder, manifest in demo:
-        assert len(manifest["gold"]) == 6 and [e["id"] for e in manifest["gold"]] == list(range(1, 7))
+        n_gold = len(manifest["gold"])
+        assert n_gold >= 6 and [e["id"] for e in manifest["gold"]] == list(range(1, n_gold + 1))
         entries = {c["id"]: c for c in manifest["candidates"]}
         for entry in manifest["gold"]:
             ids = entry["candidates"]
@@ -64,7 +65,7 @@ def test_demo_gold_pairs_are_pairs_of_candidates_one_plainly_worse(demo):
 def test_demo_gold_pairs_are_distinct_and_made_of_several_candidates(demo):
     for folder, manifest in demo:
         pairs = [frozenset(e["candidates"].values()) for e in manifest["gold"]]
-        assert len(set(pairs)) == 6, folder.name
+        assert len(set(pairs)) == len(pairs) >= 6, folder.name
         assert len(set().union(*pairs)) >= 5, (folder.name, pairs)
         assert len({e["candidates"]["better"] for e in manifest["gold"]}) >= 2, folder.name
 

@@ -1,7 +1,8 @@
 """Gold trials cannot be picked out by what a script computes from a trial's downloads
 (stimuli.separability): on the demo study and on a generated JPEG/blur/noise study, the best single
-statistic's AUC, gold against real pairs, stays at or below 0.75; gold made of scaled candidate
-errors (the old gold, now only a fallback) is told apart perfectly."""
+statistic's AUC, gold against real pairs, stays at or below 0.80 (a decoding statistic; the content-free
+ones stay inside the chance band); gold made of scaled candidate errors (the old gold, now only a fallback)
+is told apart perfectly."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,14 @@ from stimuli.prepare import prepare_study
 from stimuli.separability import (EMPTY_STORED_BLOCK, SIZE_STATISTICS, STATISTICS, auc, auc_chance_bound,
                                   chance_bound, pair_statistics, separability, shown_pairs, smaller_file_bot)
 
-MAX_AUC = 0.75
+# The best statistic is a decoding one, the two errors' difference: gold pairs are the plainest pairs, and with a
+# third of the design's pairs gold (stimuli.prepare.GOLD_DESIGN_SHARE, so that gold pairs recur across workers no
+# more than real ones when workers do one page each) it finds them at 0.77-0.79; with 6 gold pairs a scene, chosen
+# among more, it was 0.72-0.73 (benchmarks/gold_separability.py).
+MAX_AUC = 0.80
+# A one-page worker of a default study is shown 7 gold trials of 25: the gold pairs' share of the design's pairs
+# must be as large for them to recur no more than real pairs (server/paradigms/paired/study.py gold_pool_warning).
+ONE_PAGE_GOLD_SHARE = 7 / 25
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +64,7 @@ def test_statistics_are_those_of_the_files(demo_stimuli):
 def test_demo_gold_is_not_separable_from_real_pairs(demo_stimuli, kind):
     manifest = demo_stimuli / "prepared" / "manifest.json"
     result = separability(shown_pairs(manifest, kind))
-    assert (result.n_gold, result.n_real) == (24, 132)
+    assert result.n_real == 132 and result.n_gold >= ONE_PAGE_GOLD_SHARE * result.n_real
     name, value = result.best
     assert value <= MAX_AUC, (name, value, result.table())
     # prepare records the same figure in the study's manifest (and the CLI prints it).
@@ -67,7 +75,7 @@ def test_demo_gold_is_not_separable_from_real_pairs(demo_stimuli, kind):
 @pytest.mark.parametrize("kind", ["amplified", "original"])
 def test_generated_study_gold_is_not_separable_from_real_pairs(generated, kind):
     result = separability(shown_pairs(generated / "manifest.json", kind))
-    assert (result.n_gold, result.n_real) == (24, 120)
+    assert result.n_real == 120 and result.n_gold >= ONE_PAGE_GOLD_SHARE * result.n_real
     name, value = result.best
     assert value <= MAX_AUC, (name, value, result.table())
 
@@ -88,8 +96,8 @@ def test_gold_made_of_scaled_errors_is_told_apart(demo_stimuli, tmp_path):
 def test_file_sizes_answer_no_gold_pair(generated, kind):
     """Issue 38: on a study of its own a script voting for the smaller file was right on 72/72 gold trials
     (on the demo the larger file on 24/24). Now the smaller-file and larger-file bots get exactly half the
-    gold trials (6 gold pairs a scene, balanced), and the size ratio's AUC for spotting gold pairs is
-    inside the band a coin leaves once in a thousand studies (Mann-Whitney, 24 gold and 120 real pairs)."""
+    gold trials (balanced over each scene's gold pairs), and the size ratio's AUC for spotting gold pairs is
+    inside the band a coin leaves once in a thousand studies (Mann-Whitney, as many gold and real pairs)."""
     pairs = shown_pairs(generated / "manifest.json", kind)
     result = separability(pairs)
     right = smaller_file_bot(pairs)

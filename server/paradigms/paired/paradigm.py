@@ -133,8 +133,8 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 # ---------------------------------------------------------------- allocation statements, built once
 
 # How often the worker was shown each of the study's gold pairs, in any role (a design pair chosen as gold may
-# have been one of the worker's real trials).
-_GOLD_SEEN = (select(_trial.c.pair_id, func.count())
+# have been one of the worker's real trials), and how often as gold.
+_GOLD_SEEN = (select(_trial.c.pair_id, func.count(), func.count().filter(_trial.c.is_gold))
               .where(_trial.c.worker_id == bindparam("worker_id"),
                      _trial.c.pair_id.in_(bindparam("pair_ids", expanding=True)))
               .group_by(_trial.c.pair_id))
@@ -212,22 +212,24 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     the gold pair shown least in the whole study, counting every trial that showed its
     two files (issue 38: how often a pair recurs across workers separated gold at AUC
     0.805; real pairs are filled evenly, and a design pair's gold trials count toward
-    its target, so gold pairs recur as real ones do), then to the set the worker has
-    seen least gold of (spreading gold over the sets), then at random.
+    its target, so gold pairs recur as real ones do), then to the set the worker was
+    shown fewest gold trials of (spreading gold over the sets; gold pairs met as real
+    trials do not count there: a third of a scene's design pairs may be gold pairs, and
+    real trials meet many), then at random.
     """
     gold = study_layout(session, study.id).gold
     if not gold or n == 0:
         return [], 0
     connection = session.connection()
     ids = list(gold)
-    seen = dict(connection.execute(_GOLD_SEEN, {"worker_id": worker_id, "pair_ids": ids}).all())
+    seen = {row[0]: row for row in connection.execute(_GOLD_SEEN, {"worker_id": worker_id, "pair_ids": ids})}
     state = {row.id: row for row in connection.execute(_GOLD_STATE, {"pair_ids": ids})}
-    times = {pair_id: seen.get(pair_id, 0) for pair_id in gold}
+    times = {pair_id: int(seen[pair_id][1]) if pair_id in seen else 0 for pair_id in gold}
     full = {pair_id: bool(state[pair_id].full) for pair_id in gold}
     overall = {pair_id: int(state[pair_id].shown) for pair_id in gold}
-    per_set: dict[int, int] = {}
-    for pair_id, count in times.items():
-        per_set[gold[pair_id]] = per_set.get(gold[pair_id], 0) + count
+    per_set = dict.fromkeys(gold.values(), 0)  # gold trials the worker was shown of each set
+    for pair_id, row in seen.items():
+        per_set[gold[pair_id]] += int(row[2])
     tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
     for _ in range(n):
@@ -988,6 +990,15 @@ class PairedComparison(Paradigm):
 
     def create_study(self, session: Session, spec: StudySpec) -> Study:
         return paired_study.create_study(session, spec)
+
+    def study_warnings(self, session: Session, study: Study) -> list[str]:
+        """Too few gold pairs for the gold trials a worker is shown (:func:`.study.gold_pool_warning`)."""
+        rows = session.execute(select(Pair.target_votes, Pair.gold_winner_id.is_not(None), Pair.is_gold)
+                               .join(StudySet, Pair.set_id == StudySet.id).where(StudySet.study_id == study.id)).all()
+        warning = paired_study.gold_pool_warning(spec_for(session, study.id),
+                                                 [(int(target), bool(known)) for target, known, only in rows if not only],
+                                                 sum(bool(only) for _, _, only in rows))
+        return [warning] if warning else []
 
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
         """Whether the study could give this worker a page now (below the page cap, a pair left)."""

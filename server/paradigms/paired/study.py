@@ -394,3 +394,47 @@ def _design_pairs(spec: StudySpec, manifest: dict, rng: np.random.Generator) -> 
     except PrepareError as exc:
         raise StudyDefinitionError(f"scene {manifest['scene_id']}: {exc}") from None
     return [tuple(p) for p in design["pairs"]]
+
+
+# ---------------------------------------------------------------- gold pairs against the crowd
+
+def gold_pool_warning(spec: StudySpec, pair_targets: list[tuple[int, bool]], n_checks_only: int) -> str | None:
+    """A warning when the study's gold pairs are too few for the gold trials its workers are shown, else None.
+
+    A worker who does ``k`` pages is shown ``quiz_size + k gold_per_page`` gold trials of ``quiz_size + k
+    pairs_per_page``. Real pairs are filled evenly toward their targets and a design pair's gold trials are votes
+    of it, so gold pairs are shown as often as real ones only while their share of the study's votes (a gold-only
+    pair, outside the design, counted at the mean target) is at least the gold trials' share; with fewer gold
+    pairs than that, each is shown more often than real pairs however the gold trials are spread, which marks
+    them to workers who pool what they were shown (issue 38: recurrence AUC 1.0 at 30 workers x 1 page of the demo
+    with 6 gold pairs of a scene's 33). Workers who do more pages dilute the quiz: the warning names the fewest
+    pages a worker must do for the pool to suffice, if any (``[pages] min_pages`` to ``max_pages``).
+
+    ``pair_targets``: ``(target_votes, is a gold pair)`` of each real (design) pair; ``n_checks_only``: the gold
+    pairs outside the design.
+    """
+    per_page = spec.gold_per_page
+    if spec.quiz_size == 0 and per_page == 0:
+        return None
+    total = sum(target for target, _ in pair_targets)
+    targeted = [target for target, _ in pair_targets if target > 0]  # active sampling: pairs outside the design get 0
+    mean_target = total / len(targeted) if targeted else 0.0
+    gold_votes = sum(target for target, is_gold in pair_targets if is_gold) + n_checks_only * mean_target
+    capacity = gold_votes / (total + n_checks_only * mean_target) if total else 1.0
+
+    def share(pages: int) -> float:
+        return (spec.quiz_size + pages * per_page) / (spec.quiz_size + pages * spec.pairs_per_page)
+
+    if share(spec.min_pages) <= capacity + 1e-9:
+        return None
+    enough = next((k for k in range(spec.min_pages, spec.max_pages + 1) if share(k) <= capacity + 1e-9), None)
+    n_gold = sum(is_gold for _, is_gold in pair_targets) + n_checks_only
+    k = spec.min_pages
+    shown = f"{spec.quiz_size + k * per_page} gold trials of {spec.quiz_size + k * spec.pairs_per_page}"
+    unless = (f"unless every worker does at least {enough} pages" if enough is not None
+              else "whatever number of pages workers do")
+    return (f"warning: {n_gold} gold pairs hold {capacity:.0%} of the study's votes, but a worker who does "
+            f"{k} page{'s' if k > 1 else ''} ([pages] min_pages) is shown {shown} ({share(k):.0%}): gold pairs will "
+            f"be shown more often than real pairs, which tells them apart to workers who compare what they were "
+            f"shown, {unless}. Prepare the stimuli with more gold pairs (stimuli prepare --gold-pairs; a looser "
+            "--gold-margin or --gold-min-difference qualifies more), or lower [quality] quiz_size or gold_rate.")
