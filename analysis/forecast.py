@@ -807,13 +807,13 @@ def _honest_count(crowd: _Crowd, worker: np.ndarray, pilot_workers: int) -> floa
 
 def crowd_factors(fit: PilotFit, sizes: Sequence[float], rng: np.random.Generator,
                   votes_per_worker: float | None = None, draws: int = CROWD_DRAWS) -> np.ndarray:
-    """``(draws, len(sizes))``: for crowds drawn as a replicate's are (the careless share from its posterior, the
-    pilot's workers honest with their posteriors under it, new workers resampling the pilot's vote counts), the
-    first ``sizes`` votes of the study (the pilot's replayed, then the new workers') over how many of them honest
+    """``(draws, len(sizes))``: for crowds drawn as a replicate's are (the careless share as
+    :meth:`PilotFit.draw_share` draws it, the pilot's workers honest with their posteriors under it, new workers
+    resampling the pilot's vote counts), the first ``sizes`` votes of the study (the pilot's replayed, then the new workers') over how many of them honest
     workers gave.
 
     A pilot whose votes came from a dozen workers tells little about the share of careless *votes* in the rest of the
-    study: it depends on the share (its posterior), and on which workers come and how much each gives (the pilot's
+    study: it depends on the share (its draws), and on which workers come and how much each gives (the pilot's
     spread of counts). Simulated studies are few (each is analysed at every checkpoint), so their spread of this
     factor is a few draws; these draws cost no analysis. Sizes under 1 are read as 1."""
     pilot_worker = fit.votes.worker[~fit.votes.is_gold]  # the replayed pilot, in its order
