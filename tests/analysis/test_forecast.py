@@ -138,15 +138,16 @@ def _heavy_pilot(heavy: int = 5):
 
 def test_the_share_draws_are_the_fitted_share_less_the_refits_miss():
     """With the share estimator's misses on simulated pilots (``share_error``), a study's careless share is the
-    fitted one less a Student t prediction of the miss: the median at the fitted share less the mean miss, the
-    10th-90th percentiles ``t_{K-1, 0.9} sd sqrt(1 + 1/K)`` either side. Without them, the posterior given the
-    workers' likelihood ratios (here 30 % of the workers known careless: mean 0.30, SD 0.045)."""
+    fitted one plus Student t draws (K degrees of freedom) as wide as the misses' root mean square: the median at
+    the fitted share (the misses' mean, mostly refits collapsing to 0, is not a shift), the 10th-90th percentiles
+    ``t_{K, 0.9} rms`` either side. Without them, the posterior given the workers' likelihood ratios (here 30 % of
+    the workers known careless: mean 0.30, SD 0.045)."""
     fit = dataclasses.replace(_heavy_pilot(0), careless_share=0.2)
-    misses = np.array([-0.1, 0.0, 0.05, -0.05, 0.1, -0.2, 0.0, 0.02, -0.02, 0.0])  # the refits ran 0.02 low
+    misses = np.array([-0.1, 0.0, 0.05, -0.05, 0.1, -0.2, 0.0, 0.02, -0.02, 0.0])  # RMS 0.081
     draws = dataclasses.replace(fit, share_error=misses).draw_share(np.random.default_rng(0), 20000)
-    half = student_t.ppf(0.9, 9) * misses.std(ddof=1) * np.sqrt(1.1)
-    assert np.median(draws) == pytest.approx(0.22, abs=0.005)
-    assert np.percentile(draws, [10, 90]) == pytest.approx([0.22 - half, 0.22 + half], abs=0.01)
+    half = student_t.ppf(0.9, 10) * np.sqrt(np.mean(misses ** 2))
+    assert np.median(draws) == pytest.approx(0.2, abs=0.005)
+    assert np.percentile(draws, [10, 90]) == pytest.approx([0.2 - half, 0.2 + half], abs=0.01)
     assert draws.min() > 0  # a share, however far the t's tail reaches
     posterior = fit.draw_share(np.random.default_rng(0), 20000)
     ratio = fit.worker_log_ratio[fit.worker_votes > 0]
