@@ -20,11 +20,12 @@ would (automatic screening, Thurstone MLE with the virtual anchors, worker-boots
   pilots (the pilot's pairs and workers, each careless at a share drawn from its posterior, the truth from the
   fitted scale) and keeps each refit's miss. The share's posterior given the workers' likelihood ratios takes
   the fitted scale and sharpness as known, and on an actively sampled pilot, whose votes come mostly from a dozen
-  workers on close pairs, the refits missed by about twice its SD (the replays' fitted shares 0.13 to 0.52 where
+  workers on close pairs, the refits missed by up to twice its SD (the replays' fitted shares 0.13 to 0.52 where
   the pilots' workers were 0.25 to 0.37 careless: forecasts 22 % low to 65 % high, outside bands drawn from
   the posterior);
 * each replicate draws a plausible crowd and truth: a careless share, the fitted one plus Student t draws
-  as wide as the refits' root mean square miss (:meth:`PilotFit.draw_share`), each worker's posterior under it, the sets' scales refitted under those,
+  as wide as the refits' root mean square miss (:meth:`PilotFit.draw_share`), each worker's posterior under
+  it, the sets' scales refitted under those,
   and a true scale from their posteriors (a parametric bootstrap of the pilot's uncertainty about its
   crowd and its scale). Its crowd: the pilot's own workers, each careless with their posterior, and new
   workers resampling the pilot's vote counts, each careless at the drawn share whatever votes they give (a
@@ -223,7 +224,8 @@ class PilotFit:
         if errors is None or len(errors) < 2:
             return draw_careless_share(self.worker_log_ratio[self.worker_votes > 0], rng, size)
         spread = float(np.sqrt(np.mean(np.square(errors))))
-        draws = np.clip(self.careless_share + spread * rng.standard_t(len(errors), size), SHARE_GRID[0], SHARE_GRID[-1])
+        draws = np.clip(self.careless_share + spread * rng.standard_t(len(errors), size),
+                        SHARE_GRID[0], SHARE_GRID[-1])
         return draws if size is not None else float(draws)
 
     def draw_crowd(self, rng: np.random.Generator) -> tuple[np.ndarray, float | None, list[np.ndarray],
@@ -232,9 +234,10 @@ class PilotFit:
         worker's (1 - the drawn careless share; None for a known crowd, whose new workers resample the pilot's
         own), and each set's scale posterior (means, Cholesky factors) fitted under it.
 
-        The careless share is drawn as :meth:`draw_share` has it (the fit less its simulated pilots' misses,
-        else its posterior given the workers' likelihood ratios), so that the forecast's band carries the
-        pilot's uncertainty about its crowd as it carries its uncertainty about the scale. The fitted
+        The careless share is drawn as :meth:`draw_share` has it (around the fitted one as widely as its
+        simulated pilots' refits missed, else its posterior given the workers' likelihood ratios), so that the
+        forecast's band carries the pilot's uncertainty about its crowd as it carries its uncertainty about the
+        scale. The fitted
         spread of the scale depends on that share (careless votes pull proportions toward 1/2), so the sets
         are refitted under it. A fit without ratios (:func:`known_crowd`) is returned as it is.
         """
@@ -563,8 +566,9 @@ def share_errors(fit: PilotFit, rng: np.random.Generator, refits: int = SHARE_RE
     The share's posterior given the workers' likelihood ratios (:func:`draw_careless_share`) takes the fitted
     scale and sharpness as known. On an actively sampled pilot a dozen workers give most votes, on close pairs, and
     a careless one among them can agree with the scale by chance: refitting simulated pilots of the fitted crowd
-    measures the estimator's whole error, fitted scale and ``kappa`` included (``benchmarks/forecast.py``: on the
-    active replays' pilots its SD was about twice the posterior's). Careless workers answer at random, as the
+    measures the estimator's whole error, fitted scale and ``kappa`` included (``benchmarks/forecast.py``: 0.12
+    for the posterior's SD of 0.06 on an active replay's pilot, 0.7-1.9 times it on smaller ones, about it where
+    every worker shows their type). Careless workers answer at random, as the
     simulated studies have them."""
     if fit.worker_log_ratio is None or refits < 2:
         return None
@@ -812,8 +816,8 @@ def crowd_factors(fit: PilotFit, sizes: Sequence[float], rng: np.random.Generato
                   votes_per_worker: float | None = None, draws: int = CROWD_DRAWS) -> np.ndarray:
     """``(draws, len(sizes))``: for crowds drawn as a replicate's are (the careless share as
     :meth:`PilotFit.draw_share` draws it, the pilot's workers honest with their posteriors under it, new workers
-    resampling the pilot's vote counts), the first ``sizes`` votes of the study (the pilot's replayed, then the new workers') over how many of them honest
-    workers gave.
+    resampling the pilot's vote counts), the first ``sizes`` votes of the study (the pilot's replayed, then the new
+    workers') over how many of them honest workers gave.
 
     A pilot whose votes came from a dozen workers tells little about the share of careless *votes* in the rest of the
     study: it depends on the share (its draws), and on which workers come and how much each gives (the pilot's
