@@ -222,9 +222,10 @@ error, forecasts below the need; each need at quantiles 0.9 and 1; load average 
   (6,008-11,591), +31 %, inside; 11 7,344 (6,330-8,914), +27 %, outside; 15 7,450 (2,128-not reached), +18 %,
   inside; 16 10,769 (9,222-not reached), +73 %, outside: seeds 2 and 16 swapped sides against the first version.
   ``--only small --seeds 6`` (first version; load 12-16): -1, -1, -9, -0, +48, +34 %, 5 of 6 inside (83 %),
-  median -0 %, |5 %|, 4 low, width 70 % (before 5 of 6, +3 %, |5 %|, 1 low, width 57 %). ``--only rating nflx --seeds 8``: as before to the vote (rating 16 of 16, -1 %, |5 %|; NFLX 16 of 16,
-  +1 %, |13 %|; 69 CPU s): the rating forecast draws no careless share of votes. StudyMB was not re-run (the
-  share's refits of its 10,000-vote pilot would add minutes; killed unfinished at load 15).
+  median -0 %, |5 %|, 4 low, width 70 % (before 5 of 6, +3 %, |5 %|, 1 low, width 57 %).
+  ``--only rating nflx --seeds 8``: as before to the vote (rating 16 of 16, -1 %, |5 %|; NFLX 16 of 16, +1 %,
+  |13 %|; 69 CPU s): the rating forecast draws no careless share of votes. StudyMB was not re-run (the share's
+  refits of its 10,000-vote pilot would add minutes; killed unfinished at load 15).
 
 Run: .venv/bin/python benchmarks/forecast.py [--replicates 8] [--rating-replicates 200] [--skip-large]
 [--only rating nflx] [--seeds 8] (5-10 minutes a seed on 2 cores with StudyMB; each NFLX replay a few seconds, the
