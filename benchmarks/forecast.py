@@ -221,7 +221,8 @@ error, forecasts below the need; each need at quantiles 0.9 and 1; load average 
   other seeds not re-run for want of time): seed 1 5,268 (3,950-7,844), -20 %, inside; 3 6,723 (5,246-9,143),
   +17 %, inside; 4 4,658 (3,836-5,937), -20 %, inside; 2 7,061 (5,271-10,177), +13 %, inside; 10 8,186
   (6,008-11,591), +31 %, inside; 11 7,344 (6,330-8,914), +27 %, outside; 15 7,450 (2,128-not reached), +18 %,
-  inside; 16 10,769 (9,222-not reached), +73 %, outside: 6 of these 8 inside; seeds 2 and 16 swapped sides against the first version.
+  inside; 16 10,769 (9,222-not reached), +73 %, outside: 6 of these 8 inside; seeds 2 and 16 swapped sides against the
+  first version.
   ``--only small --seeds 6`` (first version; load 12-16): -1, -1, -9, -0, +48, +34 %, 5 of 6 inside (83 %),
   median -0 %, |5 %|, 4 low, width 70 % (before 5 of 6, +3 %, |5 %|, 1 low, width 57 %).
   ``--only rating nflx --seeds 8``: as before to the vote (rating 16 of 16, -1 %, |5 %|; NFLX 16 of 16, +1 %,
