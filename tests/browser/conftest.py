@@ -1,7 +1,7 @@
 """Browser fixtures: Debian's chromium driven by Playwright (never `playwright install`).
 
-Screenshots go to ``$PERCEPTLAB_SCREENSHOTS`` (default: the test's tmp folder) so
-that people can look at the pages the tests clicked through.
+Screenshots go to ``$PERCEPTLAB_SCREENSHOTS``, when it names a folder, so that people can look at
+the pages the tests clicked through (without it none are taken).
 """
 from __future__ import annotations
 
@@ -64,13 +64,18 @@ def page(browser):
 
 
 @pytest.fixture
-def screenshot(tmp_path, request):
-    """``screenshot(page, name)`` saves a PNG and returns its path."""
-    folder = Path(os.environ.get("PERCEPTLAB_SCREENSHOTS", tmp_path))
-    folder.mkdir(parents=True, exist_ok=True)
+def screenshot(request):
+    """``screenshot(page, name)`` saves a full-page PNG in ``$PERCEPTLAB_SCREENSHOTS`` and returns its path;
+    without that variable it takes none and returns None. (A full-page capture costs chromium about 0.2 s of
+    CPU, and the suite's walks take over a hundred; no test asserts on them: one that checks what a page
+    drew takes its own ``page.screenshot()``.)"""
+    folder = os.environ.get("PERCEPTLAB_SCREENSHOTS")
 
-    def take(page, name: str) -> Path:
-        path = folder / f"{request.node.name}-{name}.png"
+    def take(page, name: str) -> Path | None:
+        if not folder:
+            return None
+        path = Path(folder) / f"{request.node.name}-{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(path), full_page=True)
         return path
     return take

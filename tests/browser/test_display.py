@@ -231,7 +231,7 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
     width, height = size
     page.set_viewport_size({"width": width, "height": height})
     _enter_and_consent(page, lab, SLUG, f"W{width}")
-    kinds, shot, trial_id, n_trials = set(), None, None, 0
+    kinds, seen_512, trial_id, n_trials = set(), False, None, 0
     while True:
         trial_id = _wait_trial_or_done(page, trial_id)
         if trial_id == "done":
@@ -251,17 +251,15 @@ def test_every_trial_of_launch_defaults_fits_a_laptop_window(page, lab, screensh
             assert page.evaluate("document.activeElement === document.body")
             page.click('.pc-view[data-view="0"]')
             expect(page.locator("#trial")).to_have_attribute("data-view", "0")
-        if first["referenceWidth"] == 512 and shot is None and state["page"]["kind"] == "trials":
-            shot = screenshot(page, f"fit-512-{width}x{height}")
-            if size == (1366, 657):
-                Path("/tmp/shots").mkdir(exist_ok=True)
-                page.screenshot(path="/tmp/shots/trial-512-fit-1366x657.png")
+        if first["referenceWidth"] == 512 and not seen_512 and state["page"]["kind"] == "trials":
+            seen_512 = True
+            screenshot(page, f"fit-512-{width}x{height}")
         # The quiz and hidden gold are answered right (else the worker is stopped); real pairs either way.
         side = gold_side(lab["app"], {"trial_id": trial_id}) or "left"
         page.keyboard.press("ArrowLeft" if side == "left" else "ArrowRight")
         n_trials += 1
     assert kinds == {"quiz", "trials"}
-    assert shot is not None, "no trial of the 512x512 scene on the page"
+    assert seen_512, "no trial of the 512x512 scene on the page"
     assert n_trials >= 5 + 10
     # Every arrow press was one vote; the view keys and buttons none.
     with app_services(lab["app"]).sessions() as session:
@@ -293,7 +291,6 @@ def test_the_browser_computes_the_servers_window(page, lab):
 
 def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(browser, lab, screenshot):
     exact = lab["outputs"][f"show {PIXEL_SLUG}"]["display"]["min_window"]
-    Path("/tmp/shots").mkdir(exist_ok=True)
     # A laptop window: told at entry, the consent form hidden until the window is large enough.
     context = browser.new_context(viewport={"width": 1366, "height": 657}, screen={"width": 2560, "height": 1440})
     page = context.new_page()
@@ -330,7 +327,6 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
         box = page.locator(".device-problem").bounding_box()
         assert box["y"] + box["height"] <= 844, "the message is below the phone's first screen"
         if slug == SLUG:
-            page.screenshot(path="/tmp/shots/phone-entry-390x844.png", full_page=False)
             screenshot(page, "phone-entry")
         # The HIT preview: do not accept; after accepting: return the HIT.
         page.goto(f"{lab['url']}/s/{slug}?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId={HITS[slug]}")
@@ -346,7 +342,6 @@ def test_pixel_exact_shows_one_image_pixel_per_device_pixel(browser, lab, screen
     """Past consent in a large window, the 512x512 scene's trials show each image pixel on one device pixel
     (at ratio 1 and 1.25); a 1366x657 window at ratio 1 is too small for it and says by how much."""
     exact = lab["outputs"][f"show {PIXEL_SLUG}"]["display"]["min_window"]
-    Path("/tmp/shots").mkdir(exist_ok=True)
     for dpr in (1, 1.25):
         context = browser.new_context(viewport={"width": exact[0], "height": exact[1]}, device_scale_factor=dpr)
         page = context.new_page()
@@ -379,15 +374,13 @@ def test_pixel_exact_shows_one_image_pixel_per_device_pixel(browser, lab, screen
             expect(page.locator("#window-too-small")).to_be_hidden()
             view = page.evaluate(VIEW_JS)
             assert view["scrollWidth"] <= 1366 and all(i["right"] <= 1366 for i in view["images"])
-            page.screenshot(path=f"/tmp/shots/trial-512-pixel-exact-1366x657-dpr{dpr}.png")
         else:
             too_small = page.locator("#window-too-small")
             expect(too_small).to_be_visible()
             expect(too_small).to_contain_text(f"needed at least {need[0]} × {need[1]}")
-            page.screenshot(path=f"/tmp/shots/trial-512-pixel-exact-1366x657-dpr{dpr}.png")
+            screenshot(page, f"pixel-exact-512-too-small-dpr{dpr}")
             page.set_viewport_size({"width": exact[0], "height": exact[1]})
             expect(too_small).to_be_hidden()
-            page.screenshot(path=f"/tmp/shots/trial-512-pixel-exact-{exact[0]}x{exact[1]}.png")
         screenshot(page, f"pixel-exact-512-dpr{dpr}")
         context.close()
 

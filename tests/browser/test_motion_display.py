@@ -136,7 +136,7 @@ def test_laptop_window_walks_from_calibration_into_the_movies(page, app, live_se
         g = _assert_trial_fits(page, width, height)
         assert g["kind"] == "main"
         if n == 0 and size == (1366, 657):
-            page.screenshot(path=str(_shot_path(f"motion_{width}x{height}.png")))
+            screenshot(page, "first-movie")
         trial = run_trial(page, cursor_for(*true_vector(app, page.evaluate(
             "window.assignmentDriver.plugin.current.trial.trial_id")), centre=(g["cx"], g["cy"])))
         answered.append(trial["trial_id"])

@@ -21,7 +21,6 @@ from benchmarks.slow_clients import ACCEL_LOCATION, NGINX, HonestWorker, Stack
 
 from .rating_support import write_rating_study
 from .stimulus_support import PATH_WORDS
-from .video_support import prepare_videos, video_scenes
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -32,8 +31,11 @@ VOTES = 15
 STALL_GUARD_S = 20.0
 
 
-@pytest.fixture
-def stack(postgres_url, demo_stimuli, tmp_path):
+@pytest.fixture(scope="module")
+def stack(postgres_template, demo_stimuli, tmp_path_factory):
+    """One running stack for the module's tests (gunicorn, nginx, a certificate, the study created by the CLI: a
+    few seconds of CPU each time). The tests do not disturb one another on it: each enters with workers of its
+    own, the slow clients are let go at the end of theirs, and the video study is another slug."""
     if not NGINX.exists():
         message = f"{NGINX} is missing (make nginx installs Debian's nginx)"
         if os.environ.get("PERCEPTLAB_REQUIRE_NGINX") == "1":
@@ -41,12 +43,17 @@ def stack(postgres_url, demo_stimuli, tmp_path):
         pytest.skip(message)
     # The demo's images and a video study's clips under one folder, which the recipe's internal stimulus
     # location aliases ([storage] accel_root).
-    stimuli = tmp_path / "stimuli"
+    work = tmp_path_factory.mktemp("nginx-stack")
+    stimuli = work / "stimuli"
     shutil.copytree(demo_stimuli / "prepared", stimuli / "images")
-    # One gunicorn process with 4 threads: far fewer than the slow clients, as in production (4 x 2).
-    with Stack(tmp_path / "stack", stimuli / "images" / "manifest.json", database_url=postgres_url,
-               workers=1, threads=4, accel_root=stimuli) as running:
-        yield running
+    database_url = postgres_template.copy()
+    try:
+        # One gunicorn process with 4 threads: far fewer than the slow clients, as in production (4 x 2).
+        with Stack(work / "stack", stimuli / "images" / "manifest.json", database_url=database_url,
+                   workers=1, threads=4, accel_root=stimuli) as running:
+            yield running
+    finally:
+        postgres_template.release(database_url)
 
 
 def test_the_recipe_serves_over_tls_with_hsts_and_passes_the_client_on(stack):
@@ -99,12 +106,11 @@ def test_slow_clients_do_not_stall_votes_through_nginx(stack):
     assert held == SLOW_CLIENTS  # nginx still holds every one of them: none gave up or was answered
 
 
-def test_stimuli_are_authorised_by_the_app_and_streamed_by_nginx(stack, tmp_path):
+def test_stimuli_are_authorised_by_the_app_and_streamed_by_nginx(stack, video_clips, tmp_path):
     import requests
 
     root = stack.accel_root
-    video_scenes(tmp_path / "scenes", contents=1)
-    clips = prepare_videos(tmp_path / "scenes", root / "videos")
+    clips = shutil.copytree(video_clips, root / "videos") / "manifest.json"  # prepared once per run
     stack.add_study(write_rating_study(tmp_path, clips, "clips", pages={"ratings_per_page": 4},
                                        rating={"method": "dcr"}, quality={"quiz_size": 0, "gold_rate": 0.0},
                                        texts={"researcher": "the nginx test", "contact": "t@perceptlab.invalid"})
