@@ -357,7 +357,20 @@ def rating_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     return rows
 
 
-NFLX = Path(__file__).resolve().parent.parent / "tests" / "analysis" / "data" / "nflx_public_ratings.csv"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "analysis" / "data"
+NFLX = DATA / "nflx_public_ratings.csv"
+KRASULA = DATA / "krasula_sharpening_pc_votes.csv"
+
+
+def worker_order(worker: np.ndarray, n_workers: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A recorded study replayed as if its workers had come one by one: each worker's rank in an order shuffled by
+    ``seed``, and the order of the rows that puts them worker by worker (each worker's own rows shuffled too, as
+    the files keep no time)."""
+    rng = np.random.default_rng(seed)
+    order_w = rng.permutation(n_workers)
+    rank = np.empty_like(order_w)
+    rank[order_w] = np.arange(n_workers)
+    return rank, np.lexsort((rng.random(len(worker)), rank[worker]))
 
 
 def nflx_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
@@ -371,11 +384,8 @@ def nflx_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     started = time.perf_counter()
     data = read_ratings(NFLX)
     rows = np.flatnonzero(counted_rows(data))
-    rng = np.random.default_rng(seed)
-    order_w = rng.permutation(len(data.worker_ids))
-    rank = np.empty_like(order_w)
-    rank[order_w] = np.arange(len(order_w))
-    rows = rows[np.lexsort((rng.random(len(rows)), rank[data.worker[rows]]))]
+    rank, order = worker_order(data.worker[rows], len(data.worker_ids), seed)
+    rows = rows[order]
     stimuli, stimulus = np.unique(data.stimulus[rows], return_inverse=True)
     worker = rank[data.worker[rows]]
     rating = data.rating[rows]
@@ -399,6 +409,36 @@ def nflx_replay(pilot_share: float, replicates: int, seed: int) -> list[list]:
     print(f"  NFLX seed {seed}: pilot {pilot_workers} of {n_workers} subjects, inconsistency RMS "
           f"{fit.inconsistency_rms:.2f}, forecast {result.seconds:.1f} s", flush=True)
     return rows_out
+
+
+def krasula_replay(pilot_share: float, replicates: int, seed: int, n_boot: int = 100) -> list[list]:
+    """The sharpened-image paired comparisons of Krasula et al. (tests/analysis/data: 5 scenes x 8 images, 31
+    lab subjects, 2,128 votes): its subjects added one by one (in an order shuffled by ``seed``, each subject's
+    votes shuffled too), the first ``pilot_share`` of the subjects the pilot; the target 1.05 times the widest
+    image's half-width with every subject, so that the whole study reaches it."""
+    from analysis.formats import read_votes
+
+    started = time.perf_counter()
+    recorded = read_votes(KRASULA)
+    rank, order = worker_order(recorded.worker, len(recorded.worker_ids), seed)
+    votes = recorded.subset(order)
+    full, _ = halfwidths(votes, analysis_options("jod"), 200, 0.95, np.random.default_rng(seed))
+    target = round(1.05 * float(np.max(np.concatenate(full))), 2)
+    n_workers = len(votes.worker_ids)
+    pilot_workers = max(2, int(round(pilot_share * n_workers)))
+    in_pilot = rank[votes.worker] < pilot_workers
+    n_pilot = int(in_pilot.sum())  # the pilot's votes come first in ``votes``
+    actual = votes_needed_by_study(votes, target, quantiles=QUANTILES, start=n_pilot, growth=1.05, n_boot=200,
+                                   seed=seed)
+    fit = fit_pilot(votes.subset(in_pilot), "jod", seed=seed)
+    per_worker = len(votes) / n_workers
+    result = forecast(fit, target, quantiles=QUANTILES, sampling="random", replicates=replicates, seed=seed,
+                      max_votes=3 * len(votes), votes_per_worker=per_worker, n_boot=n_boot)
+    rows = [_row(f"Krasula (seed {seed})", "recorded", len(votes), n_pilot, f"{target:g} JOD", quantile,
+                 actual["needed"][q], result, q, fit, StudyPlan(), started) for q, quantile in enumerate(QUANTILES)]
+    print(f"  Krasula seed {seed}: pilot {pilot_workers} of {n_workers} subjects, careless share fitted "
+          f"{fit.careless_share:.2f}, {per_worker:.0f} votes per subject, forecast {result.seconds:.0f} s", flush=True)
+    return rows
 
 
 def summary(records: list[dict]) -> list[list]:
@@ -430,7 +470,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=1, help="replay each study at seeds --seed .. --seed + seeds - 1")
     parser.add_argument("--bootstrap", type=int, default=100, help="resamples at each checkpoint of the forecast")
-    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx"], nargs="+",
+    parser.add_argument("--only", choices=["StudyMB", "small", "active", "rating", "nflx", "krasula"], nargs="+",
                         help="replay these studies only")
     parser.add_argument("--skip-large", action="store_true", help="leave out the StudyMB-sized study")
     args = parser.parse_args()
@@ -439,7 +479,7 @@ def main() -> None:
         for seed in range(args.seed, args.seed + args.seeds):
             studies = [("small", lambda: regular_study(3, 40, 120, seed + 1), "random"),
                        ("active", lambda: active_study(3, 40, 120, 7200, seed + 2), "active"),
-                       ("rating", None, "least-rated"), ("nflx", None, "least-rated"),
+                       ("rating", None, "least-rated"), ("nflx", None, "least-rated"), ("krasula", None, "random"),
                        ("StudyMB", lambda: regular_study(8, 155, 300, seed), "random")]
             if args.skip_large and not (args.only and "StudyMB" in args.only):
                 studies = studies[:-1]
@@ -450,6 +490,8 @@ def main() -> None:
                     rows += rating_replay(args.pilot_share, args.rating_replicates, seed)
                 elif name == "nflx":
                     rows += nflx_replay(args.pilot_share, args.rating_replicates, seed)
+                elif name == "krasula":
+                    rows += krasula_replay(args.pilot_share, args.replicates, seed, args.bootstrap)
                 else:
                     rows += replay(f"{name} (seed {seed})", make(), sampling, args.pilot_share, args.replicates, seed,
                                    args.bootstrap)
