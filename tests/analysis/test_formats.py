@@ -195,3 +195,22 @@ def test_plain_gold_rows_read_as_the_row_reader_reads_them(tmp_path, monkeypatch
     assert plain.extra["gold_winner"].tolist() == ["", "c", "c", ""] and list(plain.worker_ids) == ["w1", "w2"]
     monkeypatch.setattr(formats, "_plain_columns", lambda *args: None)
     _same_votes(plain, read_votes(path))
+
+
+def test_reads_the_krasula_paired_comparisons_row_for_row():
+    """The shipped real study (tests/analysis/data/README.md) reads as the csv module reads it: every row a vote,
+    in file order, with its subject, scene, images and winner; no subject judged a pair twice (the original keys
+    each vote by subject and pair)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "krasula_sharpening_pc_votes.csv"
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    v = read_votes(path)
+    items = v.item_ids
+    read = [(v.worker_ids[v.worker[k]], v.set_ids[v.vote_set[k]], items[v.item_a[k]], items[v.item_b[k]],
+             items[v.winner[k]]) for k in range(len(v))]
+    assert read == [(r["worker_id"], r["set_id"], r["item_a"], r["item_b"], r["winner"]) for r in rows]
+    assert len({(r["worker_id"], r["set_id"], r["item_a"], r["item_b"]) for r in rows}) == len(rows)
+    assert not v.is_gold.any()
