@@ -554,6 +554,19 @@ def draw_careless_share(log_ratio: np.ndarray, rng: np.random.Generator, size: i
     return draws if size is not None else float(draws)
 
 
+def share_refits_for(sampling: str) -> int:
+    """How many simulated pilots :func:`fit_pilot` should refit (:func:`share_errors`) for a study that samples its
+    pairs so: :data:`SHARE_REFITS` for active sampling, none for a random design.
+
+    An actively sampled pilot's votes come mostly from a dozen workers on close pairs, and there the share's
+    posterior was about half as wide as the fit's real error (``benchmarks/forecast.py``: active replays 14 of 20
+    inside their band from the posterior, 18 of 20 with the refits). In a random design every worker gives votes on
+    pairs of every distance and shows their type, the refits miss by about the posterior's SD, and the small and
+    StudyMB-sized replays held their bands from the posterior; there the refits would cost about 0.5-1 CPU s each on
+    a 1,000-vote pilot (tens of seconds a forecast) for nothing."""
+    return SHARE_REFITS if sampling == "active" else 0
+
+
 def share_errors(fit: PilotFit, rng: np.random.Generator, refits: int = SHARE_REFITS) -> np.ndarray | None:
     """How far :func:`scale_agreement` misses the careless share on pilots like ``fit``'s: ``refits`` simulated
     pilots (the pilot's own pairs in its order, the same workers giving the same votes, the truth drawn from the

@@ -98,7 +98,7 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
 
     from analysis.formats import atomic_write_text, json_text
     from analysis.forecast import (DEFAULT_REPLICATES, ForecastInputError, StudyPlan, fit_pilot, forecast, report,
-                                   with_study_time)
+                                   share_refits_for, with_study_time)
     from analysis.rating_forecast import RATING_REPLICATES, fit_rating_pilot, forecast_ratings
     from analysis.threads import limited_blas_threads
     from analysis.thurstone import DisconnectedDesignError
@@ -143,7 +143,8 @@ def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, s
                                       ratings_per_worker=per_worker, screen=screen)
         else:
             with limited_blas_threads():
-                fit = fit_pilot(pilot, units, n_boot=n_boot, confidence=confidence, seed=seed, rt_ms=rt_ms)
+                fit = fit_pilot(pilot, units, n_boot=n_boot, confidence=confidence, seed=seed, rt_ms=rt_ms,
+                                share_refits=share_refits_for(sampling))
                 replicates = replicates or DEFAULT_REPLICATES
                 with tqdm(total=replicates, desc="forecast", unit="study", leave=False, disable=None) as bar:
                     result = forecast(fit, halfwidth, quantiles=quantiles, sampling=sampling, replicates=replicates,

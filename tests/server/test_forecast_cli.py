@@ -58,6 +58,8 @@ def test_a_bare_votes_file_gives_the_table_and_the_json(tmp_path):
     assert [f["quantile"] for f in doc["forecasts"]] == [1.0, 0.9]
     assert doc["target"] == {**doc["target"], "halfwidth": 1.5, "units": "jod", "sampling": "random"}
     assert doc["assumptions"]["seconds_per_trial"] == 10 and doc["assumptions"]["seconds_source"] == "given"
+    # A random design's careless share comes from its posterior: no simulated pilots refitted (share_refits_for).
+    assert any("from its posterior" in line for line in doc["model"]), doc["model"]
     if doc["votes_needed"]["total"] is not None:
         assert doc["worker_hours"]["total"] is not None and doc["wall_clock_hours"]["total"] is not None
 
@@ -73,6 +75,8 @@ def test_one_quantile_and_a_study_file_set_the_pay_and_the_sampling(tmp_path, de
     doc = json.loads(out.read_text())
     assert [f["quantile"] for f in doc["forecasts"]] == [0.5] and doc["quantile"] == 0.5
     assert doc["target"]["sampling"] == "active"
+    # An actively sampled study's share is as uncertain as simulated pilots' refits missed theirs.
+    assert any("simulated pilots' refits" in line for line in doc["model"]), doc["model"]
     a = doc["assumptions"]
     assert (a["pairs_per_page"], a["gold_per_page"], a["votes_per_page"], a["reward"], a["bonus_per_page"],
             a["min_pages"]) == (10, 1, 9, 2.0, 0.5, 2)

@@ -110,7 +110,8 @@ def simulation_forecast(session: Session, study: Study, spec, seconds_prior: flo
     Commits ``session`` before computing (no transaction stays open). None without a half-width target or votes.
     ``seconds_prior``: the study's own time estimate per trial, for hours when its votes have no usable times."""
     from analysis.formats import build_votes
-    from analysis.forecast import StudyPlan, fit_pilot, forecast, remaining, report, with_study_time
+    from analysis.forecast import (StudyPlan, fit_pilot, forecast, remaining, report, share_refits_for,
+                                   with_study_time)
     from analysis.threads import limited_blas_threads
 
     from .live_scales import load_study_votes
@@ -132,7 +133,8 @@ def simulation_forecast(session: Session, study: Study, spec, seconds_prior: flo
     sampling = "active" if spec.sampling == "active" else "random"
     with limited_blas_threads():
         # In the target's unit: the forecast's half-widths are those [stopping] compares with halfwidth.
-        fit = fit_pilot(votes, spec.units, n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"])
+        fit = fit_pilot(votes, spec.units, n_boot=FORECAST_BOOT, seed=study.seed, rt_ms=column["rt_ms"],
+                        share_refits=share_refits_for(sampling))
         result = forecast(fit, spec.halfwidth, quantiles=[spec.quantile], sampling=sampling,
                           replicates=FORECAST_REPLICATES, seed=study.seed, n_boot=FORECAST_BOOT, units=spec.units)
     plan = with_study_time(plan, fit, seconds_prior)  # no usable times (none, or a bot's)
