@@ -13,7 +13,7 @@ from analysis.formats import build_votes, json_text
 from analysis.forecast import (Forecast, ForecastInputError, StudyPlan, careless_share, combined_band, costs,
                                crowd_factors, draw_careless_share, fit_pilot, forecast, known_crowd,
                                prediction_band, report, scale_agreement, seconds_per_trial, share_errors,
-                               simulate_votes, votes_needed_by_study)
+                               share_refits_for, simulate_votes, votes_needed_by_study)
 from analysis.simulate import simulate_study
 
 
@@ -224,7 +224,7 @@ def test_a_pilot_without_repeated_pairs_still_has_a_careless_share():
 def test_a_case_v_crowd_has_an_inconsistency_factor_near_one():
     """The pilot's own half-widths against those of the simulated Case V crowd fitted to it."""
     study = simulate_study(n_sets=2, n_items=20, degree=6, votes_per_pair=20, n_workers=40, seed=1)
-    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=100)
+    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=100, share_refits=share_refits_for("random"))
     result = forecast(fit, 10.0, quantiles=[0.5, 0.9], replicates=4, n_boot=100)
     assert np.all((0.7 < np.median(result.inconsistency, axis=0)) & (np.median(result.inconsistency, axis=0) < 1.4))
 
@@ -237,7 +237,7 @@ def _replay(votes, sampling: str, seed: int, workers: int):
     whole = votes_needed_by_study(votes, 0.0, quantiles=[0.9], growth=1.15, n_boot=100, seed=seed)
     target = round(1.1 * whole["halfwidths"][-1][0], 2)
     actual = votes_needed_by_study(votes, target, quantiles=[0.9], growth=1.15, n_boot=100, seed=seed)["needed"][0]
-    fit = fit_pilot(_prefix(votes, 0.2), "jod", seed=seed)
+    fit = fit_pilot(_prefix(votes, 0.2), "jod", seed=seed, share_refits=share_refits_for(sampling))
     result = forecast(fit, target, quantiles=[0.9], sampling=sampling, replicates=6, seed=seed,
                       votes_per_worker=len(votes) / workers, max_votes=3 * len(votes))
     return actual, result.votes_needed(0)
@@ -324,7 +324,7 @@ def test_costs_follow_the_pay_rules():
 
 def test_the_report_has_every_documented_field_and_is_json():
     study = simulate_study(n_sets=2, n_items=15, degree=4, votes_per_pair=6, n_workers=30, seed=2)
-    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=30)
+    fit = fit_pilot(_prefix(study.votes, 0.3), "jod", n_boot=30, share_refits=share_refits_for("random"))
     result = forecast(fit, 1.0, quantiles=[1.0, 0.9], replicates=2, n_boot=30)
     doc = json.loads(json_text(report(result, StudyPlan())))
     assert {"target", "quantile", "votes_needed", "participants", "dollars", "worker_hours", "wall_clock_hours",
