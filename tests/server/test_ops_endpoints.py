@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import socket
+import time
 import urllib.request
 import uuid
 
@@ -152,13 +153,18 @@ def test_one_metrics_answer_for_every_gunicorn_worker(sqlite_url, tmp_path):
             with urllib.request.urlopen(f"{instance.url}/healthz", timeout=30) as answer:
                 return json.loads(answer.read())["pid"]
 
-        # On a busy machine the second worker may still be booting when the first answers: ask in rounds of
-        # 40 until both have answered (at most 10 rounds), and count every request asked.
+        # Each worker imports the app after its fork, so on a busy machine the second may still be loading it
+        # while the first answers hundreds of requests (CI once saw 400 go to one): ask in rounds of 40, with a
+        # pause between them, until both have answered or the instance's readiness deadline has passed, and
+        # count every request asked.
         pids, asked = set(), 0
+        deadline = time.monotonic() + 120
         with ThreadPoolExecutor(8) as pool:
-            while len(pids) < 2 and asked < 400:
+            while len(pids) < 2 and time.monotonic() < deadline:
                 pids |= set(pool.map(pid, range(40)))
                 asked += 40
+                if len(pids) < 2:
+                    time.sleep(0.25)
         with urllib.request.urlopen(f"{instance.url}/metrics", timeout=10) as answer:
             found = samples(answer.read().decode())
         assert len(pids) == 2, f"one worker answered every request: {instance.log_tail()}"
