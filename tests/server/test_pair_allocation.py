@@ -356,7 +356,8 @@ def test_a_worker_meets_no_gold_pair_twice_with_default_settings(app, demo_stimu
 def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, demo_six_gold, tmp_path):
     """More gold trials (5 + 10 x 5 = 55) than gold pairs (24: the demo prepared with 6 a scene): after every
     page, no gold pair and no scene has been shown more than once more than any other, over both of the
-    worker's HITs."""
+    worker's HITs. A pair of the worker's quiz, whose answers the quiz told, comes back as hidden gold only
+    once every other gold pair was shown at least as often."""
     slug = create_test_study(app, demo_six_gold, tmp_path, slug="goldmany",
                              pages={"pairs_per_page": 10, "min_pages": 1, "max_pages": 10},
                              quality={"gold_rate": 0.5, "gold_min_answered": 3})
@@ -367,6 +368,9 @@ def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, dem
     shown = _gold_shown(app, "WGOLDMANY")
     assert len(shown) == 5 + 10 * 5
     times, per_set = Counter({pair: 0 for pair in gold}), Counter({set_id: 0 for set_id in gold.values()})
+    quiz_page = shown[0][0]
+    quiz = {pair for page, pair, _ in shown if page == quiz_page}
+    assert len(quiz) == 5
     for page in sorted({page for page, _, _ in shown}):
         on_page = [(pair, set_id) for p, pair, set_id in shown if p == page]
         assert len({pair for pair, _ in on_page}) == len(on_page)  # never twice on one page
@@ -375,7 +379,11 @@ def test_gold_pairs_come_back_only_after_all_were_seen_least_seen_first(app, dem
             per_set[set_id] += 1
         assert max(times.values()) - min(times.values()) <= 1, (page, times)
         assert max(per_set.values()) - min(per_set.values()) <= 1, (page, per_set)
+        if page != quiz_page:
+            fewest_other = min(count for pair, count in times.items() if pair not in quiz)
+            assert all(times[pair] <= fewest_other for pair in quiz if times[pair] > 1), (page, times)
     assert sorted(set(times.values())) == [2, 3]  # 55 = 24 x 2 + 7
+    assert all(times[pair] >= 2 for pair in quiz)  # the quiz pairs did come back, last
 
 
 def _plan_nodes(plan: dict):

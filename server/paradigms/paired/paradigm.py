@@ -134,7 +134,8 @@ def study_layout(session: Session, study_id: int, pair_ids=()) -> StudyLayout:
 
 # How often the worker was shown each of the study's gold pairs, in any role (a design pair chosen as gold may
 # have been one of the worker's real trials), and how often as gold.
-_GOLD_SEEN = (select(_trial.c.pair_id, func.count(), func.count().filter(_trial.c.is_gold))
+_GOLD_SEEN = (select(_trial.c.pair_id, func.count(), func.count().filter(_trial.c.is_gold),
+                     func.count().filter(_trial.c.is_quiz))
               .where(_trial.c.worker_id == bindparam("worker_id"),
                      _trial.c.pair_id.in_(bindparam("pair_ids", expanding=True)))
               .group_by(_trial.c.pair_id))
@@ -207,6 +208,9 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     A gold pair that comes back is a pattern that marks it as gold (real pairs never
     repeat for a worker), so every pick is one the worker has seen least often, in
     any role and any of their assignments: unseen ones while any remain. Then a real
+    pair the worker did not meet in a quiz goes before one they did (the quiz tells
+    whether each answer was right, so a quiz pair shown again as hidden gold could be
+    answered from that answer, without looking). Then a real
     pair that still needs a vote goes before one whose votes and reserved trials reach
     its target (its gold trial is a vote of it, and would be one too many). Ties go to
     the gold pair shown least in the whole study, counting every trial that showed its
@@ -225,6 +229,7 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     seen = {row[0]: row for row in connection.execute(_GOLD_SEEN, {"worker_id": worker_id, "pair_ids": ids})}
     state = {row.id: row for row in connection.execute(_GOLD_STATE, {"pair_ids": ids})}
     times = {pair_id: int(seen[pair_id][1]) if pair_id in seen else 0 for pair_id in gold}
+    quizzed = {pair_id: pair_id in seen and int(seen[pair_id][3]) > 0 for pair_id in gold}
     full = {pair_id: bool(state[pair_id].full) for pair_id in gold}
     overall = {pair_id: int(state[pair_id].shown) for pair_id in gold}
     per_set = dict.fromkeys(gold.values(), 0)  # gold trials the worker was shown of each set
@@ -233,7 +238,7 @@ def _pick_gold(session: Session, study: Study | StudyRef, worker_id: int, n: int
     tie_break = dict(zip(gold, rng.random(len(gold))))
     picks: list[int] = []
     for _ in range(n):
-        pick = min(gold, key=lambda p: (times[p], full[p], overall[p], per_set[gold[p]], tie_break[p]))
+        pick = min(gold, key=lambda p: (times[p], quizzed[p], full[p], overall[p], per_set[gold[p]], tie_break[p]))
         picks.append(int(pick))
         times[pick] += 1
         overall[pick] += 1
