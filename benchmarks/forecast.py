@@ -276,7 +276,9 @@ replicate's factor is multiplied by a draw of ``sqrt((W - 1) / chi2(W - 1))`` fo
 (load 9-11): 16 of 16 inside (100 %), median -7 %, |41 %|, 8 low, band 172 % wide; at 90 % of the images / every
 image: 0 -31 / -51 % (750, band 396-1,430, vs 1,084; 926, 422-2,050, vs 1,876), 1 +71 / +107 %, 2 +3 / -34 %,
 3 -18 / -35 %, 4 +28 / +42 %, 5 +43 / +182 % (3,527, band 1,091-not reached, vs 1,252), 6 +33 / -45 %, 7 -43 /
--41 % (800, 309-2,229, vs 1,407). The forecasts scatter as widely as before (|41 %|): five subjects cannot tell
+-41 % (800, 309-2,229, vs 1,407). ``--pilot-share 0.3`` (9 subjects): 13 of 16 (81 %), median +1 %, |26 %|, 7
+low, band 102 % wide (before 12 of 16, -3 %, |29 %|, 69 %); outside seed 2 (-29 %, -35 %: bands 756-927 and
+880-1,832) and seed 7 at 90 % (871, 588-1,284, vs 1,385). The forecasts scatter as widely as before (|41 %|): five subjects cannot tell
 more, and the band now says so. The simulated studies' crowds are Case V (no heterogeneity), so there the draw only
 widens: ``--only small --seeds 6`` +8, +4, +4, -4, +58 (outside), +37 %: 5 of 6 inside, median +6 %, |6 %|, 1 low,
 width 57 % (before: 5 of 6, +3 %, |5 %|, 57 %; W = 78 honest pilot workers at seed 0, draws 0.91-1.12);
