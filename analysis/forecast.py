@@ -40,7 +40,9 @@ would (automatic screening, Thurstone MLE with the virtual anchors, worker-boots
   bootstrap intervals than the model, and the factor carries that into the forecast; 1 means the
   pilot behaves like the model. Each replicate takes it between the pilot and the simulated pilot with the
   same workers resampled (``forecast``'s ``pilot_bootstrap``), so that the band carries the pilot's own
-  sampling noise, not only the simulated one's;
+  sampling noise, not only the simulated one's, and multiplies it by a draw of ``sqrt((W - 1) / chi2(W - 1))``
+  for the pilot's ``W`` honest workers (:func:`worker_spread`): a crowd's workers may disagree among themselves
+  more than a few pilot workers showed, which no resampling of those few can show;
 * the time per trial: the median gap between a worker's consecutive votes (``created_at``; gaps
   over :data:`MAX_TRIAL_GAP_SECONDS` are breaks), else the median ``rt_ms``, else unknown.
 
@@ -1056,7 +1058,8 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
     pilot_bootstrap : bool
         With the factor applied: each replicate's factor has the half-widths of the pilot with its workers
         resampled (:func:`resample_workers`) over the simulated crowd's, so that the band carries the pilot's
-        own sampling noise as well as the simulated one's (False: the pilot's own half-widths every time).
+        own sampling noise as well as the simulated one's (False: the pilot's own half-widths every time). Either
+        way a fitted crowd's applied factor is multiplied by a draw of :func:`worker_spread`.
     on_replicate : callable, optional
         Called with 1 after each replicate (progress bars).
     """
@@ -1120,6 +1123,9 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
                 ratio[r] = factor
                 if not calibrate:
                     factor_set = np.ones_like(factor_set)
+                elif fit.worker_log_ratio is not None:  # a fitted crowd: its heterogeneity seen in few workers
+                    spread = worker_spread(fit, np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(5, r))))
+                    factor, factor_set = factor * spread, factor_set * spread
             votes_at.append(study.stream.length)
             pooled.append(sim_q)
             by_set.append((sim_set * factor_set, study.set_votes.copy()))
@@ -1153,6 +1159,33 @@ def forecast(fit: PilotFit, target: float, *, quantiles: Sequence[float] = DEFAU
                     votes_per_honest=per_honest, crowd_factor=factor, crowd_t=t_draws)
 
 
+def honest_workers(fit: PilotFit) -> float:
+    """The pilot's honest workers: the sum of its workers' posteriors of being honest (workers with votes)."""
+    return float(fit.honest_posterior[fit.worker_votes > 0].sum())
+
+
+def worker_spread(fit: PilotFit, rng: np.random.Generator, size: int | None = None):
+    """How much wider the crowd's half-widths may be than the pilot's inconsistency factor says: draws of
+    ``sqrt((W - 1) / chi2(W - 1))`` for the pilot's ``W`` honest workers (:func:`honest_workers`, at least 2).
+
+    The factor is a ratio of interval widths, the square root of a ratio of variances; what makes it exceed 1 is
+    mostly the honest workers' disagreement among themselves (worker-specific preferences, which Case V observers do
+    not have), and the worker bootstrap sees that spread between ``W`` workers, in ``W - 1`` degrees of freedom. A
+    variance seen so has the posterior ``s^2 (W - 1) / chi2(W - 1)``, as the rating forecast draws its workers' noise
+    (``analysis/rating_forecast.py``): a small pilot's forecast leans high, a low one being the worse error. Resampling
+    the pilot's workers (``forecast``'s ``pilot_bootstrap``) carries the factor's sampling noise but not this: five
+    subjects resampled never disagree more than the five did. On the Krasula replay (``benchmarks/forecast.py``: 31
+    lab subjects, a pilot of 5, 1 to 4 of them on a scene) the scene that set the target had worker-bootstrap
+    half-widths 3.0-4.2 times those of Case V observers of its own fitted scale in the same design (the whole
+    study's; with the subjects' labels shuffled over the votes: 1.7, Case V's 1.3-1.4), where the pilots'
+    factors read 0.96-2.34; given that whole study's scale as the truth, the forecast stayed as low (seed 0: 609 and
+    725 votes for a need of 1,084 and 1,876), so it was the workers, not the scale. Small for a pilot of a hundred
+    workers (10th-90th percentile 0.92-1.10)."""
+    dof = max(honest_workers(fit) - 1.0, 1.0)
+    draws = np.sqrt(dof / rng.chisquare(dof, size))
+    return draws if size is not None else float(draws)
+
+
 def share_source(fit: PilotFit) -> str:
     """Where a simulated study's careless share comes from, in words (the "assumes:" line of the crowd)."""
     if fit.worker_log_ratio is None:
@@ -1164,6 +1197,16 @@ def share_source(fit: PilotFit) -> str:
     return (f"around the fitted one as far as {len(fit.share_error)} simulated pilots' refits missed theirs "
             f"(Student t, {low:.2f}-{high:.2f}, 10th-90th percentile; root mean square miss "
             f"{np.sqrt(np.mean(np.square(fit.share_error))):.2f}): the fit's own error, scale and sharpness included")
+
+
+def spread_text(fit: PilotFit) -> str:
+    """The factor's draw for worker heterogeneity (:func:`worker_spread`), in words ("" for a known crowd)."""
+    if fit.worker_log_ratio is None:
+        return ""
+    low, high = np.percentile(worker_spread(fit, np.random.default_rng(0), CROWD_DRAWS), BAND)  # only to describe
+    return (f", times a draw of sqrt((W - 1) / chi2(W - 1)) for the W = {honest_workers(fit):.0f} honest pilot workers "
+            f"({low:.2f}-{high:.2f}, 10th-90th percentile): how much more the crowd's workers may disagree than so few "
+            "showed (worker heterogeneity, taken as one variance ratio for every set); it leans high")
 
 
 def vote_assumptions(fit: PilotFit, sampling: str, calibrate: bool, pilot_bootstrap: bool,
@@ -1184,7 +1227,7 @@ def vote_assumptions(fit: PilotFit, sampling: str, calibrate: bool, pilot_bootst
             f"study draws its share {share_source(fit)}, so the band carries the pilot's size; a new worker is "
             "careless at that share whatever votes they give (care independent of activity)",
             (f"half-widths times the pilot's own over the model's (inconsistency factor, median {factor:.2f}"
-             + (", the pilot's workers resampled)" if pilot_bootstrap else ")")) if calibrate else
+             + (", the pilot's workers resampled)" if pilot_bootstrap else ")") + spread_text(fit)) if calibrate else
             f"{sampling} sampling: half-widths of the model alone (the inconsistency factor, median {factor:.2f}, "
             "is reported, not applied)",
             f"{sampling} sampling as the server allocates; new workers give as many votes as the pilot's (or "

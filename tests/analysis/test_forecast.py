@@ -7,13 +7,14 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from analysis.formats import build_votes, json_text
 from analysis.forecast import (Forecast, ForecastInputError, StudyPlan, careless_share, combined_band, costs,
                                crowd_factors, draw_careless_share, fit_pilot, forecast, known_crowd,
                                prediction_band, report, scale_agreement, seconds_per_trial, share_errors,
-                               share_refits_for, simulate_votes, votes_needed_by_study)
+                               share_refits_for, simulate_votes, votes_needed_by_study, worker_spread)
 from analysis.simulate import simulate_study
 
 
@@ -229,6 +230,22 @@ def test_a_case_v_crowd_has_an_inconsistency_factor_near_one():
     assert np.all((0.7 < np.median(result.inconsistency, axis=0)) & (np.median(result.inconsistency, axis=0) < 1.4))
 
 
+def _fit_of_workers(n_workers: int):
+    """A fitted crowd (likelihood ratios known) of ``n_workers`` honest workers: what worker_spread reads."""
+    study = simulate_study(n_sets=1, n_items=10, degree=4, votes_per_pair=4, n_workers=8, seed=1)
+    fit = fit_pilot(study.votes, "jod", n_boot=10, share_refits=0)
+    return dataclasses.replace(fit, worker_votes=np.full(n_workers, 10), honest_posterior=np.ones(n_workers))
+
+
+@pytest.mark.parametrize("workers", [5, 100])
+def test_the_factor_widens_as_a_variance_seen_in_w_minus_1_degrees_of_freedom(workers):
+    """Five honest workers cannot show how much a crowd's workers disagree: the factor's square is drawn as
+    (W - 1) / chi2(W - 1), whose 90th percentile is 3.8 at W = 5 and 1.2 at W = 100."""
+    draws = worker_spread(_fit_of_workers(workers), np.random.default_rng(3), 20_000) ** 2
+    dof = workers - 1
+    assert np.percentile(draws, [10, 50, 90]) == pytest.approx(dof / chi2.ppf([0.9, 0.5, 0.1], dof), rel=0.05)
+
+
 def _replay(votes, sampling: str, seed: int, workers: int):
     """Target a little above what the whole study reached at the 90 % quantile, measured as the study's need is
     (the same resamples: a separate bootstrap of the whole study differs by several per cent, 0.52-0.59 over four
@@ -343,6 +360,8 @@ def test_the_report_has_every_documented_field_and_is_json():
     assert len(doc["model"]) == 5 and "Thurstone Case V" in doc["model"][0]
     assert f"{100 * fit.careless_share:.0f} % in the pilot" in doc["model"][1]
     assert "inconsistency factor, median" in doc["model"][2] and doc["model"][3].startswith("random sampling")
+    workers = f"W = {fit.honest_posterior[fit.worker_votes > 0].sum():.0f} honest pilot workers"
+    assert "sqrt((W - 1) / chi2(W - 1))" in doc["model"][2] and workers in doc["model"][2]
     assert "1,000 further crowds" in doc["model"][4]
 
 

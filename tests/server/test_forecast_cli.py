@@ -60,6 +60,8 @@ def test_a_bare_votes_file_gives_the_table_and_the_json(tmp_path):
     assert doc["assumptions"]["seconds_per_trial"] == 10 and doc["assumptions"]["seconds_source"] == "given"
     # A random design's careless share comes from its posterior: no simulated pilots refitted (share_refits_for).
     assert any("from its posterior" in line for line in doc["model"]), doc["model"]
+    # Its inconsistency factor is applied, widened for the few workers who measured it (worker_spread).
+    assert any("honest pilot workers" in line for line in doc["model"]), doc["model"]
     if doc["votes_needed"]["total"] is not None:
         assert doc["worker_hours"]["total"] is not None and doc["wall_clock_hours"]["total"] is not None
 
@@ -77,6 +79,7 @@ def test_one_quantile_and_a_study_file_set_the_pay_and_the_sampling(tmp_path, de
     assert doc["target"]["sampling"] == "active"
     # An actively sampled study's share is as uncertain as simulated pilots' refits missed theirs.
     assert any("simulated pilots' refits" in line for line in doc["model"]), doc["model"]
+    assert not any("honest pilot workers" in line for line in doc["model"]), doc["model"]  # the factor is not applied
     a = doc["assumptions"]
     assert (a["pairs_per_page"], a["gold_per_page"], a["votes_per_page"], a["reward"], a["bonus_per_page"],
             a["min_pages"]) == (10, 1, 9, 2.0, 0.5, 2)
