@@ -34,7 +34,9 @@ vote path is measured):
 
 Before each run the benchmark database is vacuumed and checkpointed and the machine is given until
 it is idle (:func:`settle`, at most --settle-timeout seconds: on a machine other work keeps busy the run
-starts anyway, and says so), so that a run does not pay for the clean-up of the one before.
+starts anyway, and says so), so that a run does not pay for the clean-up of the one before. A server's
+first run starts once every gunicorn worker has booted (:meth:`Gunicorn.wait_booted`), not at the first
+answer: with --settle-timeout 0 it would otherwise count the other workers' boot as its own CPU.
 
 Each run also reports the CPU it cost: the client's (this process: the simulated
 workers share the machine's cores with the server, and can be its bottleneck),
@@ -259,6 +261,30 @@ class Gunicorn:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s; see {self.log}")
+
+    def wait_booted(self, timeout: float = 120.0, quiet_s: float = 0.5) -> float:
+        """Wait until every worker process has booted: ``workers`` children of the master whose CPU stopped
+        climbing for ``quiet_s`` (the app imported and built); return the seconds waited.
+
+        :meth:`start` returns at the first answer, from the first worker up; the others may still be importing
+        the app then (perceptlab's import and app factory cost about 2 CPU seconds a process, the baseline's
+        0.3), and a run started at once would count their boot in its CPU and share the cores with it: the
+        first run of a server measured its boot as much as its votes."""
+        started = time.perf_counter()
+        last: int | None = None
+        quiet_since = None
+        while time.perf_counter() - started < timeout:
+            children = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()
+                        and (fields := _proc_stat(entry.name)) is not None and int(fields[1]) == self.proc.pid]
+            ticks = sum(int(f[11]) + int(f[12]) for f in map(_proc_stat, children) if f is not None)
+            if len(children) < self.workers or ticks != last:
+                last, quiet_since = ticks, None
+            elif quiet_since is None:
+                quiet_since = time.perf_counter()
+            elif time.perf_counter() - quiet_since >= quiet_s:
+                break
+            time.sleep(0.1)
+        return time.perf_counter() - started
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) used so far by gunicorn's master and its live workers."""
@@ -582,8 +608,10 @@ def main(argv=None) -> None:
                 started = servers[log] = Gunicorn(app_env, free_port(), args.gunicorn_workers, args.threads,
                                                   work / log, app=app)
                 up = started.start()
+                booted = started.wait_booted()  # every worker's boot done before a run measures it
                 admission = app_env.get("PERCEPTLAB_SERVER_ADMISSION_RATE", "as shipped")
-                print(f"# {gunicorn_settings} '{app}' on {started.url} (answered after {up:.1f} s)"
+                print(f"# {gunicorn_settings} '{app}' on {started.url} (answered after {up:.1f} s, every worker "
+                      f"booted {booted:.1f} s later)"
                       f"{'' if run.baseline else f'; admission rate {admission}'}", flush=True)
             return servers[log]
 
