@@ -65,6 +65,16 @@ PostgreSQL, closed 50 / closed 500 / open), per run:
 Goals not met (>= 0.8; an open-loop p99 no worse than the baseline's); under this load the changes are within
 the noise of these figures. CPU per vote, ours: client 0.8-1.7 ms, gunicorn 2.2-3.4 ms, PostgreSQL 1.0-1.5 ms;
 the baseline's: 0.5-1.1, 1.2-1.9, 0.2-0.4.
+Third session (entry without a SAVEPOINT; each server's first run after every worker booted; same command with
+--settle-timeout 30, load 7-13): 0.58 / 0.38, 1439 vs 93 ms, CPU 0.56 / 0.39 / 0.53; per vote ours client
+0.87-1.08, gunicorn 2.47-2.69, PostgreSQL 1.06-1.35 ms, the baseline's 0.48-0.83, 1.12-1.64, 0.22-0.37. The
+baseline's closed-500 rate moved between 362 and 619 votes/s from one run to the next: the fraction is within this
+noise, and its CPU ratio agrees with benchmarks/worker_cpu.py --baseline (in-process, no HTTP): 0.39 (perceptlab
+23.0 ms app + 18.2 ms PostgreSQL per worker, the baseline 10.6 + 5.4, load 5.4). The goals stay unmet. A scratch
+copy of perceptlab_paired_vote whose vote-ID check and open-trial count are subqueries of the trial's SELECT (two
+statements fewer) cost its backend as much (0.63 against 0.59 ms a vote, 6 runs each, load 10); the same function
+reduced to one INSERT costs 0.20-0.33 ms, the bare INSERT's cost: what remains is its writes (row lock, three
+UPDATEs, the vote's five index entries), about 0.1 ms each.
 Where a worker's CPU goes, in-process (benchmarks/worker_cpu.py, 100 workers, load 13-14; app CPU + PostgreSQL
 backend CPU per worker): 19 plain votes 12.5 + 15.9 ms (one statement each), entry 7.2 + 2.0 (8 statements),
 instructions_done with its page start 5.9 + 3.1 (6), the page's last vote with its State 4.1 + 2.2 (4), consent
