@@ -34,7 +34,9 @@ vote path is measured):
 
 Before each run the benchmark database is vacuumed and checkpointed and the machine is given until
 it is idle (:func:`settle`, at most --settle-timeout seconds: on a machine other work keeps busy the run
-starts anyway, and says so), so that a run does not pay for the clean-up of the one before.
+starts anyway, and says so), so that a run does not pay for the clean-up of the one before. A server's
+first run starts once every gunicorn worker has booted (:meth:`Gunicorn.wait_booted`), not at the first
+answer: with --settle-timeout 0 it would otherwise count the other workers' boot as its own CPU.
 
 Each run also reports the CPU it cost: the client's (this process: the simulated
 workers share the machine's cores with the server, and can be its bottleneck),
@@ -63,6 +65,16 @@ PostgreSQL, closed 50 / closed 500 / open), per run:
 Goals not met (>= 0.8; an open-loop p99 no worse than the baseline's); under this load the changes are within
 the noise of these figures. CPU per vote, ours: client 0.8-1.7 ms, gunicorn 2.2-3.4 ms, PostgreSQL 1.0-1.5 ms;
 the baseline's: 0.5-1.1, 1.2-1.9, 0.2-0.4.
+Third session (entry without a SAVEPOINT; each server's first run after every worker booted; same command with
+--settle-timeout 30, load 7-13): 0.58 / 0.38, 1439 vs 93 ms, CPU 0.56 / 0.39 / 0.53; per vote ours client
+0.87-1.08, gunicorn 2.47-2.69, PostgreSQL 1.06-1.35 ms, the baseline's 0.48-0.83, 1.12-1.64, 0.22-0.37. The
+baseline's closed-500 rate moved between 362 and 619 votes/s from one run to the next: the fraction is within this
+noise, and its CPU ratio agrees with benchmarks/worker_cpu.py --baseline (in-process, no HTTP): 0.39 (perceptlab
+23.0 ms app + 18.2 ms PostgreSQL per worker, the baseline 10.6 + 5.4, load 5.4). The goals stay unmet. A scratch
+copy of perceptlab_paired_vote whose vote-ID check and open-trial count are subqueries of the trial's SELECT (two
+statements fewer) cost its backend as much (0.63 against 0.59 ms a vote, 6 runs each, load 10); the same function
+reduced to one INSERT costs 0.20-0.33 ms, the bare INSERT's cost: what remains is its writes (row lock, three
+UPDATEs, the vote's five index entries), about 0.1 ms each.
 Where a worker's CPU goes, in-process (benchmarks/worker_cpu.py, 100 workers, load 13-14; app CPU + PostgreSQL
 backend CPU per worker): 19 plain votes 12.5 + 15.9 ms (one statement each), entry 7.2 + 2.0 (8 statements),
 instructions_done with its page start 5.9 + 3.1 (6), the page's last vote with its State 4.1 + 2.2 (4), consent
@@ -259,6 +271,30 @@ class Gunicorn:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s; see {self.log}")
+
+    def wait_booted(self, timeout: float = 120.0, quiet_s: float = 0.5) -> float:
+        """Wait until every worker process has booted: ``workers`` children of the master whose CPU stopped
+        climbing for ``quiet_s`` (the app imported and built); return the seconds waited.
+
+        :meth:`start` returns at the first answer, from the first worker up; the others may still be importing
+        the app then (perceptlab's import and app factory cost about 2 CPU seconds a process, the baseline's
+        0.3), and a run started at once would count their boot in its CPU and share the cores with it: the
+        first run of a server measured its boot as much as its votes."""
+        started = time.perf_counter()
+        last: int | None = None
+        quiet_since = None
+        while time.perf_counter() - started < timeout:
+            children = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()
+                        and (fields := _proc_stat(entry.name)) is not None and int(fields[1]) == self.proc.pid]
+            ticks = sum(int(f[11]) + int(f[12]) for f in map(_proc_stat, children) if f is not None)
+            if len(children) < self.workers or ticks != last:
+                last, quiet_since = ticks, None
+            elif quiet_since is None:
+                quiet_since = time.perf_counter()
+            elif time.perf_counter() - quiet_since >= quiet_s:
+                break
+            time.sleep(0.1)
+        return time.perf_counter() - started
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) used so far by gunicorn's master and its live workers."""
@@ -582,8 +618,10 @@ def main(argv=None) -> None:
                 started = servers[log] = Gunicorn(app_env, free_port(), args.gunicorn_workers, args.threads,
                                                   work / log, app=app)
                 up = started.start()
+                booted = started.wait_booted()  # every worker's boot done before a run measures it
                 admission = app_env.get("PERCEPTLAB_SERVER_ADMISSION_RATE", "as shipped")
-                print(f"# {gunicorn_settings} '{app}' on {started.url} (answered after {up:.1f} s)"
+                print(f"# {gunicorn_settings} '{app}' on {started.url} (answered after {up:.1f} s, every worker "
+                      f"booted {booted:.1f} s later)"
                       f"{'' if run.baseline else f'; admission rate {admission}'}", flush=True)
             return servers[log]
 

@@ -19,7 +19,14 @@ For each kind of request it prints, per worker:
 ``--show-sql`` prints the statements of one worker; ``--profile N`` cProfiles N more workers (their requests
 only, of the kinds in ``--kinds``) and prints the top entries by cumulative and by own time.
 
+``--baseline`` measures the stack's limit the same way, in the same database, after perceptlab's workers:
+:mod:`benchmarks.baseline_app` (the app ``benchmarks/server_load.py`` compares perceptlab with) driven as
+:mod:`server.simulate_client` drives it (the entry, the State, the environment, the 20 votes, the State at the
+end; the statements are the driver's own and not counted), and prints the ratio of the two lives' CPU (app +
+PostgreSQL): where server_load.py's fraction of the baseline is lost, request by request, without HTTP.
+
 Run: .venv/bin/python benchmarks/worker_cpu.py [--workers 100] [--profile 50] [--kinds entry,finish] [--show-sql]
+     [--baseline]
 """
 from __future__ import annotations
 
@@ -181,6 +188,58 @@ class Lives:
             raise RuntimeError("finish did not complete the assignment")
 
 
+class BaselineLives(Lives):
+    """Workers of :mod:`benchmarks.baseline_app` (the stack's limit), one after another, measured as :class:`Lives`
+    measures perceptlab's (its statements are the driver's: not counted)."""
+
+    KINDS = ("entry", "state", "environment", "vote", "vote (page end)", "state (end)")
+
+    def __init__(self, app, slug: str):  # not Lives.__init__: it counts the statements of perceptlab's engine
+        self.app, self.slug = app, slug
+        self.kind, self.captured, self.profiler, self.profiled = None, None, None, ()
+        self.cpu_ms, self.statements, self.backend_ticks, self.pids = {}, {}, {}, []
+
+    def worker(self) -> None:
+        """One worker as server/simulate_client.py drives the baseline: it enters at stage trials."""
+        entry = self.call("entry", "POST", f"/api/v1/studies/{self.slug}/assignments",
+                          body={"platform": "mturk", "assignment_id": f"BENCHA{uuid.uuid4().hex[:12].upper()}"})
+        token, base = entry["token"], f"/api/v1/assignments/{entry['assignment_id']}"
+        trials = self.call("state", "GET", f"{base}/state", token)["page"]["trials"]
+        self.call("environment", "POST", f"{base}/environment", token,
+                  {"window": WINDOW, "screen": {"width": 1366, "height": 768}, "user_agent": "perceptlab-bench"})
+        for trial in trials:
+            self.call("vote (page end)" if trial is trials[-1] else "vote", "POST", f"{base}/votes", token, {
+                "vote_id": str(uuid.uuid4()), "trial_id": trial["trial_id"], "choice": "left", "rt_ms": 900.0,
+                "input": "mouse", "client_time": "2026-11-21T10:00:00.000Z", "window": WINDOW})
+        if self.call("state (end)", "GET", f"{base}/state", token)["stage"] != "completed":
+            raise RuntimeError("the baseline's worker did not complete its page")
+
+
+def measure(lives: Lives, kinds: tuple[str, ...], warmup: int, n: int, dbname: str, title: str) -> tuple[float, float]:
+    """Run ``warmup`` then ``n`` measured workers of ``lives`` and print their table; return the app's and
+    PostgreSQL's CPU ms per worker."""
+    for _ in range(warmup):
+        lives.worker()
+    lives.clear()
+    lives.pids = backend_pids(dbname)
+    for _ in range(n):
+        lives.worker()
+    tick_ms = CLOCK_TICK_S * 1000.0
+    print(f"{title}: {n} workers ({PAIRS_PER_PAGE} votes each), PostgreSQL at 127.0.0.1:5432; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'request':>18} {'per worker':>10} {'CPU p50 ms':>10} {'CPU ms/worker':>13} {'statements/worker':>17} "
+          f"{'PostgreSQL ms/worker':>20}")
+    for kind in (k for k in kinds if k in lives.cpu_ms):
+        samples = lives.cpu_ms[kind]
+        print(f"{kind:>18} {len(samples) / n:10.1f} {statistics.median(samples):10.3f} {sum(samples) / n:13.2f} "
+              f"{lives.statements.get(kind, 0) / n:17.1f} {lives.backend_ticks.get(kind, 0) * tick_ms / n:20.2f}")
+    app_ms = sum(sum(v) for v in lives.cpu_ms.values()) / n
+    db_ms = sum(lives.backend_ticks.values()) * tick_ms / n
+    print(f"{'all':>18} {sum(len(v) for v in lives.cpu_ms.values()) / n:10.1f} {'':>10} {app_ms:13.2f} "
+          f"{sum(lives.statements.values()) / n:17.1f} {db_ms:20.2f}")
+    return app_ms, db_ms
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=100, help="measured workers")
@@ -191,6 +250,8 @@ def main(argv=None) -> int:
     parser.add_argument("--show-sql", action="store_true", help="print the statements of one worker")
     parser.add_argument("--scenes", type=int, default=8, help="demo scenes (78 pairs each)")
     parser.add_argument("--stimuli", type=Path, default=None, help="demo stimulus folder, built if missing")
+    parser.add_argument("--baseline", action="store_true",
+                        help="then measure benchmarks/baseline_app.py's workers the same way, and compare")
     args = parser.parse_args(argv)
     from server import create_app
 
@@ -207,25 +268,7 @@ def main(argv=None) -> int:
         app = create_app(database_url=url, instance_path=str(work / "instance"), secret_key="bench-" + uuid.uuid4().hex,
                          entry_limit=0, admission_rate=0, live_scales_interval=0)
         lives = Lives(app, "workercpu")
-        for _ in range(args.warmup):
-            lives.worker()
-        lives.clear()
-        lives.pids = backend_pids(dbname)
-        for _ in range(args.workers):
-            lives.worker()
-        n = args.workers
-        tick_ms = CLOCK_TICK_S * 1000.0
-        load = os.getloadavg()[0]
-        print(f"{n} workers ({PAIRS_PER_PAGE} votes each), PostgreSQL at 127.0.0.1:5432; load average {load:.1f}")
-        print(f"{'request':>18} {'per worker':>10} {'CPU p50 ms':>10} {'CPU ms/worker':>13} {'statements/worker':>17} "
-              f"{'PostgreSQL ms/worker':>20}")
-        for kind in (k for k in KINDS if k in lives.cpu_ms):
-            samples = lives.cpu_ms[kind]
-            print(f"{kind:>18} {len(samples) / n:10.1f} {statistics.median(samples):10.3f} {sum(samples) / n:13.2f} "
-                  f"{lives.statements.get(kind, 0) / n:17.1f} {lives.backend_ticks.get(kind, 0) * tick_ms / n:20.2f}")
-        print(f"{'all':>18} {sum(len(v) for v in lives.cpu_ms.values()) / n:10.1f} {'':>10} "
-              f"{sum(sum(v) for v in lives.cpu_ms.values()) / n:13.2f} {sum(lives.statements.values()) / n:17.1f} "
-              f"{sum(lives.backend_ticks.values()) * tick_ms / n:20.2f}")
+        ours = measure(lives, KINDS, args.warmup, args.workers, dbname, "perceptlab")
         if args.show_sql:
             lives.captured = []
             lives.worker()
@@ -238,11 +281,29 @@ def main(argv=None) -> int:
             stats = pstats.Stats(lives.profiler)
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
+        if args.baseline:
+            theirs = measure_baseline(dbname, args.warmup, args.workers)
+            print(f"\nthe baseline's CPU per worker over perceptlab's: app {theirs[0] / ours[0]:.2f}, PostgreSQL "
+                  f"{theirs[1] / max(ours[1], 1e-9):.2f}, both {sum(theirs) / sum(ours):.2f} (server_load.py's goal: its "
+                  "votes/s at >= 0.8 of the baseline's)")
     finally:
         if app is not None:
             app_services(app).engine.dispose()
         pg_admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     return 0
+
+
+def measure_baseline(dbname: str, warmup: int, n: int) -> tuple[float, float]:
+    """:func:`measure` of :mod:`benchmarks.baseline_app` on the database ``dbname`` (its own table; the slug's
+    last part is the pages a worker answers)."""
+    from benchmarks.baseline_app import create_app, ensure_table
+
+    dsn = f"host=127.0.0.1 port=5432 user=postgres dbname={dbname}"
+    ensure_table(dsn)
+    os.environ["BASELINE_DSN"], os.environ["BASELINE_SECRET_KEY"] = dsn, "bench-" + uuid.uuid4().hex
+    print()
+    return measure(BaselineLives(create_app(), "workercpu-1"), BaselineLives.KINDS, warmup, n, dbname,
+                   "baseline (benchmarks/baseline_app.py)")
 
 
 if __name__ == "__main__":

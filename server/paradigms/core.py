@@ -1219,6 +1219,9 @@ class Paradigm:
 
         ``fingerprint`` (:func:`server.fingerprints.entry_fingerprint` of the request) is stored with a new
         worker, for the analysis only: it never refuses an entry.
+
+        Call it before anything is written in ``session``: an entry that meets a concurrent one of the same
+        worker (a double click) rolls the session's transaction back and then finds the rows that one made.
         """
         if platform == PILOT_PLATFORM:
             if pilot is None:
@@ -1242,10 +1245,12 @@ class Paradigm:
         args = (session, study, platform, worker_id, assignment_id, hit_id, turk_submit_to, admit_new, pilot,
                 fingerprint)
         try:
-            with session.begin_nested():
-                assignment, created = self._find_or_create(*args)
+            assignment, created = self._find_or_create(*args)
         except IntegrityError:
-            # A concurrent request (double click, reload) created the same rows first: use them.
+            # A concurrent request (double click, reload) created the same rows first: use them. The whole
+            # transaction goes back, not a SAVEPOINT's (which cost every entry two more round trips): every
+            # caller enters before writing anything else, and nothing before the INSERTs wrote.
+            session.rollback()
             assignment, created = self._find_or_create(*args)
         if not created and assignment.stage == Stage.FULL:
             self.reopen_if_room(session, lock_assignment(session, assignment.id))
