@@ -66,6 +66,7 @@ bench: $(STAMP) chromium nginx
 	$(PY) benchmarks/gold_separability.py
 	$(PY) benchmarks/vote_cpu.py
 	$(PY) benchmarks/worker_cpu.py
+	$(PY) benchmarks/middleware_cpu.py
 	$(PY) benchmarks/server_load.py
 	$(PY) benchmarks/scale_out.py
 	$(PY) benchmarks/frame_timing.py

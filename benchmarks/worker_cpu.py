@@ -16,6 +16,10 @@ For each kind of request it prints, per worker:
 * the CPU of the app's PostgreSQL backends over the request (user + system from ``/proc``, in clock ticks
   of 10 ms: meaningful summed over many workers, not per request).
 
+``--logs`` writes the app's logs as under gunicorn (``configure_logging``: the JSON access log, to /dev/null), so
+that their cost is counted; run with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty folder to count the metrics'
+multiprocess mode too (files written per observation), as deploy/gunicorn.conf.py runs them.
+
 ``--show-sql`` prints the statements of one worker; ``--profile N`` cProfiles N more workers (their requests
 only, of the kinds in ``--kinds``) and prints the top entries by cumulative and by own time.
 
@@ -26,7 +30,7 @@ end; the statements are the driver's own and not counted), and prints the ratio 
 PostgreSQL): where server_load.py's fraction of the baseline is lost, request by request, without HTTP.
 
 Run: .venv/bin/python benchmarks/worker_cpu.py [--workers 100] [--profile 50] [--kinds entry,finish] [--show-sql]
-     [--baseline]
+     [--baseline] [--logs]
 """
 from __future__ import annotations
 
@@ -252,8 +256,15 @@ def main(argv=None) -> int:
     parser.add_argument("--stimuli", type=Path, default=None, help="demo stimulus folder, built if missing")
     parser.add_argument("--baseline", action="store_true",
                         help="then measure benchmarks/baseline_app.py's workers the same way, and compare")
+    parser.add_argument("--logs", action="store_true", help="the app's JSON logs on, as under gunicorn (to /dev/null)")
     args = parser.parse_args(argv)
     from server import create_app
+    from server.metrics import MULTIPROCESS_VARIABLE, configure_logging
+
+    if args.logs:
+        configure_logging(stream=open(os.devnull, "w"))  # noqa: SIM115 - open for the process's life
+    print(f"logs: {'JSON to /dev/null' if args.logs else 'off'}; metrics: "
+          f"{'multiprocess files' if os.environ.get(MULTIPROCESS_VARIABLE) else 'in memory'}")
 
     work = Path(tempfile.mkdtemp(prefix="perceptlab_workercpu_"))
     manifest = build_demo_stimuli(args.stimuli or work / "stimuli", args.scenes)

@@ -111,14 +111,17 @@ class job:  # noqa: N801 - used as a context manager: ``with metrics.job("foreca
 class _Ids:
     """New request ids, 32 hex digits: a random prefix drawn once per process (again after a fork: gunicorn's
     workers each draw their own) and a counter. As unique as ``uuid4().hex`` across processes and restarts,
-    without a system call and a UUID object per request."""
+    without a system call and a UUID object per request (a fork is noticed by its hook, not by asking the
+    process id each time)."""
 
     def __init__(self):
-        self._pid, self._prefix, self._count = -1, "", itertools.count()
+        self.draw()
+        os.register_at_fork(after_in_child=self.draw)
+
+    def draw(self) -> None:
+        self._prefix, self._count = uuid.uuid4().hex[:16], itertools.count()
 
     def __call__(self) -> str:
-        if self._pid != os.getpid():
-            self._pid, self._prefix, self._count = os.getpid(), uuid.uuid4().hex[:16], itertools.count()
         return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
@@ -190,7 +193,9 @@ class Instrumented:
             fields = {"request_id": rid, "method": environ.get("REQUEST_METHOD"), "path": environ.get("PATH_INFO"),
                       "status": int(status), "kind": kind, "ms": round(seconds * 1000, 2)}
             # Written after the request's context is gone: its id travels with the record (JsonLines reads it).
-            access_log.info(json.dumps(fields, separators=(",", ":")), extra={"request_id": rid, "fields": fields})
+            # Made and handled as Logger.info would, less its walk up the stack for a caller always this line.
+            access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, __file__, 0, AccessLine(fields),
+                                                    None, None, "_record", {"request_id": rid, "fields": fields}))
         now = time.monotonic()
         if now >= self._next_pool_read and self._lock.acquire(blocking=False):
             try:
@@ -203,15 +208,40 @@ class Instrumented:
                 self._lock.release()
 
 
+class AccessLine:
+    """The message of an access log record: its fields as one JSON object, made only when a handler other than
+    :class:`JsonLines` formats the record (a test's, a plain handler's). JsonLines writes the fields themselves at
+    the top of its line and a short message, not the same object again as an escaped string inside it."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]):
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return json.dumps(self.fields, separators=(",", ":"))
+
+    def short(self) -> str:
+        """``METHOD path status``: the line's message, for a reader scanning the messages."""
+        return f"{self.fields['method']} {self.fields['path']} {self.fields['status']}"
+
+
 class JsonLines(logging.Formatter):
     """One JSON object per log record: time, level, logger, process, the request id of the request it was logged
-    in (None outside one), the message and, for an error, its traceback in one field."""
+    in (None outside one), the message and, for an error, its traceback in one field; an access log record's
+    fields (:class:`AccessLine`) at the top of its line, each once."""
+
+    _stamp = (-1, "")  # the last second formatted and its time field: one strftime a second, not one a line
 
     def format(self, record: logging.LogRecord) -> str:
-        line = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"), "level": record.levelname,
-                "logger": record.name, "pid": record.process,
+        second, stamp = self._stamp
+        if int(record.created) != second:  # one tuple, read and replaced whole: safe from any thread
+            stamp = self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z")
+            self._stamp = (int(record.created), stamp)
+        message = record.msg.short() if isinstance(record.msg, AccessLine) else record.getMessage()
+        line = {"time": stamp, "level": record.levelname, "logger": record.name, "pid": record.process,
                 "request_id": getattr(record, "request_id", None) or _current_request_id(),
-                "message": record.getMessage(), **getattr(record, "fields", {})}
+                "message": message, **getattr(record, "fields", {})}
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
         return json.dumps(line, separators=(",", ":"))

@@ -214,3 +214,5 @@ def test_structured_log_lines_carry_the_request_id(app):
         ("perceptlab.access", "req-0123456789"), ("server.stopping", "req-abcdef0123"), ("perceptlab.outages", None)]
     assert lines[1]["message"] == "study demo stops" and lines[1]["level"] == "WARNING"
     assert lines[0]["path"] == "/healthz" and lines[0]["status"] == 200  # the access log's fields, at the top
+    assert lines[0]["message"] == "GET /healthz 200"  # once: not the fields again as a JSON string
+

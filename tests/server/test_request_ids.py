@@ -1,6 +1,7 @@
 """New request ids (server/metrics.py): 32 hex digits, never repeated within a process or across forked ones."""
 from __future__ import annotations
 
+import os
 import re
 
 from server import metrics
@@ -13,13 +14,21 @@ def test_new_ids_are_32_hex_digits_and_never_repeat():
     assert len(set(made)) == len(made)
 
 
-def test_a_forked_process_draws_its_own_prefix(monkeypatch):
+def test_a_forked_process_draws_its_own_prefix():
     ids = metrics._Ids()
     parent = ids()
-    monkeypatch.setattr(metrics.os, "getpid", lambda: -2)  # as in a gunicorn worker forked after the first id
-    child = ids()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child, as a gunicorn worker forked after the master's first id
+        os.write(write, ids().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert re.fullmatch(r"[0-9a-f]{32}", child)
     assert child[:16] != parent[:16]  # the counter starts again there: only the prefix keeps ids apart
-    assert child != parent
+    assert ids()[:16] == parent[:16]  # the parent keeps its own
 
 
 def test_a_proxy_id_is_kept_and_a_malformed_one_replaced():
