@@ -20,6 +20,15 @@ For each kind of request it prints, per worker:
 that their cost is counted; run with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty folder to count the metrics'
 multiprocess mode too (files written per observation), as deploy/gunicorn.conf.py runs them.
 
+``--gunicorn`` then measures the same lives over HTTP: ``gunicorn 'server:create_app()' -k gthread`` (one worker,
+two threads, as benchmarks/server_load.py's workers run) on the same database, one keep-alive connection, and for
+each kind the gunicorn worker process's CPU (user + system from ``/proc``, clock ticks as PostgreSQL's): beside the
+in-process table, what HTTP and the server add to each request. Measured (``--workers 100 --gunicorn``, issue 38
+item 12): load 1.1, in-process 13.9 ms app CPU a worker (plain votes 0.18 ms each), over HTTP 29.8 ms (plain votes
+0.74 ms each): gunicorn's HTTP work (parse, answer, the gthread poller's hand-offs) adds about 0.6 ms to every
+request, more than a vote's own CPU; load 2.4, 31.9 against 57.2 ms. The ``Instrumented`` middleware with its
+JSON access line and multiprocess metrics is 15-20 us of it (benchmarks/middleware_cpu.py).
+
 ``--show-sql`` prints the statements of one worker; ``--profile N`` cProfiles N more workers (their requests
 only, of the kinds in ``--kinds``) and prints the top entries by cumulative and by own time.
 
@@ -30,15 +39,18 @@ end; the statements are the driver's own and not counted), and prints the ratio 
 PostgreSQL): where server_load.py's fraction of the baseline is lost, request by request, without HTTP.
 
 Run: .venv/bin/python benchmarks/worker_cpu.py [--workers 100] [--profile 50] [--kinds entry,finish] [--show-sql]
-     [--baseline] [--logs]
+     [--baseline] [--logs] [--gunicorn]
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import http.client
 import json
 import os
 import pstats
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -219,6 +231,66 @@ class BaselineLives(Lives):
             raise RuntimeError("the baseline's worker did not complete its page")
 
 
+class HttpLives(Lives):
+    """The lives of :class:`Lives` sent over HTTP to a gunicorn worker process ``worker_pid`` on ``port`` (one
+    keep-alive connection); a request's CPU is that process's (user + system clock ticks)."""
+
+    def __init__(self, port: int, worker_pid: int, slug: str):  # not Lives.__init__: no app in this process
+        self.slug, self.worker_pid = slug, worker_pid
+        self.kind, self.captured, self.profiler, self.profiled = None, None, None, ()
+        self.cpu_ms, self.statements, self.backend_ticks, self.pids = {}, {}, {}, []
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(self, kind: str, method: str, path: str, token: str | None = None, body=None):
+        headers = {"User-Agent": "perceptlab-bench"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        worker0, backends0 = cpu_ticks([self.worker_pid]), cpu_ticks(self.pids)
+        self.connection.request(method, path, body=data, headers=headers)
+        response = self.connection.getresponse()
+        payload = response.read()
+        worker1, backends1 = cpu_ticks([self.worker_pid]), cpu_ticks(self.pids)
+        self.cpu_ms.setdefault(kind, []).append((worker1 - worker0) * CLOCK_TICK_S * 1000.0)
+        self.backend_ticks[kind] = self.backend_ticks.get(kind, 0) + backends1 - backends0
+        if response.status not in (200, 201, 204):
+            raise RuntimeError(f"{method} {path}: {response.status} {payload[:300]!r}")
+        return json.loads(payload) if payload else None
+
+
+def measure_gunicorn(url: str, secret: str, instance: Path, dbname: str, warmup: int, n: int) -> tuple[float, float]:
+    """:func:`measure` of perceptlab's lives over HTTP to one gunicorn worker (gthread, two threads) on ``url``."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PERCEPTLAB_DATABASE_URL": url, "PERCEPTLAB_SERVER_DATABASE_URL": url,
+           "PERCEPTLAB_SECRET_KEY": secret, "PERCEPTLAB_SERVER_SECRET_KEY": secret,
+           "PERCEPTLAB_SERVER_LIVE_SCALES_INTERVAL": "0", "PERCEPTLAB_SERVER_ENTRY_LIMIT": "0",
+           "PERCEPTLAB_SERVER_ADMISSION_RATE": "0", "PERCEPTLAB_SERVER_INSTANCE_PATH": str(instance)}
+    with (instance.parent / "gunicorn.log").open("ab") as log:
+        server = subprocess.Popen([str(VENV_BIN / "gunicorn"), "server:create_app()", "-k", "gthread", "--workers", "1",
+                                   "--threads", "2", "-b", f"127.0.0.1:{port}", "--keep-alive", "60"], cwd=ROOT, env=env,
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        for _ in range(600):
+            try:
+                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                probe.request("GET", "/healthz")
+                probe.getresponse().read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        worker_pid = int(subprocess.check_output(["pgrep", "-P", str(server.pid)]).split()[0])
+        print()
+        return measure(HttpLives(port, worker_pid, "workercpu"), KINDS, warmup, n, dbname,
+                       "perceptlab over HTTP (the gunicorn worker process's CPU)")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait()
+
+
 def measure(lives: Lives, kinds: tuple[str, ...], warmup: int, n: int, dbname: str, title: str) -> tuple[float, float]:
     """Run ``warmup`` then ``n`` measured workers of ``lives`` and print their table; return the app's and
     PostgreSQL's CPU ms per worker."""
@@ -256,6 +328,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stimuli", type=Path, default=None, help="demo stimulus folder, built if missing")
     parser.add_argument("--baseline", action="store_true",
                         help="then measure benchmarks/baseline_app.py's workers the same way, and compare")
+    parser.add_argument("--gunicorn", action="store_true",
+                        help="then the same lives over HTTP to one gunicorn worker: its CPU by request")
     parser.add_argument("--logs", action="store_true", help="the app's JSON logs on, as under gunicorn (to /dev/null)")
     args = parser.parse_args(argv)
     from server import create_app
@@ -273,10 +347,11 @@ def main(argv=None) -> int:
     pg_admin(f'CREATE DATABASE "{dbname}"')
     app = None
     try:
-        workers = args.warmup + args.workers + args.profile + 1
+        workers = (args.warmup + args.workers) * (2 if args.gunicorn else 1) + args.profile + 1
         # Every pair has votes to spare: the study never fills during the run.
         create_study(url, work, manifest, "workercpu", max(20, -(-2 * workers * PAIRS_PER_PAGE // (args.scenes * 78))))
-        app = create_app(database_url=url, instance_path=str(work / "instance"), secret_key="bench-" + uuid.uuid4().hex,
+        secret = "bench-" + uuid.uuid4().hex
+        app = create_app(database_url=url, instance_path=str(work / "instance"), secret_key=secret,
                          entry_limit=0, admission_rate=0, live_scales_interval=0)
         lives = Lives(app, "workercpu")
         ours = measure(lives, KINDS, args.warmup, args.workers, dbname, "perceptlab")
@@ -292,6 +367,10 @@ def main(argv=None) -> int:
             stats = pstats.Stats(lives.profiler)
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
+        if args.gunicorn:
+            over_http = measure_gunicorn(url, secret, work / "instance", dbname, args.warmup, args.workers)
+            print(f"\nover HTTP per worker: {over_http[0] - ours[0]:+.2f} ms in the server process, "
+                  f"{over_http[1] - ours[1]:+.2f} ms PostgreSQL, beside in-process")
         if args.baseline:
             theirs = measure_baseline(dbname, args.warmup, args.workers)
             print(f"\nthe baseline's CPU per worker over perceptlab's: app {theirs[0] / ours[0]:.2f}, PostgreSQL "
