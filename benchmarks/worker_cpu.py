@@ -25,8 +25,9 @@ two threads, as benchmarks/server_load.py's workers run) on the same database, o
 each kind the gunicorn worker process's CPU (user + system from ``/proc``, clock ticks as PostgreSQL's): beside the
 in-process table, what HTTP and the server add to each request. Measured (``--workers 100 --gunicorn``, issue 38
 item 12): load 1.1, in-process 13.9 ms app CPU a worker (plain votes 0.18 ms each), over HTTP 29.8 ms (plain votes
-0.74 ms each): gunicorn's HTTP work (parse, answer, the gthread poller's hand-offs) adds about 0.6 ms to every
-request, more than a vote's own CPU; load 2.4, 31.9 against 57.2 ms. The ``Instrumented`` middleware with its
+0.74 ms each): the server process adds about 0.6 ms to every request, more than a vote's own CPU: gunicorn's HTTP
+work (parse, answer, the gthread poller's hand-offs; a bare 403 through Flask costs a gunicorn worker 0.45-0.74 ms,
+the baseline's as perceptlab's) and the app's code running slower among threads; load 2.4, 31.9 against 57.2 ms. The ``Instrumented`` middleware with its
 JSON access line and multiprocess metrics is 15-20 us of it (benchmarks/middleware_cpu.py).
 
 ``--show-sql`` prints the statements of one worker; ``--profile N`` cProfiles N more workers (their requests
