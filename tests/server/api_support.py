@@ -46,9 +46,9 @@ def _ref_remembering_valid_instances(validator, ref: str, instance: Any, schema:
 
     Validation is a pure function of the schema and the instance's JSON value, and the API tests send the
     same parts of a state again and again (a page's trials in the answer to each of its votes, each state
-    kind tried against every ``oneOf`` branch): about 10 % of the CPU of the allocation tests went to
-    validating them again. Only valid results are kept, so an invalid instance is validated, and its errors
-    reported, as before.
+    kind tried against every ``oneOf`` branch): validation took about a tenth of the CPU of the allocation
+    tests (1.5 of 15 s in a gold recurrence test), a fifth less with this. Only valid results are kept, so an
+    invalid instance is validated, and its errors reported, as before.
     """
     try:
         key = (validator._resolver._base_uri, ref, json.dumps(instance, sort_keys=True, allow_nan=False))
