@@ -732,7 +732,10 @@ def drive(urls: list[str], slug: str, **options) -> DriveReport:
     -------
     DriveReport
     """
-    return asyncio.run(drive_async(urls, slug, **options))
+    # In a thread of its own: asyncio.run() cannot nest, and a test worker that has run a browser test keeps
+    # Playwright's sync API's event loop running in its main thread.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, drive_async(urls, slug, **options)).result()
 
 
 # ----------------------------------------------------------------------------- checks

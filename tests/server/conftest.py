@@ -434,16 +434,24 @@ def gold_side(app, trial: dict) -> str | None:
     Read from the database, as the server judges votes: nothing a worker receives tells gold
     from real pairs, nor which gold image is the better one (neither is the reference's file).
     """
+    trial_id = int(trial["trial_id"])
+    return gold_sides(app, [trial_id])[trial_id]
+
+
+def gold_sides(app, trial_ids) -> dict[int, str | None]:
+    """:func:`gold_side` of each of ``trial_ids`` (from one query): a trial missing from the database is
+    missing from the answer."""
     from sqlalchemy import select
 
     from server.paradigms.paired.models import Pair, Trial
 
     with app_services(app).sessions() as session:
-        row = session.execute(select(Trial.left_is_a, Trial.is_gold, Pair.gold_winner_id, Pair.stimulus_a_id)
-                              .join(Pair, Trial.pair_id == Pair.id).where(Trial.id == int(trial["trial_id"]))).one()
-    if not row.is_gold:  # the trial's flag: a design pair chosen as gold is also shown as a real trial
-        return None
-    return "left" if (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right"
+        rows = session.execute(select(Trial.id, Trial.left_is_a, Trial.is_gold, Pair.gold_winner_id,
+                                      Pair.stimulus_a_id)
+                               .join(Pair, Trial.pair_id == Pair.id).where(Trial.id.in_(list(trial_ids)))).all()
+    # The trial's flag: a design pair chosen as gold is also shown as a real trial.
+    return {row.id: None if not row.is_gold else
+            "left" if (row.gold_winner_id == row.stimulus_a_id) == row.left_is_a else "right" for row in rows}
 
 
 def held_count_problems(app) -> list[str]:
@@ -471,6 +479,10 @@ def _flask_app(client):
 
 class WorkerClient:
     """A simulated worker over the Flask test client, for API tests."""
+
+    # The trials of the page being answered (answer_page): the first question about the gold side of one of
+    # them reads the sides of all of them, in one query instead of one a trial.
+    page_trials: list[dict] = []
 
     def __init__(self, client, slug: str, worker_id: str | None = None, platform: str = "mturk"):
         self.client = client
@@ -513,8 +525,14 @@ class WorkerClient:
         return response.json
 
     def gold_side(self, trial: dict) -> str | None:
-        """The side of a gold trial's better image; None for a real pair (see :func:`gold_side`)."""
-        return gold_side(_flask_app(self.client), trial)
+        """The side of a gold trial's better image; None for a real pair (see :func:`gold_side`). The first
+        question about a trial of the page being answered reads the sides of all its trials."""
+        trial_id = int(trial["trial_id"])
+        known = self.__dict__.setdefault("known_gold_sides", {})  # a trial's gold side never changes
+        if trial_id not in known:
+            page = {int(other["trial_id"]) for other in self.page_trials}
+            known.update(gold_sides(_flask_app(self.client), ({trial_id} | page) - set(known)))
+        return known[trial_id]
 
     def correct_side(self, trial: dict) -> str:
         """The right answer of a gold trial, else "left" (real pairs have no right answer)."""
@@ -528,7 +546,8 @@ class WorkerClient:
     def answer_page(self, choose) -> dict:
         """Answer every open trial of the current page with ``choose(trial) -> side``; return the last body."""
         body = {}
-        for trial in self.state()["page"]["trials"]:
+        self.page_trials = self.state()["page"]["trials"]
+        for trial in self.page_trials:
             if not trial["answered"]:
                 response = self.vote(trial["trial_id"], choose(trial))
                 assert response.status_code == 201, response.json
