@@ -78,9 +78,8 @@ AWAITING_REVIEW = "AWAITING REVIEW"
 BONUS_BATCH = 200            # participants per bulk bonus payment
 # A pay call whose answer was lost is not repeated before Prolific has had this long to show the bonus.
 SETTLE = dt.timedelta(hours=1)
-# Inner windows (CSS px) a device class offers at the least: a tablet in landscape, a phone in portrait.
-TABLET_WINDOW = (1024, 690)
-PHONE_WINDOW = (360, 560)
+# Prolific's names of the device classes (server/paradigms/display.py DEVICE_CLASSES).
+PROLIFIC_DEVICES = {"desktop": "desktop", "tablet": "tablet", "phone": "mobile"}
 BONUS_REASON = "Bonus for {extra} extra {unit}(s) of the study {slug}. Thank you!"
 
 
@@ -465,14 +464,8 @@ def study_url(host: str, study: Study) -> str:
 
 def devices(requirement) -> tuple[str, ...]:
     """Prolific's ``device_compatibility`` from a study's :class:`~server.paradigms.display.WindowRequirement`:
-    desktop always; a tablet or a phone only when the study needs no mouse and its smallest window fits the
-    device class's (:data:`TABLET_WINDOW`, :data:`PHONE_WINDOW`)."""
-    allowed = ["desktop"]
-    if not requirement.needs_mouse:
-        for name, window in (("tablet", TABLET_WINDOW), ("mobile", PHONE_WINDOW)):
-            if requirement.fits(window):
-                allowed.append(name)
-    return tuple(allowed)
+    the classes its device rule admits (``WindowRequirement.devices``), in Prolific's names."""
+    return tuple(PROLIFIC_DEVICES[name] for name in requirement.devices())
 
 
 def internal_name(study: Study) -> str:

@@ -102,7 +102,8 @@ def list_studies(database_url: str | None) -> None:
 @study_group.command("show")
 @click.argument("slug")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print JSON: slug, name, kind, status, progress, settings and display (policy, min_window).")
+              help="Print JSON: slug, name, kind, status, progress, settings, display (policy, min_window) and "
+                   "devices (the device classes admitted).")
 @DATABASE_OPTION
 def show(slug: str, as_json: bool, database_url: str | None) -> None:
     """Show a study's parameters and progress."""
@@ -119,7 +120,9 @@ def show(slug: str, as_json: bool, database_url: str | None) -> None:
         click.echo(f"stimuli: {study.stimulus_root}")
         click.echo(_summary(session, study))
         click.echo(time_and_wage(session, study)[0])
-        click.echo(window_line(_requirement(session, study)))
+        requirement = _requirement(session, study)
+        click.echo(window_line(requirement))
+        click.echo(f"devices admitted: {', '.join(requirement.devices())}")
         for warning in _warnings(session, study):
             click.echo(warning, err=True)
         for key, value in study.config.items():
@@ -301,7 +304,8 @@ def _requirement(session, study):
 
 
 def _show_json(session, study) -> str:
-    """``study show --json``: ``display.min_window`` is ``[width, height]`` in CSS px (at devicePixelRatio 1)."""
+    """``study show --json``: ``display.min_window`` is ``[width, height]`` in CSS px (at devicePixelRatio 1);
+    ``devices`` the device classes the study admits (desktop, tablet, phone: ``WindowRequirement.devices``)."""
     import json
 
     from server.paradigms import paradigm_for
@@ -316,6 +320,7 @@ def _show_json(session, study) -> str:
             "display": {"policy": requirement.policy, "min_window": list(requirement.min_window),
                         "needs_mouse": requirement.needs_mouse, "laptop_window": list(LAPTOP_WINDOW),
                         "fits_laptop": requirement.fits()},
+            "devices": list(requirement.devices()),
             "media": show_media(study.config)}
     return json.dumps(data, indent=1, default=str)
 

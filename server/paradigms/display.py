@@ -19,11 +19,17 @@ Every paradigm declares what its pages need before consent (:class:`WindowRequir
 ``Paradigm.window_requirement``): the entry pages (HIT preview, consent, instructions) state it and
 check the window and the device in the browser (``experiment_ui/static/js/device_check.js``), which
 applies the device's own ratio to the requirement's layouts.
+
+The device rule is here too, once: which device classes (desktop, tablet, phone) a study admits follows from
+its window (:meth:`WindowRequirement.devices`, which Prolific's device list, ``study show`` and the entry pages
+use), and what class a device is follows from its input and its screen (:func:`device_class`; the entry pages
+get the user agent's verdict and the threshold from the server, :meth:`WindowRequirement.to_page`).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +38,37 @@ from .media import PROBE_BYTES
 POLICIES = ("fit", "pixel_exact")
 # The inner window of the common laptops: a 1366x768 screen leaves about 1366x657 inside the browser.
 LAPTOP_WINDOW = (1366, 657)
+
+# The device classes a study may admit, from the most to the least capable.
+DEVICE_CLASSES = ("desktop", "tablet", "phone")
+# The inner window (CSS px) each small device class offers at the least, so that a study whose window fits it
+# works on every device of the class: a 10" tablet in landscape (1024 x 768 less the browser's bars) and a
+# small phone in portrait (360 x 640 less its bars).
+TABLET_WINDOW = (1024, 690)
+PHONE_WINDOW = (360, 560)
+# A touch device whose screen's shorter side (CSS px) is below this is a phone, from it up a tablet:
+# Android's own split (its sw600dp qualifier), with every phone (360-430) below and every tablet (7" 600,
+# iPad mini 744, iPad 810+) above.
+PHONE_SHORT_SIDE = 600
+# Phones and tablets name themselves in their user agent (Android tablets omit "Mobile" but say "Android";
+# iPadOS's Safari poses as a Mac and is caught by its touch-only input instead, :func:`device_class`).
+MOBILE_USER_AGENT = re.compile(r"Mobi|Android|iPhone|iPod|iPad|Windows Phone", re.IGNORECASE)
+
+
+def mobile_user_agent(headers: Mapping[str, str]) -> bool:
+    """Whether a request's headers say it comes from a phone or a tablet: the ``Sec-CH-UA-Mobile`` client
+    hint, or the ``User-Agent`` (:data:`MOBILE_USER_AGENT`)."""
+    return headers.get("Sec-CH-UA-Mobile") == "?1" or bool(MOBILE_USER_AGENT.search(headers.get("User-Agent") or ""))
+
+
+def device_class(mobile_ua: bool, touch_only: bool, screen: Sequence[int]) -> str:
+    """The class of a device (one of :data:`DEVICE_CLASSES`): a desktop unless its user agent says mobile or
+    it has a touch screen and no fine pointer; then a phone when its screen's shorter side is below
+    :data:`PHONE_SHORT_SIDE`, else a tablet. device_check.js ``deviceClass`` applies the same rule to the
+    numbers :meth:`WindowRequirement.to_page` gives it."""
+    if not (mobile_ua or touch_only):
+        return "desktop"
+    return "phone" if min(screen) < PHONE_SHORT_SIDE else "tablet"
 
 
 @dataclass(frozen=True)
@@ -103,6 +140,15 @@ class WindowRequirement:
         """Whether a window of this size (CSS px, ratio 1) is enough."""
         return self.min_window[0] <= window[0] and self.min_window[1] <= window[1]
 
+    def devices(self) -> tuple[str, ...]:
+        """The device classes the study admits (the one device rule): desktop always; a tablet or a phone when
+        the study needs no mouse and its window fits the class's least window (:data:`TABLET_WINDOW`,
+        :data:`PHONE_WINDOW`). Prolific's device list, ``study show`` and the entry pages' check use it."""
+        if self.needs_mouse:
+            return ("desktop",)
+        small = (("tablet", TABLET_WINDOW), ("phone", PHONE_WINDOW))
+        return ("desktop", *(name for name, window in small if self.fits(window)))
+
     def describe(self) -> str:
         """"1212 x 571 CSS px (fit, images at 0.5 of their size or more)" for the CLI."""
         w, h = self.min_window
@@ -112,9 +158,14 @@ class WindowRequirement:
             how = f"fit: images at {self.min_image_scale:g} of their display size or more"
         return f"{w} x {h} CSS px ({how})"
 
-    def to_page(self) -> dict[str, Any]:
-        """The JSON the entry pages' device check reads (device_check.js)."""
-        return {"min_window": list(self.min_window), "policy": self.policy, "needs_mouse": self.needs_mouse,
+    def to_page(self, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The JSON the entry pages' device check reads (device_check.js): with the request's ``headers``,
+        the device rule's data too (the admitted classes, whether the user agent is mobile, the phone
+        threshold), so that the browser applies the server's rule rather than a copy of it."""
+        rule = {} if headers is None else {"mobile_ua": mobile_user_agent(headers),
+                                           "phone_short_side": PHONE_SHORT_SIDE}
+        return {**rule, "devices": list(self.devices()), "min_window": list(self.min_window), "policy": self.policy,
+                "needs_mouse": self.needs_mouse,
                 "layouts": [layout.to_page() for layout in self.layouts],
                 "min_image_scale": self.min_image_scale, "floor": list(self.floor), "decode": list(self.decode),
                 "min_mbps": self.min_mbps, "probe_bytes": PROBE_BYTES}

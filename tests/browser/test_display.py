@@ -46,6 +46,9 @@ ENVIRONMENT = ("PERCEPTLAB_INSTANCE", "PERCEPTLAB_DATABASE_URL", "PERCEPTLAB_SEC
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3,
          "user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like "
                        "Gecko) Version/17.0 Mobile/15E148 Safari/604.1"}
+TABLET = {"viewport": {"width": 1366, "height": 1000}, "has_touch": True, "device_scale_factor": 2,
+          "user_agent": "Mozilla/5.0 (iPad; CPU OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+                        "Version/17.0 Mobile/15E148 Safari/604.1"}
 
 # Where the images of the view on screen are, against the window, and at which scale.
 VIEW_JS = """() => {
@@ -320,7 +323,10 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
         page.goto(f"{lab['url']}/s/{slug}?participant=P-{slug}")
         expect(page.locator("main#consent")).to_be_visible()
         expect(page.locator("#device-check")).to_have_attribute("data-device", "phone")
-        expect(page.locator(".device-problem")).to_contain_text("cannot be done on a phone or tablet")
+        # The pixel_exact study needs a computer; the launch defaults' 1000 x 600 a tablet too.
+        expect(page.locator(".device-problem")).to_contain_text(
+            "cannot be done on a phone or tablet" if slug == PIXEL_SLUG
+            else "cannot be done on a phone: it needs a computer or a tablet")
         expect(page.locator(".device-problem")).to_contain_text("You cannot take part on this device")
         expect(page.locator("form[data-needs-device]")).to_be_hidden()
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -336,6 +342,53 @@ def test_pixel_exact_tells_small_windows_and_phones_at_entry_before_consent(brow
         expect(page.locator("#device-check")).to_have_attribute("data-device", "phone")
         expect(page.locator(".device-problem")).to_contain_text("Please return this HIT")
         context.close()
+
+
+def test_a_tablet_that_fits_is_admitted_and_a_phone_is_refused_with_the_reason(browser, lab, screenshot):
+    """The device rule (WindowRequirement.devices): a tablet (iPad user agent, touch, 1366x1000) enters the launch
+    defaults' study, whose 1000 x 600 fits a tablet, but not the pixel_exact one, which needs a computer; a phone
+    is refused from the 1000 x 600 study, told why and what it needs."""
+    shown = lab["outputs"][f"show {SLUG}"]
+    assert shown["display"]["min_window"] == [1000, 600] and shown["devices"] == ["desktop", "tablet"]
+    assert lab["outputs"][f"show {PIXEL_SLUG}"]["devices"] == ["desktop"]
+    context = browser.new_context(**TABLET)
+    page = context.new_page()
+    page.goto(f"{lab['url']}/s/{SLUG}?participant=TAB1")
+    expect(page.locator("#device-check")).to_have_attribute("data-device", "ok")
+    expect(page.locator(".device-problem")).to_be_hidden()
+    expect(page.locator("#btn-consent")).to_be_visible()
+    expect(page.locator("#device-needs")).to_contain_text("Needs a computer or a tablet (no phone)")
+    screenshot(page, "tablet-consent-1366x1000")
+    # The browser classes devices as the server's device_class does, from the data the page carries.
+    from server.paradigms.display import device_class
+
+    envs = [(mobile, touch, screen) for mobile in (False, True) for touch in (False, True)
+            for screen in ((390, 844), (1366, 1000), (599, 960), (600, 960))]
+    classes = page.evaluate("""async (envs) => {
+      const { deviceClass } = await import('/static/js/device_check.js');
+      const rule = JSON.parse(document.getElementById('device-check').dataset.requirement);
+      return envs.map(([mobile, touchOnly, [screenWidth, screenHeight]]) =>
+        deviceClass({ ...rule, mobile_ua: mobile }, { touchOnly, screenWidth, screenHeight }));
+    }""", [[m, t, list(s)] for m, t, s in envs])
+    assert classes == [device_class(m, t, s) for m, t, s in envs]
+    assert set(classes) == {"desktop", "tablet", "phone"}
+    # The same tablet at a study that needs more than a tablet's window: refused as a tablet.
+    page.goto(f"{lab['url']}/s/{PIXEL_SLUG}?participant=TAB2")
+    expect(page.locator("#device-check")).to_have_attribute("data-device", "tablet")
+    expect(page.locator(".device-problem")).to_contain_text("cannot be done on a phone or tablet")
+    expect(page.locator("form[data-needs-device]")).to_be_hidden()
+    context.close()
+
+    context = browser.new_context(**PHONE)
+    page = context.new_page()
+    page.goto(f"{lab['url']}/s/{SLUG}?participant=PH1")
+    expect(page.locator("#device-check")).to_have_attribute("data-device", "phone")
+    expect(page.locator(".device-problem")).to_contain_text(
+        "This study cannot be done on a phone: it needs a computer or a tablet with a browser window of at least "
+        "1000 × 600 pixels.")
+    expect(page.locator(".device-problem")).to_contain_text("You cannot take part on this device")
+    expect(page.locator("form[data-needs-device]")).to_be_hidden()
+    context.close()
 
 
 def test_pixel_exact_shows_one_image_pixel_per_device_pixel(browser, lab, screenshot):

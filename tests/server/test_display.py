@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from server.cli import cli
 from server.paradigms import StudyDefinitionError, read_study_file
-from server.paradigms.display import LAPTOP_WINDOW, Layout, WindowRequirement, layout_window
+from server.paradigms.display import (LAPTOP_WINDOW, PHONE_SHORT_SIDE, TABLET_WINDOW, Layout, WindowRequirement,
+                                      device_class, layout_window, mobile_user_agent)
 from server.paradigms.paired.window import (PC_CHROME, pc_chrome_size, pc_layout, pc_requirement, pc_views,
                                             window_needed)
 from server.services import app_services
@@ -122,6 +123,7 @@ def test_study_create_states_the_window_refuses_a_large_one_and_show_json_report
     assert json.loads(_cli("study", "show", "large", "--json", "--database-url", url).output)["display"] == {
         "policy": "fit", "min_window": [1400, 600], "needs_mouse": False, "laptop_window": [1366, 657],
         "fits_laptop": False}
+    assert json.loads(_cli("study", "show", "large", "--json", "--database-url", url).output)["devices"] == ["desktop"]
 
 
 def test_prepare_prints_the_window_of_each_policy(tmp_path, demo_stimuli):
@@ -180,6 +182,78 @@ def test_entry_pages_state_and_check_the_requirement_before_consent(app, demo_st
         assert "1000 &times; 600" not in html or (w, h) == (1000, 600)
     assert 'id="consent"' in consent and "<form data-needs-device" in consent
     assert 'data-platform="link"' in consent
+
+
+# ---------------------------------------------------------------- the device rule
+
+def test_the_device_classes_a_study_admits_follow_its_window():
+    assert WindowRequirement(min_window=(1366, 657)).devices() == ("desktop",)
+    assert WindowRequirement(min_window=(1000, 600)).devices() == ("desktop", "tablet")
+    assert WindowRequirement(min_window=TABLET_WINDOW).devices() == ("desktop", "tablet")
+    assert WindowRequirement(min_window=(1025, 600)).devices() == ("desktop",)
+    assert WindowRequirement(min_window=(360, 560)).devices() == ("desktop", "tablet", "phone")
+    assert WindowRequirement(min_window=(390, 560)).devices() == ("desktop", "tablet")
+    assert WindowRequirement(min_window=(360, 480), needs_mouse=True).devices() == ("desktop",)
+
+
+def test_a_device_is_classed_by_its_input_and_its_screen():
+    iphone = {"User-Agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1"}
+    android_tablet = {"User-Agent": "Mozilla/5.0 (Linux; Android 14; SM-X710) Chrome/120.0 Safari/537.36"}
+    mac = {"User-Agent": "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) Safari/605.1.15"}
+    assert mobile_user_agent(iphone) and mobile_user_agent(android_tablet) and not mobile_user_agent(mac)
+    assert mobile_user_agent({**mac, "Sec-CH-UA-Mobile": "?1"}) and not mobile_user_agent({})
+    assert device_class(False, False, (390, 844)) == "desktop"      # a small desktop window is a desktop
+    assert device_class(True, False, (390, 844)) == "phone"
+    assert device_class(True, False, (844, 390)) == "phone"         # in landscape too
+    assert device_class(True, False, (1366, 1000)) == "tablet"
+    assert device_class(False, True, (1024, 1366)) == "tablet"      # iPadOS posing as a Mac: touch only
+    assert device_class(True, True, (PHONE_SHORT_SIDE, 960)) == "tablet"
+    assert device_class(True, True, (PHONE_SHORT_SIDE - 1, 960)) == "phone"
+
+
+# The study's [display] window -> the classes it admits (the demo's images, at min_image_scale 0.2, need less
+# than each floor).
+DEVICE_STUDIES = {"desk": ((1300, 680), ("desktop",)), "tab": ((1000, 600), ("desktop", "tablet")),
+                  "any": ((360, 560), ("desktop", "tablet", "phone"))}
+
+
+def test_prolific_study_show_and_the_entry_pages_admit_the_same_devices(app, database_url, demo_stimuli, tmp_path):
+    from server.prolific import devices as prolific_devices
+
+    client = app.test_client()
+    for slug, ((width, height), admitted) in DEVICE_STUDIES.items():
+        create_test_study(app, demo_stimuli, tmp_path, slug, **SMALL_STUDY, display={
+            "min_window_width": width, "min_window_height": height, "min_image_scale": 0.2})
+        shown = json.loads(_cli("study", "show", slug, "--json", "--database-url", database_url).output)
+        assert shown["display"]["min_window"] == [width, height]
+        assert tuple(shown["devices"]) == admitted
+        assert f"devices admitted: {', '.join(admitted)}" in _cli("study", "show", slug, "--database-url",
+                                                                  database_url).output
+        with app_services(app).sessions() as session:
+            from sqlalchemy import select
+
+            from server.models import Study
+            from server.paradigms import paradigm_for
+            study_row = session.scalar(select(Study).where(Study.slug == slug))
+            requirement = paradigm_for(study_row).window_requirement(session, study_row)
+        assert prolific_devices(requirement) == tuple("mobile" if d == "phone" else d for d in admitted)
+        consent = client.get(f"/s/{slug}?participant=D-{slug}", follow_redirects=True).get_data(as_text=True)
+        assert tuple(_requirement_of_page(consent)["devices"]) == admitted
+        stated = {1: "a computer (no phone or tablet)", 2: "a computer or a tablet (no phone)",
+                  3: "a computer, a tablet or a phone"}[len(admitted)]
+        assert stated in consent
+
+
+def test_the_entry_pages_carry_the_servers_verdict_on_the_user_agent(app, study):
+    client = app.test_client()
+    rules = {}
+    for name, agent in (("ipad", "Mozilla/5.0 (iPad; CPU OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1"),
+                        ("desktop", "Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0 Safari/537.36")):
+        html = client.get(f"/s/{study}?participant=U-{name}", follow_redirects=True,
+                          headers={"User-Agent": agent}).get_data(as_text=True)
+        rules[name] = _requirement_of_page(html)
+    assert rules["ipad"]["mobile_ua"] is True and rules["desktop"]["mobile_ua"] is False
+    assert rules["ipad"]["phone_short_side"] == PHONE_SHORT_SIDE
 
 
 def test_a_paradigm_packages_browser_code_is_served_under_its_kind(app):

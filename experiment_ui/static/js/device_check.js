@@ -1,8 +1,10 @@
 // The entry pages' device check (HIT preview, consent, instructions; _device_check.html): before
 // anyone consents or accepts a HIT, the page checks the device and the window against what the
 // study's pages need (the paradigm's WindowRequirement, server/paradigms/display.py) and says
-// plainly when it cannot work here: a phone, a touch-only device where a mouse is needed, a screen
-// too small, or a window too small (that one goes away by itself once the window is large enough).
+// plainly when it cannot work here: a device of a class the study does not admit (a phone, a tablet;
+// the server's rule, WindowRequirement.devices, and its data: whether the user agent is mobile, the
+// phone threshold), a screen too small, or a window too small (that one goes away by itself once the
+// window is large enough).
 // While a problem stands, the page's `[data-needs-device]` parts (the consent form, the start
 // button) are hidden. On the consent page of a video study (`data-unable`), the connection check
 // (media.js measureConnection) downloads the test file; a connection too slow for the clips, or a browser
@@ -14,8 +16,6 @@ import { decodingProblems, measureConnection } from './media.js';
 
 /** What the browser says about itself (kept in one place so that the check is a pure function). */
 export function environment() {
-  const ua = navigator.userAgent || '';
-  const uaMobile = navigator.userAgentData ? navigator.userAgentData.mobile : undefined;
   const media = (query) => window.matchMedia && window.matchMedia(query).matches;
   return {
     width: window.innerWidth,
@@ -23,8 +23,6 @@ export function environment() {
     screenWidth: (window.screen && (window.screen.availWidth || window.screen.width)) || window.innerWidth,
     screenHeight: (window.screen && (window.screen.availHeight || window.screen.height)) || window.innerHeight,
     dpr: window.devicePixelRatio || 1,
-    // Phones and tablets say so in their user agent (iPadOS poses as a Mac, but has no fine pointer).
-    mobile: uaMobile === true || /Mobi|Android|iPhone|iPod|iPad|Windows Phone/i.test(ua),
     // No mouse, touchpad or pen anywhere: a touch screen only.
     touchOnly: media('(pointer: coarse)') && !media('(any-pointer: fine)'),
   };
@@ -41,25 +39,41 @@ export function neededWindow(requirement, dpr) {
 }
 
 /**
+ * This device's class under the server's rule (display.py device_class, with the data `rule` carries: the
+ * server's verdict on the user agent, `mobile_ua`, and `phone_short_side`): desktop | tablet | phone.
+ */
+export function deviceClass(rule, env) {
+  if (!(rule.mobile_ua || env.touchOnly)) return 'desktop';
+  return Math.min(env.screenWidth, env.screenHeight) < rule.phone_short_side ? 'phone' : 'tablet';
+}
+
+/** Why a device of a class the study does not admit is turned away, saying which it admits (`devices`). */
+function refusal(devices, needsMouse, size) {
+  const mouse = needsMouse ? ' with a mouse or a touchpad' : '';
+  if (devices.includes('tablet')) {
+    return `This study cannot be done on a phone: it needs a computer or a tablet with a browser window of at `
+      + `least ${size} pixels.`;
+  }
+  return `This study cannot be done on a phone or tablet: it needs a computer (laptop or desktop)${mouse} with a `
+    + `browser window of at least ${size} pixels.`;
+}
+
+/**
  * The problems of this device for the study, most serious first (empty: it can take part).
- * @returns {{code: string, text: string}[]} code: phone | touch_only | screen_too_small | window_too_small
+ * @returns {{code: string, text: string}[]} code: phone | tablet (a class the study does not admit) |
+ *   screen_too_small | window_too_small
  */
 export function deviceProblems(requirement, env) {
   const need = neededWindow(requirement, env.dpr);
   const size = `${need.width} × ${need.height}`;
-  const problems = [];
-  if (env.mobile) {
-    problems.push({ code: 'phone', text: 'This study cannot be done on a phone or tablet: it needs a computer '
-      + `(laptop or desktop) with a browser window of at least ${size} pixels.` });
-  } else if (requirement.needs_mouse && env.touchOnly) {
-    problems.push({ code: 'touch_only', text: 'This study needs a mouse or a touchpad; this device has a touch '
-      + 'screen only.' });
+  const device = deviceClass(requirement, env);
+  if (!requirement.devices.includes(device)) {
+    return [{ code: device, text: refusal(requirement.devices, requirement.needs_mouse, size) }];
   }
+  const problems = [];
   if (env.screenWidth < need.width || env.screenHeight < need.height) {
-    if (!env.mobile) {
-      problems.push({ code: 'screen_too_small', text: `This screen is too small for this study: it needs a browser `
-        + `window of at least ${size} pixels inside, and this screen has ${env.screenWidth} × ${env.screenHeight}.` });
-    }
+    problems.push({ code: 'screen_too_small', text: `This screen is too small for this study: it needs a browser `
+      + `window of at least ${size} pixels inside, and this screen has ${env.screenWidth} × ${env.screenHeight}.` });
   } else if (env.width < need.width || env.height < need.height) {
     problems.push({ code: 'window_too_small', text: `Your browser window is ${env.width} × ${env.height} pixels `
       + `inside; this study needs at least ${size}. Maximise the window or switch to full screen (F11; on a Mac `
