@@ -86,6 +86,28 @@ def test_arrow_keys_and_handle_resize_the_card(page):
     assert card(page) == pytest.approx((w1 - 1, h1 + 10), abs=0.01)
 
 
+@pytest.mark.parametrize("size", [(1366, 657), (1280, 600)])
+def test_card_is_drawn_at_the_size_it_reports_up_to_where_it_stops(page, size):
+    """Issue 39: the card's column once capped it at 448 px (5.23 px/mm) while the figures kept growing.
+    Now, however large the card is set, the drawn box is px/mm x 85.6 mm wide; the keys stop where the
+    column ends, far above the px/mm of a 1366 x 768 11.6-inch laptop (5.3), and nothing scrolls."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    open_calibration(page, ACCEPTED)
+    assert page.evaluate("document.documentElement.scrollHeight") <= size[1]  # fits as it starts
+    previous = None
+    while card(page)[0] != previous:
+        previous = card(page)[0]
+        page.keyboard.press("Shift+ArrowRight")
+        px_per_mm = float(page.get_attribute("#calib-size", "data-px-per-mm"))
+        box = page.locator("#calib-card").bounding_box()
+        assert box["width"] == pytest.approx(px_per_mm * 85.6, abs=1)
+        assert box["height"] == pytest.approx(px_per_mm * 53.98, abs=1)
+    assert px_per_mm > 8  # a 1920 px wide 13.3-inch screen at 100 % is 6.5 px/mm
+    stage = page.locator(".calib-stage").bounding_box()
+    assert box["x"] >= stage["x"] - 0.5 and box["x"] + box["width"] <= stage["x"] + stage["width"] + 0.5
+    assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
+
+
 def test_px_per_mm_distance_refresh_and_post_body(page):
     posted = open_calibration(page, ACCEPTED)
     # Make the card about 400 x 250 px: shape kept to 400 px wide, then the height set separately.

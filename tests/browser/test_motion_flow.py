@@ -178,8 +178,10 @@ def test_default_study_full_session(page, app, live_server, motion_clips, tmp_pa
     """The main session as `perceptlab study template --motion` makes it: 6 practice and a full main
     session of 80 trials (2 clips x 10 probes x 4 repetitions), all in the browser, after an RDK
     screening of 6 practice and 10 test trials. (The template's 80 RDK test trials are the same
-    trial 80 times in the browser; test_motion_api walks the whole default study through the API.)"""
-    slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-default",
+    trial 80 times in the browser; test_motion_api walks the whole default study through the API.)
+    Four clips (``four.json``): the demo's clips have only the 10 probes a session tests, so the
+    practice takes the probes of the two clips the session does not show (never its own)."""
+    slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="motion-default",
                                screening={"rdk_practice": 6, "rdk_trials": 10})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -187,6 +189,8 @@ def test_default_study_full_session(page, app, live_server, motion_clips, tmp_pa
     check_study_record(app, page, "AFULL1", shown, 80, {"rdk_practice": 6, "rdk_trials": 10, "practice_needed": 6})
     main = [t for t in shown if t["kind"] == "main" and not t["practice"]]
     assert len({t["clip"]["clip_id"] for t in main}) == 2
+    practice = [t for t in shown if t["kind"] == "main" and t["practice"]]
+    assert practice and not {t["clip"]["clip_id"] for t in practice} & {t["clip"]["clip_id"] for t in main}
     assert sorted({(t["clip"]["clip_id"], t["probe"]["probe_id"], t["repetition"]) for t in main}) == sorted(
         (c, p, r) for c in {t["clip"]["clip_id"] for t in main} for p in {t["probe"]["probe_id"] for t in main
                                                                           if t["clip"]["clip_id"] == c}

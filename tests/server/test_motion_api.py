@@ -99,9 +99,60 @@ def test_scripted_worker_through_calibration_screening_practice_and_main(app, mo
     assert count(app, MotionResponse) == 3 + 8 + 2 + 12 == count(app, FrameLog)
 
 
+def _warnings(app, slug: str) -> list[str]:
+    from server.paradigms import paradigm_for
+
+    with app_services(app).sessions() as session:
+        study = session.scalar(select(Study).where(Study.slug == slug))
+        return paradigm_for(study).study_warnings(session, study)
+
+
+def _main_block(app, slug: str, worker_id: str = "PRACTICE1") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """A worker's main block: the (clip, probe) of its practice trials and of its test trials."""
+    worker = MotionWorker(app, slug, platform="mturk", worker_id=worker_id)
+    worker.start()
+    worker.calibrate()
+    assert worker.answer_block()["stage"] == "main"
+    trials = worker.state()["trials"]
+    keys = [(t["practice"], (t["clip"]["clip_id"], t["probe"]["probe_id"])) for t in trials]
+    return [k for p, k in keys if p], [k for p, k in keys if not p]
+
+
+def test_practice_never_shows_a_probe_the_session_tests(app, motion_clips, tmp_path):
+    """Issue 39: with 5 of each clip's 10 probes tested, practice once showed the true motion of 6 of the
+    20 test trials' probes; now it uses the untested p05-p09."""
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="practice-untested",
+                               session={"probes_per_clip": 5, "repetitions": 1},
+                               practice={"practice_needed": 6, "practice_max": 10},
+                               screening={"rdk_practice": 0, "rdk_trials": 3})
+    practice, tests = _main_block(app, slug)
+    assert len(practice) == 6 and len(tests) == 10
+    assert not set(practice) & set(tests)
+    assert {probe for _, probe in practice} <= {f"p0{k}" for k in range(5, 10)}
+    assert _warnings(app, slug) == []
+
+
+def test_practice_without_untested_probes_uses_other_clips_and_warns(app, motion_clips, tmp_path):
+    """Every probe tested: practice takes probes of clips outside the session, never the session's own;
+    ``study create`` warns of it."""
+    slug = create_motion_study(app, motion_clips.parent / "four.json", tmp_path, slug="practice-others",
+                               session={"probes_per_clip": 10, "repetitions": 1, "clips_per_session": 1},
+                               practice={"practice_needed": 3, "practice_max": 5},
+                               screening={"rdk_practice": 0, "rdk_trials": 3})
+    practice, tests = _main_block(app, slug)
+    assert len(practice) == 3 and len(tests) == 10
+    assert not {clip for clip, _ in practice} & {clip for clip, _ in tests}
+    [warning] = _warnings(app, slug)
+    assert "no probe is left for practice" in warning and "other sessions test" in warning
+
+
 def test_full_default_session_of_80_main_trials(app, motion_clips, tmp_path):
-    """The default parameters: 6 RDK practice + 80 RDK trials, 6 main practice + 2 clips x 10 probes x 4."""
+    """The default parameters: 6 RDK practice + 80 RDK trials, then 2 clips x 10 probes x 4. The demo's
+    clips have 10 probes and a session shows both: no probe is left for practice, so there is none (a
+    practice trial would show the answer of test trials), and ``study create`` says so."""
     slug = create_motion_study(app, motion_clips, tmp_path, slug="motion-full")
+    [warning] = _warnings(app, slug)
+    assert "a session that shows every clip has no practice trials" in warning
     worker = MotionWorker(app, slug)
     worker.start()
     assert worker.calibrate().json["stage"] == "rdk"
@@ -109,7 +160,7 @@ def test_full_default_session_of_80_main_trials(app, motion_clips, tmp_path):
     rng = np.random.default_rng(0)
     assert worker.answer_block(noise=1.0, rng=rng)["stage"] == "main"
     state = worker.state()
-    assert state["block"]["trials_total"] == 80 and len(state["trials"]) == 86
+    assert state["block"]["trials_total"] == 80 and len(state["trials"]) == 80
     keys = [(t["clip"]["clip_id"], t["probe"]["probe_id"]) for t in state["trials"] if not t["practice"]]
     assert len(set(keys)) == 20 and all(keys.count(k) == 4 for k in set(keys))
     assert keys[:20] != sorted(keys)[:20]  # randomised order

@@ -8,6 +8,10 @@
 // d / tan 13.5°; `repetitions` sweeps are averaged.  The server recomputes it from the raw distances
 // (`blind_spot_px` of POST /calibration) and refuses anything outside 20-200 cm, as this page does.
 //
+// There is one viewing distance: the card step's (where the study's px_per_degree px make 1°, from the
+// card's px/mm; `targetCm`).  This step states it before the sweeps and, after them, how far the
+// measured distance is from it (within `blind_spot_tolerance`: keep it; else move and measure again).
+//
 // Keys: Space counts only while the dot moves (a held key's repeats do not); any other key, or Space
 // at any other moment, does nothing.  A sweep starts with the Start button (a click or Enter, never
 // Space, which is the answer key); a dot that reaches the left edge unanswered is a failed sweep.
@@ -27,6 +31,8 @@ export const info = Object.freeze({
     blind_spot_dot_mm: { type: 'float', default: 6, description: 'Diameter of the dot.' },
     blind_spot_min_cm: { type: 'float', default: 20, description: 'Nearest plausible distance (else: measure again).' },
     blind_spot_max_cm: { type: 'float', default: 200, description: 'Farthest plausible distance (else: measure again).' },
+    blind_spot_tolerance: { type: 'float', default: 0.1,
+                            description: 'Fraction the measured distance may differ from the card step\'s.' },
   }),
 });
 
@@ -34,6 +40,11 @@ export function defaults() {
   const out = {};
   for (const [name, spec] of Object.entries(info.parameters)) out[name] = spec.default;
   return out;
+}
+
+/** A distance as both calibration steps state it: "65 cm (26 inches)". */
+export function distanceText(cm) {
+  return `${Math.round(cm)} cm (${Math.round(cm / 2.54)} inches)`;
 }
 
 /** Viewing distance (cm) from the sweeps' square-to-dot distances (px) and the card's px/mm. */
@@ -49,12 +60,14 @@ export function blindSpotDistance(sweepsPx, pxPerMm, deg = 13.5) {
 export class BlindSpot {
   /**
    * @param {HTMLElement} container
-   * @param {{pxPerMm: number, params?: object}} options
+   * @param {{pxPerMm: number, targetCm: number, params?: object}} options
+   *   targetCm: the viewing distance the card step stated (the study's one distance)
    */
-  constructor(container, { pxPerMm, params = {} }) {
+  constructor(container, { pxPerMm, targetCm, params = {} }) {
     this.container = container;
     this.params = { ...defaults(), ...params };
     this.pxPerMm = pxPerMm;
+    this.targetCm = targetCm;
     this.sweeps = [];
     this.moving = false;
     this.frame = null;
@@ -77,7 +90,10 @@ export class BlindSpot {
     this.startButton = el('button', { type: 'button', id: 'bs-start', class: 'pc-button pc-button-primary', text: 'Start' });
     this.redoButton = el('button', { type: 'button', id: 'bs-redo', class: 'pc-button', text: 'Measure again', hidden: true });
     this.root = el('section', { id: 'blind-spot', class: 'bs', 'aria-label': 'Viewing distance' },
-      el('p', {}, 'Sit as you will during the study. Close your ', el('strong', { text: 'right' }), ' eye (or cover it with your '
+      el('p', { id: 'bs-target', class: 'calib-distance', 'data-cm': this.targetCm.toFixed(2),
+                text: `Sit about ${distanceText(this.targetCm)} from the screen, as on the card step, and keep that `
+                  + 'distance during the study. We now check it.' }),
+      el('p', {}, 'Close your ', el('strong', { text: 'right' }), ' eye (or cover it with your '
         + 'right hand) and look at the black square with your left eye. Click ', el('strong', { text: 'Start' }),
         ': a red dot moves to the left. Keep looking at the square and press ', el('kbd', { text: 'Space' }),
         ' the moment the dot disappears.'),
@@ -189,8 +205,13 @@ export class BlindSpot {
     this.startButton.hidden = true;
     this.redoButton.hidden = false;
     this.root.dataset.distanceCm = cm.toFixed(2);
-    this.say(`You sit about ${Math.round(cm)} cm (${Math.round(cm / 2.54)} inches) from the screen. `
-      + 'Keep this distance during the study.', 'done');
+    const off = cm - this.targetCm;
+    const close = Math.abs(off) <= p.blind_spot_tolerance * this.targetCm;
+    this.say(`You sit about ${distanceText(cm)} from the screen; the study needs about ${distanceText(this.targetCm)}. `
+      + (close ? 'Good: keep this distance during the study.'
+        : `Please move about ${Math.round(Math.abs(off))} cm ${off < 0 ? 'farther back' : 'closer'}, `
+          + 'then click Measure again (or Continue if you stay where you are).'), close ? 'done' : 'retry');
+    this.root.dataset.distanceOk = String(close);
     this.resolve({ sweeps_px: [...this.sweeps], distance_cm: cm });
   }
 

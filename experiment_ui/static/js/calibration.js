@@ -14,7 +14,8 @@
 //    the outcome is recorded, the study goes on either way).
 // 4. Optionally (study setting `[calibration] blind_spot`), "Continue" leads to the blind-spot
 //    measurement of the viewing distance (blind_spot.js) before anything is sent; its sweeps go
-//    with the body (`blind_spot_px`).
+//    with the body (`blind_spot_px`).  That step states the card step's distance again (there is
+//    one viewing distance) and tells the worker how far off the measured one is.
 // The body of POST /calibration is built by `calibrationBody`; the caller sends it (the driver:
 // through its response queue).
 // 5. A recalibration (`recalibrate`): when the page zoom changes during the trials, devicePixelRatio
@@ -22,7 +23,7 @@
 //    starts at the size the old measurement gives at the new zoom) and sent with `recalibration: true`.
 
 import { el, unlessAborted } from './dom.js';
-import { BlindSpot } from './blind_spot.js';
+import { BlindSpot, distanceText } from './blind_spot.js';
 
 export const info = Object.freeze({
   name: 'screen-calibration',
@@ -165,7 +166,7 @@ export class Calibration {
           el('kbd', { text: '↓' }), ')'),
         this.sizeEl, this.distanceEl,
         el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar)),
-      el('div', { class: 'calib-stage' }, this.cardEl));
+      this.stage = el('div', { class: 'calib-stage' }, this.cardEl));
     this.blindPage = el('div', { id: 'calib-blind-spot-page', hidden: true });
     const again = this.recalibration;
     const zoomNote = again ? el('p', { id: 'calib-recalibration', class: 'pc-notice', role: 'status',
@@ -188,6 +189,7 @@ export class Calibration {
   /** Resolves with the server's answer (accepted, or disqualified with a reason shown). */
   run() {
     document.addEventListener('keydown', this.onKey);
+    this.setCard(this.card.width, this.card.height);  // laid out now: a start larger than the column is cut back
     this.measure();
     return new Promise((resolve) => { this.resolve = resolve; });
   }
@@ -212,11 +214,22 @@ export class Calibration {
     this.continueButton.disabled = false;
   }
 
+  /**
+   * The widest card the page can draw: its column's width (the window's, less a margin, before layout).
+   * The keys and the handle stop there, so the card on screen is always the size reported and sent:
+   * a card drawn smaller than its figures would calibrate the screen wrongly.
+   */
+  maxCardWidth() {
+    return this.stage.clientWidth || window.innerWidth - 40;
+  }
+
   setCard(width, height) {
     const min = this.params.min_card_width_px;
     const ratio = this.params.card_height_mm / this.params.card_width_mm;
-    const maxW = Math.max(min, window.innerWidth - 40);
-    this.card.width = Math.max(min, Math.min(maxW, width));
+    const maxW = Math.max(min, this.maxCardWidth());
+    const clamped = Math.max(min, Math.min(maxW, width));
+    if (this.lockEl.checked) height *= clamped / width;  // a card stopped at either end keeps its shape
+    this.card.width = clamped;
     this.card.height = Math.max(min * ratio, Math.min(window.innerHeight, height));
     this.render();
   }
@@ -265,8 +278,8 @@ export class Calibration {
     const f = calibrationFigures(width, height, this.params);
     this.sizeEl.textContent = `Card: ${width.toFixed(0)} × ${height.toFixed(0)} pixels = ${f.px_per_mm.toFixed(2)} pixels per mm`;
     this.sizeEl.dataset.pxPerMm = f.px_per_mm.toFixed(4);
-    this.distanceEl.textContent = `Sit so that your eyes are about ${Math.round(f.viewing_distance_cm)} cm from the screen `
-      + `(${(f.viewing_distance_cm / 2.54).toFixed(0)} inches), and keep that distance during the study.`;
+    this.distanceEl.textContent = `Sit so that your eyes are about ${distanceText(f.viewing_distance_cm)} from the `
+      + 'screen, and keep that distance during the study.';
     this.distanceEl.dataset.cm = f.viewing_distance_cm.toFixed(2);
   }
 
@@ -292,13 +305,16 @@ export class Calibration {
 
   /** The blind-spot step: the card page makes room for it; "Continue" waits for a plausible distance. */
   showBlindSpot() {
-    const { px_per_mm: pxPerMm } = calibrationFigures(this.card.width, this.card.height, this.params);
+    // The one viewing distance of the study: where px_per_degree px make 1° on this screen, as the card
+    // step stated it (and the server stores it); the blind-spot step states it again and checks it.
+    const { px_per_mm: pxPerMm, viewing_distance_cm: targetCm } = calibrationFigures(
+      this.card.width, this.card.height, this.params);
     this.root.dataset.step = 'blind-spot';
     this.root.querySelector('h2').textContent = 'Screen calibration: viewing distance';
     this.cardPage.hidden = true;
     this.blindPage.hidden = false;
     this.showMessage('');
-    this.blindSpot = new BlindSpot(this.blindPage, { pxPerMm, params: this.params });
+    this.blindSpot = new BlindSpot(this.blindPage, { pxPerMm, targetCm, params: this.params });
     const wait = () => {
       this.blindSpotResult = null;
       this.continueButton.disabled = true;

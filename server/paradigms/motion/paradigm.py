@@ -13,7 +13,8 @@ from calibration straight to main. Each block (RDK screening, main session) is a
 Page (kind ``rdk`` / ``main``) of :class:`~server.paradigms.motion.models.MotionTrial` rows:
 practice trials first (with feedback; a failed one is repeated until
 ``practice_needed`` passes or ``practice_max`` practice trials), then the test
-trials. Responses are append-only :class:`~server.paradigms.motion.models.MotionResponse` rows
+trials; the main block's practice never shows a probe the block tests (:mod:`.practice`).
+Responses are append-only :class:`~server.paradigms.motion.models.MotionResponse` rows
 with their raw frame log; the per-trial timing summary is computed here from
 that log with :mod:`analysis.frame_timing` and the worker's calibrated refresh
 interval.
@@ -55,6 +56,7 @@ from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPa
 from ..display import WindowRequirement
 from .export import RDK_MOVIE_FRAMES, frame_timing
 from .models import Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial
+from .practice import practice_probes, practice_warning
 from .study import MotionSpec
 from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 
@@ -331,7 +333,7 @@ def _start_main_block(session: Session, assignment: Assignment, spec: MotionSpec
     probes = _probes_of(session, clip_ids, spec.probes_per_clip)
     main = [(p, r) for p in probes for r in range(1, spec.repetitions + 1)]
     order = block_rng.permutation(len(main))
-    practice = _practice_probes(session, study.id, clip_ids, spec, block_rng) if spec.practice_needed else []
+    practice = practice_probes(session, study.id, clip_ids, spec, block_rng) if spec.practice_needed else []
     rows = [{"kind": Stage.MAIN, "practice": True, "probe_id": p, "repetition": 0, "params": {}} for p in practice]
     rows += [{"kind": Stage.MAIN, "practice": False, "probe_id": main[k][0], "repetition": main[k][1], "params": {}}
              for k in order]
@@ -347,22 +349,6 @@ def _probes_of(session: Session, clip_ids: list[int], n: int) -> list[int]:
         probes += list(session.scalars(select(MotionProbe.id).where(MotionProbe.clip_id == clip_id)
                                        .order_by(MotionProbe.position).limit(n)))
     return probes
-
-
-def _practice_probes(session: Session, study_id: int, session_clips: list[int], spec: MotionSpec,
-                     rng: np.random.Generator) -> list[int]:
-    """Probes for the practice trials: from clips outside the session where there are enough (so the
-    feedback does not show the answers of test trials), else also from the session's clips."""
-    rows = session.execute(select(MotionProbe.id, MotionProbe.clip_id).join(MotionClip)
-                           .where(MotionClip.study_id == study_id, MotionProbe.position < spec.probes_per_clip)
-                           .order_by(MotionProbe.id)).all()
-    others = [r[0] for r in rows if r[1] not in session_clips]
-    own = [r[0] for r in rows if r[1] in session_clips]
-    pool = [others[k] for k in rng.permutation(len(others))] + [own[k] for k in rng.permutation(len(own))]
-    picks: list[int] = []
-    while pool and len(picks) < spec.practice_needed:  # fewer probes than practice trials: cycle through them
-        picks += pool[:spec.practice_needed - len(picks)]
-    return picks
 
 
 def choose_clips(session: Session, study: Study, worker_id: int, n: int, spec: MotionSpec,
@@ -936,6 +922,11 @@ class MotionMatching(Paradigm):
 
     def create_study(self, session: Session, spec: MotionSpec) -> Study:
         return motion_study.create_motion_study(session, spec)
+
+    def study_warnings(self, session: Session, study: Study) -> list[str]:
+        """No probe left untested for practice (:func:`.practice.practice_warning`)."""
+        warning = practice_warning(session, study.id, self.spec_for(session, study.id))
+        return [warning] if warning else []
 
     def work_left(self, session: Session, study: Study, worker_id: int) -> bool:
         """Whether a clip still needs observers that this worker never had."""
