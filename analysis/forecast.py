@@ -91,6 +91,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, log_ndtr, ndtr
+from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from .active import plan_batch
@@ -1181,7 +1182,7 @@ def worker_spread(fit: PilotFit, rng: np.random.Generator, size: int | None = No
     factors read 0.96-2.34; given that whole study's scale as the truth, the forecast stayed as low (seed 0: 609 and
     725 votes for a need of 1,084 and 1,876), so it was the workers, not the scale. Small for a pilot of a hundred
     workers (10th-90th percentile 0.92-1.10)."""
-    dof = max(honest_workers(fit) - 1.0, 1.0)
+    dof = _spread_dof(fit)
     draws = np.sqrt(dof / rng.chisquare(dof, size))
     return draws if size is not None else float(draws)
 
@@ -1199,11 +1200,18 @@ def share_source(fit: PilotFit) -> str:
             f"{np.sqrt(np.mean(np.square(fit.share_error))):.2f}): the fit's own error, scale and sharpness included")
 
 
+def _spread_dof(fit: PilotFit) -> float:
+    """The degrees of freedom of :func:`worker_spread`'s chi-square: the pilot's honest workers less one, at least 1."""
+    return max(honest_workers(fit) - 1.0, 1.0)
+
+
 def spread_text(fit: PilotFit) -> str:
-    """The factor's draw for worker heterogeneity (:func:`worker_spread`), in words ("" for a known crowd)."""
+    """The factor's draw for worker heterogeneity (:func:`worker_spread`), in words ("" for a known crowd), with
+    its exact percentiles: the draw falls as the chi-square rises, so its low end is the chi-square's high one."""
     if fit.worker_log_ratio is None:
         return ""
-    low, high = np.percentile(worker_spread(fit, np.random.default_rng(0), CROWD_DRAWS), BAND)  # only to describe
+    dof = _spread_dof(fit)
+    low, high = np.sqrt(dof / chi2.ppf(1.0 - np.asarray(BAND) / 100.0, dof))
     return (f", times a draw of sqrt((W - 1) / chi2(W - 1)) for the W = {honest_workers(fit):.0f} honest pilot workers "
             f"({low:.2f}-{high:.2f}, 10th-90th percentile): how much more the crowd's workers may disagree than so few "
             "showed (worker heterogeneity, taken as one variance ratio for every set); it leans high")
