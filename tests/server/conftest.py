@@ -528,7 +528,9 @@ class WorkerClient:
         """The side of a gold trial's better image; None for a real pair (see :func:`gold_side`). The first
         question about a trial of the page being answered reads the sides of all its trials."""
         trial_id = int(trial["trial_id"])
-        known = self.__dict__.setdefault("known_gold_sides", {})  # a trial's gold side never changes
+        # A trial's gold side never changes, so it is kept. Made here, not in __init__: some tests build a
+        # WorkerClient with __new__ for an existing assignment (test_pilot, test_vote_rules).
+        known = self.__dict__.setdefault("known_gold_sides", {})
         if trial_id not in known:
             page = {int(other["trial_id"]) for other in self.page_trials}
             known.update(gold_sides(_flask_app(self.client), ({trial_id} | page) - set(known)))
