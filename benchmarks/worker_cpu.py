@@ -113,14 +113,7 @@ class Lives:
         from server.paradigms import core
 
         self.app, self.slug = app, slug
-        self.kind: str | None = None  # the request under way (statements are counted for it)
-        self.cpu_ms: dict[str, list[float]] = {}
-        self.statements: dict[str, int] = {}
-        self.backend_ticks: dict[str, int] = {}
-        self.pids: list[int] = []
-        self.captured: list[str] | None = None
-        self.profiler: cProfile.Profile | None = None
-        self.profiled: tuple[str, ...] = ()
+        self._start_tallies()
         event.listen(app_services(app).engine, "before_cursor_execute",
                      lambda _c, _cur, statement, *_: self._count(statement))
         plain = core.autocommit_driver_connection
@@ -132,6 +125,17 @@ class Lives:
                 yield connection
 
         core.autocommit_driver_connection = counted
+
+    def _start_tallies(self) -> None:
+        """What a life's requests are tallied in (the subclasses, which measure other apps, start these too)."""
+        self.kind: str | None = None  # the request under way (statements are counted for it)
+        self.cpu_ms: dict[str, list[float]] = {}
+        self.statements: dict[str, int] = {}
+        self.backend_ticks: dict[str, int] = {}
+        self.pids: list[int] = []
+        self.captured: list[str] | None = None
+        self.profiler: cProfile.Profile | None = None
+        self.profiled: tuple[str, ...] = ()
 
     def clear(self) -> None:
         self.cpu_ms.clear()
@@ -213,8 +217,7 @@ class BaselineLives(Lives):
 
     def __init__(self, app, slug: str):  # not Lives.__init__: it counts the statements of perceptlab's engine
         self.app, self.slug = app, slug
-        self.kind, self.captured, self.profiler, self.profiled = None, None, None, ()
-        self.cpu_ms, self.statements, self.backend_ticks, self.pids = {}, {}, {}, []
+        self._start_tallies()
 
     def worker(self) -> None:
         """One worker as server/simulate_client.py drives the baseline: it enters at stage trials."""
@@ -238,8 +241,7 @@ class HttpLives(Lives):
 
     def __init__(self, port: int, worker_pid: int, slug: str):  # not Lives.__init__: no app in this process
         self.slug, self.worker_pid = slug, worker_pid
-        self.kind, self.captured, self.profiler, self.profiled = None, None, None, ()
-        self.cpu_ms, self.statements, self.backend_ticks, self.pids = {}, {}, {}, []
+        self._start_tallies()
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def call(self, kind: str, method: str, path: str, token: str | None = None, body=None):
