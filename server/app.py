@@ -59,6 +59,9 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(HTTPException, _http_error)
     _answer_outages(app)
+    from .i18n import init_app as init_i18n
+
+    init_i18n(app)
 
     headers_for = security_headers(server)
 
