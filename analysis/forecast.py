@@ -1275,7 +1275,7 @@ def costs(votes: float | None, fit: PilotFit, plan: StudyPlan) -> dict:
 
 def report(result: Forecast, plan: StudyPlan) -> dict:
     """The forecast as JSON: the first quantile's ``votes_needed`` and costs at the top, every quantile under
-    ``forecasts``, the pilot's fit, the assumptions (the README documents every field)."""
+    ``forecasts``, the pilot's fit, the assumptions (docs/analysis.md documents every field)."""
     fit = result.pilot
     forecasts = []
     for q, quantile in enumerate(result.quantiles):

@@ -1,5 +1,7 @@
-"""The README points at files that exist: every repository path its Layout section names, and every path
-under a top-level folder of the repository anywhere in it (a renamed module must not leave a dead pointer)."""
+"""The README and the documentation site (docs/) point at files that exist: every repository path the README's
+Layout section names, every path under a top-level folder of the repository anywhere in them (a renamed module
+must not leave a dead pointer), and every page the README links to; the data dictionary (docs/data-dictionary.md)
+names every column of every file the exports and analyses write."""
 from __future__ import annotations
 
 import re
@@ -9,6 +11,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+DATA_DICTIONARY = DOCS / "data-dictionary.md"
 TOP_LEVEL = ("analysis", "benchmarks", "deploy", "experiment_ui", "server", "stimuli", "tests", ".ci")
 _CODE = re.compile(r"`([^`\n]+)`")
 _FILE = re.compile(r"[\w.-]+\.(?:py|md|toml|yaml|yml|html|js|css|json|txt|cfg|ini)")
@@ -57,10 +61,20 @@ def test_layout_section_names_only_existing_paths():
     assert missing_paths(layout) == []
 
 
-def test_every_repository_path_in_the_readme_exists():
-    text = README.read_text(encoding="utf-8")
-    missing = [p for p in missing_paths(text) if "/" in p]
-    assert missing == []
+def test_every_repository_path_in_the_readme_and_the_docs_exists():
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    assert len(pages) > 10  # the site's pages are seen
+    missing = {page.name: [p for p in missing_paths(page.read_text(encoding="utf-8")) if "/" in p] for page in pages}
+    assert {name: paths for name, paths in missing.items() if paths} == {}
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_page_the_readme_links_to_exists():
+    links = [link for link in _LINK.findall(README.read_text(encoding="utf-8")) if "://" not in link]
+    assert "docs/study-file.md" in links and "docs/cli.md" in links
+    assert [link for link in links if not (ROOT / link).is_file()] == []
 
 
 def test_the_checker_sees_a_dead_pointer():
@@ -68,7 +82,6 @@ def test_the_checker_sees_a_dead_pointer():
         "server/nowhere.py", "DESIGN.md"]
 
 
-DICTIONARY = "Output files: a data dictionary"
 
 
 def _spans(text: str) -> set[str]:
@@ -97,8 +110,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     from server.paradigms.rating.export import RATINGS_COLUMNS
     from server.wages import WORKER_COLUMNS
 
-    text = section(README.read_text(encoding="utf-8"), DICTIONARY)
-    spans = _spans(text)
+    spans = _spans(DATA_DICTIONARY.read_text(encoding="utf-8"))
     columns = {
         "votes.csv": VOTES_COLUMNS, "workers_meta.csv": WORKERS_META_COLUMNS + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS
         + WORKER_COLUMNS + MOTION_WORKERS_COLUMNS, "scales.csv": SCALES_COLUMNS, "overall.csv": OVERALL_COLUMNS,
@@ -122,7 +134,7 @@ def test_data_dictionary_names_every_file_an_analysis_writes(tmp_path):
     from analysis.pipeline import AnalysisOptions, analyze, write_results
     from analysis.simulate import simulate_study
 
-    spans = _spans(section(README.read_text(encoding="utf-8"), DICTIONARY))
+    spans = _spans(DATA_DICTIONARY.read_text(encoding="utf-8"))
     study = simulate_study(n_sets=2, n_items=8, degree=4, votes_per_pair=5, n_workers=12, seed=3)
     objective = {f"m{k:03d}": float(k) for k in range(8)}
     written = write_results(analyze(study.votes, AnalysisOptions(n_boot=10), objective), tmp_path / "votes")

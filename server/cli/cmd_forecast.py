@@ -80,7 +80,7 @@ DEFAULTS = {VOTES: {"pairs_per_page": 20, "gold_per_page": 2, "min_pages": 1, "m
 @click.option("--arrivals-per-hour", type=FiniteFloatRange(0, 1e6, min_open=True), default=None,
               help="Participants starting per hour, for the wall-clock time.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the forecast as JSON (fields: README, perceptlab forecast).")
+              help="Write the forecast as JSON (fields: docs/analysis.md, perceptlab forecast).")
 @DATABASE_OPTION
 def forecast_command(study_toml, pilot_csv, slug, halfwidth, units, quantiles, sampling, replicates, n_boot,
                      screen, confidence, max_votes, seed, pairs_per_page, gold_per_page, min_pages, max_pages, reward,

@@ -429,6 +429,21 @@ def _range_text(p: Param) -> str:
     return f"at most {upper[0]:g}" if upper[1] == "]" else f"below {upper[0]:g}"
 
 
+def allowed_values(declared: Param) -> str:
+    """What :func:`value_problem` lets through, for people ("in [0, 1]", "one of 5, 7 or 9", a pattern's
+    meaning, a dollar amount); "" when only the type is checked. The study file reference (docs/) shows it."""
+    parts = []
+    if declared.choices is not None:
+        parts.append(f"{'one of ' if len(declared.choices) > 1 else ''}{_one_of(declared.choices)}")
+    if any(b is not None for b in (declared.low, declared.high, declared.above, declared.below)):
+        parts.append(_range_text(declared))
+    if declared.money:
+        parts.append(f'a dollar amount like "0.50" (at most {MAX_DOLLARS})')
+    if declared.pattern is not None:
+        parts.append(declared.pattern[1])
+    return "; ".join(parts)
+
+
 def _one_of(choices: tuple[Any, ...]) -> str:
     shown = [repr(c) for c in choices]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"

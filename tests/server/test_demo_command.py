@@ -1,4 +1,4 @@
-"""`perceptlab demo`, the README's main job: stimuli, study, admin login and a live server."""
+"""`perceptlab demo`, the README's main job (`make demo`): stimuli, study, admin login and a live server."""
 from __future__ import annotations
 
 import os
