@@ -4,8 +4,9 @@ empty folder, in one bash script (``set -euo pipefail``) with the venv's ``perce
 What the test changes, and why: port 5000 becomes a free port (other tests and helpers share the machine);
 after a line that starts a server in the background (``... &``) the script waits until the port answers, as
 a reader waits for ``serve`` in a second terminal before the next line; the video block finds small clips
-in ``videos/`` (the reader's own folder; tests/server/video_support.py makes them). The blocks use few
-simulated workers and two scenes, so the whole test costs a few CPU seconds per block.
+in ``videos/`` (the reader's own folder; tests/server/video_support.py makes them: 3 contents of 10 frames).
+The blocks use two or three simulated workers and two scenes: about 15 CPU seconds per block, most of it the
+server's start and the results' plots.
 """
 from __future__ import annotations
 
