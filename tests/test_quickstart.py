@@ -76,8 +76,7 @@ def test_the_runner_waits_for_a_background_server_and_uses_the_free_port():
 def test_quickstart_block_runs(kind, tmp_path):
     block = quickstart_blocks(README_TEXT)[KINDS.index(kind)]
     if kind == "Video":
-        sys.path.insert(0, str(ROOT))
-        from tests.server.video_support import video_scenes
+        from tests.server.video_support import video_scenes  # here: PyAV and OpenCV only for this block
         video_scenes(tmp_path / "videos", contents=3, candidates=3, n_frames=10)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONUNBUFFERED": "1"}
