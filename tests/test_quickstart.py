@@ -3,8 +3,8 @@ empty folder, in one bash script (``set -euo pipefail``) with the venv's ``perce
 
 What the test changes, and why: port 5000 becomes a free port (other tests and helpers share the machine);
 after a line that starts a server in the background (``... &``) the script waits until the port answers, as
-a reader waits for ``serve`` in a second terminal before the next line; the video block finds small clips
-in ``videos/`` (the reader's own folder; tests/server/video_support.py makes them: 3 contents of 10 frames).
+a reader waits for ``serve`` in a second terminal before the next line. Nothing else is added: the video
+block makes its own clips (``stimuli build-demo-video``), as a reader without clips of their own would.
 The blocks use two or three simulated workers and two scenes: about 15 CPU seconds per block, most of it the
 server's start and the results' plots.
 """
@@ -75,9 +75,6 @@ def test_the_runner_waits_for_a_background_server_and_uses_the_free_port():
 @pytest.mark.parametrize("kind", KINDS)
 def test_quickstart_block_runs(kind, tmp_path):
     block = quickstart_blocks(README_TEXT)[KINDS.index(kind)]
-    if kind == "Video":
-        from tests.server.video_support import video_scenes  # here: PyAV and OpenCV only for this block
-        video_scenes(tmp_path / "videos", contents=3, candidates=3, n_frames=10)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONUNBUFFERED": "1"}
     for name in [n for n in env if n.startswith("PERCEPTLAB_")]:  # the reader's shell has none of the suite's

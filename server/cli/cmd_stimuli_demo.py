@@ -56,3 +56,39 @@ def build_demo_command(out: Path, scenes: int, size: str, seed: int, methods: st
         raise UserError(str(error)) from error
     click.echo(f"demo: {len(result.scenes)} scenes x {len(result.methods)} methods "
                f"({frame_size[0]}x{frame_size[1]}) in {result.seconds:.1f} s -> {result.path.resolve()}")
+
+
+@stimuli_group.command("build-demo-video")
+@click.argument("out", type=click.Path(file_okay=True, dir_okay=True, path_type=Path))
+@click.option("--contents", default=2, show_default=True, type=click.IntRange(1, 6),
+              help="Number of contents (each a camera pan across a different scikit-image picture).")
+@click.option("--size", default="320x180", show_default=True, metavar="WxH",
+              help="Frame size in pixels, width x height (even, 64..1920 each).")
+@click.option("--fps", default=25, show_default=True, type=click.IntRange(1, 60), help="Frame rate.")
+@click.option("--seconds", default=2.0, show_default=True, type=click.FloatRange(0.2, 20),
+              help="Length of every clip.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the noisy versions' noise.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it already exists.")
+def build_demo_video_command(out: Path, contents: int, size: str, fps: int, seconds: float, seed: int,
+                             overwrite: bool) -> None:
+    """Build demo video contents in OUT from pictures bundled with scikit-image (offline).
+
+    Each content is a slow camera pan across one picture, OUT/<content>/reference.y4m (lossless), and
+    three processed versions, compressed.mp4 (H.264 at CRF 40), blurred.mp4 and noisy.mp4: the folder
+    `launch` and `stimuli prepare` take for a video study.
+    """
+    from stimuli.video_demo import build_video_demo
+
+    try:
+        frame_size = tuple(int(side) for side in size.lower().split("x"))
+        if len(frame_size) != 2:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"--size: expected WIDTHxHEIGHT such as 320x180, got {size!r}") from None
+    try:
+        demo = build_video_demo(out, contents=contents, size=frame_size, fps=fps, seconds=seconds, seed=seed,
+                                overwrite=overwrite)
+    except (ValueError, FileExistsError) as error:
+        raise UserError(str(error)) from error
+    click.echo(f"video demo: {len(demo.contents)} contents ({', '.join(demo.contents)}) x 4 clips, "
+               f"{demo.width}x{demo.height} at {demo.fps} fps, {demo.frames} frames -> {demo.path.resolve()}")
