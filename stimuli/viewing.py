@@ -117,7 +117,7 @@ def digit_mask(digit: int, size: int) -> np.ndarray:
     """A boolean ``size`` x ``size`` mask of ``digit`` in thick seven-segment strokes, centred."""
     image = Image.new("L", (size, size), 0)
     draw = ImageDraw.Draw(image)
-    width, height, stroke = 0.44 * size, 0.62 * size, 0.14 * size
+    width, height, stroke = 0.44 * size, 0.62 * size, 0.15 * size
     left, top = (size - width) / 2, (size - height) / 2
     right, bottom, middle = left + width, top + height, top + height / 2
     bars = {"a": (left, top, right, top + stroke), "d": (left, bottom - stroke, right, bottom),
@@ -137,7 +137,7 @@ def colour_plate(digit: int, line: str, *, size: int, rng: np.random.Generator) 
     mask = digit_mask(digit, size)
     figure, ground = plate_colours(line)
     centre, disc = size / 2, size / 2 - 2
-    r_low, r_high = size * 0.012, size * 0.034
+    r_low, r_high = size * 0.010, size * 0.028
     placed: list[tuple[float, float, float]] = []
     xy = np.zeros((0, 2))
     radii = np.zeros(0)
