@@ -5,7 +5,9 @@
   a page is the paradigm's own key: ``pairs_per_page``, ``ratings_per_page``);
 - :class:`QualityParams`, ``[quality]``: the quiz, hidden known-answer trials and how long a page is held;
 - :class:`DisplayParams`, ``[display]``: the display policy and the smallest window
-  (:mod:`server.paradigms.display`).
+  (:mod:`server.paradigms.display`);
+- :class:`ViewingParams`, ``[viewing]``: the viewing-condition checks at entry (:mod:`server.paradigms.viewing`),
+  which every paradigm's spec inherits, motion's too.
 
 A spec inherits them (paired comparison and ratings do) and keeps a default of its own with
 :func:`~server.paradigms.params.redeclare` (``quiz_size``: 5 gold pairs, 4 rating trials), never with a copy
