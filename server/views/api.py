@@ -253,12 +253,16 @@ def post_action(assignment_id: str):
 def _wait_for_viewing_checks(claims, action) -> None:
     """A 409 ``viewing_pending`` for the action (``consent``, ``instructions_done``) that the study's ``[viewing]``
     checks stand before, until the worker passed them (server/paradigms/viewing.py): no client skips them.
-    A study without checks loads nothing here (its spec is cached)."""
-    session = db_session()
-    spec = spec_for(session, claims.study_id)
-    if action not in ("consent", "instructions_done") or not viewing.checks_of(spec):
+    A study without checks loads nothing here when the token names it (its spec is cached)."""
+    if action not in ("consent", "instructions_done"):
         return
-    row = authorised_row(claims, lock=False)
+    session = db_session()
+    # A pilot's token (and an older one) does not name its study: its assignment does, once the token holds.
+    row = authorised_row(claims, lock=False) if claims.study_id is None else None
+    spec = spec_for(session, claims.study_id if row is None else row.study_id)
+    if not viewing.checks_of(spec):
+        return
+    row = row or authorised_row(claims, lock=False)
     if viewing.pending(session, spec, row.worker_id, action):
         raise ApiError(409, "viewing_pending", "the worker's viewing checks come first (/w/<token>/viewing)")
 
