@@ -237,6 +237,7 @@ export function startViewingChecks() {
   const outcome = document.getElementById('viewing-outcome');
   const checks = new ViewingChecks(root, config, {
     onPassed: () => {
+      root.replaceChildren();  // the last check's answers are sent: only the way on stays
       root.dataset.outcome = 'passed';
       outcome.hidden = false;
       outcome.querySelector('#viewing-message').textContent = t('Thank you: your screen and eyes suit this study.');
