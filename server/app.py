@@ -45,9 +45,10 @@ def build_app(config: dict[str, Any], overrides: dict[str, Any]) -> Flask:
         upgrade(url)
     engine = _init_services(app, config, server, url).engine
 
-    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, ops, stimuli, worker
+    from .views import admin, admin_codes, admin_mturk, admin_prolific, api, ops, stimuli, viewing, worker
 
     app.register_blueprint(worker.bp)
+    app.register_blueprint(viewing.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_mturk.bp)

@@ -202,3 +202,20 @@ def cli_secret_key(*, create: bool = False) -> str:
                         "is not set): the server's key makes the worker pseudonyms, so name the instance folder the "
                         "server uses (perceptlab --instance DIR) or set PERCEPTLAB_SECRET_KEY as the server has it")
     return key
+
+
+VIEWING_PASSED_HELP = ("Keep only the responses of workers who passed the study's [viewing] checks (viewing_passed = 1 "
+                       "in the workers.csv of --workers: the export's workers_meta.csv).")
+
+
+def keep_viewing_passed(table, workers_csv: Path | None):
+    """``table`` (votes or ratings) with only the rows of workers who passed the ``[viewing]`` checks, as
+    ``--workers WORKERS_CSV --viewing-passed`` of ``analyze`` and ``analyze-ratings`` ask (analysis/viewing.py)."""
+    from analysis.viewing import keep_workers, viewing_passed
+
+    if workers_csv is None:
+        raise UserError("--viewing-passed reads each worker's viewing_passed from --workers (workers_meta.csv)")
+    try:
+        return keep_workers(table, viewing_passed(workers_csv))
+    except (OSError, ValueError) as exc:
+        raise UserError(str(exc)) from None

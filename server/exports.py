@@ -18,7 +18,8 @@ from analysis.sockpuppets import FINGERPRINT_COLUMNS  # keyed hashes of the entr
 from . import wages
 from .codes import latest_per_worker, participants
 from .models import Study, Worker
-from .paradigms import paradigm_for
+from .paradigms import paradigm_for, viewing
+from .paradigms.core import spec_for
 from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
@@ -49,11 +50,25 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                   select(Worker.external_id, Worker.address_group, Worker.agent_group)
                   .where(Worker.study_id == study.id))}
     unknown = dict.fromkeys(FINGERPRINT_COLUMNS, "")
+    checked, viewing_columns = _viewing_columns(session, study, salt)
     records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
-                **groups.get(record["worker_id"], unknown), **pay.get(record["worker_id"], unpaid)}
+                **groups.get(record["worker_id"], unknown), **pay.get(record["worker_id"], unpaid),
+                **checked.get(record["worker_id"], dict.fromkeys(viewing_columns, ""))}
                for record in records]
-    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + wages.WORKER_COLUMNS, records),
-            len(records))
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + wages.WORKER_COLUMNS
+                      + viewing_columns, records), len(records))
+
+
+def _viewing_columns(session: Session, study: Study, salt: bytes | None) -> tuple[dict[str, dict[str, Any]], tuple]:
+    """The ``[viewing]`` checks' columns of workers.csv by exported worker ID, and the columns: none for a study
+    without checks (its file keeps the columns it always had)."""
+    spec = spec_for(session, study.id)
+    if not viewing.checks_of(spec):
+        return {}, ()
+    labels = {db_id: worker_label(raw, salt) for db_id, raw in
+              session.execute(select(Worker.id, Worker.external_id).where(Worker.study_id == study.id))}
+    return ({labels[db_id]: values for db_id, values in viewing.worker_columns(session, study, spec).items()},
+            viewing.WORKER_COLUMNS)
 
 
 def recruiter_columns(participant) -> dict[str, Any]:

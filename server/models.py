@@ -337,3 +337,23 @@ class ProlificBonus(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     pay_sent_at: Mapped[dt.datetime | None]
     paid_at: Mapped[dt.datetime | None]
+
+
+class ViewingResult(Base):
+    """One ``[viewing]`` check of a worker (server/paradigms/viewing.py): the answers they gave, how many were
+    wrong of how many, whether that passes, and what was measured (``measures``: the card's px/mm and the
+    devicePixelRatio of the ``screen`` row, the distance, the logMAR tested). One row per worker and check,
+    written once (the answers the server drew are never stored: they come again from the keyed seed)."""
+    __tablename__ = "viewing_result"
+    __table_args__ = (UniqueConstraint("worker_id", "check"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"))
+    check: Mapped[str] = mapped_column(String(16))   # brightness | colour | distance | acuity | screen
+    answers: Mapped[dict[str, Any]]
+    errors: Mapped[int] = mapped_column(Integer)
+    items: Mapped[int] = mapped_column(Integer)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    measures: Mapped[dict[str, Any] | None]
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -5,7 +5,9 @@
   a page is the paradigm's own key: ``pairs_per_page``, ``ratings_per_page``);
 - :class:`QualityParams`, ``[quality]``: the quiz, hidden known-answer trials and how long a page is held;
 - :class:`DisplayParams`, ``[display]``: the display policy and the smallest window
-  (:mod:`server.paradigms.display`).
+  (:mod:`server.paradigms.display`);
+- :class:`ViewingParams`, ``[viewing]``: the viewing-condition checks at entry (:mod:`server.paradigms.viewing`),
+  which every paradigm's spec inherits, motion's too.
 
 A spec inherits them (paired comparison and ratings do) and keeps a default of its own with
 :func:`~server.paradigms.params.redeclare` (``quiz_size``: 5 gold pairs, 4 rating trials), never with a copy
@@ -77,3 +79,60 @@ class DisplayParams:
                                   doc="smallest window inside (CSS pixels) whatever the images need: keeps phones "
                                       "out; 1366x768 and 1280x720 laptop screens give about 1366x657 and 1280x600")
     min_window_height: int = param(600, section="display", low=1, doc="see min_window_width")
+
+
+# The [viewing] checks a study may run (server/paradigms/viewing.py), in the order they run, and when.
+VIEWING_CHECKS = ("brightness", "colour", "distance", "acuity")
+VIEWING_WHEN = ("before_consent", "after_instructions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewingParams:
+    """``[viewing]``: the viewing-condition checks at entry, shared by every paradigm (server/paradigms/viewing.py
+    draws, shows and scores them; docs/viewing.md gives each one's source). No checks by default."""
+    SHARED_SECTION: ClassVar[str] = "viewing"
+    SECTION_DOCS: ClassVar[dict[str, str]] = {
+        "viewing": "Checks of the worker's screen and eyes at entry (docs/viewing.md). A worker who fails one is "
+                   "told why and turned away; the results are columns of workers.csv."}
+    checks: tuple[str, ...] = param(
+        (), section="viewing", example=(),
+        doc='which checks run, in this order: "brightness" (count shapes a few grey levels from a dark and a bright '
+            'patch), "colour" (digits on generated pseudo-isochromatic plates), "distance" (the viewing distance '
+            'from the blind spot, after a credit-card match), "acuity" (the gap of Landolt Cs sized from the card); '
+            "empty = none")
+    when: str = param("before_consent", section="viewing", choices=VIEWING_WHEN,
+                      doc='"before_consent": the first page a worker sees; "after_instructions": between the '
+                          "instructions and the task")
+    distance_cm: float = param(60.0, section="viewing", low=30, high=150,
+                               doc="the one viewing distance the worker is asked to keep (cm): acuity is sized "
+                                   "for it, the distance check measures it")
+    distance_tolerance: float = param(0.25, section="viewing", above=0, below=1,
+                                      doc="distance: the measured distance may differ from distance_cm by this "
+                                          "fraction of it")
+    brightness_delta: int = param(5, section="viewing", low=1, high=60,
+                                  doc="brightness: grey levels (of 255) between the shapes and their patch, darker "
+                                      "patch (level 20) and brighter one (level 235)")
+    brightness_errors: int = param(0, section="viewing", low=0, high=1,
+                                   doc="brightness: patches (of 2) whose count may be wrong")
+    colour_plates: int = param(2, section="viewing", low=1, high=8, doc="colour: plates shown")
+    colour_errors: int = param(0, section="viewing", low=0,
+                               doc="colour: plates that may be read wrong (fewer than colour_plates)")
+    acuity_logmar: float = param(0.3, section="viewing", low=-0.3, high=1.0,
+                                 doc="acuity: the Cs' gap in logMAR at distance_cm (0 = 1 arcminute, 20/20; "
+                                     "0.3 = 2 arcminutes, 20/40); never drawn below 2 device pixels (then the "
+                                     "logMAR tested is larger, and exported)")
+    acuity_trials: int = param(5, section="viewing", low=1, high=20, doc="acuity: Cs shown")
+    acuity_errors: int = param(1, section="viewing", low=0,
+                               doc="acuity: gaps that may be named wrong (fewer than acuity_trials; with 4 "
+                                   "directions, 4 of 5 right by guessing is 1.6 %)")
+
+    def validate(self, fail: Fail) -> None:
+        """Known checks, each once; fewer allowed errors than items."""
+        unknown = [c for c in self.checks if c not in VIEWING_CHECKS]
+        if unknown or len(set(self.checks)) != len(self.checks):
+            fail(f"viewing.checks must name distinct checks among {', '.join(VIEWING_CHECKS)}, got "
+                 f"{list(self.checks)!r}")
+        if self.colour_errors >= self.colour_plates:
+            fail("viewing.colour_errors must be below viewing.colour_plates")
+        if self.acuity_errors >= self.acuity_trials:
+            fail("viewing.acuity_errors must be below viewing.acuity_trials")

@@ -28,7 +28,7 @@ from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
-from ..paradigms import paradigm_for
+from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind, assignment_row, check_nonce,
                               consent_in_one_statement, environment_in_one_statement, finish_in_one_statement,
                               lock_assignment, lock_assignment_row, record_environment, record_in_one_statement,
@@ -227,6 +227,7 @@ CONSENT, FINISH = {"action": "consent"}, {"action": "finish"}
 def post_action(assignment_id: str):
     claims = _bearer_token(assignment_id)
     body = json_object_body()
+    _wait_for_viewing_checks(claims, body.get("action"))
     if body in (CONSENT, FINISH):  # on PostgreSQL, their common case is one statement (its own transaction)
         one_statement = consent_in_one_statement if body == CONSENT else finish_in_one_statement
         moved = one_statement(app_services().engine, claims)
@@ -247,6 +248,23 @@ def post_action(assignment_id: str):
         # study's other page starts wait for this one's statements only, not for its State being read and built.
         session.commit()
     return state_response(moved)
+
+
+def _wait_for_viewing_checks(claims, action) -> None:
+    """A 409 ``viewing_pending`` for the action (``consent``, ``instructions_done``) that the study's ``[viewing]``
+    checks stand before, until the worker passed them (server/paradigms/viewing.py): no client skips them.
+    A study without checks loads nothing here when the token names it (its spec is cached)."""
+    if action not in ("consent", "instructions_done"):
+        return
+    session = db_session()
+    # A pilot's token (and an older one) does not name its study: its assignment does, once the token holds.
+    row = authorised_row(claims, lock=False) if claims.study_id is None else None
+    spec = spec_for(session, claims.study_id if row is None else row.study_id)
+    if not viewing.checks_of(spec):
+        return
+    row = row or authorised_row(claims, lock=False)
+    if viewing.pending(session, spec, row.worker_id, action):
+        raise ApiError(409, "viewing_pending", "the worker's viewing checks come first (/w/<token>/viewing)")
 
 
 def check_stopping_after(study_id: int, spec) -> None:

@@ -11,7 +11,7 @@ from .. import payments
 from ..db import db_session
 from ..errors import ApiError, invalid
 from ..models import Assignment, Study
-from ..paradigms import paradigm_for
+from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
                               study_paradigm)
 from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason, stimulus_word
@@ -82,7 +82,7 @@ def entry(slug: str):
     return redirect(url_for("worker.stage_page", token=token))
 
 
-def _assignment(token: str) -> Assignment:
+def assignment_of_token(token: str) -> Assignment:
     try:
         claims = read_token(current_app.config["SECRET_KEY"], token)
     except BadToken:
@@ -95,7 +95,7 @@ def _assignment(token: str) -> Assignment:
 
 @bp.get("/w/<token>/")
 def stage_page(token: str):
-    assignment = _assignment(token)
+    assignment = assignment_of_token(token)
     study = assignment.study
     session = db_session()
     paradigm = paradigm_for(study)
@@ -105,6 +105,8 @@ def stage_page(token: str):
     stage = assignment.stage
     if stage in (Stage.CONSENT, Stage.INSTRUCTIONS):  # told before consent if this device cannot take part
         common["requirement"] = paradigm.window_requirement(session, study)
+    if stage == Stage.CONSENT and viewing.pending(session, spec, assignment.worker_id, "consent"):
+        return redirect(url_for("viewing.page", token=token))  # [viewing] checks before consent
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
         # {researcher}, {contact}, {pay}, {medium}
@@ -140,7 +142,7 @@ def _paragraphs(text: str) -> list[str]:
 def _advance(token: str, action: str):
     session = db_session()
     try:
-        assignment = _assignment(token)
+        assignment = assignment_of_token(token)
         paradigm, _ = study_paradigm(session, assignment.study_id)
         paradigm.perform_action(session, lock_assignment(session, assignment.id), action)
         session.commit()
@@ -152,6 +154,9 @@ def _advance(token: str, action: str):
 
 @bp.post("/w/<token>/consent")
 def consent(token: str):
+    assignment = assignment_of_token(token)
+    if viewing.pending(db_session(), spec_for(db_session(), assignment.study_id), assignment.worker_id, "consent"):
+        return redirect(url_for("viewing.page", token=token), code=303)
     if request.form.get("agree") != "yes":
         return redirect(url_for("worker.stage_page", token=token), code=303)
     return _advance(token, "consent")
@@ -159,6 +164,10 @@ def consent(token: str):
 
 @bp.post("/w/<token>/instructions")
 def instructions(token: str):
+    assignment = assignment_of_token(token)
+    if viewing.pending(db_session(), spec_for(db_session(), assignment.study_id), assignment.worker_id,
+                       "instructions_done"):
+        return redirect(url_for("viewing.page", token=token), code=303)  # [viewing] checks after the instructions
     return _advance(token, "instructions_done")
 
 
@@ -176,7 +185,7 @@ def unable(token: str):
     refusal = _unable_refusal(request.get_json(silent=True))
     session = db_session()
     try:
-        assignment = lock_assignment(session, _assignment(token).id)
+        assignment = lock_assignment(session, assignment_of_token(token).id)
         requirement = paradigm_for(assignment.study).window_requirement(session, assignment.study)
         reason = refusal(requirement, assignment.study)
         if assignment.stage != Stage.CONSENT:
@@ -233,7 +242,7 @@ def retry(token: str):
     """A worker told the study is full tries again: reopened when work is free again, else the same page."""
     session = db_session()
     try:
-        assignment = _assignment(token)
+        assignment = assignment_of_token(token)
         paradigm, _ = study_paradigm(session, assignment.study_id)
         paradigm.reopen_if_room(session, lock_assignment(session, assignment.id))
         session.commit()

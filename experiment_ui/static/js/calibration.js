@@ -44,6 +44,11 @@ export const info = Object.freeze({
     initial_card_width_px: { type: 'float', default: 323.5, description: 'Card width before adjustment (85.6 mm at 96 dpi).' },
     min_card_width_px: { type: 'float', default: 80, description: 'Smallest card the handle/keys allow.' },
     blind_spot: { type: 'bool', default: false, description: 'Measure the viewing distance (blind spot) after the card.' },
+    viewing_distance_cm: { type: 'float', default: null,
+                           description: 'The one distance the worker is asked to keep (cm); null: where px_per_degree px make 1° '
+                             + '(the motion study\'s). The [viewing] checks state theirs.' },
+    purpose: { type: 'string', default: 'The movies must appear at the right size.',
+               description: 'Why the card is matched: the first words of the card step.' },
   }),
 });
 
@@ -53,11 +58,13 @@ export function defaults() {
   return out;
 }
 
-/** px/mm from both card sides and the viewing distance (cm) at which px_per_degree px = 1°. */
+/** px/mm from both card sides and the viewing distance (cm): the stated one (viewing_distance_cm), else the one at
+ *  which px_per_degree px = 1°. */
 export function calibrationFigures(widthPx, heightPx, params = {}) {
   const p = { ...defaults(), ...params };
   const pxPerMm = (widthPx / p.card_width_mm + heightPx / p.card_height_mm) / 2;
-  const distanceCm = (p.px_per_degree / pxPerMm / 10) / (2 * Math.tan(0.5 * Math.PI / 180));
+  const distanceCm = p.viewing_distance_cm
+    ?? (p.px_per_degree / pxPerMm / 10) / (2 * Math.tan(0.5 * Math.PI / 180));
   return { px_per_mm: pxPerMm, viewing_distance_cm: distanceCm };
 }
 
@@ -157,7 +164,7 @@ export class Calibration {
     // without scrolling: the card stays where it was measured, and Continue stays in view.
     this.cardPage = el('div', { id: 'calib-card-page', class: 'calib-layout' },
       el('div', { class: 'calib-text' },
-        el('p', { text: `The movies must appear at the right size. Hold a credit card (or any card of the same size, `
+        el('p', { text: `${p.purpose} Hold a credit card (or any card of the same size, `
           + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle and resize the `
           + 'rectangle until it matches the card exactly.' }),
         el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),

@@ -54,6 +54,8 @@ from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPa
                    as_object, check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
                    refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
+# The card and blind-spot figures are the floor's (server/paradigms/screen.py), shared with the [viewing] checks.
+from ..screen import BLIND_SPOT_CM, CARD_HEIGHT_MM, CARD_WIDTH_MM, blind_spot_distance, calibration_figures  # noqa: F401
 from .export import RDK_MOVIE_FRAMES, frame_timing
 from .models import Calibration, FrameLog, MotionClip, MotionProbe, MotionResponse, MotionTrial
 from .practice import practice_probes, practice_warning
@@ -63,8 +65,6 @@ from ..stages import TERMINAL_STAGES, TURNED_AWAY, Stage
 STAGE_ORDER = (Stage.CONSENT, Stage.INSTRUCTIONS, Stage.CALIBRATION, Stage.RDK, Stage.MAIN, Stage.COMPLETED)
 BLOCK_STAGES = (Stage.RDK, Stage.MAIN)  # a block's Page.kind and MotionTrial.kind are its stage
 _ALLOCATION_LOCKS = 7_100_000  # advisory lock namespace of clip allocation (core.allocation_lock)
-CARD_WIDTH_MM = 85.60   # ISO/IEC 7810 ID-1 (credit card)
-CARD_HEIGHT_MM = 53.98
 MAX_PHASES = 200
 MAX_TIMESTAMPS = 20_000
 # A motion response carries its raw frame log: up to MAX_TIMESTAMPS rAF timestamps of about 11 bytes
@@ -72,8 +72,6 @@ MAX_TIMESTAMPS = 20_000
 MOTION_RESPONSE_BYTES = 256 * 1024
 MAX_REFRESH_INTERVALS = 2_000
 MAX_RESPONSE_PPF = 180.0  # bound on |resp_u|, |resp_v| and speed (the panel gives at most max_speed_ppf)
-BLIND_SPOT_DEG = 13.5     # horizontal angle of the blind spot from the fixation point (jsPsych virtual-chinrest)
-BLIND_SPOT_CM = (20.0, 200.0)  # plausible viewing distances: nobody sits nearer or farther at a computer
 
 
 # ---------------------------------------------------------------- stage actions
@@ -154,21 +152,6 @@ def parse_calibration(payload: Any, spec: MotionSpec) -> dict[str, Any]:
     if not isinstance(payload.get("recalibration", False), bool):
         raise invalid("recalibration must be true or false")
     return values
-
-
-def calibration_figures(card_width_px: float, card_height_px: float, px_per_degree: float) -> tuple[float, float]:
-    """``(px_per_mm, viewing_distance_cm)``: px per mm from both sides of the card, and the distance
-    at which ``px_per_degree`` pixels subtend one degree of visual angle."""
-    px_per_mm = (card_width_px / CARD_WIDTH_MM + card_height_px / CARD_HEIGHT_MM) / 2
-    distance_cm = (px_per_degree / px_per_mm / 10) / (2 * math.tan(math.radians(0.5)))
-    return px_per_mm, distance_cm
-
-
-def blind_spot_distance(sweeps_px: list[float], px_per_mm: float) -> float:
-    """Viewing distance (cm) from the blind-spot sweeps: the mean square-to-dot distance where the dot
-    vanished, in cm, over tan 13.5° (the blind spot's angle from fixation; jsPsych's virtual-chinrest)."""
-    mean_cm = float(np.mean(sweeps_px)) / px_per_mm / 10
-    return mean_cm / math.tan(math.radians(BLIND_SPOT_DEG))
 
 
 def record_calibration(session: Session, assignment: Assignment, payload: Any) -> tuple[int, dict[str, Any]]:

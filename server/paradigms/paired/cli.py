@@ -16,7 +16,7 @@ import click
 
 from stimuli.csv_safety import dict_rows
 
-from ...command_support import FiniteFloatRange, UserError, cli_config
+from ...command_support import VIEWING_PASSED_HELP, FiniteFloatRange, UserError, cli_config, keep_viewing_passed
 
 
 def _defaults() -> dict:
@@ -149,11 +149,12 @@ def read_objective(path: Path, column: str | None) -> dict[str, float]:
 @click.option("--workers", "workers_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="The study's workers.csv (workers_meta.csv of an export): its address_group and agent_group "
                    "(keyed hashes of each worker's network and browser) are evidence for the sock-puppet test.")
+@click.option("--viewing-passed", is_flag=True, help=VIEWING_PASSED_HELP)
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, anchor_votes, prior_strength, n_boot,
                     bootstrap_unit, confidence, interval_method, gold_accuracy, no_gold, allow_disconnected, objective,
                     objective_column, higher_is_better, seed, keep_biased, no_bias_test, no_soft_screening,
-                    no_sockpuppet_test, short_lived_votes, bias_fdr, machine_errors, workers_csv, no_plots):
+                    no_sockpuppet_test, short_lived_votes, bias_fdr, machine_errors, workers_csv, viewing_passed, no_plots):
     """Screen workers and scale the votes of VOTES_CSV (worker_id,set_id,item_a,item_b,winner)."""
     from analysis.formats import VotesFormatError, read_votes
     from analysis.pipeline import AnalysisOptions, analyze, write_results
@@ -169,6 +170,8 @@ def analyze_command(votes_csv, out, method, keep, min_tpr, no_anchors, units, an
     try:
         fingerprints = read_fingerprints(workers_csv) if workers_csv else None
         votes = read_votes(votes_csv)
+        if viewing_passed:
+            votes = keep_viewing_passed(votes, workers_csv)
         if errors is not None and not set(errors) & set(zip(votes.set_ids[votes.item_set], votes.item_ids)):
             raise UserError(f"{machine_errors}: no set_id,item_id of it is in {votes_csv} (errors of another study?)")
         options = AnalysisOptions(

@@ -22,7 +22,7 @@ from ..display import WindowRequirement
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
-from ..sections import DisplayParams, PagesParams, QualityParams
+from ..sections import DisplayParams, PagesParams, QualityParams, ViewingParams
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import Pair, Stimulus, StudySet
 from .window import manifest_sets, pc_requirement
@@ -96,7 +96,7 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 @dataclass(frozen=True, kw_only=True)
 class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                DisplayParams, MediaParams):
+                DisplayParams, MediaParams, ViewingParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from ...command_support import FiniteFloatRange, UserError
+from ...command_support import VIEWING_PASSED_HELP, FiniteFloatRange, UserError, keep_viewing_passed
 
 # analysis.rating_screening.RULES (not imported: `perceptlab --help` stays fast)
 SCREENING_RULES = ("bt500", "careless", "correlation", "straight_liner", "gold", "hidden_reference")
@@ -71,10 +71,13 @@ def _rules(value: str) -> tuple[str, ...]:
               help="Gold rule: flag a worker with a smaller share of gold answers inside gold_low..gold_high.")
 @click.option("--min-ratings", type=click.IntRange(min=2), default=10, show_default=True,
               help="Straight-liner rule: ratings a worker needs before a near-constant answer is flagged.")
+@click.option("--workers", "workers_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The study's workers.csv (workers_meta.csv of an export), for --viewing-passed.")
+@click.option("--viewing-passed", is_flag=True, help=VIEWING_PASSED_HELP)
 @click.option("--no-plots", is_flag=True, help="Skip the plots (PNG at 200 dpi, each with a vector PDF beside it).")
 def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, confidence, scale, dmos, rules,
                             no_screening, careless_posterior, correlation_threshold, correlation_alpha, min_common,
-                            gold_accuracy, min_ratings, no_plots):
+                            gold_accuracy, min_ratings, workers_csv, viewing_passed, no_plots):
     """Screen the workers and score the stimuli of RATINGS_CSV (worker_id,stimulus_id,rating)."""
     from analysis.rating_report import RatingOptions, analyze_ratings, write_rating_results
     from analysis.rating_screening import ScreeningOptions
@@ -91,6 +94,8 @@ def analyze_ratings_command(ratings_csv, out, model, interval, n_boot, seed, con
         raise UserError(str(exc)) from None
     try:
         ratings = read_ratings(ratings_csv, None if scale == "auto" else scale)
+        if viewing_passed:
+            ratings = keep_viewing_passed(ratings, workers_csv)
         result = analyze_ratings(ratings, options)
     except RatingsFormatError as exc:
         raise UserError(str(exc)) from None

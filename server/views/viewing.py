@@ -1,0 +1,74 @@
+"""The ``[viewing]`` checks' worker routes (server/paradigms/viewing.py draws, scores and stores them):
+
+    GET  /w/<token>/viewing                     the checks' page (experiment_ui/templates/viewing.html)
+    GET  /w/<token>/viewing/image/<check>/<i>   one image of a check (PNG, one size per check and worker)
+    POST /w/<token>/viewing/screen              the card (and blind spot) measure: calibration.js's body
+    POST /w/<token>/viewing/answers/<check>     {"answers": [...]} of brightness, colour or acuity
+
+The token is the worker page's; answers are taken only while the worker stands at the checks' stage.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
+
+from ..db import db_session
+from ..paradigms import viewing
+from ..paradigms.core import lock_assignment, spec_for
+from .worker import assignment_of_token
+
+bp = Blueprint("viewing", __name__)
+
+
+def _secret() -> str:
+    return current_app.config["SECRET_KEY"]
+
+
+@bp.get("/w/<token>/viewing")
+def page(token: str):
+    """The checks' page while some are pending at the worker's stage; else the worker's page."""
+    assignment = assignment_of_token(token)
+    session = db_session()
+    spec = spec_for(session, assignment.study_id)
+    stage, action = viewing.GATES.get(getattr(spec, "when", ""), (None, None))
+    if assignment.stage != stage or not viewing.pending(session, spec, assignment.worker_id, action):
+        return redirect(url_for("worker.stage_page", token=token))
+    return viewing_page(token, assignment, spec)
+
+
+def viewing_page(token: str, assignment, spec) -> str:
+    """The checks' page of ``assignment`` (also what the consent stage shows while checks before it are pending)."""
+    config = viewing.page_config(spec, request.script_root + f"/w/{token}/viewing")
+    return render_template("viewing.html", study=assignment.study, token=token, config=config)
+
+
+@bp.get("/w/<token>/viewing/image/<check>/<int:index>")
+def image(token: str, check: str, index: int):
+    assignment = assignment_of_token(token)
+    session = db_session()
+    data = viewing.check_image(session, _secret(), assignment, spec_for(session, assignment.study_id), check, index)
+    response = Response(data, mimetype="image/png")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _recorded(record):
+    session = db_session()
+    try:
+        assignment = lock_assignment(session, assignment_of_token(request.view_args["token"]).id)
+        answer = record(session, assignment, spec_for(session, assignment.study_id), request.get_json(silent=True))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return jsonify(answer)
+
+
+@bp.post("/w/<token>/viewing/screen")
+def screen(token: str):
+    return _recorded(viewing.record_screen)
+
+
+@bp.post("/w/<token>/viewing/answers/<check>")
+def answers(token: str, check: str):
+    return _recorded(lambda session, assignment, spec, body: viewing.record_answers(
+        session, _secret(), assignment, spec, check, body))
