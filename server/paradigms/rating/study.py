@@ -47,6 +47,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
+from ..display_monitor import DisplayMonitorParams
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
@@ -124,7 +125,7 @@ RATING_UNITS = "points"  # [stopping] units of ratings
 
 @dataclass(frozen=True, kw_only=True)
 class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                 DisplayParams, MediaParams):
+                 DisplayParams, MediaParams, DisplayMonitorParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
