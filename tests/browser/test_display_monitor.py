@@ -147,3 +147,29 @@ def test_display_changes_pause_the_trial_and_past_the_limit_turn_the_worker_away
     worker = _worker(app, "WZOOM")
     assert (worker.display_changes, worker.status) == (3, "stopped")
     context.close()
+
+
+def test_the_rule_names_each_change_and_leaves_out_windows_that_follow_the_screen(page, live_server):
+    """display_monitor.js's displayChange, the pure rule: a new ratio on the same screen (CSS px as Chromium, or
+    device px as Firefox reports it) is a zoom, on another screen a screen change; another screen at the same
+    ratio is a screen change unless the "screen" follows the window (an emulated device); a window below the need
+    counts only if the start met it."""
+    page.goto(f"{live_server}/healthz")
+    cases = page.evaluate("""async () => {
+      const { displayChange } = await import('/static/js/display_monitor.js');
+      const d = (width, height, dpr, sw, sh) => ({ width, height, dpr,
+        screen: { width: sw, height: sh, availWidth: sw, availHeight: sh } });
+      const start = d(1366, 657, 1, 1366, 768);
+      const need = { width: 898, height: 560 };
+      return [
+        displayChange(start, d(1200, 600, 1, 1366, 768), need),        // smaller, still enough
+        displayChange(start, d(1093, 526, 1.25, 1366, 768), need),     // Chromium's zoom
+        displayChange(start, d(1093, 526, 1.25, 1093, 614), need),     // Firefox's zoom (screen in CSS px)
+        displayChange(start, d(1366, 657, 2, 1280, 800), need),        // a denser monitor
+        displayChange(start, d(1366, 657, 1, 1920, 1080), need),       // a larger monitor, same ratio
+        displayChange(start, d(800, 500, 1, 1366, 768), need),         // too small
+        displayChange(start, d(800, 500, 1, 1366, 768), need, false),  // too small from the start
+        displayChange(d(1366, 657, 1, 1366, 657), d(800, 500, 1, 800, 500), need),  // an emulated device shrunk
+      ];
+    }""")
+    assert cases == [None, "zoom", "zoom", "screen", "screen", "window", None, "window"]
