@@ -99,6 +99,7 @@ export class AssignmentDriver {
       onAnswer: (answer) => this.onDisplayAnswer(answer),
       params: parameters(monitorInfo.parameters, config.parameters),
       recalibrates: (paradigm.display || {}).zoom === 'recalibrates',
+      storageKey: `perceptlab.display.${this.assignmentId}`,
     });
     // Every plugin of the paradigm exists from the start (one instance per page load): e.g. the
     // paired-comparison plugin tracks held keys before its first pair appears.

@@ -131,9 +131,12 @@ export class DisplayMonitor {
    * @param {object} options.params  this module's parameters
    * @param {boolean} [options.recalibrates]  the paradigm measures the screen again after a zoom (paradigms.js
    *        `display.zoom`): a zoom is counted, never paused, and each series of trials starts from the display
+   * @param {string} [options.storageKey]  where the start and a pause survive a reload (sessionStorage): a
+   *        reload neither makes a changed display the new start nor counts a pause twice
    * @param {() => object} [options.now]  displayNow (tests)
    */
-  constructor({ config, post, onAnswer, params, recalibrates = false, now = displayNow }) {
+  constructor({ config, post, onAnswer, params, recalibrates = false, storageKey = null, now = displayNow }) {
+    this.storageKey = storageKey;
     this.recalibrates = recalibrates;
     this.armed = false;
     this.requirement = (config && config.requirement) || null;
@@ -165,6 +168,7 @@ export class DisplayMonitor {
   /** Listen for changes (they count only while armed: during trials). */
   begin() {
     if (this.timer !== null) return;
+    this.recall();
     window.addEventListener('resize', this.check);
     this.timer = setInterval(this.check, this.params.display_check_ms);
     this.watchRatio();
@@ -176,7 +180,9 @@ export class DisplayMonitor {
    * of this page load is the one every trial must keep (a paradigm that recalibrates: at each series' start).
    */
   arm(series) {
-    if (series && !this.armed && (this.start === null || this.recalibrates)) this.rebase(this.now());
+    if (series && !this.armed && (this.start === null || (this.recalibrates && this.change === null))) {
+      this.rebase(this.now());
+    }
     this.armed = series;
     if (series) this.update();
   }
@@ -185,6 +191,30 @@ export class DisplayMonitor {
   rebase(now) {
     this.start = now;
     this.startFits = fits(now, this.need(now));
+    this.remember();
+  }
+
+  /** Keep the start and the pause on now for this tab's next page load (sessionStorage). */
+  remember() {
+    if (!this.storageKey) return;
+    const pause = this.change === null ? null
+      : { change: this.change, since: Date.now() - (performance.now() - this.pausedAt) };
+    try {
+      sessionStorage.setItem(this.storageKey, JSON.stringify({ start: this.start, startFits: this.startFits, pause }));
+    } catch (_) { /* storage unusable: a reload starts afresh */ }
+  }
+
+  /** The start and the pause an earlier load of this page left (a pause goes on: its resumption is posted). */
+  recall() {
+    let kept = null;
+    try { kept = this.storageKey && JSON.parse(sessionStorage.getItem(this.storageKey) || 'null'); } catch (_) { /* none */ }
+    if (!kept || !kept.start) return;
+    this.start = kept.start;
+    this.startFits = kept.startFits;
+    if (kept.pause) {
+      this.change = kept.pause.change;
+      this.pausedAt = performance.now() - Math.max(0, Date.now() - kept.pause.since);
+    }
   }
 
   /** Stop watching (the driver hands over to a server page). */
@@ -235,6 +265,7 @@ export class DisplayMonitor {
   pause(change, now) {
     this.change = change;
     this.pausedAt = performance.now();
+    this.remember();
     this.send({ event: 'paused', change, ...this.sizes(now) });
   }
 
@@ -244,6 +275,7 @@ export class DisplayMonitor {
     this.pauses.push([this.pausedAt, end]);
     this.change = null;
     this.pausedAt = null;
+    this.remember();
     if (this.overlay) this.overlay.hidden = true;
     this.send({ event: 'resumed', paused_ms: pausedMs, ...this.sizes(now) });
   }
