@@ -17,6 +17,7 @@ from analysis.sockpuppets import FINGERPRINT_COLUMNS  # keyed hashes of the entr
 
 from . import wages
 from .codes import latest_per_worker, participants
+from .paradigms.display_monitor import DISPLAY_COLUMNS, display_columns
 from .models import Study, Worker
 from .paradigms import paradigm_for, viewing
 from .paradigms.core import spec_for
@@ -51,12 +52,15 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                   .where(Worker.study_id == study.id))}
     unknown = dict.fromkeys(FINGERPRINT_COLUMNS, "")
     checked, viewing_columns = _viewing_columns(session, study, salt)
+    display = {worker_label(raw, salt): values for raw, values in display_columns(session, study.id).items()}
+    undisplayed = dict.fromkeys(DISPLAY_COLUMNS, "")
     records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
-                **groups.get(record["worker_id"], unknown), **pay.get(record["worker_id"], unpaid),
+                **groups.get(record["worker_id"], unknown), **display.get(record["worker_id"], undisplayed),
+                **pay.get(record["worker_id"], unpaid),
                 **checked.get(record["worker_id"], dict.fromkeys(viewing_columns, ""))}
                for record in records]
-    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + wages.WORKER_COLUMNS
-                      + viewing_columns, records), len(records))
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + DISPLAY_COLUMNS
+                      + wages.WORKER_COLUMNS + viewing_columns, records), len(records))
 
 
 def _viewing_columns(session: Session, study: Study, salt: bytes | None) -> tuple[dict[str, dict[str, Any]], tuple]:

@@ -19,7 +19,7 @@ import datetime as dt
 import secrets
 from typing import Any
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
                         UniqueConstraint, false, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -82,6 +82,10 @@ class Worker(Base):
     # the sock-puppet analysis only.
     address_group: Mapped[str | None] = mapped_column(String(16))
     agent_group: Mapped[str | None] = mapped_column(String(16))
+    # Display changes during trials (server/paradigms/display_monitor.py): pauses counted against the worker
+    # (summed over the study's assignments, against [viewing] max_display_changes) and their total length.
+    display_changes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    paused_ms: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
 
 
 class Assignment(Base):
@@ -113,6 +117,23 @@ class Assignment(Base):
 
     worker: Mapped[Worker] = relationship()
     study: Mapped[Study] = relationship()
+
+
+class DisplayEvent(Base):
+    """A pause or a resumption of an assignment's trials for a display change (server/paradigms/display_monitor.py):
+    the log behind the worker's counters; ``event_id`` is the browser's, so a retried post is counted once."""
+    __tablename__ = "display_event"
+    __table_args__ = (UniqueConstraint("assignment_id", "event_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    event_id: Mapped[str] = mapped_column(String(64))
+    event: Mapped[str] = mapped_column(String(16))           # paused | resumed
+    change: Mapped[str | None] = mapped_column(String(16))   # a pause's: zoom | screen | window
+    paused_ms: Mapped[int] = mapped_column(BigInteger, default=0)  # a resumption's: how long the pause lasted
+    window: Mapped[dict[str, Any] | None]                    # {width, height, dpr} when it happened
+    screen: Mapped[dict[str, Any] | None]                    # {width, height}
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 # The pages in ix_page_held: held (counted in their pairs' n_held) and not complete.

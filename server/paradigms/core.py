@@ -42,6 +42,7 @@ from .display import WindowRequirement
 from .media import media_of
 from .entry import PILOT_PLATFORM, check_link_entry, check_mturk_entry
 from .recruiters import code_completion
+from .remote_hint import clean_display_cues
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 
 FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
@@ -645,16 +646,20 @@ def finish_in_one_statement(engine, claims: TokenClaims) -> FinishedRow | None:
 
 
 def clean_environment(payload: Any) -> dict[str, Any]:
-    """The worker's window, screen and browser (informative), validated: else a 400 naming the problem."""
+    """The worker's window, screen, browser and remote-desktop cues (informative), validated: else a 400 naming
+    the problem."""
     if not isinstance(payload, dict):
         raise invalid("the body must be a JSON object")
-    reject_unknown(payload, ("window", "screen", "user_agent"))
+    reject_unknown(payload, ("window", "screen", "user_agent", "display"))
     clean: dict[str, Any] = {"window": check.size_object(payload.get("window"), "window", with_dpr=True),
                              "screen": check.size_object(payload.get("screen"), "screen", with_dpr=False)}
     agent = payload.get("user_agent")
     # Truncated rather than refused (browsers' strings grow), but never stored with control characters.
     agent = check.text(agent, "user_agent", max_length=1 << 20)
     clean["user_agent"] = agent[:check.USER_AGENT_LENGTH] if agent is not None else None
+    cues = clean_display_cues(payload.get("display"))
+    if cues is not None:  # the remote-desktop hint's cues (remote_hint.remote_desktop_cues)
+        clean["display"] = cues
     clean["recorded_at"] = utcnow().isoformat()
     return clean
 

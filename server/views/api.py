@@ -29,6 +29,7 @@ from ..errors import ApiError, invalid, reject_unknown
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for, viewing
+from ..paradigms.display_monitor import record_display_event
 from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind, assignment_row, check_nonce,
                               consent_in_one_statement, environment_in_one_statement, finish_in_one_statement,
                               lock_assignment, lock_assignment_row, record_environment, record_in_one_statement,
@@ -45,7 +46,7 @@ ONE_STATEMENT_DECLINED = "perceptlab.one_statement_declined"
 """The request environ's flag, set by the fast lane (:mod:`server.views.fast_lane`), that the response
 was tried in one statement, which stored nothing: the view's regular path decides."""
 # The other POST routes of an assignment: a response kind of that name could never be reached.
-_ASSIGNMENT_ROUTES = frozenset({"actions", "environment", "state", "motion-trials"})
+_ASSIGNMENT_ROUTES = frozenset({"actions", "environment", "display-events", "state", "motion-trials"})
 
 
 class ResponseKindConverter(BaseConverter):
@@ -99,7 +100,8 @@ def bearer_claims(header: str, assignment_id: str, secret_key: str) -> TokenClai
 # State when a page loads, after an error and when it resynchronises, and posts its environment once
 # per page load: an honest worker stays far below these; a script polling in a loop does not.
 REQUEST_RATES = {"state": ("state_requests_per_minute", "state_requests_burst"),
-                 "environment": ("environment_posts_per_minute", "environment_posts_burst")}
+                 "environment": ("environment_posts_per_minute", "environment_posts_burst"),
+                 "display": ("display_events_per_minute", "display_events_burst")}
 
 
 def _rate_limiter(name: str) -> RequestRate | SharedRequestRate:
@@ -292,6 +294,21 @@ def post_environment(assignment_id: str):
     if not environment_in_one_statement(app_services().engine, claims, body):
         record_environment(db_session(), claims.assignment_id, claims.nonce, body)
     return Response(status=204)
+
+
+@bp.post("/assignments/<assignment_id>/display-events")
+@committed
+def post_display_event(assignment_id: str):
+    """A pause or resumption of the trials for a display change (server/paradigms/display_monitor.py): counted
+    against the worker, who is turned away past the study's ``[viewing] max_display_changes``."""
+    claims = _bearer_token(assignment_id)
+    _limit_rate("display", claims)
+    body = json_object_body()
+    assignment = authorised_row(claims)
+    session = db_session()
+    _, spec = study_paradigm(session, assignment.study_id)
+    status, answer = record_display_event(session, assignment, body, spec)
+    return jsonify(answer), status
 
 
 @bp.post("/assignments/<assignment_id>/<response_kind:kind>")

@@ -14,6 +14,7 @@ from ..models import Assignment, Study
 from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
                               study_paradigm)
+from ..paradigms.display_monitor import monitor_config
 from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason, stimulus_word
 from ..paradigms.entry import PREVIEW_ASSIGNMENT
 from ..paradigms.recruiters import Recruiter, remember_entry
@@ -118,8 +119,11 @@ def stage_page(token: str):
         return render_template("instructions.html", paragraphs=_paragraphs(text),
                                **paradigm.examples(session, study), **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (pc/trials.html, motion/motion.html)
+        # The display monitor (display_monitor.js) pauses trials whose window falls below this requirement.
+        monitor = monitor_config(paradigm.window_requirement(session, study), spec)
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",
-                               assignment_id=str(assignment.id), study_name=study.name, **common)
+                               assignment_id=str(assignment.id), study_name=study.name, display_monitor=monitor,
+                               **common)
     if stage == Stage.COMPLETED:
         return render_template("done.html", completion=completion_info(assignment),
                                auto_redirect=True, earnings=payments.assignment_earnings(study, assignment), **common)

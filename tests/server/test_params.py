@@ -267,7 +267,8 @@ def test_pages_quality_and_display_are_declared_once_and_each_paradigm_keeps_its
             # Same section and checks; only the default and the wording may be the paradigm's own.
             keep = ("section", "low", "high", "above", "below", "choices", "money")
             assert [getattr(own[name].param, k) for k in keep] == [getattr(mixin_key.param, k) for k in keep], name
-        # The shared sections follow the paradigm's own, before [entry]: the template reads as before.
+        # The shared sections follow the paradigm's own, before [entry]: the template reads as before ([viewing]:
+        # the display monitor's keys, server/paradigms/display_monitor.py).
         assert sections(spec_class)[-8:-4] == ["pages", "quality", "display", "viewing"]
     paired, rating = (cls(slug="x", name="x", manifests=()) for cls in (StudySpec, RatingSpec))
     assert (paired.quiz_size, rating.quiz_size) == (5, 4)

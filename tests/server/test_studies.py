@@ -197,7 +197,7 @@ min_mbps = 2.5
         "max_participants": 200, "max_cost": "300", "notify_only": True,
         "mturk": {"title": "Compare frames"}, "replays": 1, "max_stall_ms": 400.0, "max_extra_playing_ms": 2000.0,
         "max_dropped_share": 0.1, "unfaithful": "exclude", "max_repeats": 1, "min_mbps": 2.5, "reference_position": "before",
-        "base_dir": str(study_dir.resolve())}
+        "max_display_changes": 3, "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
 

@@ -24,6 +24,7 @@ import { ApiError, backoffDelay, callApi, fetchAssignmentFile, fetchStateRetryin
 import { ResponseQueue, uuid4 } from './response_queue.js';
 import { startGuarded } from './tab_guard.js';
 import { PARADIGMS } from './paradigms.js';
+import { DisplayMonitor, info as monitorInfo, remoteDesktopCues } from './display_monitor.js';
 
 export const info = Object.freeze({
   name: 'assignment-driver',
@@ -91,6 +92,15 @@ export class AssignmentDriver {
       if (route) this.routes.set(route.path, route);
     }
     this.chrome = this.buildChrome(paradigm.frame);
+    // Before the plugins: while a display change pauses the trial, key input stops at the monitor.
+    this.monitor = new DisplayMonitor({
+      config: config.displayMonitor,
+      post: (body) => this.api('POST', '/display-events', body),
+      onAnswer: (answer) => this.onDisplayAnswer(answer),
+      params: parameters(monitorInfo.parameters, config.parameters),
+      recalibrates: (paradigm.display || {}).zoom === 'recalibrates',
+      storageKey: `perceptlab.display.${this.assignmentId}`,
+    });
     // Every plugin of the paradigm exists from the start (one instance per page load): e.g. the
     // paired-comparison plugin tracks held keys before its first pair appears.
     for (const stage of Object.values(paradigm.stages)) this.pluginFor(stage.plugin);
@@ -238,6 +248,7 @@ export class AssignmentDriver {
       window: { width: window.innerWidth, height: window.innerHeight, dpr: window.devicePixelRatio || 1 },
       screen: { width: window.screen.width, height: window.screen.height },
       user_agent: navigator.userAgent,
+      display: remoteDesktopCues(),
     };
     // Informative only: a failure must never block the worker (and it is no response: not queued).
     this.api('POST', '/environment', body).catch((error) => console.warn('environment not recorded', error));
@@ -251,9 +262,24 @@ export class AssignmentDriver {
     return ids;
   }
 
+  /**
+   * Milliseconds since performance.now() time `t0` that the trial was on screen: the time a display change
+   * paused it left out (display_monitor.js). Every plugin measures its response times with it.
+   */
+  activeSince(t0, now = performance.now()) {
+    return Math.max(0, now - t0 - this.monitor.pausedBetween(t0, now));
+  }
+
+  /** The server's answer to a display event: a worker past the study's limit is turned away; follow it. */
+  onDisplayAnswer(answer) {
+    const stage = answer && answer.stage;
+    if (stage && this.state && stage !== this.state.stage && !this.paradigm.stages[stage]) this.resync();
+  }
+
   // --- flow --------------------------------------------------------------------
 
   async run() {
+    this.monitor.begin();
     this.postEnvironment();
     const state = await this.fetchStateOrFail();
     if (state) this.follow(state);
@@ -304,6 +330,7 @@ export class AssignmentDriver {
   async step(stage, signal) {
     const plugin = this.activate(stage.plugin);
     const series = typeof stage.trials === 'function';
+    this.monitor.arm(series); // display changes pause trials, not the screens between them
     let trial = null;
     let next = null;
     if (series) {
@@ -457,6 +484,7 @@ export class AssignmentDriver {
   /** A stage the server renders (consent, instructions, the end): reload once the queue drained. */
   async handOver(state) {
     this.leaving = true;
+    this.monitor.end();
     this.activate(null);
     this.setStatus(state.message || 'Loading…');
     // Give queued responses a moment to go out before leaving; they stay stored anyway.
@@ -469,6 +497,7 @@ export class AssignmentDriver {
 
   fatal(error) {
     console.error(error);
+    this.monitor.end();
     if (this.controller) this.controller.abort();
     this.activate(null);
     this.setStatus('');

@@ -559,7 +559,8 @@ export class MotionTrial {
       direction_deg: round3(value.direction_deg),
       speed_ppf: round3(value.speed_ppf),
       cycles: this.cyclesCompleted,
-      rt_ms: round3(Math.max(0, now - this.T0)),
+      // Without the time a display change paused the trial (the driver's display monitor).
+      rt_ms: round3(this.options.activeSince ? this.options.activeSince(this.T0, now) : Math.max(0, now - this.T0)),
       // Only phases that ran to their end: the one cut short by the click would count as skipped frames.
       frames: this.frames.filter((f) => f.complete).map((f) => ({ cycle: f.cycle, phase: f.phase, t: f.t.map(round3) })),
     };
@@ -1039,6 +1040,7 @@ export class MotionMatching {
     const response = await runTrial(container, trial, {
       params, refreshMs: this.refreshMs(), assets, signal,
       onCreate: (t) => { this.current = t; },
+      activeSince: (t0, now) => driver.activeSince(t0, now),
     });
     this.current = null;
     if (!response) return; // cancelled

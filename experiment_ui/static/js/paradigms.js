@@ -12,6 +12,10 @@
 //           grow, e.g. a failed practice trial is repeated).
 //           Every other stage (consent, instructions, completed, stopped, disqualified, full) is a
 //           page the server renders: the driver hands over to it.
+//   display what the display monitor (display_monitor.js) leaves to the paradigm (optional):
+//           `zoom: 'recalibrates'`: a zoom change is counted but pauses nothing, since the paradigm
+//           measures the screen again itself (motion's card), and each series of trials after a
+//           screen stage takes the display as it then is.
 //
 // A plugin is a class with `static info = {name, version, description, parameters, response}`
 // (`response`: the response queue's route -- {path, idField, quietRejection} -- or null) and
@@ -71,6 +75,7 @@ export const PARADIGMS = Object.freeze({
       stage: { id: 'motion-stage', class: 'motion-stage' },
     },
     texts: {},
+    display: { zoom: 'recalibrates' },
     stages: {
       // A refused display moves the assignment to "disqualified": the next State shows why.
       calibration: { plugin: ScreenCalibration, trial: (state) => ({ params: state.params }) },

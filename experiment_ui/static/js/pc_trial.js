@@ -602,7 +602,7 @@ export class PairedComparison {
 
   choose(side, input) {
     if (!this.accepting || !this.trial || this.mode !== 'trial' || !this.chosen) return; // images not shown yet: ignore
-    const rt = Math.max(0, performance.now() - this.t0);
+    const rt = this.driver.activeSince(this.t0);  // a display change's pause left out
     this.accepting = false;
     this.awaitingChoice = false;
     this.trialEl.dataset.accepting = 'false';

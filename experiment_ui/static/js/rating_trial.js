@@ -75,6 +75,28 @@ export const RATING_CHROME = Object.freeze({
   margin: 2,        // kept free so that rounding never brings a scrollbar back
 });
 
+/**
+ * The stacked layout of narrow windows and phones (rating.css `[data-layout="stacked"]`): below the images the
+ * question (40 px: two lines; the top bar has no room for it), the row of answers (64 px, 4 px apart: seven
+ * 44 px touch targets in 332 px) and Next (48 px) across the row, 8 px between them (scale: 8 + 40 + 8 + 64 + 8
+ * + 48). The server's RATING_CHROME_STACKED (rating/study.py).
+ */
+export const RATING_CHROME_STACKED = Object.freeze({ ...RATING_CHROME, scale: 176, scale_width: 332 });
+
+/** The narrowest window of the side-by-side layout: its row of answers and Next, with the padding. */
+export function sideBySideWidth(chrome = RATING_CHROME) {
+  return chrome.scale_width + 2 * chrome.pad + chrome.margin;
+}
+
+/**
+ * The chrome of a study's window (server: rating_chrome): the stacked layout's when its floor accepts windows
+ * narrower than the side-by-side layout needs.
+ * @param {number} floorWidth  the study's min_window_width
+ */
+export function requirementChrome(floorWidth) {
+  return (floorWidth || 0) < sideBySideWidth() ? RATING_CHROME_STACKED : RATING_CHROME;
+}
+
 const DEFAULT_DISPLAY = Object.freeze({ policy: 'fit', min_image_scale: 0.5, floor: [0, 0] });
 
 /**
@@ -95,10 +117,10 @@ export function ratingChromeSize(nImages, chrome = RATING_CHROME) {
  * @param {number[][]} sizes  [width, height] of each image at scale 1 (the State's image sizes)
  * @param {number} factor  policyFactor (display.js): min_image_scale (fit) or 1 / devicePixelRatio
  * @param {number[]} floor  the study's smallest window whatever its images
- * @param {object} [chrome]  RATING_CHROME or the State's display.chrome
+ * @param {object} [chrome]  the layout's chrome (default: the study's, requirementChrome of its floor)
  * @returns {{width: number, height: number}}
  */
-export function ratingWindowNeeded(sizes, factor, floor = [0, 0], chrome = RATING_CHROME) {
+export function ratingWindowNeeded(sizes, factor, floor = [0, 0], chrome = requirementChrome(floor[0])) {
   const extra = ratingChromeSize(sizes.length, chrome);
   const images = Math.ceil(round6(sizes.reduce((sum, [w]) => sum + w, 0) * factor)) + extra.width;
   const scale = chrome.scale_width + 2 * chrome.pad + chrome.margin;
@@ -214,7 +236,9 @@ export class RatingTrial {
     this.nextButton.addEventListener('click', (event) => {
       if (event.isTrusted) this.send();
     });
-    this.scaleRow = el('div', { class: 'rating-scale' }, this.scaleEl, this.nextButton);
+    // The stacked layout's question (the top bar is too narrow for it on a phone): shown by rating.css there only.
+    this.stackedQuestionEl = el('p', { class: 'rating-question-stacked', 'aria-hidden': 'true' });
+    this.scaleRow = el('div', { class: 'rating-scale' }, this.stackedQuestionEl, this.scaleEl, this.nextButton);
     this.trialEl = el('section', { id: 'trial', class: 'rating-trial', 'aria-label': `${this.words.Many} to rate`, hidden: true },
       this.imagesEl, this.scaleRow);
 
@@ -261,6 +285,7 @@ export class RatingTrial {
     this.keys = scaleKeys(spec.values);
     this.slider = spec.slider;
     this.questionEl.textContent = spec.question;
+    this.stackedQuestionEl.textContent = spec.question;
     this.trialEl.dataset.method = spec.method;
     this.scaleRow.dataset.kind = spec.slider ? 'slider' : 'buttons';
     if (spec.slider) {
@@ -343,11 +368,17 @@ export class RatingTrial {
     this.nextButton.disabled = !(this.accepting && this.rating !== null);
   }
 
-  /** The State's display settings (policy, min_image_scale, floor) and the chrome. */
+  /**
+   * The State's display settings (policy, min_image_scale, floor) and the chrome of the layout: stacked in a
+   * window narrower than the side-by-side layout, when the study accepts one (its floor is narrower too).
+   */
   display() {
     const state = this.driver.state;
     const display = { ...DEFAULT_DISPLAY, ...((state && state.display) || {}) };
-    display.chrome = { ...RATING_CHROME, ...(display.chrome || {}) };
+    display.layout = requirementChrome(display.floor[0]) === RATING_CHROME_STACKED
+      && window.innerWidth < sideBySideWidth() ? 'stacked' : 'side-by-side';
+    display.chrome = { ...(display.layout === 'stacked' ? RATING_CHROME_STACKED : RATING_CHROME),
+      ...(display.chrome || {}) };
     return display;
   }
 
@@ -372,8 +403,10 @@ export class RatingTrial {
 
   applyScale(chrome) {
     const px = (value) => `${(value * this.scale).toFixed(3)}px`;
+    const display = this.display();
     this.trialEl.dataset.scale = this.scale.toFixed(3);
-    this.trialEl.dataset.policy = this.display().policy;
+    this.trialEl.dataset.policy = display.policy;
+    this.trialEl.dataset.layout = display.layout;
     let total = 0;
     this.images.forEach((image, i) => {
       const img = this.imageEls[i];
@@ -689,7 +722,7 @@ export class RatingTrial {
   /** Next (or Enter): send the chosen rating of the trial on screen, if there is one. */
   send() {
     if (!this.accepting || this.rating === null || this.mode !== 'trial' || !this.sent) return;
-    const rt = Math.max(0, performance.now() - this.t0);
+    const rt = this.driver.activeSince(this.t0);  // a display change's pause left out
     this.awaitingRating = false;
     this.setAccepting(false);
     this.sent({ rating: this.rating, rt });

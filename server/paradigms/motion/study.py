@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
+from ..display_monitor import DisplayMonitorParams
 from ..sections import ViewingParams
 from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
@@ -72,7 +73,8 @@ MTURK_TEXTS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams, ViewingParams):
+class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams, ViewingParams,
+                 DisplayMonitorParams):
     """Every parameter of a motion study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config`` (with ``kind = "motion"``)."""
     kind: str = param(KIND, section="study", choices=(KIND,), doc='"motion": a motion-matching study')

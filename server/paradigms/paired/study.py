@@ -19,6 +19,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
+from ..display_monitor import DisplayMonitorParams
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
@@ -96,7 +97,7 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 @dataclass(frozen=True, kw_only=True)
 class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                DisplayParams, MediaParams, ViewingParams):
+                DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {

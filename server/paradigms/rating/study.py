@@ -47,6 +47,7 @@ from stimuli.media import VIDEO
 from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..display import WindowRequirement
+from ..display_monitor import DisplayMonitorParams
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
@@ -72,6 +73,23 @@ RATING_CHROME: dict[str, int] = {
     "scale_width": 880,  # that row's smallest width (every P.910 label on two lines at most)
     "margin": 2,        # kept free so that rounding never brings a scrollbar back
 }
+# The stacked layout of narrow windows and phones: the image above; below it the question (40 px, two lines: the
+# top bar has no room for it on a phone), the row of answers (64 px, 4 px apart: CCR's seven 44 px touch targets
+# in 332 px) and Next across the row (48 px); 8 px between them: 8 + 40 + 8 + 64 + 8 + 48 = 176. A study whose min_window_width is below the side-by-side row's own width
+# (:func:`side_by_side_width`, 898) accepts narrow windows, and its window is the stacked layout's: 350 px wide
+# at the least, so that such a study admits phones (display.PHONE_WINDOW, the one device rule).
+RATING_CHROME_STACKED: dict[str, int] = {**RATING_CHROME, "scale": 176, "scale_width": 332}
+
+
+def side_by_side_width(chrome: dict[str, int] = RATING_CHROME) -> int:
+    """The narrowest window of the side-by-side layout: its row of answers and Next, with the padding."""
+    return chrome["scale_width"] + 2 * chrome["pad"] + chrome["margin"]
+
+
+def rating_chrome(min_window_width: int) -> dict[str, int]:
+    """The chrome of a study's window: the stacked layout's when its ``min_window_width`` accepts windows
+    narrower than the side-by-side layout needs (rating_trial.js ``requirementChrome``), else the side-by-side."""
+    return RATING_CHROME_STACKED if min_window_width < side_by_side_width() else RATING_CHROME
 
 
 def gold_low_item(k: int) -> str:
@@ -124,7 +142,7 @@ RATING_UNITS = "points"  # [stopping] units of ratings
 
 @dataclass(frozen=True, kw_only=True)
 class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                 DisplayParams, MediaParams, ViewingParams):
+                 DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
@@ -232,10 +250,11 @@ def images_shown(method: str) -> int:
 def window_for(spec, sizes, media: dict | None = None) -> WindowRequirement:
     """The smallest inner window (CSS px) that shows every scene's images of ``sizes`` (``(width, height)``)
     side by side at the study's smallest scale (``fit``) or 1:1 at devicePixelRatio 1 (``pixel_exact``),
-    with the scale's row below them: rating_trial.js's ``ratingWindowNeeded`` of the same numbers."""
+    with the scale's row below them (stacked when the study accepts narrow windows: :func:`rating_chrome`):
+    rating_trial.js's ``ratingWindowNeeded`` of the same numbers."""
     factor = spec.min_image_scale if spec.policy == "fit" else 1.0
     n = images_shown(spec.method)
-    c = RATING_CHROME
+    c = rating_chrome(spec.min_window_width)
     width, height = spec.min_window_width, spec.min_window_height
     width = max(width, c["scale_width"] + 2 * c["pad"] + c["margin"])
     for w, h in sizes:
