@@ -65,6 +65,7 @@ def test_a_paired_study_with_every_check_is_simulated(app, demo_stimuli, tmp_pat
     assert "brightness:passed 3" in summary and "acuity:passed 3" in summary
 
 
+@pytest.mark.one_database
 @pytest.mark.parametrize("when", ["before_consent", "after_instructions"])
 def test_a_rating_study_with_the_touch_checks_is_simulated(app, rating_manifest, tmp_path, live_server, when):
     from .rating_support import SMALL, create_rating_study
@@ -76,6 +77,23 @@ def test_a_rating_study_with_the_touch_checks_is_simulated(app, rating_manifest,
     _assert_careful_pass_careless_fail(report, _workers_csv(app, slug), checks)
 
 
+@pytest.mark.one_database
+def test_a_motion_study_with_the_touch_checks_is_simulated(app, motion_clips, tmp_path, live_server):
+    from .motion_support import SMALL, create_motion_study
+
+    checks = ["brightness", "colour"]
+    slug = create_motion_study(app, motion_clips, tmp_path, slug="view-motion", **SMALL, viewing={"checks": checks})
+    report = run_simulation(live_server, slug, workers=2, spam=0.5, concurrency=2, seed=2, progress=False,
+                            pilot=pilot_signature(SECRET, slug), secret=SECRET)
+    assert report.kind == "motion" and report.gave_up_count == 0, report.to_dict()
+    assert report.viewing["brightness:passed"] >= 1 and report.viewing["colour:passed"] == 1
+    assert sum(n for key, n in report.viewing.items() if key.endswith(":failed")) == 1, report.viewing
+    assert report.outcomes["completed"] == 1 and report.outcomes["disqualified"] == 1
+    rows = _workers_csv(app, slug)
+    assert sorted(r["viewing_passed"] for r in rows) == ["0", "1"]
+
+
+@pytest.mark.one_database
 def test_without_the_secret_every_worker_answers_at_random(app, demo_stimuli, tmp_path, live_server):
     """A simulation that does not hold the secret cannot know the answers: its workers guess, and are turned
     away (an honest bot cannot pass on a server it cannot read)."""
