@@ -104,3 +104,28 @@ def test_without_the_secret_every_worker_answers_at_random(app, demo_stimuli, tm
     report = run_simulation(live_server, slug, workers=3, spam=0.0, concurrency=3, seed=6, pages=1, progress=False,
                             pilot=pilot_signature(SECRET, slug))
     assert report.outcomes["disqualified"] == 3 and report.gave_up_count == 0
+
+
+@pytest.mark.one_database
+def test_only_a_simulated_entry_names_the_draw(app, demo_stimuli, tmp_path):
+    """Every entry of a study with checks names them (the page's configuration, no answers); only a simulated
+    participant's, signed with the pilot signature, names the draw's identifiers (useless without the secret)."""
+    from .conftest import SMALL_STUDY, create_test_study
+
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="view-entry", **SMALL_STUDY,
+                             viewing={"checks": ["brightness"]})
+    client = app.test_client()
+
+    def enter(worker: str, **extra):
+        body = {"platform": "mturk", "worker_id": worker, "assignment_id": f"A{worker}", "hit_id": "H1",
+                "turk_submit_to": "https://workersandbox.mturk.com", **extra}
+        response = client.post(f"/api/v1/studies/{slug}/assignments", json=body)
+        assert response.status_code == 201, response.json
+        return response.json
+
+    plain = enter("W1")
+    assert set(plain["viewing"]) == {"config"} and plain["viewing"]["config"]["checks"] == ["brightness"]
+    assert plain["viewing"]["config"]["base"] == f"/w/{plain['token']}/viewing"
+    simulated = enter("W2", pilot=pilot_signature(SECRET, slug), simulated=True)
+    assert set(simulated["viewing"]["draw"]) == {"study_id", "study_seed", "worker_id"}
+    assert simulated["viewing"]["config"] | {"base": ""} == plain["viewing"]["config"] | {"base": ""}
