@@ -11,7 +11,9 @@ hook, in ``server/paradigms/<package>/simulated_worker.py``). The driver:
    :func:`server.pilot.pilot_signature`, which ``perceptlab simulate`` always sends) the worker is stored
    as a simulated pilot participant, who counts in no estimate, wage, payment, target or default export;
 2. sends the ``consent`` and ``instructions_done`` actions, and ``POST .../environment`` before the first
-   response;
+   response; a study with ``[viewing]`` checks has them taken first, before the action they stand before, over
+   the worker pages' routes (:mod:`server.simulate_viewing`: careful workers compute the answers with the
+   server's ``secret``, which ``perceptlab simulate`` holds; careless ones answer at random);
 3. for paradigms that work in pages (quiz, trials, page_done: paired comparison, ratings), answers every
    open trial of the page with the paradigm's :meth:`SimulatedWorker.answer` (a fresh response ID per
    response, retried with the same ID and body); the response that completes a page brings the new State
@@ -79,6 +81,8 @@ import numpy as np
 
 from .paradigms.entry import BUSY
 from .paradigms.stages import TERMINAL_STAGES, Stage  # full: no work left (study filled)
+from .paradigms.viewing import GATES
+from .simulate_viewing import take_checks
 
 #: Median response time of a simulated answer, in ms (lognormal, sigma 0.5 in log units).
 MEDIAN_RT_MS = 2000.0
@@ -90,6 +94,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 OBSERVERS = ("images", "latent")
 #: The stages of the paged lifecycle (server/paradigms/paged.py) that the driver walks itself.
 PAGE_STAGES = (Stage.QUIZ, Stage.TRIALS)
+#: The stage each [viewing] ``when`` holds a worker at until the checks are passed.
+VIEWING_GATES = {when: stage for when, (stage, _action) in GATES.items()}
 
 
 class SimulationError(RuntimeError):
@@ -182,6 +188,7 @@ class SimulationReport:
     full_concurrency_s: float = 0.0
     responses: list[ResponseRecord] = field(default_factory=list)
     images_downloaded: int = 0
+    viewing: Counter = field(default_factory=Counter)  # "<check>:passed" / "<check>:failed" -> workers
 
     # -- derived figures
     def percentile(self, q: float, kind: str | None = None) -> float:
@@ -254,7 +261,7 @@ class SimulationReport:
             "elapsed_s": self.elapsed_s, "responses_per_second": self.per_second(),
             "full_concurrency_s": self.full_concurrency_s,
             "responses_per_second_full_concurrency": self.per_second_full(),
-            "images_downloaded": self.images_downloaded,
+            "images_downloaded": self.images_downloaded, "viewing": dict(self.viewing),
             "latency_ms": {kind: {"n": len(s), "p50": self.p50(kind), "p99": self.p99(kind),
                                   "max": float(max(s)) if s else math.nan}
                            for kind, s in sorted(self.latencies_ms.items())},
@@ -291,6 +298,8 @@ class SimulationReport:
             f"p50 {waits['p50']:.1f} s, max {waits['max']:.1f} s",
             f"agreement with the stimuli: honest {pct(honest)}, careless {pct(careless)}",
         ]
+        if self.viewing:
+            lines.append("viewing checks: " + ", ".join(f"{key} {n}" for key, n in sorted(self.viewing.items())))
         if self.gave_up:
             lines.append("gave up: " + ", ".join(f"{reason} {n}" for reason, n in self.gave_up.most_common()))
         if self.errors.get("bad_link"):
@@ -382,10 +391,11 @@ class SimulationSession:
 
     def __init__(self, base_url: str, slug: str, http, report: SimulationReport, *, observer: str,
                  options: dict[str, Any], seed: int, max_retry_s: float, max_attempts: int,
-                 pilot: str | None = None):
+                 pilot: str | None = None, secret: str | None = None):
         self.base_url = base_url.rstrip("/") + "/"
         self.slug = slug
         self.pilot = pilot  # the study's pilot signature: the workers are stored as simulated
+        self.secret = secret  # the server's secret key: careful workers compute the [viewing] checks' answers
         self.http = http
         self.report = report
         self.observer = observer
@@ -626,6 +636,7 @@ class WorkerDriver:
         self.external_id: str | None = None
         self.next_send: float | None = None  # open loop: when the next response is due
         self.model: SimulatedWorker | None = None
+        self.viewing: dict[str, Any] | None = None  # the entry's [viewing] fields, until the checks are taken
 
     async def api(self, kind: str, method: str, path: str, body: Any = None,
                   stats: dict | None = None) -> tuple[int, Any]:
@@ -706,6 +717,7 @@ class WorkerDriver:
         if status not in (200, 201) or not isinstance(body, dict):
             raise GiveUp(f"entry:{_error_code(body) or f'http_{status}'}")
         self.token, self.aid = body["token"], str(body["assignment_id"])
+        self.viewing = body.get("viewing")
         from .paradigms import DEFAULT_KIND
 
         kind = str(body.get("kind") or DEFAULT_KIND)  # a server from before the entry named its paradigm
@@ -728,6 +740,12 @@ class WorkerDriver:
             if stage not in (Stage.CONSENT, Stage.INSTRUCTIONS) and not env_sent:
                 await self.send_environment()
                 env_sent = True
+            if self.viewing is not None and stage == VIEWING_GATES.get(self.viewing["config"].get("when")):
+                fields, self.viewing = self.viewing, None
+                if not await take_checks(self, fields, self.sim.secret):
+                    state = await self.state()  # turned away (disqualified), or a check the server refused
+                    stage = state.get("stage")
+                    continue
             if stage == Stage.CONSENT:
                 state = await self.action("consent")
             elif stage == Stage.INSTRUCTIONS:
@@ -813,7 +831,7 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
                                pace: float | None = None, ramp_s: float = 0.0, progress: bool = True,
                                observer: str = "images", request_timeout: float = 60.0,
                                max_retry_s: float = 120.0, max_attempts: int = 1000, pilot: str | None = None,
-                               **observer_options) -> SimulationReport:
+                               secret: str | None = None, **observer_options) -> SimulationReport:
     """Asynchronous :func:`run_simulation` (for callers that already run an event loop)."""
     import aiohttp
 
@@ -849,7 +867,7 @@ async def run_simulation_async(base_url: str, study_slug: str, *, workers: int, 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         sim = SimulationSession(base_url, study_slug, http, report, observer=observer,
                                 options={k: v for k, v in observer_options.items() if v is not None}, seed=seed,
-                                max_retry_s=max_retry_s, max_attempts=max_attempts, pilot=pilot)
+                                max_retry_s=max_retry_s, max_attempts=max_attempts, pilot=pilot, secret=secret)
         await _preflight(sim)
         indices: Iterable[int] = iter(range(workers))
         started = sim.started = time.perf_counter()
@@ -921,6 +939,8 @@ def run_simulation(base_url: str, study_slug: str, *, workers: int, spam: float 
         ``observer`` ("images" or "latent"), ``request_timeout`` (s per HTTP attempt), ``max_retry_s`` and
         ``max_attempts`` (per request), ``pilot`` (the study's pilot signature: the workers are stored as
         simulated pilot participants; without it they are ordinary MTurk workers, as load benchmarks need),
+        ``secret`` (the server's secret key, with ``pilot``: careful workers answer the ``[viewing]`` checks right;
+        without it every worker answers them at random),
         and the paradigms' observer options (``noise_rmse`` of paired comparison and ratings; None: the
         paradigm's default).
 

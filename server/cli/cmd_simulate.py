@@ -65,6 +65,11 @@ def simulate_command(study: str, url: str, workers: int, spam: float, concurrenc
     folder with --instance): no time estimate, wage, payment plan, MTurk
     action, dashboard figure or pair target counts them, and export and
     results leave them out unless --include-pilot.
+
+    A study's [viewing] checks are taken first, over the worker pages'
+    routes: honest workers answer what the server drew (computed with the
+    same secret key) and sit at the study's distance; careless ones answer
+    at random and are mostly turned away.
     """
     from server.pilot import pilot_signature
     from server.simulate_client import SimulationError, run_simulation
@@ -77,7 +82,7 @@ def simulate_command(study: str, url: str, workers: int, spam: float, concurrenc
     try:
         report = run_simulation(url, study, workers=workers, spam=spam, concurrency=concurrency, seed=seed,
                                 pages=pages, pace=pace, progress=not quiet, observer=observer,
-                                noise_rmse=noise_rmse, pilot=pilot_signature(key, study))
+                                noise_rmse=noise_rmse, pilot=pilot_signature(key, study), secret=key)
     except SimulationError as error:
         raise UserError(str(error)) from error
     for line in report.summary_lines():

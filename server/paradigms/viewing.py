@@ -34,7 +34,7 @@ from stimuli.viewing import (GAP_DIRECTIONS, PLATE_DIGITS, brightness_patch, col
 from .. import validation as check
 from ..errors import ApiError, invalid
 from ..i18n import _
-from ..models import Assignment, Study, ViewingResult
+from ..models import Assignment, Study, ViewingResult, Worker
 from .core import stop
 from .screen import BLIND_SPOT_CM, blind_spot_distance, card_px_per_mm
 from .sections import VIEWING_CHECKS, ViewingParams
@@ -107,6 +107,39 @@ def expected(secret: str, study: Study, worker_id: int, check_name: str, spec) -
     if check_name == "colour":
         return [digit for digit, _ in colour_digits(rng, spec.colour_plates)]
     return gap_directions(rng, spec.acuity_trials)
+
+
+def entry_fields(spec, token_base: str, study: Study, worker_id: int, simulated: bool) -> dict[str, Any]:
+    """What the JSON API's entry adds for a study with checks (none without): ``viewing``, the checks' page
+    configuration (:func:`page_config`, no answers) and, for a simulated participant (signed with the study's
+    pilot signature, so its client holds the server's secret), ``draw``: the identifiers the answers are drawn
+    from (:func:`check_rng`), which give nothing without the secret. ``perceptlab simulate`` answers with
+    them (:func:`drawn_answers`)."""
+    if not checks_of(spec):
+        return {}
+    fields: dict[str, Any] = {"config": page_config(spec, token_base)}
+    if simulated:
+        fields["draw"] = {"study_id": study.id, "study_seed": study.seed, "worker_id": worker_id}
+    return {"viewing": fields}
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """The study and spec fields :func:`expected` reads, rebuilt from an entry's ``viewing`` (a client's)."""
+    id: int
+    seed: int
+    colour_plates: int
+    acuity_trials: int
+
+
+def drawn_answers(secret: str, viewing_fields: dict[str, Any], check_name: str) -> list[Any]:
+    """The answers the server expects to ``check_name``, computed by a client holding the server's ``secret``
+    from the entry's ``viewing`` fields (:func:`entry_fields`, with ``draw``): the same :func:`expected` the
+    server scores with, so a simulated careful worker answers exactly what a careful person would."""
+    draw, config = viewing_fields["draw"], viewing_fields["config"]
+    drawn = _Drawn(int(draw["study_id"]), int(draw["study_seed"]), int(config["colour_plates"]),
+                   int(config["acuity_trials"]))
+    return expected(secret, drawn, int(draw["worker_id"]), check_name, drawn)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- acuity's size
@@ -352,3 +385,58 @@ def worker_columns(session: Session, study: Study, spec) -> dict[int, dict[str, 
         if out["viewing_passed"] == "" and all(out[f"viewing_{c}"] == 1 for c in chosen):
             out["viewing_passed"] = 1
     return rows
+
+
+# ---------------------------------------------------------------- the experimenter's study page
+
+@dataclass(frozen=True)
+class CheckCount:
+    """One check's results on the study page: workers who passed it and who failed it."""
+    name: str
+    passed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class ViewingSummary:
+    """The ``[viewing]`` panel of the study page (``_admin_viewing.html``): per check the workers who passed and
+    failed it, the median distance measured and the median logMAR the Cs tested (None when nobody got there).
+    Pilot and simulated participants are left out, as from every dashboard figure."""
+    checks: tuple[CheckCount, ...]
+    workers: int
+    passed_all: int
+    median_distance_cm: float | None
+    median_acuity_logmar: float | None
+    when: str
+    distance_cm: float
+
+
+def dashboard_summary(session: Session, study: Study, spec) -> ViewingSummary | None:
+    """:class:`ViewingSummary` of a study with checks (None without)."""
+    chosen = checks_of(spec)
+    if not chosen:
+        return None
+    rows = session.scalars(select(ViewingResult).join(Worker, Worker.id == ViewingResult.worker_id)
+                           .where(ViewingResult.study_id == study.id, ~Worker.pilot))  # pilots count in no figure
+    passed: dict[str, int] = dict.fromkeys(chosen, 0)
+    failed: dict[str, int] = dict.fromkeys(chosen, 0)
+    by_worker: dict[int, set[str]] = {}
+    distances: list[float] = []
+    logmars: list[float] = []
+    for r in rows:
+        if r.check == SCREEN or r.check not in passed:
+            continue
+        (passed if r.passed else failed)[r.check] += 1
+        if r.passed:
+            by_worker.setdefault(r.worker_id, set()).add(r.check)
+        else:
+            by_worker.setdefault(r.worker_id, set())
+        measures = r.measures or {}
+        if r.check == "distance" and measures.get("distance_cm") is not None:
+            distances.append(float(measures["distance_cm"]))
+        if r.check == "acuity" and measures.get("logmar") is not None:
+            logmars.append(float(measures["logmar"]))
+    median = lambda values: float(np.median(values)) if values else None  # noqa: E731
+    return ViewingSummary(tuple(CheckCount(c, passed[c], failed[c]) for c in chosen), len(by_worker),
+                          sum(set(chosen) <= done for done in by_worker.values()), median(distances), median(logmars),
+                          spec.when, spec.distance_cm)

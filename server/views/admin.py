@@ -42,7 +42,8 @@ from ..admin_support import (_user_name, admin_error, csv_download, download_sal
                              study_or_404)
 from ..db import db_session
 from ..models import Assignment, Study, as_utc, utcnow
-from ..paradigms import paradigm_for, spec_from_config
+from ..paradigms import paradigm_for, spec_from_config, viewing
+from ..paradigms.core import spec_for
 from ..paradigms.stages import TERMINAL_STAGES
 from ..worker_time import PaySettings
 
@@ -141,6 +142,7 @@ def study_page(slug: str):
                            pay=pay, pay_labels={w.raw_id: exports.pseudonym(salt, w.raw_id) for w in pay.workers},
                            stopping=_stopping_record(session, study), stopping_forecasting=_forecasting(study),
                            stopping_can_forecast=_can_forecast(paradigm),
+                           viewing=viewing.dashboard_summary(session, study, spec_for(session, study.id)),
                            **paradigm.dashboard_context(session, study, salt))
 
 

@@ -204,8 +204,10 @@ def create_assignment(slug: str):
         admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot,
         fingerprint=request_fingerprint(study))
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
+    checks = viewing.entry_fields(spec_for(db_session(), study.id), f"{request.script_root}/w/{token}/viewing", study,
+                                  assignment.worker_id, simulated=pilot is not None and body.get("simulated") is True)
     return jsonify({"assignment_id": str(assignment.id), "token": token, "stage": assignment.stage,
-                    "worker_url": f"/w/{token}/", "kind": paradigm_for(study).kind}), 201 if created else 200
+                    "worker_url": f"/w/{token}/", "kind": paradigm_for(study).kind, **checks}), 201 if created else 200
 
 
 @bp.get("/assignments/<assignment_id>/state")

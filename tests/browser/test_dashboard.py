@@ -22,6 +22,15 @@ def _add_user(app) -> None:
         session.commit()
 
 
+def _log_in_to(page, live_server: str, path: str) -> None:
+    """Log in as alice from the login page that leads on to ``path``."""
+    page.goto(f"{live_server}/admin/login?next={path}")
+    page.fill("#username", "alice")
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(f"{live_server}{path}")
+
+
 def _vote_one_page(app, study: str, worker_id: str) -> None:
     """Quiz and one page of trials over the API (3 quiz votes, 5 real ones and a hidden gold: 9 votes of design
     pairs, the demo's gold pairs being design pairs)."""
@@ -113,11 +122,7 @@ def test_active_study_shows_its_design_phase_and_expected_gain(page, app, live_s
         pages={"pairs_per_page": 20, "min_pages": 1, "max_pages": 3}, quality={"quiz_size": 0, "gold_rate": 0.1})
     _add_user(app)
     app.config["SERVER"].update(dashboard_refresh_seconds=1, live_scales_interval=1, live_scales_bootstrap=20)
-    page.goto(f"{live_server}/admin/login?next=/admin/studies/{slug}")
-    page.fill("#username", "alice")
-    page.fill("#password", PASSWORD)
-    page.click("button[type=submit]")
-    expect(page).to_have_url(f"{live_server}/admin/studies/{slug}")
+    _log_in_to(page, live_server, f"/admin/studies/{slug}")
     # 4 x 55 candidate pairs; the budget is the regular design's: 3 votes x 11 pairs x 4 sets.
     expect(page.locator("#n-pairs")).to_have_text("220")
     expect(page.locator("#target-votes")).to_have_text("132")
@@ -159,3 +164,41 @@ def test_workers_with_a_targeted_bias_are_shown_excluded_with_the_item(page, app
     expect(page.locator("#scales-status")).to_contain_text(
         "Screening kept 8 of 10 workers (80% of the votes); 2 favoured or disfavoured one item and are left out.")
     screenshot(page, "targeted-bias")
+
+
+def test_the_study_page_shows_the_viewing_checks(page, app, live_server, demo_stimuli, tmp_path, screenshot):
+    """A study with [viewing] checks: its page counts the workers who passed and failed each check, with the
+    median distance measured and the logMAR the Cs tested (server/paradigms/viewing.py dashboard_summary)."""
+    from tests.server.conftest import SMALL_STUDY, create_test_study
+    from tests.server.viewing_support import ALL_CHECKS, Viewer
+
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="viewed", **SMALL_STUDY,
+                             viewing={"checks": ALL_CHECKS})
+    client = app.test_client()
+    for distance in (58.0, 64.0):  # two workers pass everything, at 58 and 64 cm
+        worker = Viewer(app, client, slug)
+        for check in ("brightness", "colour"):
+            assert worker.answer(check, worker.truth(check)).json["passed"]
+        assert worker.screen(distance).json == {"accepted": True}
+        assert worker.answer("acuity", worker.truth("acuity")).json["passed"]
+    careless = Viewer(app, client, slug)  # one miscounts the shapes, and is turned away there
+    assert not careless.answer("brightness", [(n + 1) % 7 for n in careless.truth("brightness")]).json["passed"]
+
+    _add_user(app)
+    page.set_viewport_size({"width": 1280, "height": 600})
+    _log_in_to(page, live_server, f"/admin/studies/{slug}")
+    panel = page.locator("#viewing-panel")
+    expect(panel.get_by_role("heading", name="Viewing checks")).to_be_visible()
+    expect(page.locator("#viewing-summary")).to_contain_text("3 workers took the checks (before consent), 2 passed")
+    expect(page.locator("#viewing-median-distance")).to_have_text("61 cm")
+    expect(page.locator("#viewing-median-logmar")).to_have_text(re.compile(r"^0\.\d\d logMAR$"))
+    rows = page.locator("#viewing-checks tbody tr")
+    expect(rows).to_have_count(4)
+    expected = {"brightness": ("2", "1"), "colour": ("2", "0"), "distance": ("2", "0"), "acuity": ("2", "0")}
+    for check, (passed, failed) in expected.items():
+        row = page.locator(f"#viewing-checks tr[data-check={check}]")
+        expect(row.locator(".passed")).to_have_text(passed)
+        expect(row.locator(".failed")).to_have_text(failed)
+    panel.scroll_into_view_if_needed()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    screenshot(page, "viewing-checks")

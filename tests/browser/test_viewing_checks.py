@@ -232,3 +232,54 @@ def test_checks_after_the_instructions_lead_to_the_task(app, live_server, contex
     page.locator("#viewing-continue").click()
     expect(page.locator("#viewing")).to_have_count(0)
     assert worker.state()["stage"] == "quiz"
+
+
+SMALL_LAPTOP = {"viewport": {"width": 1280, "height": 600}}
+
+
+def _controls_in_view(page, selectors):
+    """At 1280 x 600, with the page not scrolled: nothing wider than the window, and every element of ``selectors``
+    (what the worker looks at and the controls they answer with) wholly inside the window."""
+    _fits(page)
+    assert page.evaluate("window.scrollY") == 0
+    for selector in selectors:
+        boxes = page.evaluate("""s => [...document.querySelectorAll(s)].filter(e => e.offsetParent !== null)
+            .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })""",
+                              selector)
+        assert boxes, f"{selector}: nothing shown"
+        for left, top, right, bottom in boxes:
+            assert left >= 0 and top >= 0 and right <= 1280 + 0.5 and bottom <= 600 + 0.5, (selector, boxes)
+
+
+def test_every_check_fits_1280_by_600(app, live_server, context_page, demo_stimuli, tmp_path):
+    """Each check's page at 1280 x 600: the stimulus and every control to answer it are in view without scrolling."""
+    page = context_page(SMALL_LAPTOP)
+    worker = _enter(app, live_server, page, demo_stimuli, tmp_path, checks=list(viewing.VIEWING_CHECKS))
+    expect(page.locator("#viewing-brightness img").nth(1)).to_have_js_property("complete", True)
+    _shot(page, "brightness-1280x600")
+    _controls_in_view(page, ["#viewing-brightness img", "#viewing-count-0 button", "#viewing-count-1 button",
+                             "#viewing-next"])
+    _brightness(page, _truth(app, worker, "brightness"))
+    expect(page.locator("#viewing-plate")).to_have_js_property("complete", True)
+    _shot(page, "colour-1280x600")
+    _controls_in_view(page, ["#viewing-plate", "#viewing-digits button", "#viewing-no-digit"])
+    _colour(page, _truth(app, worker, "colour"))
+    tick_until(page, lambda: page.locator("#calib-continue").is_enabled())
+    _shot(page, "card-1280x600")
+    _controls_in_view(page, ["#calib-card", "#calib-continue", ".calib-handle"])
+    page.locator("#calib-continue").click()
+    expect(page.locator("#bs-start")).to_be_visible()
+    _shot(page, "blind-spot-1280x600")
+    _controls_in_view(page, ["#bs-start", "#bs-stage", "#bs-square", "#calib-continue"])
+    # The sweeps, then the acuity check.
+    px_per_mm = float(page.locator("#calib-card").get_attribute("data-width")) / 85.6
+    travel_mm = math.tan(math.radians(BLIND_SPOT_DEG)) * 600 - 10
+    for _ in range(5):
+        page.locator("#bs-start").click()
+        page.clock.run_for(int(travel_mm / 25 * 1000))
+        page.keyboard.press(" ")
+    assert px_per_mm > 0
+    page.locator("#calib-continue").click()
+    expect(page.locator("#viewing-ring")).to_have_attribute("data-loaded", "true")
+    _shot(page, "acuity-1280x600")
+    _controls_in_view(page, ["#viewing-ring", "#viewing-directions button"])
