@@ -82,6 +82,9 @@ class Worker(Base):
     # the sock-puppet analysis only.
     address_group: Mapped[str | None] = mapped_column(String(16))
     agent_group: Mapped[str | None] = mapped_column(String(16))
+    # The language the worker's pages are shown in (server/i18n.py choose_locale): one of the study's
+    # [study] languages, chosen at entry and kept for every later page; NULL for workers who entered before.
+    locale: Mapped[str | None] = mapped_column(String(16))
 
 
 class Assignment(Base):

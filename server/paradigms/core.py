@@ -36,6 +36,7 @@ from ..allocation import now
 from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..fingerprints import EntryFingerprint
+from ..i18n import _l
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
@@ -44,8 +45,9 @@ from .entry import PILOT_PLATFORM, check_link_entry, check_mturk_entry
 from .recruiters import code_completion
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 
-FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
-                "participants. Nothing was recorded for payment.")
+# Lazy: told in the language of the page that shows it (server/i18n.py).
+FULL_MESSAGE = _l("This study has no work left for you right now: every remaining task is taken by other "
+                  "participants. Nothing was recorded for payment.")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
 # The client-made ID of every response (vote_id, response_id).
 UUID_PATTERN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -1011,7 +1013,7 @@ class Paradigm:
     def stop_message(self, session: Session, assignment: Assignment) -> str | None:
         """What the worker is told at stages disqualified and stopped (why) and full; else None."""
         if assignment.stage == Stage.FULL:
-            return FULL_MESSAGE
+            return str(FULL_MESSAGE)
         if assignment.stage in TURNED_AWAY:
             return assignment.worker.status_reason
         return None

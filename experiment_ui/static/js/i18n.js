@@ -5,7 +5,7 @@ let catalog = null;
 
 function loaded() {
   if (catalog === null) {
-    const element = document.getElementById("i18n-catalog");
+    const element = typeof document === "undefined" ? null : document.getElementById("i18n-catalog");
     catalog = element ? JSON.parse(element.textContent) : {};
   }
   return catalog;
@@ -17,3 +17,23 @@ export function t(msgid, params) {
   if (!params) return text;
   return text.replace(/%\((\w+)\)s/g, (whole, name) => (name in params ? String(params[name]) : whole));
 }
+
+// tParts("Which image is closer to the %(reference)s?", {reference: strongNode}): the translation split at
+// its placeholders, each replaced by its value as is (a DOM node stays a node), for el(tag, attrs, ...parts):
+// a sentence with marked-up words keeps the translator's word order.
+export function tParts(msgid, params) {
+  const text = loaded()[msgid] ?? msgid;
+  const parts = [];
+  let last = 0;
+  for (const match of text.matchAll(/%\((\w+)\)s/g)) {
+    if (match.index > last) parts.push(text.slice(last, match.index));
+    parts.push(match[1] in params ? params[match[1]] : match[0]);
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) parts.push(text.slice(last));
+  return parts;
+}
+
+// The page's language and direction (base.html's <html lang dir>), for number formats and mirrored layouts.
+export const pageLocale = () => document.documentElement.lang || 'en';
+export const pageIsRtl = () => document.documentElement.dir === 'rtl';
