@@ -99,7 +99,10 @@ def compiled_matches(locale: str, domain: str) -> bool:
     with po_path(locale, domain).with_suffix(".mo").open("rb") as handle:
         committed = read_mo(handle)
     built = read_mo(fresh)
-    return {m.id: m.string for m in committed if m.id} == {m.id: m.string for m in built if m.id}
+    def entries(catalog: Catalog) -> dict:
+        frozen = (lambda value: tuple(value) if isinstance(value, (list, tuple)) else value)
+        return {frozen(m.id): frozen(m.string) for m in catalog if m.id}
+    return entries(committed) == entries(built)
 
 
 def untranslated(locale: str, domain: str) -> list[str]:
