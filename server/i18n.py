@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from babel import Locale, UnknownLocaleError
 from babel.support import Translations
 from flask import Flask, g
-from flask_babel import Babel, gettext, lazy_gettext, lazy_ngettext, ngettext, refresh
+from flask_babel import Babel, force_locale, gettext, lazy_gettext, lazy_ngettext, ngettext, refresh
 from werkzeug.datastructures import LanguageAccept
 
 TRANSLATIONS = Path(__file__).with_name("translations")
@@ -31,7 +32,7 @@ BROWSER_DOMAIN = "browser"
 
 _ = gettext
 _l = lazy_gettext
-__all__ = ["_", "_l", "gettext", "lazy_gettext", "lazy_ngettext", "ngettext", "DEFAULT_LOCALE", "browser_catalog", "choose_locale",
+__all__ = ["_", "_l", "force_locale", "gettext", "lazy_gettext", "lazy_ngettext", "ngettext", "DEFAULT_LOCALE", "browser_catalog", "choose_locale",
            "current_locale", "init_app", "shipped_locales", "text_direction", "use_locale"]
 
 
@@ -104,18 +105,31 @@ def text_direction(locale: str) -> str:
         return "ltr"
 
 
+# CLDR's plural categories in the order gettext numbers a language's plural forms (babel's plural expressions).
+PLURAL_ORDER = ("zero", "one", "two", "few", "many", "other")
+
+
 @cache
-def _browser_messages(locale: str) -> dict[str, str]:
+def _browser_messages(locale: str) -> dict[str, Any]:
     if locale == DEFAULT_LOCALE:
-        return {}
+        return {"messages": {}, "plural_tags": ["one", "other"]}
     translations = Translations.load(str(TRANSLATIONS), [locale], domain=BROWSER_DOMAIN)
-    return {msgid: text for msgid, text in getattr(translations, "_catalog", {}).items()
-            if isinstance(msgid, str) and msgid and text}
+    messages: dict[str, Any] = {}
+    plurals: dict[str, dict[int, str]] = {}
+    for key, text in getattr(translations, "_catalog", {}).items():
+        if isinstance(key, tuple):          # (singular msgid, form index): tn()'s entries
+            plurals.setdefault(key[0], {})[key[1]] = text
+        elif key and text:
+            messages[key] = text
+    messages.update({msgid: [forms[i] for i in sorted(forms)] for msgid, forms in plurals.items()})
+    tags = Locale.parse(locale).plural_form.tags | {"other"}
+    return {"messages": messages, "plural_tags": [tag for tag in PLURAL_ORDER if tag in tags]}
 
 
-def browser_catalog() -> dict[str, str]:
-    """The translations of the browser modules' strings in the request's locale (msgid -> text); a
-    string missing here is shown as written."""
+def browser_catalog() -> dict[str, Any]:
+    """The browser modules' strings in the request's locale: ``messages`` (msgid -> text; a plural entry's
+    singular msgid -> its forms) and ``plural_tags`` (the CLDR category of each form, for ``tn()``'s
+    ``Intl.PluralRules``); a string missing here is shown as written."""
     return _browser_messages(current_locale())
 
 
@@ -126,3 +140,4 @@ def init_app(app: Flask) -> None:
     app.jinja_env.globals["browser_catalog"] = browser_catalog
     app.jinja_env.globals["page_locale"] = current_locale
     app.jinja_env.globals["page_dir"] = lambda: text_direction(current_locale())
+    app.jinja_env.globals["text_direction"] = text_direction

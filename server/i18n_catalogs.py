@@ -2,7 +2,7 @@
 
 Two gettext domains live in ``server/translations/<locale>/LC_MESSAGES`` (server/i18n.py): ``messages``
 (templates and Python, keywords ``_``, ``_l``, ``gettext``, ``ngettext``) and ``browser`` (the browser
-modules' ``t()`` and ``tParts()``, which the server hands to the page). The compiled ``.mo`` files are
+modules' ``t()``, ``tParts()`` and ``tn()``, which the server hands to the page). The compiled ``.mo`` files are
 committed, so a fresh clone needs no step of its own; ``tests/server/test_translations.py`` fails when one
 no longer matches its ``.po``, or when a catalog lacks a string the sources mark.
 
@@ -36,7 +36,7 @@ DOMAINS = {
                  ("_", "_l", "N_", "gettext", "lazy_gettext", "ngettext:1,2", "lazy_ngettext:1,2")),
     BROWSER_DOMAIN: ("[javascript: experiment_ui/static/js/**.js]\nparse_template_string = true\n"
                      "[javascript: server/paradigms/*/static/**.js]\nparse_template_string = true\n",
-                     ("t", "tParts")),
+                     ("t", "tParts", "tn:1,2")),
 }
 
 

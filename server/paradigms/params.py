@@ -663,9 +663,14 @@ class TextsParams:
                     fail(f"texts.translations.{language}.{key}: only the texts {', '.join(TRANSLATED_TEXTS)} "
                          "can be translated, each a string")
 
+    def text_language(self, key: str, locale: str) -> str:
+        """The language the ``[texts]`` text ``key`` ("consent", "instructions") is shown in to a worker of
+        ``locale``: ``locale`` where the study file translates it, else its default language."""
+        return locale if self.translations.get(locale, {}).get(key) else getattr(self, "default_language",
+                                                                                  DEFAULT_LOCALE)
+
     def text_in(self, key: str, locale: str) -> str:
-        """The ``[texts]`` text ``key`` ("consent", "instructions") in ``locale``: its translation, else the
-        default language's."""
+        """The ``[texts]`` text ``key`` in ``locale``: its translation, else the default language's."""
         return self.translations.get(locale, {}).get(key) or getattr(self, key)
 
 

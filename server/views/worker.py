@@ -10,7 +10,7 @@ from sqlalchemy import select
 from .. import payments
 from ..db import db_session
 from ..errors import ApiError, invalid
-from ..i18n import choose_locale, gettext, use_locale
+from ..i18n import choose_locale, force_locale, gettext, use_locale
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
@@ -115,14 +115,20 @@ def stage_page(token: str):
         common["requirement"] = paradigm.window_requirement(session, study)
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
-        # {researcher}, {contact}, {pay}, {medium}
-        consent = fill_consent(spec.text_in("consent", locale), spec, paradigm.pay_unit(spec), stimulus_word(media_of(study.config)))
-        return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
+        # {researcher}, {contact}, {pay}, {medium}, {time}: in the language of the text they go into (the
+        # default language's text where the study file has no translation)
+        text_language = spec.text_language("consent", locale)
+        with force_locale(text_language):
+            consent = fill_consent(spec.text_in("consent", locale), spec, paradigm.pay_unit(spec),
+                                   stimulus_word(media_of(study.config)))
+            consent = fill_time(consent, estimate)
+        return render_template("consent.html", paragraphs=_paragraphs(consent), text_language=text_language,
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
         # the study file's translation, else the paradigm's (e.g. no word of crops a study does not have)
         text = spec.translations.get(locale, {}).get("instructions") or paradigm.instructions(session, study, spec)
         return render_template("instructions.html", paragraphs=_paragraphs(text),
+                               text_language=spec.text_language("instructions", locale),
                                **paradigm.examples(session, study), **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (pc/trials.html, motion/motion.html)
         return render_template(paradigm.app_template, api_base=request.script_root + "/api/v1",

@@ -86,7 +86,8 @@ def test_the_locale_is_chosen_at_entry_stored_and_kept(app, demo_stimuli, tmp_pa
 
     _, html = _page(app.test_client(), f"/s/{slug}?participant=RECRUITED&locale=ar_EG", "de")
     assert _lang(html) == ("ar", "rtl") and "قبل أن تبدأ" in html
-    assert "Take part in a study" not in html and "Dr A. Lee" in html   # no Arabic consent: the default's (English)
+    # No Arabic consent: the default language's, filled in its language and set left to right in the RTL page.
+    assert '<div class="study-text" lang="en" dir="ltr">' in html and "It pays $0.50 for 1 page" in html
     _, html = _page(app.test_client(), f"/s/{slug}?participant=ASKED&lang=de&locale=ar", "ar")
     assert _lang(html) == ("de", "ltr")
     _, html = _page(app.test_client(), f"/s/{slug}?participant=NOONE", "fr-FR,fr;q=0.9")

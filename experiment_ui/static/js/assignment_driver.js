@@ -20,7 +20,7 @@
 // and run one trial; they never talk to the queue, the tab guard or the stage logic.
 
 import { sleep, el, guardedReload, StimulusLoadError } from './dom.js';
-import { t } from './i18n.js';
+import { t, tn } from './i18n.js';
 import { ApiError, backoffDelay, callApi, fetchAssignmentFile, fetchStateRetrying } from './assignment_api.js';
 import { ResponseQueue, uuid4 } from './response_queue.js';
 import { startGuarded } from './tab_guard.js';
@@ -163,7 +163,8 @@ export class AssignmentDriver {
     pendingEl.dataset.pending = String(n);
     pendingEl.dataset.retrying = retrying ? 'true' : 'false';
     if (this.paradigm.frame.pending.shows === 'when-retrying') {
-      pendingEl.textContent = n && retrying ? t('Answers waiting to be saved: %(n)s · retrying', { n }) : '';
+      pendingEl.textContent = n && retrying
+        ? tn('%(num)s answer waiting to be saved · retrying', '%(num)s answers waiting to be saved · retrying', n) : '';
       return;
     }
     // A response normally uploads within a few hundred ms; announcing every one of them would make
@@ -184,10 +185,10 @@ export class AssignmentDriver {
       pendingEl.textContent = `✓ ${t('All answers saved')}`;
       pendingEl.title = '';
     } else if (retrying) {
-      pendingEl.textContent = t('Answers waiting: %(n)s · retrying', { n });
+      pendingEl.textContent = tn('%(num)s answer waiting · retrying', '%(num)s answers waiting · retrying', n);
       pendingEl.title = t('Connection problem. Your answers are kept in this browser and uploaded automatically; you can keep working.');
     } else {
-      pendingEl.textContent = t('Saving answers: %(n)s…', { n });
+      pendingEl.textContent = tn('Saving %(num)s answer…', 'Saving %(num)s answers…', n);
       pendingEl.title = '';
     }
   }

@@ -5,7 +5,7 @@
 // State -- goes straight back to the driver.
 
 import { el, unlessAborted } from './dom.js';
-import { t } from './i18n.js';
+import { t, tn } from './i18n.js';
 import { ApiError } from './assignment_api.js';
 
 export const info = Object.freeze({
@@ -63,16 +63,20 @@ export class PageDone {
     const canContinue = (p.max_pages == null || done < p.max_pages) && !(noPageLeft && canFinish);
     // The bonus is paid for pages beyond min_pages; a page still needed to reach it is not a bonus page.
     const bonus = canFinish ? money(p.bonus_per_page) : '';
-    // Counts as "Pages completed: 2": one wording for every number, in every language (no plural forms).
-    this.driver.setProgress(t('Pages completed: %(n)s', { n: done }));
+    this.driver.setProgress(tn('%(num)s page completed', '%(num)s pages completed', done));
     let next;
-    if (!canFinish) next = t('Please continue: pages needed before you can submit: %(n)s.', { n: p.min_pages });
+    if (!canFinish) {
+      next = tn('Please continue: at least %(num)s page is needed before you can submit.',
+        'Please continue: at least %(num)s pages are needed before you can submit.', p.min_pages);
+    }
     else if (canContinue && bonus) next = t('You can continue with another page for a bonus of %(bonus)s, or finish now and submit.', { bonus });
     else if (canContinue) next = t('You can continue with another page, or finish now and submit.');
     else if (noPageLeft && done < (p.max_pages ?? Infinity)) next = t('No further page is left for you in this study: please finish and submit.');
     else next = t('Please finish and submit.');
-    const thanks = p.max_pages ? t('Thank you! Pages completed: %(n)s (up to %(most)s possible).', { n: done, most: p.max_pages })
-      : t('Thank you! Pages completed: %(n)s.', { n: done });
+    const thanks = p.max_pages
+      ? tn('Thank you! You have completed %(num)s page (up to %(most)s possible).',
+        'Thank you! You have completed %(num)s pages (up to %(most)s possible).', done, { most: p.max_pages })
+      : tn('Thank you! You have completed %(num)s page.', 'Thank you! You have completed %(num)s pages.', done);
     this.text.textContent = `${thanks} ${next}`;
     this.btnContinue.textContent = bonus ? t('Continue with another page (bonus %(bonus)s)', { bonus }) : t('Continue with the next page');
     this.btnContinue.setAttribute('aria-label', bonus ? t('Continue with another page, bonus %(bonus)s', { bonus }) : t('Continue with the next page'));

@@ -214,7 +214,7 @@ export class RatingTrial {
     this.nextButton = el('button', {
       type: 'button', id: 'rating-next', class: 'rating-next', tabindex: '-1', disabled: true,
       'aria-keyshortcuts': this.params.send_key,
-    }, el('span', { text: t('Next') }), ' ', el('kbd', { 'aria-hidden': 'true', text: this.params.send_key === 'Enter' ? '↵ Enter' : this.params.send_key }));
+    }, el('span', { text: t('Next') }), ' ', el('kbd', { 'aria-hidden': 'true', text: this.params.send_key === 'Enter' ? t('↵ Enter') : this.params.send_key }));
     this.nextButton.addEventListener('mousedown', (event) => event.preventDefault());
     this.nextButton.addEventListener('click', (event) => {
       if (event.isTrusted) this.send();
