@@ -36,7 +36,7 @@ from ..allocation import now
 from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..fingerprints import EntryFingerprint
-from ..i18n import _l
+from ..i18n import _l, gettext
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
@@ -1269,13 +1269,13 @@ class Paradigm:
         assignment = None if assignment_row_id is None else session.get(Assignment, assignment_row_id)
         if assignment is not None:
             if worker is None or assignment.worker_id != worker.id:
-                raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
+                raise ApiError(403, "forbidden", gettext("This assignment belongs to another worker."))
             return assignment, False
         if study.status == "stopped" and platform != PILOT_PLATFORM:  # [stopping]: its target or a cap was reached
-            raise ApiError(409, "study_stopped", "This study has all the participants it needs and takes no new "
-                                                 "ones. Thank you for your interest.")
+            raise ApiError(409, "study_stopped", gettext("This study has all the participants it needs and takes no "
+                                                         "new ones. Thank you for your interest."))
         if study.status != "active" and platform != PILOT_PLATFORM:  # the experimenter may preview a paused study
-            raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+            raise ApiError(409, "study_paused", gettext("This study is paused. Please try again later."))
         if admit_new is not None:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:

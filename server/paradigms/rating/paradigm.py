@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from ... import validation as check
 from ...allocation import release_other_pages, reservation_end, reservation_end_at
-from ...i18n import _, lazy_ngettext, ngettext
+from ...i18n import gettext, lazy_ngettext, ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
