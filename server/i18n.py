@@ -97,6 +97,9 @@ def current_locale() -> str:
     return g.get("perceptlab_locale", DEFAULT_LOCALE) if g else DEFAULT_LOCALE
 
 
+select_locale = current_locale   # the foundation's name for it (Flask-Babel's locale selector)
+
+
 def text_direction(locale: str) -> str:
     """``"rtl"`` for a right-to-left script (Arabic, Hebrew), else ``"ltr"``: the page's ``<html dir>``."""
     try:
