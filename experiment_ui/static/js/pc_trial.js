@@ -151,10 +151,10 @@ export class PairedComparison {
         'data-side': side,
         'aria-keyshortcuts': side === 'left' ? this.params.key_left : this.params.key_right,
         'aria-label': side === 'left'
-          ? (video ? t('The left video is closer to the reference (left arrow key)')
-            : t('The left image is closer to the reference (left arrow key)'))
-          : (video ? t('The right video is closer to the reference (right arrow key)')
-            : t('The right image is closer to the reference (right arrow key)')),
+          ? (video ? t('Left video is closer to the reference (Left arrow key)')
+            : t('Left image is closer to the reference (Left arrow key)'))
+          : (video ? t('Right video is closer to the reference (Right arrow key)')
+            : t('Right image is closer to the reference (Right arrow key)')),
       }, label, el('span', { class: 'pc-images' }));
       // Only a real pointer click votes: detail 1.  (0 is a click made by script or by a key on a
       // focused element; > 1 is the 2nd click of a double-click, which must not answer the next pair.)
