@@ -27,6 +27,7 @@ from tests.server.conftest import SMALL_STUDY, write_study_file
 pytestmark = pytest.mark.timeout(240)
 
 LAPTOP = {"width": 1366, "height": 657}
+SMALL_LAPTOP = {"width": 1280, "height": 600}
 SHOTS = Path("/work/notes/shots")
 GERMAN_TEXTS = ('[texts.translations.de]\n'
                 'consent = "Willkommen zu dieser Studie. Sie wird von {researcher} durchgeführt. Vergütung: {pay}. '
@@ -107,6 +108,9 @@ def test_a_german_worker_walks_a_whole_paired_study_without_english(german_page,
     expect(page.locator("main#consent")).to_be_visible()
     expect(page.locator("main#consent")).to_contain_text("Willkommen zu dieser Studie")
     _check_german(page, english_fragments, "consent", seen)
+    page.set_viewport_size(SMALL_LAPTOP)   # the longer German still leaves the button in a 1280 x 600 window
+    assert _box(page, "#btn-consent")["y"] + _box(page, "#btn-consent")["height"] <= SMALL_LAPTOP["height"]
+    page.set_viewport_size(LAPTOP)
     page.check("#agree")
     page.click("#btn-consent")
     expect(page.locator("main#instructions")).to_be_visible()
@@ -126,6 +130,11 @@ def test_a_german_worker_walks_a_whole_paired_study_without_english(german_page,
     expect(page.locator("#instruction")).to_contain_text("Welches Bild ist der Referenz näher?")
     _check_german(page, english_fragments, "trial", seen)
     page.screenshot(path=str(SHOTS / "german-pc-trial.png"))
+    page.set_viewport_size(SMALL_LAPTOP)   # the German bar still leaves the pair room at 1280 x 600
+    expect(page.locator("#trial")).to_be_visible()
+    pair = _box(page, "#trial [data-side=right]")
+    assert pair["x"] + pair["width"] <= SMALL_LAPTOP["width"] and pair["y"] + pair["height"] <= SMALL_LAPTOP["height"]
+    page.set_viewport_size(LAPTOP)
     assert walker.run(_any_side, kind="trials") == "page_done"
     expect(page.locator("#page-done")).to_contain_text("Sie haben 1 Seite abgeschlossen")
     _check_german(page, english_fragments, "page done", seen)
