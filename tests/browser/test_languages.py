@@ -28,7 +28,6 @@ pytestmark = pytest.mark.timeout(240)
 
 LAPTOP = {"width": 1366, "height": 657}
 SMALL_LAPTOP = {"width": 1280, "height": 600}
-SHOTS = Path("/work/notes/shots")
 GERMAN_TEXTS = ('[texts.translations.de]\n'
                 'consent = "Willkommen zu dieser Studie. Sie wird von {researcher} durchgeführt. Vergütung: {pay}. '
                 'Dauer: {time}.\\n\\nIhre Antworten werden anonym gespeichert."\n'
@@ -99,7 +98,7 @@ def german_page(browser):
 
 @pytest.mark.usefixtures("gold_answer_key")
 def test_a_german_worker_walks_a_whole_paired_study_without_english(german_page, app, live_server, demo_stimuli,
-                                                                    tmp_path, english_fragments):
+                                                                    tmp_path, english_fragments, screenshot):
     page, seen = german_page, set()
     path = write_study_file(tmp_path, demo_stimuli, "pc-de", **SMALL_STUDY,
                             texts={"researcher": "Dr. A. Lee", "contact": "a.lee@x.example"})
@@ -129,7 +128,7 @@ def test_a_german_worker_walks_a_whole_paired_study_without_english(german_page,
     expect(page.locator("#progress")).to_have_text("Paar 1 von 6 · Seite 1")
     expect(page.locator("#instruction")).to_contain_text("Welches Bild ist der Referenz näher?")
     _check_german(page, english_fragments, "trial", seen)
-    page.screenshot(path=str(SHOTS / "german-pc-trial.png"))
+    screenshot(page, "trial")
     page.set_viewport_size(SMALL_LAPTOP)   # the German bar still leaves the pair room at 1280 x 600
     expect(page.locator("#trial")).to_be_visible()
     pair = _box(page, "#trial [data-side=right]")
@@ -154,7 +153,7 @@ def test_a_german_worker_walks_a_whole_paired_study_without_english(german_page,
 
 
 def test_a_german_worker_walks_a_whole_rating_study_without_english(german_page, app, live_server, demo_stimuli,
-                                                                    tmp_path, english_fragments):
+                                                                    tmp_path, english_fragments, screenshot):
     from tests.server.rating_support import copy_prepared, write_rating_study
 
     page, seen = german_page, set()
@@ -185,7 +184,7 @@ def test_a_german_worker_walks_a_whole_rating_study_without_english(german_page,
     assert walker.status() == "trial"
     expect(page.locator(".rating-option").first).to_contain_text("Nicht wahrnehmbar")
     _check_german(page, english_fragments, "trial", seen)
-    page.screenshot(path=str(SHOTS / "german-rating-trial.png"))
+    screenshot(page, "trial")
     assert walker.run(kind="trials") == "page_done"
     _check_german(page, english_fragments, "page done", seen)
     page.click("#btn-continue")
@@ -206,7 +205,7 @@ def _box(page, selector: str) -> dict:
 
 @pytest.mark.usefixtures("gold_answer_key")
 def test_the_arabic_pages_are_mirrored_but_a_pair_keeps_its_sides(browser, app, live_server, demo_stimuli, tmp_path,
-                                                                  english_fragments):
+                                                                  english_fragments, screenshot):
     path = write_study_file(tmp_path, demo_stimuli, "pc-ar", **SMALL_STUDY,
                             texts={"researcher": "Dr. A. Lee", "contact": "a.lee@x.example"})
     _with_languages(path, ["en", "ar"], german=False)
@@ -230,7 +229,7 @@ def test_the_arabic_pages_are_mirrored_but_a_pair_keeps_its_sides(browser, app, 
             expect(page.locator("main#consent .study-text")).to_have_attribute("dir", "rtl")
             expect(page.locator("main#consent .study-text")).to_contain_text("$0.50 مقابل 1 صفحة")
             expect(page.locator("main#consent h1")).to_have_text("قبل أن تبدأ")
-            page.screenshot(path=str(SHOTS / "rtl-consent.png"))
+            screenshot(page, "consent")
             page.check("#agree")
             page.click("#btn-consent")
             page.click("#btn-start")
@@ -239,7 +238,7 @@ def test_the_arabic_pages_are_mirrored_but_a_pair_keeps_its_sides(browser, app, 
             left, right, reference = (_box(page, f"#trial {s}") for s in ("[data-side=left]", "[data-side=right]",
                                                                            "#reference"))
             progress, pending = _box(page, "#progress"), _box(page, "#pending")
-            page.screenshot(path=str(SHOTS / "rtl-trial.png"))
+            screenshot(page, "trial")
             # The pair keeps its screen sides; the bar around it is mirrored.
             assert left["x"] + left["width"] <= reference["x"] < reference["x"] + reference["width"] <= right["x"]
             assert progress["x"] > pending["x"] + pending["width"]
