@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench install clean chromium nginx fonts
+.PHONY: demo test bench install clean chromium nginx fonts translations
 
 # PYTHONWARNINGS hides setuptools' informational "Editable installation" notice, the only thing
 # a quiet install printed besides pip's own index messages.
@@ -20,6 +20,11 @@ $(STAMP): pyproject.toml
 	touch $@
 
 install: $(STAMP)
+
+# After changing worker-facing strings: extract them, merge them into every language's catalog, compile (the .mo
+# files are committed); then translate what it reports and run it again (docs/languages.md).
+translations: $(STAMP)
+	$(PY) -m server.i18n_catalogs
 
 demo: $(STAMP) fonts
 	$(VENV)/bin/perceptlab demo --out demo_output

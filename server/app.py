@@ -18,6 +18,7 @@ import experiment_ui
 from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
+from .i18n import gettext
 from .paradigms.entry import BUSY
 from .services import Services, init_app
 from .validation import StrictJSONProvider
@@ -196,12 +197,14 @@ def _answer_outages(app: Flask) -> None:
         if _wants_json() or request.path.startswith("/admin/api/"):  # the dashboard's own JSON too
             return jsonify(error.to_dict()), error.status, error.headers
         if request.method in ("GET", "HEAD"):
-            page = render_template("waiting.html", title="Please wait a moment", retry_s=error.retry_after_s,
-                                   message="The study's server is briefly unavailable. Nothing you did is lost.")
+            page = render_template("waiting.html", title=gettext("Please wait a moment"), retry_s=error.retry_after_s,
+                                   message=gettext("The study's server is briefly unavailable. Nothing you did is "
+                                                   "lost."))
         else:  # a form sent again by a reload would ask the browser to resend it: the worker goes back instead
-            page = render_template("error.html", title="Please try again in a moment",
-                                   message=f"The server is briefly unavailable and saved nothing of this step. "
-                                           f"Go back and send it again in {error.retry_after_s:.0f} seconds.")
+            page = render_template("error.html", title=gettext("Please try again in a moment"),
+                                   message=gettext("The server is briefly unavailable and saved nothing of this "
+                                                   "step. Go back and send it again in %(seconds)s seconds.",
+                                                   seconds=round(error.retry_after_s)))
         return page, error.status, error.headers
 
     for kind in UNAVAILABLE_ERRORS:
@@ -224,9 +227,9 @@ def _api_error(exc: ApiError):
     from flask import render_template
 
     if exc.code == BUSY:  # a new worker over the admission rate: a page that tries again by itself
-        return (render_template("waiting.html", title="Please wait a moment", retry_s=exc.retry_after_s or 1.0),
+        return (render_template("waiting.html", title=gettext("Please wait a moment"), retry_s=exc.retry_after_s or 1.0),
                 exc.status, exc.headers)
-    return (render_template("error.html", title="Cannot continue", message=exc.message, setting=exc.setting),
+    return (render_template("error.html", title=gettext("Cannot continue"), message=exc.message, setting=exc.setting),
             exc.status, exc.headers)
 
 

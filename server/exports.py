@@ -25,11 +25,13 @@ from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
 # pilot_filter, pseudonym, study_salt and worker_label are server.worker_records', re-exported for the exporters.
-__all__ = ["FINGERPRINT_COLUMNS", "RECRUITER_COLUMNS", "export_study", "find_study", "pilot_filter", "pseudonym",
+__all__ = ["FINGERPRINT_COLUMNS", "LOCALE_COLUMNS", "RECRUITER_COLUMNS", "export_study", "find_study", "pilot_filter", "pseudonym",
            "recruiter_columns", "study_salt", "worker_label", "workers_csv_text"]
 
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
+# The language the worker's pages were shown in (worker.locale, server/i18n.py), in every kind of study's workers.csv.
+LOCALE_COLUMNS = ("locale",)
 
 
 # ---------------------------------------------------------------- workers
@@ -46,11 +48,12 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
     pay = {worker_label(raw, salt): values
            for raw, values in wages.worker_columns(wages.study_pay(session, study, pay_settings)).items()}
     unpaid = dict.fromkeys(wages.WORKER_COLUMNS, "")  # a pilot's: no wage counts them
-    groups = {worker_label(raw, salt): {"address_group": address or "", "agent_group": agent or ""}
-              for raw, address, agent in session.execute(
-                  select(Worker.external_id, Worker.address_group, Worker.agent_group)
+    groups = {worker_label(raw, salt): {"address_group": address or "", "agent_group": agent or "",
+                                        "locale": locale or ""}
+              for raw, address, agent, locale in session.execute(
+                  select(Worker.external_id, Worker.address_group, Worker.agent_group, Worker.locale)
                   .where(Worker.study_id == study.id))}
-    unknown = dict.fromkeys(FINGERPRINT_COLUMNS, "")
+    unknown = dict.fromkeys(FINGERPRINT_COLUMNS + LOCALE_COLUMNS, "")
     checked, viewing_columns = _viewing_columns(session, study, salt)
     display = {worker_label(raw, salt): values for raw, values in display_columns(session, study.id).items()}
     undisplayed = dict.fromkeys(DISPLAY_COLUMNS, "")
@@ -59,7 +62,7 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                 **pay.get(record["worker_id"], unpaid),
                 **checked.get(record["worker_id"], dict.fromkeys(viewing_columns, ""))}
                for record in records]
-    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + DISPLAY_COLUMNS
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + LOCALE_COLUMNS + DISPLAY_COLUMNS
                       + wages.WORKER_COLUMNS + viewing_columns, records), len(records))
 
 

@@ -86,6 +86,9 @@ class Worker(Base):
     # (summed over the study's assignments, against [viewing] max_display_changes) and their total length.
     display_changes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     paused_ms: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # The language the worker's pages are shown in (server/i18n.py choose_locale): one of the study's
+    # [study] languages, chosen at entry and kept for every later page; NULL for workers who entered before.
+    locale: Mapped[str | None] = mapped_column(String(16))
 
 
 class Assignment(Base):

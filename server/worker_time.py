@@ -41,6 +41,7 @@ import numpy as np
 from sqlalchemy import Float, case, cast, extract, func, select, true
 from sqlalchemy.orm import Session
 
+from .i18n import gettext, ngettext
 from .models import Assignment, Study
 from .paradigms import paradigm_for, spec_from_config
 from .paradigms.stages import Stage
@@ -225,8 +226,7 @@ class TimeEstimate:
 
     @staticmethod
     def about(seconds: float) -> str:
-        n = TimeEstimate.minutes(seconds)
-        return f"about {n} minute{'s' if n != 1 else ''}"
+        return ngettext("about %(num)s minute", "about %(num)s minutes", TimeEstimate.minutes(seconds))
 
     @property
     def per_unit(self) -> str:
@@ -242,16 +242,20 @@ class TimeEstimate:
     def basis(self) -> str:
         """Where the figure comes from, for people."""
         if self.source == "measured":
-            return f"the median of {self.n_finished} participants so far"
-        return "an estimate before any measurement"
+            return ngettext("the median of %(num)s participant so far", "the median of %(num)s participants so far",
+                            self.n_finished)
+        return gettext("an estimate before any measurement")
 
     @property
     def phrase(self) -> str:
         """"about 5 minutes per page of 20 comparisons, plus about 3 minutes at the start" (the consent text's
         ``{time}``)."""
-        text = f"{self.per_unit} per {self.unit} of {self.what}"
+        unit = {"page": gettext("%(time)s per page of %(what)s"),
+                 "session": gettext("%(time)s per session of %(what)s")}.get(self.unit, "%(time)s per "
+                                                                            + self.unit + " of %(what)s")
+        text = unit % {"time": self.per_unit, "what": self.what}
         if self.setup:
-            text += f", plus {self.setup} at the start"
+            text = gettext("%(time)s, plus %(setup)s at the start", time=text, setup=self.setup)
         return text
 
     def hit_seconds(self, units: int) -> float:

@@ -104,7 +104,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     from analysis.pipeline import WORKERS_EXTRA_COLUMNS
     from analysis.protocols import COMPARISON_COLUMNS
     from analysis.rating_report import RATING_WORKERS_COLUMNS, RATING_WORKERS_EXTRA_COLUMNS, SCORES_COLUMNS
-    from server.exports import FINGERPRINT_COLUMNS, RECRUITER_COLUMNS
+    from server.exports import FINGERPRINT_COLUMNS, LOCALE_COLUMNS, RECRUITER_COLUMNS
     from server.paradigms.viewing import WORKER_COLUMNS as VIEWING_COLUMNS
     from server.paradigms.paired.export import VOTES_COLUMNS, WORKERS_META_COLUMNS
     from server.paradigms.motion.export import MOTION_FILES, MOTION_WORKERS_COLUMNS
@@ -114,7 +114,7 @@ def test_data_dictionary_names_every_column_of_every_output_file():
     spans = _spans(DATA_DICTIONARY.read_text(encoding="utf-8"))
     columns = {
         "votes.csv": VOTES_COLUMNS, "workers_meta.csv": WORKERS_META_COLUMNS + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS
-        + WORKER_COLUMNS + MOTION_WORKERS_COLUMNS + VIEWING_COLUMNS, "scales.csv": SCALES_COLUMNS, "overall.csv": OVERALL_COLUMNS,
+        + LOCALE_COLUMNS + WORKER_COLUMNS + MOTION_WORKERS_COLUMNS + VIEWING_COLUMNS, "scales.csv": SCALES_COLUMNS, "overall.csv": OVERALL_COLUMNS,
         "pareto.csv": ("item_id", "group"), "workers.csv": WORKERS_COLUMNS + WORKERS_EXTRA_COLUMNS,
         "rerank.csv": ("subjective_rank", "objective_rank", "rank_difference", "objective"),
         **MOTION_FILES, "probes.csv": PROBES_COLUMNS, "observer_probes.csv": OBSERVER_PROBES_COLUMNS,

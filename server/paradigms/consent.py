@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from ..i18n import gettext, ngettext
 from .core import PayUnit
 from .studyfile import StudyDefinitionError
 
@@ -56,12 +57,18 @@ def _dollars(amount: Decimal) -> str:
 
 
 def pay_phrase(pay: PayUnit) -> str:
-    """The pay rules for workers: "$1.00 for 2 pages, and $0.40 for each further page up to 10 pages in all"."""
-    units = f"{pay.required} {pay.name}{'s' if pay.required != 1 else ''}"
-    text = f"{_dollars(pay.hit_reward)} for {units}"
+    """The pay rules for workers, in the page's language: "$1.00 for 2 pages, and a bonus of $0.40 for each further
+    page up to 10 pages in all"."""
+    session = pay.name == "session"
+    units = (ngettext("%(num)s session", "%(num)s sessions", pay.required) if session
+             else ngettext("%(num)s page", "%(num)s pages", pay.required))
+    text = gettext("%(amount)s for %(units)s", amount=_dollars(pay.hit_reward), units=units)
     if pay.bonus > 0 and pay.most > pay.required:
-        text += (f", and a bonus of {_dollars(pay.bonus)} for each further {pay.name} "
-                 f"up to {pay.most} {pay.name}s in all")
+        further = (gettext("and a bonus of %(amount)s for each further session up to %(most)s sessions in all",
+                           amount=_dollars(pay.bonus), most=pay.most) if session
+                   else gettext("and a bonus of %(amount)s for each further page up to %(most)s pages in all",
+                                amount=_dollars(pay.bonus), most=pay.most))
+        text = f"{text}, {further}"
     return text
 
 

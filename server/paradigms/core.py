@@ -36,6 +36,7 @@ from ..allocation import now
 from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..fingerprints import EntryFingerprint
+from ..i18n import _l, gettext
 from ..models import Assignment, Page, Study, Worker, utcnow
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
@@ -45,8 +46,9 @@ from .recruiters import code_completion
 from .remote_hint import clean_display_cues
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 
-FULL_MESSAGE = ("This study has no work left for you right now: every remaining task is taken by other "
-                "participants. Nothing was recorded for payment.")
+# Lazy: told in the language of the page that shows it (server/i18n.py).
+FULL_MESSAGE = _l("This study has no work left for you right now: every remaining task is taken by other "
+                  "participants. Nothing was recorded for payment.")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
 # The client-made ID of every response (vote_id, response_id).
 UUID_PATTERN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -1016,7 +1018,7 @@ class Paradigm:
     def stop_message(self, session: Session, assignment: Assignment) -> str | None:
         """What the worker is told at stages disqualified and stopped (why) and full; else None."""
         if assignment.stage == Stage.FULL:
-            return FULL_MESSAGE
+            return str(FULL_MESSAGE)
         if assignment.stage in TURNED_AWAY:
             return assignment.worker.status_reason
         return None
@@ -1272,13 +1274,13 @@ class Paradigm:
         assignment = None if assignment_row_id is None else session.get(Assignment, assignment_row_id)
         if assignment is not None:
             if worker is None or assignment.worker_id != worker.id:
-                raise ApiError(403, "forbidden", "This assignment belongs to another worker.")
+                raise ApiError(403, "forbidden", gettext("This assignment belongs to another worker."))
             return assignment, False
         if study.status == "stopped" and platform != PILOT_PLATFORM:  # [stopping]: its target or a cap was reached
-            raise ApiError(409, "study_stopped", "This study has all the participants it needs and takes no new "
-                                                 "ones. Thank you for your interest.")
+            raise ApiError(409, "study_stopped", gettext("This study has all the participants it needs and takes no "
+                                                         "new ones. Thank you for your interest."))
         if study.status != "active" and platform != PILOT_PLATFORM:  # the experimenter may preview a paused study
-            raise ApiError(409, "study_paused", "This study is paused. Please try again later.")
+            raise ApiError(409, "study_paused", gettext("This study is paused. Please try again later."))
         if admit_new is not None:
             admit_new()  # before any write: a deferred or refused entry costs two reads
         if worker is None:

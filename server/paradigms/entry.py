@@ -53,6 +53,7 @@ from urllib.parse import urlencode
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from ..i18n import gettext, ngettext
 from ..errors import ApiError, invalid
 from ..models import MTurkHit, Study
 from .recruiters import PROLIFIC_ID
@@ -129,22 +130,22 @@ def check_link_entry(study: Study, spec, participant: str | None, signature: str
         if spec.allow_anonymous and not spec.signed_links:
             return
         raise ApiError(403, "participant_required",
-                       "This study link needs your participant ID. Please open the exact link you were given "
-                       "(it ends with ?participant=...).")
+                       gettext("This study link needs your participant ID. Please open the exact link you were "
+                               "given (it ends with ?participant=...)."))
     if spec.recruiter == "prolific" and not PROLIFIC_ID.fullmatch(participant):
         raise invalid("the Prolific ID is malformed (letters and digits, at most 64). Please open the study "
                       "from Prolific.")
     if spec.signed_links:
         expected = link_signature(study.entry_secret or "", study.slug, participant)
         if not study.entry_secret or not hmac.compare_digest((signature or "").lower().encode(), expected.encode()):
-            raise ApiError(403, "bad_link", "This study link is not valid for this participant ID. "
-                                            "Please open the exact link you were given.")
+            raise ApiError(403, "bad_link", gettext("This study link is not valid for this participant ID. "
+                                                    "Please open the exact link you were given."))
 
 
 def _check_access_key(spec, access_key: str | None) -> None:
     if spec.access_key and not hmac.compare_digest((access_key or "").encode(), spec.access_key.encode()):
-        raise ApiError(403, "bad_link", "This study link is incomplete or wrong (its access key does not match). "
-                                        "Please open the exact link you were given.")
+        raise ApiError(403, "bad_link", gettext("This study link is incomplete or wrong (its access key does not "
+                                                "match). Please open the exact link you were given."))
 
 
 # ---------------------------------------------------------------- MTurk entries
@@ -214,8 +215,8 @@ def check_mturk_entry(session: Session, study: Study, spec, *, worker_id: str | 
     if spec.signed_links:
         expected = mturk_signature(study.entry_secret or "", study.slug)
         if not study.entry_secret or not hmac.compare_digest((signature or "").lower().encode(), expected.encode()):
-            raise ApiError(403, "bad_link", "This task's link is not valid. Please open the task from its HIT on "
-                                            "Mechanical Turk.")
+            raise ApiError(403, "bad_link", gettext("This task's link is not valid. Please open the task from its "
+                                                    "HIT on Mechanical Turk."))
     check_hit(session, study, hit_id, external_hits=spec.external_hits)
     return turk_submit_to.rstrip("/")
 
@@ -234,11 +235,11 @@ def check_hit(session: Session, study: Study, hit_id: str, *, external_hits: boo
     if session.connection().execute(_ANY_HIT, {"study_id": study.id}).scalar() is None:
         if external_hits:
             return
-        raise ApiError(403, "unknown_hit", "This study takes no Mechanical Turk HITs (none was posted for it). "
-                                           "Please open the study from the link you were given.")
+        raise ApiError(403, "unknown_hit", gettext("This study takes no Mechanical Turk HITs (none was posted for "
+                                                   "it). Please open the study from the link you were given."))
     if session.connection().execute(_THIS_HIT, {"study_id": study.id, "hit_id": hit_id}).scalar() is None:
-        raise ApiError(403, "unknown_hit", "This HIT does not belong to this study. Please open the task from "
-                                           "its HIT on Mechanical Turk.")
+        raise ApiError(403, "unknown_hit", gettext("This HIT does not belong to this study. Please open the task "
+                                                   "from its HIT on Mechanical Turk."))
 
 
 # ---------------------------------------------------------------- rate limit
@@ -298,8 +299,10 @@ def rate_limited(retry_after: float) -> ApiError:
     seconds = int(retry_after + 0.999)
     minutes = max(1, round(seconds / 60))
     return ApiError(429, "rate_limited",
-                    f"Too many new sessions were started from your network in a short time. Please try again "
-                    f"in {minutes} minute{'s' if minutes != 1 else ''}.", headers={"Retry-After": str(seconds)},
+                    ngettext("Too many new sessions were started from your network in a short time. Please try "
+                             "again in %(num)s minute.", "Too many new sessions were started from your network in a "
+                             "short time. Please try again in %(num)s minutes.", minutes),
+                    headers={"Retry-After": str(seconds)},
                     setting=ENTRY_LIMIT_SETTING)
 
 
@@ -368,7 +371,9 @@ def server_busy(retry_after: float) -> ApiError:
     ``retry_after_s`` in the body to the millisecond: the deferred are promised slots a fraction of a
     second apart)."""
     seconds = max(1, math.ceil(retry_after))
-    return ApiError(429, BUSY, f"Many people are starting this study right now, and new participants are "
-                                 f"let in a few at a time. Please try again in {seconds} "
-                                 f"second{'s' if seconds != 1 else ''}.", headers={"Retry-After": str(seconds)},
+    return ApiError(429, BUSY, ngettext("Many people are starting this study right now, and new participants are "
+                                        "let in a few at a time. Please try again in %(num)s second.",
+                                        "Many people are starting this study right now, and new participants are "
+                                        "let in a few at a time. Please try again in %(num)s seconds.", seconds),
+                    headers={"Retry-After": str(seconds)},
                     retry_after_s=retry_after, setting=ADMISSION_SETTING)

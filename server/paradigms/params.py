@@ -74,6 +74,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..i18n import DEFAULT_LOCALE, shipped_locales
 from .studyfile import (MAX_DOLLARS, RECRUITERS, StoredSpec, StudyDefinitionError, is_dollar_amount, slugify,
                         validate_recruiter)
 
@@ -581,6 +582,21 @@ class StudyParams(StoredSpec):
                       fallback=lambda values, path: values["slug"],
                       doc="the study's title for people (default: the slug)")
     seed: int = param(0, section="study", low=0, doc="seed of every random choice the study makes")
+    languages: tuple[str, ...] = param(
+        (DEFAULT_LOCALE,), section="study",
+        doc="the languages workers may see the study in, each a shipped catalog (docs/languages.md); a worker's "
+            "is chosen at entry: ?lang=, the recruiter's ?locale=, the browser's languages, then default_language")
+    default_language: str = param(DEFAULT_LOCALE, section="study",
+                                  doc="one of languages: the language of [texts], and of workers no other rule places")
+
+    def validate(self, fail: Fail) -> None:
+        """Every language has a shipped catalog; the default is one of them."""
+        unknown = [language for language in self.languages if language not in shipped_locales()]
+        if unknown:
+            fail(f"study.languages has no catalog for {', '.join(unknown)} (shipped: {', '.join(shipped_locales())})")
+        if self.default_language not in self.languages:
+            fail(f"study.default_language {self.default_language!r} must be one of study.languages "
+                 f"{list(self.languages)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -632,6 +648,10 @@ class EntryParams:
         validate_recruiter(self, fail)
 
 
+# The [texts] keys a study file may give per language ([texts.translations.<language>]).
+TRANSLATED_TEXTS = ("consent", "instructions")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TextsParams:
     """``[texts]`` researcher and contact: the default consents' ``{researcher}`` and ``{contact}``
@@ -640,6 +660,33 @@ class TextsParams:
                             doc='REQUIRED by the default consent: who runs the study ("Dr A. Lee, Univ. of X")')
     contact: str = param("", section="texts", doc='REQUIRED by the default consent: whom workers may ask '
                                                   '("a.lee@x.edu")')
+    translations: dict = param(
+        {}, section="texts", placeholder='{de = {consent = "..."}}',
+        doc="the texts in the study's other languages: [texts.translations.de] consent = \"...\", instructions = "
+            "\"...\" (any of TRANSLATED_TEXTS); a text a language lacks is shown in default_language")
+
+    def validate(self, fail: Fail) -> None:
+        """Translated texts only for the study's other languages, and only of the texts that have translations."""
+        languages = getattr(self, "languages", (DEFAULT_LOCALE,))
+        for language, texts in self.translations.items():
+            if language not in languages:
+                fail(f"texts.translations.{language}: {language!r} is not one of study.languages {list(languages)}")
+            if not isinstance(texts, dict):
+                fail(f"texts.translations.{language} must be a table of texts")
+            for key, text in texts.items():
+                if key not in TRANSLATED_TEXTS or not isinstance(text, str):
+                    fail(f"texts.translations.{language}.{key}: only the texts {', '.join(TRANSLATED_TEXTS)} "
+                         "can be translated, each a string")
+
+    def text_language(self, key: str, locale: str) -> str:
+        """The language the ``[texts]`` text ``key`` ("consent", "instructions") is shown in to a worker of
+        ``locale``: ``locale`` where the study file translates it, else its default language."""
+        return locale if self.translations.get(locale, {}).get(key) else getattr(self, "default_language",
+                                                                                  DEFAULT_LOCALE)
+
+    def text_in(self, key: str, locale: str) -> str:
+        """The ``[texts]`` text ``key`` in ``locale``: its translation, else the default language's."""
+        return self.translations.get(locale, {}).get(key) or getattr(self, key)
 
 
 @dataclass(frozen=True, kw_only=True)

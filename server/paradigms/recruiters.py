@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ..i18n import gettext
 from ..errors import ApiError
 from ..models import Assignment
 from .stages import earns_code
@@ -73,8 +74,8 @@ class Recruiter:
             return None
         if not self.participant(args):
             raise ApiError(403, "participant_required",
-                           "This study link needs your Prolific ID. Please open the study from Prolific "
-                           "(the link ends with ?PROLIFIC_PID=...).")
+                           gettext("This study link needs your Prolific ID. Please open the study from Prolific "
+                                   "(the link ends with ?PROLIFIC_PID=...)."))
         params = {}
         for name in PROLIFIC_PARAMS:
             value = args.get(name)

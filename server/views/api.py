@@ -26,6 +26,7 @@ from .. import openapi as api_document
 from ..allocation import renew_on_poll
 from ..db import db_session
 from ..errors import ApiError, invalid, reject_unknown
+from ..i18n import shipped_locales, use_locale
 from ..limits import RequestRate, SharedRequestRate
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for, viewing
@@ -42,6 +43,10 @@ from .entry_limit import admission, per_app, request_fingerprint, shared_store
 from .stimuli import stimulus_urls_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
+LOCALE_HEADER = "X-Perceptlab-Locale"
+"""The worker page's language (its ``<html lang>``), which the browser's API calls carry (assignment_api.js):
+the messages of the answers (a stop's reason, an error) are in it. Cheaper than reading the worker's stored
+locale on every response, and only ever one of the shipped catalogs."""
 ONE_STATEMENT_DECLINED = "perceptlab.one_statement_declined"
 """The request environ's flag, set by the fast lane (:mod:`server.views.fast_lane`), that the response
 was tried in one statement, which stored nothing: the view's regular path decides."""
@@ -68,6 +73,13 @@ class ResponseKindConverter(BaseConverter):
 
     def to_url(self, value: ResponseKind | str) -> str:
         return value if isinstance(value, str) else value.name
+
+
+@bp.before_request
+def _page_language() -> None:
+    asked = request.headers.get(LOCALE_HEADER, "").replace("-", "_")
+    if asked in shipped_locales():
+        use_locale(asked)
 
 
 @bp.record_once

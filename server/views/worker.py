@@ -10,6 +10,7 @@ from sqlalchemy import select
 from .. import payments
 from ..db import db_session
 from ..errors import ApiError, invalid
+from ..i18n import choose_locale, force_locale, gettext, use_locale
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
@@ -43,6 +44,10 @@ def entry(slug: str):
     args = request.args
     session = db_session()
     paradigm = paradigm_for(study)
+    spec = spec_for(session, study.id)
+    locale = choose_locale(spec.languages, spec.default_language, query=args.get("lang"),
+                           recruiter=args.get("locale"), accept_language=request.accept_languages)
+    use_locale(locale)
     if args.get("assignmentId") == PREVIEW_ASSIGNMENT or ("hitId" in args and "assignmentId" not in args):
         return render_template("preview.html", study=study, spec=spec_for(session, study.id),
                                time_estimate=_time_estimate(session, study),
@@ -50,7 +55,6 @@ def entry(slug: str):
                                stimulus_url=stimulus_urls(study), paradigm_pages=paradigm.worker_pages,
                                **paradigm.examples(session, study))
     pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
-    spec = spec_for(session, study.id)
     try:
         if "assignmentId" in args:
             # The same [entry] rules as plain links: access key, signature, a HIT of the study
@@ -75,6 +79,9 @@ def entry(slug: str):
                                            admit_new=admission(study, spec, "link"),
                                            fingerprint=request_fingerprint(study))
             remember_entry(assignment, params)
+        if assignment.worker.locale is None or choose_locale(spec.languages, "", query=args.get("lang")):
+            # a returning worker keeps theirs unless they ask for another
+            assignment.worker.locale = locale
         session.commit()
     except BaseException:
         session.rollback()
@@ -87,10 +94,10 @@ def assignment_of_token(token: str) -> Assignment:
     try:
         claims = read_token(current_app.config["SECRET_KEY"], token)
     except BadToken:
-        raise ApiError(403, "bad_token", "This link is not valid. Please open the task again from its HIT.")
+        raise ApiError(403, "bad_token", gettext("This link is not valid. Please open the task again from its HIT."))
     assignment = db_session().get(Assignment, claims.assignment_id)
     if assignment is None or not hmac.compare_digest(assignment.token_nonce, claims.nonce):
-        raise ApiError(403, "bad_token", "This link is no longer valid.")
+        raise ApiError(403, "bad_token", gettext("This link is no longer valid."))
     return assignment
 
 
@@ -101,6 +108,7 @@ def stage_page(token: str):
     session = db_session()
     paradigm = paradigm_for(study)
     spec = spec_for(session, study.id)
+    locale = _page_locale(session, assignment, spec)
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
               "stimulus_url": stimulus_urls(study), "paradigm_pages": paradigm.worker_pages}
     stage = assignment.stage
@@ -110,13 +118,20 @@ def stage_page(token: str):
         return redirect(url_for("viewing.page", token=token))  # [viewing] checks before consent
     if stage == Stage.CONSENT:
         estimate = _time_estimate(session, study)
-        # {researcher}, {contact}, {pay}, {medium}
-        consent = fill_consent(spec.consent, spec, paradigm.pay_unit(spec), stimulus_word(media_of(study.config)))
-        return render_template("consent.html", paragraphs=_paragraphs(fill_time(consent, estimate)),
+        # {researcher}, {contact}, {pay}, {medium}, {time}: in the language of the text they go into (the
+        # default language's text where the study file has no translation)
+        text_language = spec.text_language("consent", locale)
+        with force_locale(text_language):
+            consent = fill_consent(spec.text_in("consent", locale), spec, paradigm.pay_unit(spec),
+                                   stimulus_word(media_of(study.config)))
+            consent = fill_time(consent, estimate)
+        return render_template("consent.html", paragraphs=_paragraphs(consent), text_language=text_language,
                                time_estimate=estimate, **common)
     if stage == Stage.INSTRUCTIONS:
-        text = paradigm.instructions(session, study, spec)  # e.g. no word of crops a study does not have
+        # the study file's translation, else the paradigm's (e.g. no word of crops a study does not have)
+        text = spec.translations.get(locale, {}).get("instructions") or paradigm.instructions(session, study, spec)
         return render_template("instructions.html", paragraphs=_paragraphs(text),
+                               text_language=spec.text_language("instructions", locale),
                                **paradigm.examples(session, study), **common)
     if stage in paradigm.app_stages:  # the paradigm's browser app (pc/trials.html, motion/motion.html)
         # The display monitor (display_monitor.js) pauses trials whose window falls below this requirement.
@@ -132,6 +147,23 @@ def stage_page(token: str):
     # disqualified or stopped: why (the worker's status reason, or why the display was refused)
     return render_template("stopped.html", message=paradigm.stop_message(session, assignment),
                            completion=completion_info(assignment), **common)
+
+
+def _page_locale(session, assignment: Assignment, spec) -> str:
+    """The language of this worker's pages (server/i18n.py), now in use: the one chosen at entry; a ``?lang=``
+    among the study's languages switches it for good; a worker who entered before languages were stored
+    gets the entry rules' choice (kept from then on)."""
+    worker = assignment.worker
+    switched = choose_locale(spec.languages, "", query=request.args.get("lang"))  # "" unless ?lang= names one
+    if switched or worker.locale is None:
+        chosen = switched or choose_locale(spec.languages, spec.default_language,
+                                           accept_language=request.accept_languages)
+        if chosen != worker.locale:
+            worker.locale = chosen
+            session.commit()
+    locale = worker.locale if worker.locale in spec.languages else spec.default_language
+    use_locale(locale)
+    return locale
 
 
 def _time_estimate(session, study: Study) -> TimeEstimate:
@@ -190,6 +222,7 @@ def unable(token: str):
     session = db_session()
     try:
         assignment = lock_assignment(session, assignment_of_token(token).id)
+        use_locale(assignment.worker.locale or spec_for(session, assignment.study_id).default_language)  # the reason's
         requirement = paradigm_for(assignment.study).window_requirement(session, assignment.study)
         reason = refusal(requirement, assignment.study)
         if assignment.stage != Stage.CONSENT:

@@ -177,7 +177,7 @@ def test_a_disqualified_prolific_participant_gets_no_code(app, demo_stimuli, tmp
     assert worker.answer_page(worker.wrong_side)["stage"] == "disqualified"
     html = client.get(page_url).get_data(as_text=True)
     assert 'id="stopped"' in html and "C1PL4ABC" not in html and "prolific.com" not in html
-    assert "return your submission on\n    Prolific" in html
+    assert "return your submission on Prolific" in " ".join(html.split())
     assert worker.state()["completion"] is None
 
 

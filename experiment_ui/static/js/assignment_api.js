@@ -4,6 +4,10 @@
 // and one retry policy (backoffDelay) for GET /state and the response queue alike.
 
 import { sleep } from './dom.js';
+import { t } from './i18n.js';
+
+// The page's language (base.html's <html lang>): the server answers in it (server/views/api.py LOCALE_HEADER).
+export const LANGUAGE = typeof document === 'undefined' ? {} : { 'X-Perceptlab-Locale': document.documentElement.lang || 'en' };
 
 /**
  * Every failed request of the worker API, in the API's own error shape:
@@ -31,7 +35,7 @@ export class ApiError extends Error {
 
   /** No answer at all: offline, DNS, a dropped connection, a request aborted by our timeout. */
   static network() {
-    return new ApiError(0, 'network_error', 'Cannot reach the server. Please check your connection and try again.');
+    return new ApiError(0, 'network_error', t('Cannot reach the server. Please check your connection and try again.'));
   }
 }
 // A prototype property, not an own one: {...error} must stay {status, error, message}.
@@ -110,7 +114,7 @@ export async function callApi(conn, method, path, body) {
     try {
       response = await fetch(assignmentUrl(conn, path), {
         method,
-        headers: { Authorization: `Bearer ${conn.token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+        headers: { Authorization: `Bearer ${conn.token}`, ...LANGUAGE, ...(body ? { 'Content-Type': 'application/json' } : {}) },
         body: body ? JSON.stringify(body) : undefined,
         credentials: 'same-origin',
         cache: 'no-store',
@@ -140,7 +144,7 @@ export async function fetchAssignmentFile(conn, path) {
   let response;
   try {
     response = await fetch(assignmentUrl(conn, path), {
-      headers: { Authorization: `Bearer ${conn.token}` }, credentials: 'same-origin',
+      headers: { Authorization: `Bearer ${conn.token}`, ...LANGUAGE }, credentials: 'same-origin',
     });
   } catch (_) {
     throw ApiError.network();

@@ -20,6 +20,7 @@
 // and run one trial; they never talk to the queue, the tab guard or the stage logic.
 
 import { sleep, el, guardedReload, StimulusLoadError } from './dom.js';
+import { t, tn } from './i18n.js';
 import { ApiError, backoffDelay, callApi, fetchAssignmentFile, fetchStateRetrying } from './assignment_api.js';
 import { ResponseQueue, uuid4 } from './response_queue.js';
 import { startGuarded } from './tab_guard.js';
@@ -55,7 +56,7 @@ export function parameters(declared, given = {}) {
   return out;
 }
 
-const SAVING = 'Saving your answers… please keep this page open.';
+const saving = () => t('Saving your answers… please keep this page open.');
 
 export class AssignmentDriver {
   /**
@@ -129,7 +130,7 @@ export class AssignmentDriver {
     const prompt = part(frame.prompt, 'div');
     const pending = part(frame.pending, 'p', { 'aria-live': 'polite', 'data-pending': '0' });
     const notice = part(frame.notice, 'div', { role: 'alert', hidden: true });
-    const status = part(frame.status, 'p', { 'aria-live': 'polite', text: 'Loading…' });
+    const status = part(frame.status, 'p', { 'aria-live': 'polite', text: t('Loading…') });
     const stage = part(frame.stage, 'div');
     const header = frame.header ? el('header', { class: frame.header.class }, progress, prompt, pending) : null;
     this.root.classList.add(frame.root);
@@ -171,9 +172,9 @@ export class AssignmentDriver {
     const retrying = this.queue.retrying;
     pendingEl.dataset.pending = String(n);
     pendingEl.dataset.retrying = retrying ? 'true' : 'false';
-    const answers = n === 1 ? 'answer' : 'answers';
     if (this.paradigm.frame.pending.shows === 'when-retrying') {
-      pendingEl.textContent = n && retrying ? `${n} ${answers} waiting to be saved · retrying` : '';
+      pendingEl.textContent = n && retrying
+        ? tn('%(num)s answer waiting to be saved · retrying', '%(num)s answers waiting to be saved · retrying', n) : '';
       return;
     }
     // A response normally uploads within a few hundred ms; announcing every one of them would make
@@ -191,14 +192,13 @@ export class AssignmentDriver {
     }
     // Kept short (one line in the top bar) so the content below never jumps; details in the tooltip.
     if (n === 0) {
-      pendingEl.textContent = '✓ All answers saved';
+      pendingEl.textContent = `✓ ${t('All answers saved')}`;
       pendingEl.title = '';
     } else if (retrying) {
-      pendingEl.textContent = `${n} ${answers} waiting · retrying`;
-      pendingEl.title = 'Connection problem. Your answers are kept in this browser and uploaded automatically; '
-        + 'you can keep working.';
+      pendingEl.textContent = tn('%(num)s answer waiting · retrying', '%(num)s answers waiting · retrying', n);
+      pendingEl.title = t('Connection problem. Your answers are kept in this browser and uploaded automatically; you can keep working.');
     } else {
-      pendingEl.textContent = `Saving ${n} ${answers}…`;
+      pendingEl.textContent = tn('Saving %(num)s answer…', 'Saving %(num)s answers…', n);
       pendingEl.title = '';
     }
   }
@@ -212,7 +212,7 @@ export class AssignmentDriver {
   /** {@link callApi}'s wait while the server answers 503 with Retry-After (0: it answers again). */
   onWait(ms) {
     this.showNotice(ms > 0
-      ? `The server is briefly unavailable. Trying again in ${Math.ceil(ms / 1000)} s… Your answers are kept.`
+      ? t('The server is briefly unavailable. Trying again in %(seconds)s s… Your answers are kept.', { seconds: Math.ceil(ms / 1000) })
       : '');
   }
 
@@ -227,7 +227,7 @@ export class AssignmentDriver {
     let retried = false;
     const state = await fetchStateRetrying(this, (delay) => {
       retried = true;
-      this.showNotice(`Cannot reach the server. Trying again in ${Math.ceil(delay / 1000)} s… Your answers are kept.`);
+      this.showNotice(t('Cannot reach the server. Trying again in %(seconds)s s… Your answers are kept.', { seconds: Math.ceil(delay / 1000) }));
     });
     if (retried) this.showNotice('');
     return state;
@@ -407,7 +407,7 @@ export class AssignmentDriver {
     if (body && body.trial_id !== undefined) this.answered.delete(body.trial_id);
     const route = this.routes.get(entry.path);
     if (!(route && route.quietRejection && route.quietRejection(error))) {
-      this.showNotice(`One answer could not be saved: ${error.message}`);
+      this.showNotice(t('One answer could not be saved: %(reason)s', { reason: error.message }));
     }
     // Whatever happened (study paused, stage moved on), the server knows where we stand: ask it when
     // the plugin waiting for this answer is done, or now.
@@ -449,7 +449,7 @@ export class AssignmentDriver {
   /** Every open trial is answered here: wait until the queue is empty, then ask the server. */
   async awaitServer(plugin, signal) {
     if (plugin.clear) plugin.clear();
-    this.setStatus(this.queue.pending ? SAVING : 'Loading…');
+    this.setStatus(this.queue.pending ? saving() : t('Loading…'));
     await this.queue.whenIdle();
     if (signal.aborted) return null;
     const answered = this.answeredState;
@@ -486,12 +486,12 @@ export class AssignmentDriver {
     this.leaving = true;
     this.monitor.end();
     this.activate(null);
-    this.setStatus(state.message || 'Loading…');
+    this.setStatus(state.message || t('Loading…'));
     // Give queued responses a moment to go out before leaving; they stay stored anyway.
     await Promise.race([this.queue.whenIdle(), sleep(this.params.handover_wait_ms)]);
     if (!guardedReload(this.assignmentId, state.stage, this.params.reload_guard_ms)) {
       this.setStatus('');
-      this.showNotice('This page is out of date. Please reload it (F5).');
+      this.showNotice(t('This page is out of date. Please reload it (F5).'));
     }
   }
 
@@ -503,8 +503,8 @@ export class AssignmentDriver {
     this.setStatus('');
     const expired = error instanceof ApiError && (error.status === 403 || error.status === 401);
     this.showNotice(expired
-      ? 'This study link is no longer valid. Please open the study again from the page where you accepted it.'
-      : `Something went wrong: ${error.message}. Please reload the page; your answers so far are kept.`);
+      ? t('This study link is no longer valid. Please open the study again from the page where you accepted it.')
+      : t('Something went wrong: %(reason)s. Please reload the page; your answers so far are kept.', { reason: error.message }));
   }
 }
 

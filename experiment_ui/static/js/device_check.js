@@ -13,6 +13,7 @@
 
 import { layoutWindow, policyFactor } from './display.js';
 import { decodingProblems, measureConnection } from './media.js';
+import { t } from './i18n.js';
 
 /** What the browser says about itself (kept in one place so that the check is a pure function). */
 export function environment() {
@@ -49,13 +50,12 @@ export function deviceClass(rule, env) {
 
 /** Why a device of a class the study does not admit is turned away, saying which it admits (`devices`). */
 function refusal(devices, needsMouse, size) {
-  const mouse = needsMouse ? ' with a mouse or a touchpad' : '';
   if (devices.includes('tablet')) {
-    return `This study cannot be done on a phone: it needs a computer or a tablet with a browser window of at `
-      + `least ${size} pixels.`;
+    return t('This study cannot be done on a phone: it needs a computer or a tablet with a browser window of at least %(size)s pixels.', { size });
   }
-  return `This study cannot be done on a phone or tablet: it needs a computer (laptop or desktop)${mouse} with a `
-    + `browser window of at least ${size} pixels.`;
+  return needsMouse
+    ? t('This study cannot be done on a phone or tablet: it needs a computer (laptop or desktop) with a mouse or a touchpad with a browser window of at least %(size)s pixels.', { size })
+    : t('This study cannot be done on a phone or tablet: it needs a computer (laptop or desktop) with a browser window of at least %(size)s pixels.', { size });
 }
 
 /**
@@ -72,12 +72,9 @@ export function deviceProblems(requirement, env) {
   }
   const problems = [];
   if (env.screenWidth < need.width || env.screenHeight < need.height) {
-    problems.push({ code: 'screen_too_small', text: `This screen is too small for this study: it needs a browser `
-      + `window of at least ${size} pixels inside, and this screen has ${env.screenWidth} × ${env.screenHeight}.` });
+    problems.push({ code: 'screen_too_small', text: t('This screen is too small for this study: it needs a browser window of at least %(size)s pixels inside, and this screen has %(screen)s.', { size, screen: `${env.screenWidth} × ${env.screenHeight}` }) });
   } else if (env.width < need.width || env.height < need.height) {
-    problems.push({ code: 'window_too_small', text: `Your browser window is ${env.width} × ${env.height} pixels `
-      + `inside; this study needs at least ${size}. Maximise the window or switch to full screen (F11; on a Mac `
-      + 'Ctrl+⌘+F): this message goes away by itself when the window is large enough.' });
+    problems.push({ code: 'window_too_small', text: t('Your browser window is %(window)s pixels inside; this study needs at least %(size)s. Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F): this message goes away by itself when the window is large enough.', { window: `${env.width} × ${env.height}`, size }) });
   }
   return problems;
 }
@@ -85,10 +82,10 @@ export function deviceProblems(requirement, env) {
 /** What the participant should do, where the check runs (the HIT preview, or after accepting); when only
  *  the window is too small, that is what to do if it cannot be made larger. */
 function advice(where, platform, fixable) {
-  const unless = fixable ? 'If your screen cannot show a window this large: ' : '';
-  if (where === 'preview') return `${unless}Please do not accept this HIT on this device.`;
-  if (platform === 'mturk') return `${unless}Please return this HIT (do not submit it): you cannot complete it on this device.`;
-  return `${unless}You cannot take part on this device: please close this page (you may come back on a computer that fits).`;
+  const unless = fixable ? `${t('If your screen cannot show a window this large:')} ` : '';
+  if (where === 'preview') return unless + t('Please do not accept this HIT on this device.');
+  if (platform === 'mturk') return unless + t('Please return this HIT (do not submit it): you cannot complete it on this device.');
+  return unless + t('You cannot take part on this device: please close this page (you may come back on a computer that fits).');
 }
 
 /**
@@ -101,12 +98,11 @@ async function connectionProblems(probeUrl, requirement, unableUrl) {
   try {
     result = await measureConnection(probeUrl, requirement.min_mbps, requirement.probe_bytes);
   } catch (failure) {
-    return [{ code: 'connection_check_failed', text: `The connection test could not load (${failure.message}). `
-      + 'Please reload this page to try again.' }];
+    return [{ code: 'connection_check_failed', text: t('The connection test could not load (%(reason)s). Please reload this page to try again.', { reason: failure.message }) }];
   }
   if (result.ok) return [];
   const text = await reportUnable(unableUrl, { reason: 'slow_connection', measured_mbps: result.measuredMbps });
-  return [{ code: 'slow_connection', text: text || "Your internet connection is too slow for this study's videos." }];
+  return [{ code: 'slow_connection', text: text || t("Your internet connection is too slow for this study's videos.") }];
 }
 
 /**

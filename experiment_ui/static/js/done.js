@@ -2,6 +2,8 @@
 // whose recruiter takes the participant back (Prolific, a redirect URL), a countdown that follows the
 // "Continue" link by itself. The link stays visible, so nothing depends on this script running.
 
+import { t } from "./i18n.js";
+
 const code = document.getElementById("completion-code");
 const copy = document.getElementById("btn-copy-code");
 
@@ -18,11 +20,11 @@ if (code && copy) {
   copy.addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(code.textContent.trim());
-      copy.textContent = "Copied";
+      copy.textContent = t("Copied");
     } catch {
       // No clipboard access (an insecure page, a refused permission): select it for Ctrl+C instead.
       selectCode();
-      copy.textContent = "Selected: press Ctrl+C";
+      copy.textContent = t("Selected: press Ctrl+C");
     }
   });
 }

@@ -18,6 +18,8 @@
 // Every failure is a MediaFailure whose `reason` names its cause: "http" (the HTTP status), "network",
 // "timeout", "decode" (the browser's MediaError) or "autoplay"; the plugin records it on the trial.
 
+import { t } from './i18n.js';
+
 /**
  * The words a worker page uses for the study's stimuli (one shared place): "video" on a video study (the State's
  * `media.kind`), else "image". Every string that names the stimulus is built from these.
@@ -27,6 +29,19 @@ export function stimulusWords(state) {
   const one = state && state.media && state.media.kind === 'video' ? 'video' : 'image';
   return { one, many: `${one}s`, Many: `${one[0].toUpperCase()}${one.slice(1)}s` };
 }
+
+/** The trial pages' shared sentences about the study's stimuli (pc_trial.js, rating_trial.js), whole sentences per
+ *  kind so that each language words them its own way. `video`: a video study. */
+export const stimulusTexts = (video) => ({
+  tooSmall: `${video ? t('The videos of this study need a larger browser window to be shown large enough.')
+    : t('The images of this study need a larger browser window to be shown large enough.')} `
+    + `${t('Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F).')} `
+    + t('The study continues by itself as soon as the window is large enough.'),
+  loading: video ? t('Loading videos…') : t('Loading images…'),
+  sizeNumbers: (need) => t('Window now %(width)s × %(height)s pixels; needed at least %(needW)s × %(needH)s.',
+    { width: window.innerWidth, height: window.innerHeight, needW: need.width, needH: need.height }),
+  clipProgress: (done) => t('Loading video… %(percent)s', { percent: `${Math.round(100 * done)} %` }),
+});
 
 /** A clip that could not be shown, by cause (http | network | timeout | decode | autoplay). */
 export class MediaFailure extends Error {
@@ -40,14 +55,15 @@ MediaFailure.prototype.name = 'MediaFailure';
 
 /** What a worker reads about a failure (the cause first, then what happens next). */
 export function failureText(failure) {
+  const detail = failure.detail;
   const what = {
-    http: `the server answered ${failure.detail}`,
-    network: 'the connection to the server broke off',
-    timeout: `it did not finish loading within ${failure.detail}`,
-    decode: `your browser could not decode it (${failure.detail})`,
-    autoplay: 'your browser did not let it play',
-  }[failure.reason] || failure.detail;
-  return `A video of this trial could not be loaded: ${what}.`;
+    http: () => t('the server answered %(detail)s', { detail }),
+    network: () => t('the connection to the server broke off'),
+    timeout: () => t('it did not finish loading within %(detail)s', { detail }),
+    decode: () => t('your browser could not decode it (%(detail)s)', { detail }),
+    autoplay: () => t('your browser did not let it play'),
+  }[failure.reason]?.() || detail;
+  return t('A video of this trial could not be loaded: %(reason)s.', { reason: what });
 }
 
 const MEDIA_ERRORS = { 1: 'aborted', 2: 'network error while decoding', 3: 'decoding error', 4: 'format or codec not supported' };
@@ -72,8 +88,7 @@ export async function decodingProblems(types, { width = 1920, height = 1080, fra
       }
     }
     if (!supported) {
-      problems.push({ code: 'cannot_decode', type, text: `Your browser cannot play this study's videos (it cannot `
-        + `decode ${codecName(type)}). Try another browser, such as a current Chrome, Edge or Safari.` });
+      problems.push({ code: 'cannot_decode', type, text: t("Your browser cannot play this study's videos (it cannot decode %(codec)s). Try another browser, such as a current Chrome, Edge or Safari.", { codec: codecName(type) }) });
     }
   }
   return problems;
@@ -84,7 +99,7 @@ function codecName(type) {
   const codec = (/codecs="?([^";]+)/.exec(type) || [])[1] || type;
   const family = { avc1: 'H.264', vp09: 'VP9', av01: 'AV1', hvc1: 'HEVC (H.265)', hev1: 'HEVC (H.265)',
                    'mp4v': 'MPEG-4 Part 2', vp8: 'VP8' }[codec.split('.')[0]];
-  return family ? `${family} video (${codec})` : `video of codec ${codec}`;
+  return family ? t('%(family)s video (%(codec)s)', { family, codec }) : t('video of codec %(codec)s', { codec });
 }
 
 /**

@@ -27,6 +27,7 @@
 // stored response.
 
 import { el, unlessAborted, StimulusLoadError } from './dom.js';
+import { t } from './i18n.js';
 import { recalibrate } from './calibration.js';
 
 export const info = Object.freeze({
@@ -359,14 +360,13 @@ export class MotionTrial {
   }
 
   buildDom() {
-    this.canvas = el('canvas', { class: 'motion-canvas', 'aria-label': 'Motion stimulus and control panel' });
-    this.statusEl = el('p', { class: 'motion-status', role: 'status', 'aria-live': 'polite', text: 'Loading…' });
+    this.canvas = el('canvas', { class: 'motion-canvas', 'aria-label': t('Motion stimulus and control panel') });
+    this.statusEl = el('p', { class: 'motion-status', role: 'status', 'aria-live': 'polite', text: t('Loading…') });
     // No advice to zoom out: the card calibration holds at this zoom only (a zoom change means measuring
     // the card again, see MotionMatching.watchZoom).
     this.tooSmallEl = el('section', { class: 'pc-panel motion-too-small', role: 'alert', hidden: true },
-      el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: 'This trial needs a larger browser window. Maximise the window or switch to full screen '
-        + '(F11). The trial starts again by itself as soon as the window is large enough.' }),
+      el('h2', { text: t('Please make the window larger') }),
+      el('p', { text: t('This trial needs a larger browser window. Maximise the window or switch to full screen (F11). The trial starts again by itself as soon as the window is large enough.') }),
       this.sizeEl = el('p', { class: 'pc-size-numbers' }));
     this.root = el('div', { class: 'motion-trial', 'data-state': 'loading' }, this.canvas, this.statusEl, this.tooSmallEl);
     setPanelSize(this.params);
@@ -387,7 +387,7 @@ export class MotionTrial {
   /** Resolves with the response once the worker clicks an answer. */
   async run() {
     this.setState('loading');
-    this.setStatus('Loading the movie…');
+    this.setStatus(t('Loading the movie…'));
     this.assets = this.options.assets
       || await loadTrialAssets(this.trial, this.params, { loadDots: this.options.loadDots });
     if (this.cancelled) return null;
@@ -449,8 +449,11 @@ export class MotionTrial {
     this.tooSmallEl.hidden = !small;
     this.canvas.hidden = small;
     this.statusEl.hidden = small;
-    if (small) this.sizeEl.textContent = `Window now ${window.innerWidth} × ${window.innerHeight} pixels; `
-      + `needed at least ${this.params.min_window_width} × ${this.params.min_window_height}.`;
+    if (small) {
+      this.sizeEl.textContent = t('Window now %(width)s × %(height)s pixels; needed at least %(needW)s × %(needH)s.', {
+        width: window.innerWidth, height: window.innerHeight, needW: this.params.min_window_width,
+        needH: this.params.min_window_height });
+    }
     return small;
   }
 
@@ -474,8 +477,8 @@ export class MotionTrial {
   showCue() {
     this.setState('ready');
     if (this.tooSmall()) return;
-    this.setStatus(this.trial.kind === 'main' ? 'Look at the green circle. Click or press Space to start the movie.'
-      : 'Look at the centre of the circle. Click or press Space to start.', 'start');
+    this.setStatus(this.trial.kind === 'main' ? t('Look at the green circle. Click or press Space to start the movie.')
+      : t('Look at the centre of the circle. Click or press Space to start.'), 'start');
     this.drawScene({ phase: 'cue' });
   }
 
@@ -532,13 +535,13 @@ export class MotionTrial {
     let text;
     let kind;
     if (this.cyclesCompleted < need) {
-      text = `Watch at least ${need} times… (${this.cyclesCompleted} of ${need})`;
+      text = t('Watch at least %(need)s times… (%(done)s of %(need)s)', { need, done: this.cyclesCompleted });
       kind = 'wait';
     } else if (!this.cursor) {
-      text = 'Move the mouse into the circle to set direction and speed';
+      text = t('Move the mouse into the circle to set direction and speed');
       kind = 'enter';
     } else {
-      text = 'Click to answer';
+      text = t('Click to answer');
       kind = 'ready';
     }
     if (nudge) this.statusEl.dataset.nudge = String(Number(this.statusEl.dataset.nudge || 0) + 1);
@@ -798,19 +801,20 @@ export function showFeedback(container, trial, response, options = {}) {
   ctx.beginPath();
   ctx.arc(x, y, 3, 0, 2 * Math.PI);
   ctx.fill();
-  const errorText = `Direction error ${Math.round(local.direction_error_deg)}°, error ${local.epe.toFixed(1)} px/frame`;
+  const errorText = t('Direction error %(degrees)s°, error %(epe)s px/frame',
+    { degrees: Math.round(local.direction_error_deg), epe: local.epe.toFixed(1) });
   let verdictText = '';
-  if (verdict && verdict.passed === true) verdictText = 'Well done: this answer passes.';
+  if (verdict && verdict.passed === true) verdictText = t('Well done: this answer passes.');
   else if (verdict && verdict.passed === false) {
-    verdictText = verdict.repeat ? 'Not close enough: this trial will be repeated.' : 'Not close enough.';
+    verdictText = verdict.repeat ? t('Not close enough: this trial will be repeated.') : t('Not close enough.');
   }
   const box = el('div', { class: 'motion-feedback', role: 'status', 'data-passed': verdict ? String(verdict.passed) : '' },
     el('p', { class: 'motion-legend' },
-      el('span', { class: 'motion-key motion-key-gt', text: '■' }), ' true motion   ',
-      el('span', { class: 'motion-key motion-key-resp', text: '■' }), ' your answer'),
+      el('span', { class: 'motion-key motion-key-gt', text: '■' }), ` ${t('true motion')}   `,
+      el('span', { class: 'motion-key motion-key-resp', text: '■' }), ` ${t('your answer')}`),
     el('p', { class: 'motion-errors', text: errorText }),
     verdictText ? el('p', { class: 'motion-verdict', text: verdictText }) : null,
-    el('p', { class: 'motion-continue', text: 'Click or press Space to continue.' }));
+    el('p', { class: 'motion-continue', text: t('Click or press Space to continue.') }));
   const wrap = el('div', { class: 'motion-trial motion-feedback-screen' }, canvas, box);
   setPanelSize(params);
   container.append(wrap);
@@ -839,24 +843,16 @@ export function showFeedback(container, trial, response, options = {}) {
 // --- the plugin the assignment driver runs ------------------------------------------
 
 /** What the worker reads before each part (block name x practice/test). */
-const INTROS = {
-  'rdk:practice': ['Practice: moving dots',
-    'A cloud of dots moves in one direction for half a second. Then a small patch of noise appears in the middle. '
-    + 'Move the mouse so that the noise moves like the dots: the direction from the centre of the large circle to the '
-    + 'mouse is the direction, and the farther from the centre, the faster. The sequence repeats; after at least three '
-    + 'repetitions, click to answer. After each practice trial you see the true motion (green) and your answer (purple).'],
-  'rdk:test': ['Moving dots',
-    'Now the test trials. Answer as accurately as you can; your answers decide whether you can take '
-    + 'part in the main study.'],
-  'main:practice': ['Practice: movies',
-    'A green circle shows where to look. Then a short movie plays; a small green dot flashes on its middle frame at '
-    + 'the point to judge. Set the noise patch to move like the scene at that point, at the moment of the dot. '
-    + 'After each practice trial you see the true motion (green) and your answer (purple). A trial that is too far '
-    + 'off is repeated.'],
-  'main:test': ['Movies',
-    'Now the main trials, without feedback. Keep the viewing distance from the calibration. '
-    + 'You can rest before starting a trial: each one starts when you click.'],
-};
+const INTROS = () => ({
+  'rdk:practice': [t('Practice: moving dots'),
+    t('A cloud of dots moves in one direction for half a second. Then a small patch of noise appears in the middle. Move the mouse so that the noise moves like the dots: the direction from the centre of the large circle to the mouse is the direction, and the farther from the centre, the faster. The sequence repeats; after at least three repetitions, click to answer. After each practice trial you see the true motion (green) and your answer (purple).')],
+  'rdk:test': [t('Moving dots'),
+    t('Now the test trials. Answer as accurately as you can; your answers decide whether you can take part in the main study.')],
+  'main:practice': [t('Practice: movies'),
+    t('A green circle shows where to look. Then a short movie plays; a small green dot flashes on its middle frame at the point to judge. Set the noise patch to move like the scene at that point, at the moment of the dot. After each practice trial you see the true motion (green) and your answer (purple). A trial that is too far off is repeated.')],
+  'main:test': [t('Movies'),
+    t('Now the main trials, without feedback. Keep the viewing distance from the calibration. You can rest before starting a trial: each one starts when you click.')],
+});
 
 /**
  * The motion-matching plugin (one instance per page load): `run` shows the part's intro card the
@@ -961,10 +957,12 @@ export class MotionMatching {
 
   renderProgress(trial) {
     const b = this.driver.state.block || {};
-    const part = b.name === 'rdk' ? 'Moving dots' : 'Movies';
+    const part = b.name === 'rdk' ? t('Moving dots') : t('Movies');
     const text = trial.practice
-      ? `${part} · practice ${(b.practice_done ?? 0) + 1} · passed ${b.practice_passes ?? 0} of ${b.practice_needed ?? 6}`
-      : `${part} · trial ${Math.min((b.trials_done ?? 0) + 1, b.trials_total || 1)} of ${b.trials_total ?? '?'}`;
+      ? t('%(part)s · practice %(k)s · passed %(passed)s of %(needed)s', { part, k: (b.practice_done ?? 0) + 1,
+        passed: b.practice_passes ?? 0, needed: b.practice_needed ?? 6 })
+      : t('%(part)s · trial %(k)s of %(n)s', { part, k: Math.min((b.trials_done ?? 0) + 1, b.trials_total || 1),
+        n: b.trials_total ?? '?' });
     this.driver.setProgress(text, { practice: String(Boolean(trial.practice)) });
   }
 
@@ -979,7 +977,7 @@ export class MotionMatching {
     if (trial.kind !== 'main' || !(this.screeningPassed || fresh)) return null;
     this.screeningPassed = false;
     return el('p', { id: 'motion-screening-passed', class: 'motion-passed', role: 'status',
-                     text: '✓ You passed the motion test. Next come the movies.' });
+                     text: `✓ ${t('You passed the motion test. Next come the movies.')}` });
   }
 
   /** One intro card per part (dots/movies x practice/test) and page load. */
@@ -988,13 +986,14 @@ export class MotionMatching {
     const key = `${state.block ? state.block.name : trial.kind}:${trial.practice ? 'practice' : 'test'}`;
     if (this.introsShown.has(key)) return;
     this.introsShown.add(key);
-    const [title, text] = INTROS[key] || ['Next part', ''];
+    const [title, text] = INTROS()[key] || [t('Next part'), ''];
     const b = state.block || {};
     const count = trial.practice
-      ? `Practice ends after ${b.practice_needed ?? 6} passed trials.`
-      : `${b.trials_total ?? ''} trials${trial.feedback ? ', each followed by the true motion (green) and your answer (purple)' : ', without feedback'}.`;
+      ? t('Practice ends after %(n)s passed trials.', { n: b.practice_needed ?? 6 })
+      : (trial.feedback ? t('%(n)s trials, each followed by the true motion (green) and your answer (purple).', { n: b.trials_total ?? '' })
+        : t('%(n)s trials, without feedback.', { n: b.trials_total ?? '' }));
     const button = el('button', { type: 'button', id: 'motion-intro-start', class: 'pc-button pc-button-primary',
-                                  text: 'Start' });
+                                  text: t('Start') });
     const card = el('section', { id: 'motion-intro', class: 'pc-panel', 'data-part': key },
       this.passedNote(state, trial), el('h2', { text: title }), el('p', { text }), el('p', { text: count }),
       el('div', { class: 'pc-actions' }, button));
@@ -1033,7 +1032,7 @@ export class MotionMatching {
     try {
       assets = await this.assetsFor(trial);
     } catch (error) {
-      throw new StimulusLoadError('The movie could not be loaded. Check your connection; trying again…', { cause: error });
+      throw new StimulusLoadError(t('The movie could not be loaded. Check your connection; trying again…'), { cause: error });
     }
     if (signal.aborted) return;
     const params = driver.state.params;
@@ -1051,7 +1050,7 @@ export class MotionMatching {
     const body = { ...response, client_time: new Date().toISOString(),
                    window_width: window.innerWidth, window_height: window.innerHeight,
                    device_pixel_ratio: window.devicePixelRatio || 1 };
-    const saving = setTimeout(() => driver.setStatus('Saving your answer…'), this.params.saving_delay_ms);
+    const saving = setTimeout(() => driver.setStatus(t('Saving your answer…')), this.params.saving_delay_ms);
     let answer = null;
     try {
       answer = await finish(body, { awaitAnswer: true });

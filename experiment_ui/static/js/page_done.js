@@ -5,6 +5,7 @@
 // State -- goes straight back to the driver.
 
 import { el, unlessAborted } from './dom.js';
+import { t, tn } from './i18n.js';
 import { ApiError } from './assignment_api.js';
 
 export const info = Object.freeze({
@@ -22,8 +23,6 @@ function money(value) {
   return /^\d+(\.\d+)?$/.test(text) ? `$${text}` : text;
 }
 
-const pages = (k) => `${k} ${k === 1 ? 'page' : 'pages'}`;
-
 export class PageDone {
   static info = info;
 
@@ -39,11 +38,11 @@ export class PageDone {
     this.text = el('p');
     this.btnContinue = el('button', { type: 'button', id: 'btn-continue', class: 'pc-button pc-button-primary' });
     this.btnFinish = el('button', { type: 'button', id: 'btn-finish', class: 'pc-button',
-                                    text: 'Finish and submit', 'aria-label': 'Finish the study and submit' });
+                                    text: t('Finish and submit'), 'aria-label': t('Finish the study and submit') });
     this.btnContinue.addEventListener('click', () => this.clicked && this.clicked('continue'));
     this.btnFinish.addEventListener('click', () => this.clicked && this.clicked('finish'));
     this.panel = el('section', { id: 'page-done', class: 'pc-panel', hidden: true, 'aria-labelledby': 'page-done-title' },
-      el('h2', { id: 'page-done-title', text: 'Page complete' }), this.text,
+      el('h2', { id: 'page-done-title', text: t('Page complete') }), this.text,
       el('div', { class: 'pc-actions' }, this.btnContinue, this.btnFinish));
     container.append(this.panel);
   }
@@ -64,16 +63,23 @@ export class PageDone {
     const canContinue = (p.max_pages == null || done < p.max_pages) && !(noPageLeft && canFinish);
     // The bonus is paid for pages beyond min_pages; a page still needed to reach it is not a bonus page.
     const bonus = canFinish ? money(p.bonus_per_page) : '';
-    this.driver.setProgress(`${pages(done)} completed`);
+    this.driver.setProgress(tn('%(num)s page completed', '%(num)s pages completed', done));
     let next;
-    if (!canFinish) next = `Please continue: at least ${pages(p.min_pages)} are needed before you can submit.`;
-    else if (canContinue) next = `You can continue with another page${bonus ? ` for a bonus of ${bonus}` : ''}, or finish now and submit.`;
-    else if (noPageLeft && done < (p.max_pages ?? Infinity)) next = 'No further page is left for you in this study: please finish and submit.';
-    else next = 'Please finish and submit.';
-    this.text.textContent = `Thank you! You have completed ${pages(done)}`
-      + (p.max_pages ? ` (up to ${p.max_pages} possible)` : '') + `. ${next}`;
-    this.btnContinue.textContent = bonus ? `Continue with another page (bonus ${bonus})` : 'Continue with the next page';
-    this.btnContinue.setAttribute('aria-label', bonus ? `Continue with another page, bonus ${bonus}` : 'Continue with the next page');
+    if (!canFinish) {
+      next = tn('Please continue: at least %(num)s page is needed before you can submit.',
+        'Please continue: at least %(num)s pages are needed before you can submit.', p.min_pages);
+    }
+    else if (canContinue && bonus) next = t('You can continue with another page for a bonus of %(bonus)s, or finish now and submit.', { bonus });
+    else if (canContinue) next = t('You can continue with another page, or finish now and submit.');
+    else if (noPageLeft && done < (p.max_pages ?? Infinity)) next = t('No further page is left for you in this study: please finish and submit.');
+    else next = t('Please finish and submit.');
+    const thanks = p.max_pages
+      ? tn('Thank you! You have completed %(num)s page (up to %(most)s possible).',
+        'Thank you! You have completed %(num)s pages (up to %(most)s possible).', done, { most: p.max_pages })
+      : tn('Thank you! You have completed %(num)s page.', 'Thank you! You have completed %(num)s pages.', done);
+    this.text.textContent = `${thanks} ${next}`;
+    this.btnContinue.textContent = bonus ? t('Continue with another page (bonus %(bonus)s)', { bonus }) : t('Continue with the next page');
+    this.btnContinue.setAttribute('aria-label', bonus ? t('Continue with another page, bonus %(bonus)s', { bonus }) : t('Continue with the next page'));
     // If the server's numbers rule out both, show both and let it decide.
     this.btnContinue.hidden = !canContinue && canFinish;
     this.btnFinish.hidden = !canFinish && canContinue;

@@ -23,6 +23,7 @@
 // runs) and `clear()` (take everything off the screen).  Adding a paradigm: a plugin module and an
 // entry here.
 
+import { t } from './i18n.js';
 import { PairedComparison } from './pc_trial.js';
 import { PageDone } from './page_done.js';
 import { MotionMatching } from './motion_trial.js';
@@ -55,7 +56,7 @@ export const PARADIGMS = Object.freeze({
       // No box of its own: the panels and the pair are laid out as children of the app.
       stage: { class: 'pc-stage', style: 'display: contents' },
     },
-    texts: { confirming: 'Waiting for the server to confirm this page…' },
+    texts: { confirming: t('Waiting for the server to confirm this page…') },
     stages: {
       quiz: { plugin: PairedComparison, trials: pageTrials },
       trials: { plugin: PairedComparison, trials: pageTrials },
@@ -94,7 +95,7 @@ export const PARADIGMS = Object.freeze({
       status: { id: 'rating-status', class: 'pc-status' },
       stage: { id: 'rating-stage', class: 'rating-stage' },
     },
-    texts: { confirming: 'Waiting for the server to confirm this page…' },
+    texts: { confirming: t('Waiting for the server to confirm this page…') },
     stages: {
       quiz: { plugin: RatingTrial, trials: ratingTrials },
       trials: { plugin: RatingTrial, trials: ratingTrials },

@@ -31,10 +31,11 @@
 // playback is played again under the study's rule, "Play again" offers the study's replays, and the
 // trial's playback log goes with the vote.
 
+import { t, tParts } from './i18n.js';
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor } from './display.js';
 import { chromeSize, windowNeeded } from '../paradigms/pc/window.js';
-import { ClipFiles, MediaFailure, failureText, playButton, playTogether, playUnderRule, stimulusWords } from './media.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playTogether, playUnderRule, stimulusTexts, stimulusWords } from './media.js';
 
 export const info = Object.freeze({
   name: 'paired-comparison',
@@ -136,11 +137,12 @@ export class PairedComparison {
     if (this.mounted) return;
     this.mounted = true;
     this.words = stimulusWords(this.driver.state); // "image" or "video": a study shows one kind
-    const { one, many } = this.words;
+    const video = this.words.one === 'video';
+    this.video = video;
     const column = (side) => {
       const label = side === 'left'
-        ? el('span', { class: 'pc-label' }, el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '←' }), ' Left')
-        : el('span', { class: 'pc-label' }, 'Right ', el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '→' }));
+        ? el('span', { class: 'pc-label' }, el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '←' }), ' ', t('Left'))
+        : el('span', { class: 'pc-label' }, t('Right'), ' ', el('kbd', { class: 'pc-key', 'aria-hidden': 'true', text: '→' }));
       // Not a <button> and not focusable: focus never rests on a candidate, so Space and Enter
       // cannot vote; the keyboard's way to choose is the arrow keys (the page says so).
       const candidate = el('div', {
@@ -148,8 +150,11 @@ export class PairedComparison {
         role: 'button',
         'data-side': side,
         'aria-keyshortcuts': side === 'left' ? this.params.key_left : this.params.key_right,
-        'aria-label': `${side === 'left' ? 'Left' : 'Right'} ${one} is closer to the reference `
-          + `(${side === 'left' ? 'Left' : 'Right'} arrow key)`,
+        'aria-label': side === 'left'
+          ? (video ? t('Left video is closer to the reference (Left arrow key)')
+            : t('Left image is closer to the reference (Left arrow key)'))
+          : (video ? t('Right video is closer to the reference (Right arrow key)')
+            : t('Right image is closer to the reference (Right arrow key)')),
       }, label, el('span', { class: 'pc-images' }));
       // Only a real pointer click votes: detail 1.  (0 is a click made by script or by a key on a
       // focused element; > 1 is the 2nd click of a double-click, which must not answer the next pair.)
@@ -163,32 +168,32 @@ export class PairedComparison {
     this.right = column('right');
     // The reference is deliberately not a button: it cannot be chosen.
     this.reference = el('div', { id: 'reference', class: 'pc-col pc-reference', role: 'group',
-                                 'aria-label': 'Reference (ground truth)' },
-      el('span', { class: 'pc-label pc-label-ref', text: 'Reference (ground truth)' }),
+                                 'aria-label': t('Reference (ground truth)') },
+      el('span', { class: 'pc-label pc-label-ref', text: t('Reference (ground truth)') }),
       el('span', { class: 'pc-images' }));
     // View buttons: not focusable (a focused button would turn Space or Enter into a view switch,
     // and focus must never rest anywhere in the pair); the mouse or the keys 1-9 switch views.
-    this.viewsEl = el('nav', { class: 'pc-views', 'aria-label': 'Views' });
+    this.viewsEl = el('nav', { class: 'pc-views', 'aria-label': t('Views') });
     this.viewsEl.addEventListener('mousedown', (event) => event.preventDefault());
     this.viewsEl.addEventListener('click', (event) => {
       const button = event.target.closest('[data-view]');
       if (button) this.showView(Number(button.dataset.view));
     });
-    this.trialEl = el('section', { id: 'trial', class: 'pc-trial', 'aria-label': 'Pair to compare', hidden: true },
+    this.trialEl = el('section', { id: 'trial', class: 'pc-trial', 'aria-label': t('Pair to compare'), hidden: true },
       this.viewsEl, this.left, this.reference, this.right);
 
+    const instructionParts = { reference: el('strong', { text: t('reference') }),
+      keys: el('span', { class: 'pc-keys', dir: 'ltr' }, el('kbd', { text: '←' }), ' / ', el('kbd', { text: '→' })) };
     this.instructionEl = el('p', { id: 'instruction', class: 'pc-instruction', hidden: true },
-      `Which ${one} is closer to the `, el('strong', { text: 'reference' }), '? Click it or press ',
-      el('kbd', { text: '←' }), ' / ', el('kbd', { text: '→' }), '.');
+      ...(video ? tParts('Which video is closer to the %(reference)s? Click it or press %(keys)s.', instructionParts)
+        : tParts('Which image is closer to the %(reference)s? Click it or press %(keys)s.', instructionParts)));
     this.feedbackEl = el('p', { id: 'feedback', class: 'pc-feedback', role: 'status', 'aria-live': 'assertive', hidden: true });
     this.driver.chrome.prompt.append(this.instructionEl, this.feedbackEl);
 
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
-      el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: `The ${many} of this study need a larger browser window to be shown large enough. `
-        + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
-        + 'The study continues by itself as soon as the window is large enough.' }),
+      el('h2', { text: t('Please make the window larger') }),
+      el('p', { text: stimulusTexts(video).tooSmall }),
       this.sizeNumbersEl);
     container.append(this.tooSmallEl, this.trialEl);
     // The bar (feedback, a longer line) and the notice change the room left for the pair.
@@ -214,8 +219,7 @@ export class PairedComparison {
     const tooSmall = need !== null && (window.innerWidth < need.width || window.innerHeight < need.height);
     this.tooSmallEl.hidden = !tooSmall;
     if (tooSmall) {
-      this.sizeNumbersEl.textContent = `Window now ${window.innerWidth} × ${window.innerHeight} pixels; `
-        + `needed at least ${need.width} × ${need.height}.`;
+      this.sizeNumbersEl.textContent = stimulusTexts(this.video).sizeNumbers(need);
     }
     const show = inTrial && !tooSmall && this.trial !== null && this.imagesShown;
     const wasHidden = this.trialEl.hidden;
@@ -298,7 +302,7 @@ export class PairedComparison {
     for (let i = 0; i < n; i += 1) {
       buttons.push(el('button', { type: 'button', class: 'pc-view', tabindex: '-1', 'data-view': String(i),
                                   'aria-keyshortcuts': VIEW_KEYS[i] },
-        i === 0 ? `Whole ${this.words.many}` : `Region ${i}`, ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
+        i === 0 ? (this.video ? t('Whole videos') : t('Whole images')) : t('Region %(n)s', { n: i }), ' ', i < VIEW_KEYS.length && el('kbd', { text: VIEW_KEYS[i] })));
     }
     this.viewsEl.replaceChildren(...buttons);
   }
@@ -324,8 +328,8 @@ export class PairedComparison {
     const k = Math.min(n, done + 1);
     // Assumption: quiz pages do not count towards pages_completed, so the
     // trials page being worked on is pages_completed + 1.
-    const where = page.kind === 'quiz' ? 'practice' : `page ${(state.progress?.pages_completed ?? 0) + 1}`;
-    this.driver.setProgress(`Pair ${k} of ${n} · ${where}`, { pageKind: page.kind });
+    const where = page.kind === 'quiz' ? t('practice') : t('page %(n)s', { n: (state.progress?.pages_completed ?? 0) + 1 });
+    this.driver.setProgress(t('Pair %(k)s of %(n)s · %(where)s', { k, n, where }), { pageKind: page.kind });
   }
 
   /**
@@ -363,7 +367,7 @@ export class PairedComparison {
     const slow = setTimeout(() => {
       if (seq !== this.seq) return;
       this.imagesShown = false;
-      this.setMode('loading', `Loading ${this.words.many}…`);
+      this.setMode('loading', stimulusTexts(this.video).loading);
     }, this.trial ? this.params.loading_delay_ms : 0);
     let columns;
     try {
@@ -371,9 +375,10 @@ export class PairedComparison {
     } catch (error) {
       if (seq !== this.seq) return false;
       if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
-      throw new StimulusLoadError(`One of the ${this.words.many} of this pair could not be loaded. Check your connection; `
-                                  + 'trying again…',
-                                  { cause: error });
+      throw new StimulusLoadError(this.video
+        ? t('One of the videos of this pair could not be loaded. Check your connection; trying again…')
+        : t('One of the images of this pair could not be loaded. Check your connection; trying again…'),
+      { cause: error });
     } finally {
       clearTimeout(slow);
     }
@@ -457,7 +462,7 @@ export class PairedComparison {
     const sides = ['left', 'reference', 'right'];
     const urls = sides.map((side) => trial[side].full);
     const videos = await this.clipFiles.elements(urls, (done) => {
-      if (this.mode === 'loading') this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
+      if (this.mode === 'loading') this.driver.setStatus(stimulusTexts(true).clipProgress(done));
     });
     const columns = {};
     sides.forEach((side, i) => {
@@ -465,7 +470,7 @@ export class PairedComparison {
       video.className = 'pc-full pc-video';
       video.dataset.view = '0';
       video.dataset.durationS = String(trial[side].duration_s ?? '');
-      video.setAttribute('aria-label', `${side === 'reference' ? 'Reference' : side === 'left' ? 'Left' : 'Right'} video`);
+      video.setAttribute('aria-label', side === 'reference' ? t('Reference video') : side === 'left' ? t('Left video') : t('Right video'));
       columns[side] = [video];
     });
     this.clipFiles.keepOnly(new Set([...urls, ...this.nextUrls]));
@@ -475,7 +480,7 @@ export class PairedComparison {
   /** A clip's failure: recorded on the trial (sent with its vote) and named to the worker. */
   mediaFailure(trial, failure) {
     this.failures.set(trial.trial_id, failure.message);
-    return new StimulusLoadError(`${failureText(failure)} Trying again…`, { cause: failure });
+    return new StimulusLoadError(`${failureText(failure)} ${t('Trying again…')}`, { cause: failure });
   }
 
   /** The clips as they play, one step after the other, each step's clips together ([media] reference_position). */
@@ -526,7 +531,7 @@ export class PairedComparison {
       await playTogether(videos, log, {
         durationS: Math.max(...videos.map((v) => Number(v.dataset.durationS) || v.duration || 0)),
         askClick: () => {
-          this.driver.setStatus('Your browser waits for a click to play the videos.');
+          this.driver.setStatus(t('Your browser waits for a click to play the videos.'));
           return playButton(this.trialEl, { id: 'pc-play', className: 'pc-play' });
         },
       });
@@ -539,7 +544,7 @@ export class PairedComparison {
     this.replayButton?.remove();
     if (left <= 0) return;
     this.replayButton = el('button', { type: 'button', id: 'pc-replay', class: 'pc-replay', tabindex: '-1',
-                                       text: `Play again (${left})` });
+                                       text: t('Play again (%(left)s)', { left }) });
     this.replayButton.addEventListener('mousedown', (event) => event.preventDefault()); // never takes the focus
     this.replayButton.addEventListener('click', async () => {
       if (seq !== this.seq || !this.accepting) return;
@@ -634,7 +639,7 @@ export class PairedComparison {
     }
 
     this.mode = 'saving_quiz';
-    const saving = setTimeout(() => this.showFeedback('Saving your answer…', 'saving'), this.params.saving_delay_ms);
+    const saving = setTimeout(() => this.showFeedback(t('Saving your answer…'), 'saving'), this.params.saving_delay_ms);
     let result;
     try {
       [result] = await Promise.all([delivered, sleep(this.params.highlight_ms)]);
@@ -648,12 +653,17 @@ export class PairedComparison {
     if (seq !== this.seq) return;
     const correct = result && result.feedback ? Boolean(result.feedback.correct) : null;
     if (correct === true) {
-      this.showFeedback('Correct', 'correct');
+      this.showFeedback(t('Correct'), 'correct');
     } else if (correct === false) {
       const other = side === 'left' ? 'right' : 'left';
       (side === 'left' ? this.left : this.right).dataset.state = 'wrong';
       (other === 'left' ? this.left : this.right).dataset.state = 'correct';
-      this.showFeedback(`Not quite: the ${this.words.one} closer to the reference was on the ${other}`, 'wrong');
+      const text = other === 'left'
+        ? (this.video ? t('Not quite: the video closer to the reference was on the left')
+          : t('Not quite: the image closer to the reference was on the left'))
+        : (this.video ? t('Not quite: the video closer to the reference was on the right')
+          : t('Not quite: the image closer to the reference was on the right'));
+      this.showFeedback(text, 'wrong');
     }
     await sleep(correct === false ? this.params.feedback_wrong_ms : correct === true ? this.params.feedback_ms : 0);
     if (seq !== this.seq) return;

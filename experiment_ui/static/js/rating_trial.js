@@ -30,9 +30,10 @@
 // The plugin keeps its DOM between trials: the trial just answered stays on screen (not clickable)
 // until the next one is decoded, so no half-drawn trial is ever visible.
 
+import { t } from './i18n.js';
 import { sleep, el, unlessAborted, StimulusLoadError, nextFrame, decoded } from './dom.js';
 import { imageScale, policyFactor, round6 } from './display.js';
-import { ClipFiles, MediaFailure, failureText, playButton, playClip, playUnderRule, stimulusWords } from './media.js';
+import { ClipFiles, MediaFailure, failureText, playButton, playClip, playUnderRule, stimulusTexts, stimulusWords } from './media.js';
 
 export const info = Object.freeze({
   name: 'rating',
@@ -137,20 +138,24 @@ export function orderedImages(trial) {
 /** What the label above an image says (none when a trial shows one image: ACR). */
 function roleLabel(role, nImages) {
   if (nImages < 2) return '';
-  return { reference: 'Reference', test: 'Test', first: 'First', second: 'Second' }[role] || '';
+  return { reference: t('Reference'), test: t('Test'), first: t('First'), second: t('Second') }[role] || '';
 }
 
 /** The accessible name of one of a trial's `nImages` stimuli ("Test video", "Image to rate"); `one`: stimulusWords().one. */
 function stimulusLabel(role, nImages, one) {
-  const label = roleLabel(role, nImages);
-  return label ? `${label} ${one}` : `${one[0].toUpperCase()}${one.slice(1)} to rate`;
+  const video = one === 'video';
+  if (nImages < 2) return video ? t('Video to rate') : t('Image to rate');
+  const labels = video
+    ? { reference: t('Reference video'), test: t('Test video'), first: t('First video'), second: t('Second video') }
+    : { reference: t('Reference image'), test: t('Test image'), first: t('First image'), second: t('Second image') };
+  return labels[role] || '';
 }
 
 // The server sends its question (scales.py); these stand in if a State has none.  `one`: stimulusWords().one.
 const DEFAULT_QUESTIONS = Object.freeze({
-  acr: (one) => `How would you rate the quality of this ${one}?`,
-  dcr: (one) => `How does the test ${one} compare with the reference?`,
-  ccr: (one) => `How does the second ${one} compare with the first?`,
+  acr: (one) => (one === 'video' ? t('How would you rate the quality of this video?') : t('How would you rate the quality of this image?')),
+  dcr: (one) => (one === 'video' ? t('How does the test video compare with the reference?') : t('How does the test image compare with the reference?')),
+  ccr: (one) => (one === 'video' ? t('How does the second video compare with the first?') : t('How does the second image compare with the first?')),
 });
 
 /** The trial's ID as the server named it (State trials carry `trial_id`, or `id`). */
@@ -231,7 +236,7 @@ export class RatingTrial {
     this.nextButton = el('button', {
       type: 'button', id: 'rating-next', class: 'rating-next', tabindex: '-1', disabled: true,
       'aria-keyshortcuts': this.params.send_key,
-    }, el('span', { text: 'Next' }), ' ', el('kbd', { 'aria-hidden': 'true', text: this.params.send_key === 'Enter' ? '↵ Enter' : this.params.send_key }));
+    }, el('span', { text: t('Next') }), ' ', el('kbd', { 'aria-hidden': 'true', text: this.params.send_key === 'Enter' ? t('↵ Enter') : this.params.send_key }));
     this.nextButton.addEventListener('mousedown', (event) => event.preventDefault());
     this.nextButton.addEventListener('click', (event) => {
       if (event.isTrusted) this.send();
@@ -239,7 +244,7 @@ export class RatingTrial {
     // The stacked layout's question (the top bar is too narrow for it on a phone): shown by rating.css there only.
     this.stackedQuestionEl = el('p', { class: 'rating-question-stacked', 'aria-hidden': 'true' });
     this.scaleRow = el('div', { class: 'rating-scale' }, this.stackedQuestionEl, this.scaleEl, this.nextButton);
-    this.trialEl = el('section', { id: 'trial', class: 'rating-trial', 'aria-label': `${this.words.Many} to rate`, hidden: true },
+    this.trialEl = el('section', { id: 'trial', class: 'rating-trial', 'aria-label': this.words.one === 'video' ? t('Videos to rate') : t('Images to rate'), hidden: true },
       this.imagesEl, this.scaleRow);
 
     this.questionEl = el('p', { id: 'rating-question', class: 'rating-question', hidden: true });
@@ -248,10 +253,8 @@ export class RatingTrial {
 
     this.sizeNumbersEl = el('p', { class: 'pc-size-numbers' });
     this.tooSmallEl = el('section', { id: 'window-too-small', class: 'pc-panel pc-too-small', role: 'alert', hidden: true },
-      el('h2', { text: 'Please make the window larger' }),
-      el('p', { text: `The ${this.words.many} of this study need a larger browser window to be shown large enough. `
-        + 'Maximise the window or switch to full screen (F11; on a Mac Ctrl+⌘+F). '
-        + 'The study continues by itself as soon as the window is large enough.' }),
+      el('h2', { text: t('Please make the window larger') }),
+      el('p', { text: stimulusTexts(this.words.one === 'video').tooSmall }),
       this.sizeNumbersEl);
     container.append(this.tooSmallEl, this.trialEl);
     // The bar (feedback) and the notice change the room left for the images.
@@ -342,8 +345,7 @@ export class RatingTrial {
     const tooSmall = need !== null && (window.innerWidth < need.width || window.innerHeight < need.height);
     this.tooSmallEl.hidden = !tooSmall;
     if (tooSmall) {
-      this.sizeNumbersEl.textContent = `Window now ${window.innerWidth} × ${window.innerHeight} pixels; `
-        + `needed at least ${need.width} × ${need.height}.`;
+      this.sizeNumbersEl.textContent = stimulusTexts(false).sizeNumbers(need);
     }
     const show = inTrial && !tooSmall && this.trial !== null && this.imagesShown;
     const wasHidden = this.trialEl.hidden;
@@ -436,8 +438,8 @@ export class RatingTrial {
     const k = Math.min(n, done + 1);
     // Practice pages do not count towards pages_completed: the page being worked on is pages_completed + 1.
     const text = page.kind === 'quiz'
-      ? `Practice ${k} of ${n}`
-      : `Trial ${k} of ${n} · page ${(state.progress?.pages_completed ?? 0) + 1}`;
+      ? t('Practice %(k)s of %(n)s', { k, n })
+      : t('Trial %(k)s of %(n)s · page %(page)s', { k, n, page: (state.progress?.pages_completed ?? 0) + 1 });
     this.driver.setProgress(text, { pageKind: page.kind });
   }
 
@@ -476,7 +478,7 @@ export class RatingTrial {
     const slow = setTimeout(() => {
       if (seq !== this.seq) return;
       this.imagesShown = false;
-      this.setMode('loading', `Loading ${this.words.many}…`);
+      this.setMode('loading', stimulusTexts(this.words.one === 'video').loading);
     }, this.trial ? this.params.loading_delay_ms : 0);
     const images = orderedImages(trial);
     let imgs;
@@ -485,9 +487,10 @@ export class RatingTrial {
     } catch (error) {
       if (seq !== this.seq) return false;
       if (error instanceof MediaFailure) throw this.mediaFailure(trial, error);
-      throw new StimulusLoadError(`One of the ${this.words.many} of this trial could not be loaded. Check your connection; `
-                                  + 'trying again…',
-                                  { cause: error });
+      throw new StimulusLoadError(this.words.one === 'video'
+        ? t('One of the videos of this trial could not be loaded. Check your connection; trying again…')
+        : t('One of the images of this trial could not be loaded. Check your connection; trying again…'),
+      { cause: error });
     } finally {
       clearTimeout(slow);
     }
@@ -566,7 +569,7 @@ export class RatingTrial {
   async buildClips(images) {
     const urls = images.map((image) => image.url);
     const videos = await this.clipFiles.elements(urls, (done) => {
-      if (this.mode === 'loading') this.driver.setStatus(`Loading video… ${Math.round(100 * done)} %`);
+      if (this.mode === 'loading') this.driver.setStatus(stimulusTexts(true).clipProgress(done));
     });
     videos.forEach((video, i) => {
       video.className = 'rating-image rating-video';
@@ -581,7 +584,7 @@ export class RatingTrial {
   /** A clip's failure: recorded on the trial (sent with its rating) and named to the worker. */
   mediaFailure(trial, failure) {
     this.failures.set(trialIdOf(trial), failure.message);
-    return new StimulusLoadError(`${failureText(failure)} Trying again…`, { cause: failure });
+    return new StimulusLoadError(`${failureText(failure)} ${t('Trying again…')}`, { cause: failure });
   }
 
   /**
@@ -628,7 +631,7 @@ export class RatingTrial {
 
   /** The browser refused to autoplay: a Play button over the clip starts it (never a stuck page). */
   askClick(video) {
-    this.driver.setStatus('Your browser waits for a click to play the video.');
+    this.driver.setStatus(t('Your browser waits for a click to play the video.'));
     return playButton(video.parentElement, { id: 'rating-play', className: 'rating-play' });
   }
 
@@ -637,7 +640,7 @@ export class RatingTrial {
     this.replayButton?.remove();
     if (left <= 0) return;
     this.replayButton = el('button', { type: 'button', id: 'rating-replay', class: 'rating-replay',
-                                       text: `Play again (${left})` });
+                                       text: t('Play again (%(left)s)', { left }) });
     this.replayButton.addEventListener('click', async () => {
       if (seq !== this.seq || !this.accepting) return;
       this.replayButton.remove();
@@ -740,7 +743,7 @@ export class RatingTrial {
     if (!quiz) return;
 
     this.mode = 'saving_quiz';
-    const saving = setTimeout(() => this.showFeedback('Saving your answer…', 'saving'), this.params.saving_delay_ms);
+    const saving = setTimeout(() => this.showFeedback(t('Saving your answer…'), 'saving'), this.params.saving_delay_ms);
     let result;
     try {
       result = await delivered;
@@ -755,9 +758,9 @@ export class RatingTrial {
     const feedback = result && result.feedback;
     const correct = feedback && typeof feedback.correct === 'boolean' ? feedback.correct : null;
     if (correct === true) {
-      this.showFeedback('Correct', 'correct');
+      this.showFeedback(t('Correct'), 'correct');
     } else if (correct === false) {
-      this.showFeedback(feedback.message || 'Not quite: this one has a clear answer. Look closely before you rate.', 'wrong');
+      this.showFeedback(feedback.message || t('Not quite: this one has a clear answer. Look closely before you rate.'), 'wrong');
     } else {
       this.hideFeedback();
     }

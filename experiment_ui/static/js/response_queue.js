@@ -16,7 +16,8 @@
 // sees them in the order they were made, and a failing connection is probed by one request
 // instead of a burst.
 
-import { ApiError, BACKOFF, backoffDelay, isTransientStatus, readJson, retryAfterMs } from './assignment_api.js';
+import { t } from './i18n.js';
+import { ApiError, BACKOFF, LANGUAGE, backoffDelay, isTransientStatus, readJson, retryAfterMs } from './assignment_api.js';
 
 const STORAGE_PREFIX = 'perceptlab.responses.';
 // Queues that pages of earlier releases left behind (one per endpoint), taken over at start-up.
@@ -269,7 +270,7 @@ export class ResponseQueue {
   }
 
   _headers() {
-    return { 'Content-Type': 'application/json', Authorization: `Bearer ${this.token}` };
+    return { 'Content-Type': 'application/json', Authorization: `Bearer ${this.token}`, ...LANGUAGE };
   }
 
   _emit() {
@@ -367,7 +368,7 @@ export class ResponseQueue {
     }
     // Any other 4xx will fail the same way every time: drop it, and tell the UI.
     const error = ApiError.fromResponse(response.status, answer,
-                                        response.statusText || 'The server refused this response.');
+                                        response.statusText || t('The server refused this response.'));
     this._remove(entry.id);
     this._settle(entry, 'reject', error);
     if (this.onRejected) {

@@ -11,6 +11,7 @@
 // must not steal the assignment from the tab the worker is looking at.
 
 import { el } from './dom.js';
+import { t } from './i18n.js';
 
 const ROLL_CALL_MS = 300; // fallback only: how long a new tab waits for an active tab to answer
 
@@ -57,13 +58,12 @@ function claimWithRollCall(name) {
 /** The notice shown instead of the task in a second tab. */
 export function showOtherTabNotice(root) {
   const reload = el('button', { type: 'button', id: 'btn-other-tab-reload', class: 'button',
-                                text: 'I closed the other tab: continue here' });
+                                text: t('I closed the other tab: continue here') });
   reload.addEventListener('click', () => location.reload());
   root.replaceChildren(el('section', { id: 'other-tab', class: 'card other-tab', role: 'alert' },
-    el('h1', { text: 'This task is open in another tab' }),
-    el('p', { text: 'You already have this task open in another tab or window of this browser. '
-      + 'Please continue there and close this tab; answers given there are saved.' }),
-    el('p', { text: 'If you closed the other tab, continue here:' }),
+    el('h1', { text: t('This task is open in another tab') }),
+    el('p', { text: t('You already have this task open in another tab or window of this browser. Please continue there and close this tab; answers given there are saved.') }),
+    el('p', { text: t('If you closed the other tab, continue here:') }),
     reload));
 }
 

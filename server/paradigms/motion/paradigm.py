@@ -44,6 +44,7 @@ from stimuli.rdk import rdk_dot_movie, rdk_trial_params, rdk_vector
 
 from ... import validation as check
 from ...allocation import now, release_other_pages, renew_page, reservation_end
+from ...i18n import gettext, lazy_ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...exports import pseudonym
 from ...openapi import load_part
@@ -558,10 +559,11 @@ def _end_block(session: Session, assignment: Assignment, kind: str, spec: Motion
     if worker.screening_passed:
         _start_main_block(session, assignment, spec)
     else:
-        shown = "undefined" if math.isnan(r) else f"{r:.2f}"
+        shown = gettext("undefined") if math.isnan(r) else f"{r:.2f}"
         stop(assignment, Stage.DISQUALIFIED,
-             f"Your answers in the motion test did not follow the motion closely enough (r = {shown}; "
-             f"{spec.screening_min_r:.2f} is needed). Thank you for your time; you cannot continue with this study.")
+             gettext("Your answers in the motion test did not follow the motion closely enough (r = %(r)s; %(needed)s is "
+               "needed). Thank you for your time; you cannot continue with this study.", r=shown,
+               needed=format(spec.screening_min_r, ".2f")))
 
 
 def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> float:
@@ -1038,7 +1040,7 @@ class MotionMatching(Paradigm):
         trials = (spec.clips_per_session * spec.probes_per_clip * spec.repetitions + spec.practice_needed
                   + spec.rdk_practice + spec.rdk_trials)
         per_trial = spec.cycles_required * spec.cycle_ms / 1000 + self.EXTRA_SECONDS_PER_TRIAL
-        return TimePrior(self.SETUP_SECONDS + trials * per_trial, 0.0, f"{trials} trials")
+        return TimePrior(self.SETUP_SECONDS + trials * per_trial, 0.0, lazy_ngettext("%(num)s trial", "%(num)s trials", trials))
 
     def time_events(self, study_id: int):
         """Responses and calibrations: the calibration marks the end of the setup of each session."""

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from ... import validation as check
 from ...allocation import now, release_other_pages, reservation_end, reservation_end_at
+from ...i18n import gettext, lazy_ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
@@ -792,8 +793,9 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
             assignment_object = assignment.load(session)
             if correct < spec.accuracy_threshold * total - 1e-9:
                 stop(assignment_object, Stage.DISQUALIFIED,
-                     f"You answered {correct} of {total} quiz questions correctly; {spec.accuracy_threshold:.0%} "
-                     "are needed. You cannot take part in this study.")
+                     gettext("You answered %(correct)s of %(total)s quiz questions correctly; %(needed)s are needed. You "
+                       "cannot take part in this study.", correct=correct, total=total,
+                       needed=format(spec.accuracy_threshold, ".0%")))
             else:
                 _start_trials_page(session, assignment_object, spec)
             return assignment_object.stage
@@ -803,8 +805,8 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
         if total >= spec.gold_min_answered and correct < spec.accuracy_threshold * total - 1e-9:
             assignment_object = assignment.load(session)
             stop(assignment_object, Stage.STOPPED,
-                 f"Too many check questions were answered wrongly ({total - correct} of {total}). "
-                 "Thank you for your time; you cannot continue with this study.")
+                 gettext("Too many check questions were answered wrongly (%(wrong)s of %(total)s). Thank you for your "
+                   "time; you cannot continue with this study.", wrong=total - correct, total=total))
             return assignment_object.stage
     if open_left == 0 and assignment.stage == Stage.TRIALS:
         mark_page_done(session, trial.page_id)
@@ -1173,7 +1175,7 @@ class PairedComparison(Paradigm):
         """A page: ``pairs_per_page`` comparisons; once: consent, instructions and the quiz's comparisons."""
         return TimePrior(spec.pairs_per_page * self.SECONDS_PER_COMPARISON,
                          self.SETUP_SECONDS + spec.quiz_size * self.SECONDS_PER_COMPARISON,
-                         f"{spec.pairs_per_page} comparisons")
+                         lazy_ngettext("%(num)s comparison", "%(num)s comparisons", spec.pairs_per_page))
 
 
 PARADIGM = PairedComparison()

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from ... import validation as check
 from ...allocation import release_other_pages, reservation_end, reservation_end_at
+from ...i18n import gettext, lazy_ngettext, ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
@@ -362,8 +363,9 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             worker = assignment.load(session)
             if below_threshold(correct, total, spec.accuracy_threshold):
                 stop(worker, Stage.DISQUALIFIED,
-                     f"You answered {correct} of {total} training questions as expected; "
-                     f"{spec.accuracy_threshold:.0%} are needed. You cannot take part in this study.")
+                     gettext("You answered %(correct)s of %(total)s training questions as expected; %(needed)s are needed. "
+                       "You cannot take part in this study.", correct=correct, total=total,
+                       needed=format(spec.accuracy_threshold, ".0%")))
             else:
                 start_trials_page(session, worker, spec)
             return worker.stage
@@ -372,9 +374,9 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
         correct, total = _score(session, _HIDDEN_SCORE, {"worker_id": assignment.worker_id})
         if total >= spec.gold_min_answered and below_threshold(correct, total, spec.accuracy_threshold):
             worker = assignment.load(session)
-            stop(worker, Stage.STOPPED, f"Too many check questions were answered far from their known answer "
-                                        f"({total - correct} of {total}). Thank you for your time; you cannot "
-                                        "continue with this study.")
+            stop(worker, Stage.STOPPED, gettext("Too many check questions were answered far from their known answer "
+                                          "(%(wrong)s of %(total)s). Thank you for your time; you cannot continue "
+                                          "with this study.", wrong=total - correct, total=total))
             return worker.stage
     if rating.open_left == 0 and assignment.stage == Stage.TRIALS:
         mark_page_done(session, rating.page_id)
@@ -382,8 +384,10 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             lined = straight_lined_pages(session, assignment.worker_id)
             if lined >= spec.straight_line_pages:
                 worker = assignment.load(session)  # the page does not count as completed: no work was done
-                stop(worker, Stage.STOPPED, f"Every answer on {lined} page{'s' if lined > 1 else ''} was the same. "
-                                            "Thank you for your time; you cannot continue with this study.")
+                stop(worker, Stage.STOPPED, ngettext(
+                    "Every answer on %(num)s page was the same. Thank you for your time; you cannot continue with "
+                    "this study.", "Every answer on %(num)s pages was the same. Thank you for your time; you cannot "
+                    "continue with this study.", lined))
                 return worker.stage
         return end_page(session, assignment, spec)
     return assignment.stage
@@ -631,7 +635,7 @@ class Rating(Paradigm):
         """A page: ``ratings_per_page`` ratings; once: consent, instructions and the training's ratings."""
         pace = self.SECONDS_PER_RATING[spec.method]
         return TimePrior(spec.ratings_per_page * pace, self.SETUP_SECONDS + spec.quiz_size * pace,
-                         f"{spec.ratings_per_page} ratings")
+                         lazy_ngettext("%(num)s rating", "%(num)s ratings", spec.ratings_per_page))
 
 
 PARADIGM = Rating()

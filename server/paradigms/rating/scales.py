@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...i18n import gettext
+
 METHODS = ("acr", "dcr", "ccr")
+
+
+def N_(text: str) -> str:
+    """Mark ``text`` for the catalogs (server/i18n_catalogs.py's keyword): translated where it is shown."""
+    return text
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class Scale:
     method: str
     values: tuple[int, ...]
     labels: tuple[str, ...]
-    question: str
+    questions: dict[str, str]   # "image" or "video" -> the default question
 
     @property
     def low(self) -> int:
@@ -38,20 +45,25 @@ class Scale:
     def as_state(self, slider: bool, question: str = "", stimulus: str = "image") -> dict:
         """The State's ``scale`` object (a study's own ``question`` replaces the default one, which names the
         ``stimulus``: "image" or "video", :func:`server.paradigms.media.stimulus_word`)."""
-        return {"method": self.method, "slider": slider, "values": list(self.values), "labels": list(self.labels),
-                "question": question or self.question.format(stimulus=stimulus)}
+        return {"method": self.method, "slider": slider, "values": list(self.values),
+                "labels": [gettext(label) for label in self.labels],
+                "question": question or gettext(self.questions[stimulus])}
 
 
 SCALES: dict[str, Scale] = {
-    "acr": Scale("acr", (5, 4, 3, 2, 1), ("Excellent", "Good", "Fair", "Poor", "Bad"),
-                 "How would you rate the quality of this {stimulus}?"),
+    "acr": Scale("acr", (5, 4, 3, 2, 1), (N_("Excellent"), N_("Good"), N_("Fair"), N_("Poor"), N_("Bad")),
+                 {"image": N_("How would you rate the quality of this image?"),
+                  "video": N_("How would you rate the quality of this video?")}),
     "dcr": Scale("dcr", (5, 4, 3, 2, 1),
-                 ("Imperceptible", "Perceptible but not annoying", "Slightly annoying", "Annoying", "Very annoying"),
-                 "How does the second {stimulus} compare with the reference?"),
+                 (N_("Imperceptible"), N_("Perceptible but not annoying"), N_("Slightly annoying"), N_("Annoying"),
+                  N_("Very annoying")),
+                 {"image": N_("How does the second image compare with the reference?"),
+                  "video": N_("How does the second video compare with the reference?")}),
     "ccr": Scale("ccr", (-3, -2, -1, 0, 1, 2, 3),
-                 ("Much worse", "Worse", "Slightly worse", "About the same", "Slightly better", "Better",
-                  "Much better"),
-                 "How does the second {stimulus} compare with the first?"),
+                 (N_("Much worse"), N_("Worse"), N_("Slightly worse"), N_("About the same"), N_("Slightly better"),
+                  N_("Better"), N_("Much better")),
+                 {"image": N_("How does the second image compare with the first?"),
+                  "video": N_("How does the second video compare with the first?")}),
 }
 
 
