@@ -17,8 +17,9 @@ from analysis.sockpuppets import FINGERPRINT_COLUMNS  # keyed hashes of the entr
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .models import Study, Worker
+from .models import Assignment, Study, Worker
 from .paradigms import paradigm_for
+from .paradigms.questionnaire import QUESTIONNAIRE_COLUMNS, questionnaire_rows, study_parts_of
 from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
@@ -28,6 +29,8 @@ __all__ = ["FINGERPRINT_COLUMNS", "RECRUITER_COLUMNS", "export_study", "find_stu
 
 # The recruiter's view of each worker's latest assignment (server/codes.py), in every kind of study's workers.csv.
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
+# Why the worker was turned away, stopped or refused: a code of server/reasons.py (blank: not turned away).
+REASON_COLUMN = "reason_code"
 
 
 # ---------------------------------------------------------------- workers
@@ -48,12 +51,27 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
               for raw, address, agent in session.execute(
                   select(Worker.external_id, Worker.address_group, Worker.agent_group)
                   .where(Worker.study_id == study.id))}
-    unknown = dict.fromkeys(FINGERPRINT_COLUMNS, "")
+    reasons = {worker_label(raw, salt): {REASON_COLUMN: code} for raw, code in worker_reason_codes(session, study.id)}
+    unknown = {**dict.fromkeys(FINGERPRINT_COLUMNS, ""), REASON_COLUMN: ""}
     records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
-                **groups.get(record["worker_id"], unknown), **pay.get(record["worker_id"], unpaid)}
+                **groups.get(record["worker_id"], unknown), **reasons.get(record["worker_id"], {REASON_COLUMN: ""}),
+                **pay.get(record["worker_id"], unpaid)}
                for record in records]
-    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + wages.WORKER_COLUMNS, records),
-            len(records))
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + (REASON_COLUMN,)
+                      + wages.WORKER_COLUMNS, records), len(records))
+
+
+def worker_reason_codes(session: Session, study_id: int) -> list[tuple[str, str]]:
+    """``(raw worker ID, reason code)`` of each worker of the study whose participation ended for a reason of
+    server/reasons.py: the worker's own (turned away in the study), else their latest assignment's (a full
+    study, a refused display)."""
+    codes: dict[str, str] = {}
+    for raw, own, assignment_code in session.execute(
+            select(Worker.external_id, Worker.status_reason_code, Assignment.reason_code)
+            .join(Assignment, Assignment.worker_id == Worker.id).where(Worker.study_id == study_id)
+            .order_by(Assignment.id)):
+        codes[raw] = own or assignment_code or ""
+    return [(raw, code) for raw, code in codes.items() if code]
 
 
 def recruiter_columns(participant) -> dict[str, Any]:
@@ -97,4 +115,8 @@ def export_study(session: Session, study: Study, *, salt: bytes | None, include_
     export.files["workers_meta.csv"], n_workers = workers_csv_text(session, study, salt=salt, pay_settings=pay_settings,
                                                                    include_pilot=include_pilot)
     export.report.append(("workers_meta.csv", f"{n_workers} workers"))
+    if any(study_parts_of(study).values()):  # a study with a questionnaire: its answers, one row per item
+        rows = questionnaire_rows(session, study, salt=salt, include_pilot=include_pilot)
+        export.files["questionnaire.csv"] = table_csv(QUESTIONNAIRE_COLUMNS, rows)
+        export.report.append(("questionnaire.csv", f"{len(rows)} answers"))
     return export

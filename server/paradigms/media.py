@@ -165,13 +165,13 @@ def needed_mbps(media: dict, spec: MediaParams) -> float:
     return float(spec.min_mbps) if spec.min_mbps > 0 else float(media.get("max_mbps", 0.0))
 
 
-def slow_connection_reason(measured_mbps: float | None, needed: float) -> str:
-    """What a worker refused by the connection check is told, and what their record keeps: the cause and
-    the numbers (``measured_mbps`` None: the test file did not arrive in the time the minimum allows)."""
-    speed = (f"at less than {needed:.1f} Mbit/s" if measured_mbps is None or measured_mbps >= needed
-             else f"at {measured_mbps:.1f} Mbit/s")
-    return (f"Your internet connection is too slow for this study's videos: it loaded a test file {speed}, "
-            f"and the videos need at least {needed:.1f} Mbit/s to load in time.")
+def slow_connection_reason(measured_mbps: float | None, needed: float) -> tuple[str, dict[str, str]]:
+    """Why a worker refused by the connection check is turned away: a reason code of server/reasons.py and its
+    message's arguments, the cause and the numbers (``measured_mbps`` None: the test file did not arrive in
+    the time the minimum allows)."""
+    if measured_mbps is None or measured_mbps >= needed:
+        return "connection_timeout", {"needed": f"{needed:.1f}"}
+    return "slow_connection", {"measured": f"{measured_mbps:.1f}", "needed": f"{needed:.1f}"}
 
 
 def drift_column(log: dict[str, Any] | None) -> dict[str, Any]:
@@ -249,12 +249,11 @@ def decode_types(media: dict) -> tuple[str, ...]:
     return tuple(_decode_type(codec) for codec in media["codecs"])
 
 
-def cannot_decode_reason(media: dict, types: Sequence[str]) -> str:
-    """What a worker refused by the decoding check is told, and what their record keeps: each codec of the
-    study's clips whose MIME type (one of :func:`decode_types`) their browser said it cannot decode."""
+def cannot_decode_reason(media: dict, types: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Why a worker refused by the decoding check is turned away (a reason code and its arguments): each codec
+    of the study's clips whose MIME type (one of :func:`decode_types`) their browser said it cannot decode."""
     named = [f"{codec.upper()} ({_decode_type(codec)})" for codec in media["codecs"] if _decode_type(codec) in types]
-    return (f"Your browser cannot play this study's videos: it cannot decode {' or '.join(named)}. "
-            "Try another browser, such as a current Chrome, Edge or Safari.")
+    return "cannot_decode", {"codecs": " or ".join(named)}
 
 
 def _fields(info: dict) -> dict:

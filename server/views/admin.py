@@ -9,6 +9,7 @@ HTML pages
                                                  filled in by dashboard.js; motion: server-rendered, refreshed live)
     POST /admin/studies/<slug>/pause | /resume
     GET  /admin/studies/<slug>/workers.csv       ?raw_worker_ids=1
+    GET  /admin/studies/<slug>/questionnaire.csv ?raw_worker_ids=1 (server/paradigms/questionnaire.py)
     GET  /admin/studies/<slug>/motion/<name>     the files of the paradigm's downloads (motion studies:
                                                  motion.csv, rdk.csv, frames.csv, calibration.csv)
                                                  (?raw_worker_ids=1)
@@ -41,6 +42,9 @@ from .. import auth, exports, wages
 from ..admin_support import (_user_name, admin_error, csv_download, download_salt, flag, protect,  # noqa: F401
                              study_or_404)
 from ..db import db_session
+from ..paradigms.questionnaire import questionnaire_csv_text
+from ..reasons import REASONS
+from ..refusals import reason_counts
 from ..models import Assignment, Study, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
 from ..paradigms.stages import TERMINAL_STAGES
@@ -141,6 +145,7 @@ def study_page(slug: str):
                            pay=pay, pay_labels={w.raw_id: exports.pseudonym(salt, w.raw_id) for w in pay.workers},
                            stopping=_stopping_record(session, study), stopping_forecasting=_forecasting(study),
                            stopping_can_forecast=_can_forecast(paradigm),
+                           reasons=reason_counts(session, study.id), reason_stages={code: known.stage for code, known in REASONS.items()},
                            **paradigm.dashboard_context(session, study, salt))
 
 
@@ -229,6 +234,17 @@ def workers_csv(slug: str):
     text, _ = exports.workers_csv_text(db_session(), study, salt=download_salt(study, raw), pay_settings=pay_settings(),
                                        include_pilot=flag("include_pilot"))
     return csv_download(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
+
+
+@bp.get("/studies/<slug>/questionnaire.csv")
+@auth.login_required
+def questionnaire_csv(slug: str):
+    """The study's questionnaire answers (server/paradigms/questionnaire.py; ``?raw_worker_ids=1``)."""
+    study = study_or_404(slug)
+    raw = flag("raw_worker_ids")
+    text = questionnaire_csv_text(db_session(), study, salt=download_salt(study, raw),
+                                  include_pilot=flag("include_pilot"))
+    return csv_download(text, f"{slug}-questionnaire{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/motion/<name>")

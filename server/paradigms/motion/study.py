@@ -28,6 +28,7 @@ from ...models import Study
 from ...stimulus_index import SALT_KEY, new_salt
 from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
+from ..questionnaire import QuestionnaireParams
 from ..studyfile import StudyDefinitionError, common_root, load_study_toml
 from .models import MotionClip, MotionProbe
 
@@ -71,7 +72,7 @@ MTURK_TEXTS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams):
+class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams, QuestionnaireParams):
     """Every parameter of a motion study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config`` (with ``kind = "motion"``)."""
     kind: str = param(KIND, section="study", choices=(KIND,), doc='"motion": a motion-matching study')

@@ -38,7 +38,7 @@ from ...openapi import load_part
 from ...tokens import TokenClaims
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
-                    add_trials, allocation_lock, as_object, check_replay, ended_error, ended_message_and_completion,
+                    add_trials, allocation_lock, as_object, check_replay, ended_error, follow_worker, ended_message_and_completion,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
@@ -125,7 +125,7 @@ def start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         _PAGE_START_FACTS, {"worker_id": assignment.worker_id, "assignment_id": assignment.id}).one()
     if status in TURNED_AWAY:  # stopped in another of the worker's HITs
         assignment = as_object(session, assignment)
-        stop(assignment, Stage(status), reason or "")
+        follow_worker(assignment)
         return assignment
     if trial_pages >= spec.max_pages:
         return _no_work_left(session, assignment, spec)
@@ -361,9 +361,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             mark_page_done(session, rating.page_id)
             worker = assignment.load(session)
             if below_threshold(correct, total, spec.accuracy_threshold):
-                stop(worker, Stage.DISQUALIFIED,
-                     f"You answered {correct} of {total} training questions as expected; "
-                     f"{spec.accuracy_threshold:.0%} are needed. You cannot take part in this study.")
+                stop(worker, "quiz_failed", correct=correct, total=total, needed=f"{spec.accuracy_threshold:.0%}")
             else:
                 start_trials_page(session, worker, spec)
             return worker.stage
@@ -372,9 +370,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
         correct, total = _score(session, _HIDDEN_SCORE, {"worker_id": assignment.worker_id})
         if total >= spec.gold_min_answered and below_threshold(correct, total, spec.accuracy_threshold):
             worker = assignment.load(session)
-            stop(worker, Stage.STOPPED, f"Too many check questions were answered far from their known answer "
-                                        f"({total - correct} of {total}). Thank you for your time; you cannot "
-                                        "continue with this study.")
+            stop(worker, "gold_accuracy", wrong=total - correct, total=total)
             return worker.stage
     if rating.open_left == 0 and assignment.stage == Stage.TRIALS:
         mark_page_done(session, rating.page_id)
@@ -382,8 +378,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             lined = straight_lined_pages(session, assignment.worker_id)
             if lined >= spec.straight_line_pages:
                 worker = assignment.load(session)  # the page does not count as completed: no work was done
-                stop(worker, Stage.STOPPED, f"Every answer on {lined} page{'s' if lined > 1 else ''} was the same. "
-                                            "Thank you for your time; you cannot continue with this study.")
+                stop(worker, "straight_lining", pages=lined)
                 return worker.stage
         return end_page(session, assignment, spec)
     return assignment.stage
