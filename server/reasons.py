@@ -147,3 +147,13 @@ def entry_code(error_code: str) -> str | None:
         return "bad_entry"
     found = REASONS.get(error_code)
     return found.code if found is not None and found.stage is None else None
+
+
+def markdown_table() -> str:
+    """The table of every registered code (docs/reasons.md holds it; its test keeps the two equal)."""
+    lines = ["| code | leads to | when | the worker reads (English) |", "|---|---|---|---|"]
+    for code, known in REASONS.items():
+        stage = known.stage or "entry refused (counted, no participant)"
+        message = known.msgid.replace("|", "\\|")
+        lines.append(f"| `{code}` | {stage} | {known.what} | {message} |")
+    return "\n".join(lines) + "\n"

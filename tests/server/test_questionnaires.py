@@ -172,7 +172,7 @@ def test_the_post_task_part_comes_after_the_work_and_never_changes_pay_or_code(a
     assert [(r["part"], r["item"], r["kind"]) for r in rows] == [
         ("post", "comments", "text"), ("post", "sharper", "multiple"), ("post", "hours", "number")]
     assert rows[1]["value"] == "blur;noise" and rows[2]["value"] == "3"
-    assert rows[0]["value"] != "=cmd|' /C calc'!A0" and "cmd|" in rows[0]["value"]  # escaped (DESIGN.md, CSV)
+    assert rows[0]["value"] != "=cmd|' /C calc'!A0" and "cmd|" in rows[0]["value"]  # a formula cell is escaped
     assert rows[0]["worker_id"].startswith("w_") and "WQUEST1" not in text
     with app_services(app).sessions() as session:
         study = session.scalar(select(Study).where(Study.slug == slug))
