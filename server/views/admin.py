@@ -42,10 +42,10 @@ from .. import auth, exports, wages
 from ..admin_support import (_user_name, admin_error, csv_download, download_salt, flag, protect,  # noqa: F401
                              study_or_404)
 from ..db import db_session
-from ..paradigms.questionnaire import questionnaire_csv_text
+from ..paradigms.questionnaire import questionnaire_csv_text, study_parts_of
 from ..reasons import REASONS
 from ..refusals import reason_counts
-from ..models import Assignment, Study, as_utc, utcnow
+from ..models import Assignment, QuestionnaireResponse, Study, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config
 from ..paradigms.stages import TERMINAL_STAGES
 from ..worker_time import PaySettings
@@ -146,7 +146,18 @@ def study_page(slug: str):
                            stopping=_stopping_record(session, study), stopping_forecasting=_forecasting(study),
                            stopping_can_forecast=_can_forecast(paradigm),
                            reasons=reason_counts(session, study.id), reason_stages={code: known.stage for code, known in REASONS.items()},
+                           **_questionnaire_context(session, study),
                            **paradigm.dashboard_context(session, study, salt))
+
+
+def _questionnaire_context(session, study: Study) -> dict:
+    """What the study page says of the study's questionnaire: its parts ("before", "after") and how many
+    parts participants answered."""
+    parts = study_parts_of(study)
+    answered = session.scalar(select(func.count()).select_from(QuestionnaireResponse)
+                              .where(QuestionnaireResponse.study_id == study.id)) if any(parts.values()) else 0
+    return {"questionnaire_parts": [word for part, word in (("pre", "before"), ("post", "after")) if parts[part]],
+            "questionnaire_answered": answered}
 
 
 def _stopping_record(session, study: Study):

@@ -166,6 +166,8 @@ def test_the_post_task_part_comes_after_the_work_and_never_changes_pay_or_code(a
     assert answered.status_code == 303
     assert b'id="done"' in client.get(f"/w/{worker.token}/").data
     assert _pay_and_code(app, worker) == before
+    page = admin.get(f"/admin/studies/{slug}").get_data(as_text=True)
+    assert "after the task · parts answered: 1" in page and 'id="download-questionnaire"' in page
     # questionnaire.csv: one row per item answered, in the study's order; a formula is kept as text.
     text = admin.get(f"/admin/studies/{slug}/questionnaire.csv").get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -196,5 +198,27 @@ def test_a_study_without_a_questionnaire_asks_nothing_and_exports_no_file(app, s
     assert b'id="questionnaire"' not in client.get(f"/w/{worker.token}/").data
     assert client.post(f"/w/{worker.token}/questionnaire", data={"age": "30"}).status_code == 303
     assert _stored(app) == 0
+    assert 'id="download-questionnaire"' not in admin.get(f"/admin/studies/{study}").get_data(as_text=True)
     text = admin.get(f"/admin/studies/{study}/questionnaire.csv").get_data(as_text=True)
     assert text.splitlines() == ["worker_id,part,item,kind,value,answered_at"]
+
+
+@pytest.mark.parametrize("kind", ["rating", "motion"])
+def test_every_paradigm_asks_the_pre_task_part_before_its_instructions(app, kind, request, tmp_path):
+    if kind == "rating":
+        from .rating_support import SMALL, create_rating_study
+
+        slug = create_rating_study(app, request.getfixturevalue("rating_manifest"), tmp_path, **SMALL,
+                                   questionnaire={"pre": ["viewing"], "post": ["comments"]})
+    else:
+        from .motion_support import SMALL, create_motion_study
+
+        slug = create_motion_study(app, request.getfixturevalue("motion_clips"), tmp_path, **SMALL,
+                                   questionnaire={"pre": ["viewing"], "post": ["comments"]})
+    client = app.test_client()
+    worker = WorkerClient(client, slug)
+    _consent(client, worker.token)
+    assert b'data-part="pre"' in client.get(f"/w/{worker.token}/").data
+    assert worker.action("instructions_done").json["error"] == "questionnaire_first"
+    assert client.post(f"/w/{worker.token}/questionnaire", data={"device": "laptop"}).status_code == 303
+    assert worker.action("instructions_done").status_code == 200 and _stored(app) == 1
