@@ -93,6 +93,15 @@ REASONS: dict[str, Reason] = {r.code: r for r in (
                                      "Thank you for your time; you cannot continue with this study."),
            "mid-trial display monitor: zoom, window or screen changed past the limit"),
     Reason("simulated_gave_up", _S, _l("This simulated participant gave up: %(why)s"), "perceptlab simulate: a bot that gave up"),
+    # -- the entry page's device check, in the browser (counted per study and code as it reports them: the worker
+    # may fix a window, so nothing is stored on their record; device_check.js deviceProblems)
+    Reason("device_phone", None, _l("This study cannot be done on a phone."), "device check: a phone, not admitted"),
+    Reason("device_tablet", None, _l("This study cannot be done on a phone or tablet."),
+           "device check: a tablet, not admitted"),
+    Reason("screen_too_small", None, _l("This screen is too small for this study."),
+           "device check: the screen cannot hold the window the study needs"),
+    Reason("window_too_small", None, _l("Your browser window is too small for this study."),
+           "device check: the window is smaller than the study needs (the worker may enlarge it)"),
     # -- at entry, before any participant exists (counted per study and code)
     Reason("study_stopped", None, _l("This study has all the participants it needs and takes no new ones. Thank you for "
                                      "your interest."), "entry refused: the study was stopped ([stopping] or by hand)"),

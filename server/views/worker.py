@@ -25,7 +25,7 @@ from ..paradigms.stages import Stage
 from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
-from ..refusals import counted_entry_refusals
+from ..refusals import add_entry_refusal, counted_entry_refusals
 from .entry_limit import admission, request_fingerprint
 from .stimuli import stimulus_urls
 
@@ -285,6 +285,34 @@ def _cannot_decode(checked: tuple[str, ...], media: dict, types: list[str]) -> t
     if set(types) - set(checked):
         raise invalid(f"the study's page checks only {list(checked)}")
     return cannot_decode_reason(media, types)
+
+
+# The device check's problems (device_check.js deviceProblems) the consent page reports for counting.
+DEVICE_REFUSALS = {"phone": "device_phone", "tablet": "device_tablet", "screen_too_small": "screen_too_small",
+                   "window_too_small": "window_too_small"}
+
+
+@bp.post("/w/<token>/refused")
+def refused(token: str):
+    """The consent page's device check found a problem (body ``{"problem": "phone" | "tablet" | "screen_too_small"
+    | "window_too_small"}``): counted for the study under its reason code (server/refusals.py), nothing stored on
+    the worker's record (a window can still be enlarged). 204; 400 for another body; 409 after consent."""
+    body = request.get_json(silent=True)
+    code = DEVICE_REFUSALS.get(body.get("problem")) if isinstance(body, dict) and set(body) == {"problem"} \
+        and isinstance(body.get("problem"), str) else None
+    if code is None:
+        raise invalid(f'the body must be {{"problem": one of {sorted(DEVICE_REFUSALS)}}}')
+    session = db_session()
+    try:
+        assignment = _assignment(token)
+        if assignment.stage != Stage.CONSENT:
+            raise ApiError(409, "wrong_stage", "the device check reports only before consent")
+        add_entry_refusal(session, assignment.study_id, code)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return "", 204
 
 
 @bp.post("/w/<token>/retry")

@@ -169,3 +169,20 @@ def test_stop_refuses_a_code_that_turns_nobody_away(app, study):
             stop(session.get(Assignment, int(worker.assignment_id)), "study_paused")
         with pytest.raises(KeyError):
             stop(session.get(Assignment, int(worker.assignment_id)), "no_such_code")
+
+
+def test_the_device_checks_problems_are_counted_without_touching_the_record(app, study):
+    client = app.test_client()
+    worker = WorkerClient(client, study)
+    url = f"/w/{worker.token}/refused"
+    consent = client.get(f"/w/{worker.token}/").get_data(as_text=True)
+    assert f'data-refused="/w/{worker.token}/refused"' in consent  # where device_check.js reports
+    for problem in ("phone", "window_too_small", "window_too_small"):
+        assert client.post(url, json={"problem": problem}).status_code == 204
+    for bad in ({"problem": "toaster"}, {"problem": 3}, {"problem": "phone", "x": 1}, ["phone"]):
+        assert client.post(url, json=bad).status_code == 400
+    assert counts(app, study) == {"device_phone": {"workers": 0, "entries": 1},
+                                  "window_too_small": {"workers": 0, "entries": 2}}
+    assert recorded(app, worker.assignment_id) == (None, None) and worker.state()["stage"] == "consent"
+    worker.action("consent")
+    assert client.post(url, json={"problem": "phone"}).status_code == 409

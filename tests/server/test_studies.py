@@ -179,6 +179,12 @@ unfaithful = "exclude"
 max_repeats = 1
 reference_position = "before"
 min_mbps = 2.5
+[questionnaire]
+pre = ["demographics"]
+[[questionnaire.items]]
+name = "noticed"
+type = "text"
+label = "Noticed anything?"
 '''
     spec = read_study_file(write(study_dir, text))
     assert dataclasses.asdict(spec) == {
@@ -197,6 +203,8 @@ min_mbps = 2.5
         "max_participants": 200, "max_cost": "300", "notify_only": True,
         "mturk": {"title": "Compare frames"}, "replays": 1, "max_stall_ms": 400.0, "max_extra_playing_ms": 2000.0,
         "max_dropped_share": 0.1, "unfaithful": "exclude", "max_repeats": 1, "min_mbps": 2.5, "reference_position": "before",
+        "questionnaire": {"pre": ("demographics",),
+                          "items": ({"name": "noticed", "type": "text", "label": "Noticed anything?"},)},
         "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
