@@ -163,6 +163,7 @@ def questionnaire(token: str):
     is stored then. 413 for a body above MAX_FORM_BYTES. A part already answered, or none owed: 303, nothing changes."""
     if (request.content_length or 0) > MAX_FORM_BYTES:
         raise ApiError(413, "too_large", f"the answers are limited to {MAX_FORM_BYTES} bytes")
+    request.max_content_length = MAX_FORM_BYTES  # a body without a length (chunked) is cut off there too
     session = db_session()
     try:
         assignment = lock_assignment(session, _assignment(token).id)
