@@ -186,3 +186,22 @@ def test_the_device_checks_problems_are_counted_without_touching_the_record(app,
     assert recorded(app, worker.assignment_id) == (None, None) and worker.state()["stage"] == "consent"
     worker.action("consent")
     assert client.post(url, json={"problem": "phone"}).status_code == 409
+
+
+def test_study_show_counts_the_reasons(app, study):
+    import json
+
+    from click.testing import CliRunner
+
+    from server.cli import cli
+
+    worker = WorkerClient(app.test_client(), study)
+    app.test_client().post(f"/w/{worker.token}/refused", json={"problem": "tablet"})
+    with app_services(app).sessions() as session:
+        stop(session.get(Assignment, int(worker.assignment_id)), "quiz_failed", correct=0, total=3, needed="70%")
+        session.commit()
+    url = str(app_services(app).engine.url.render_as_string(hide_password=False))
+    shown = CliRunner().invoke(cli, ["study", "show", study, "--json", "--database-url", url])
+    assert json.loads(shown.output)["reasons"] == {**one("device_tablet", 0, 1), **one("quiz_failed")}
+    text = CliRunner().invoke(cli, ["study", "show", study, "--database-url", url]).output
+    assert "turned away: device_tablet 1 entries, quiz_failed 1" in text
