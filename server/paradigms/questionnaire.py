@@ -38,10 +38,10 @@ from sqlalchemy.orm import Session
 
 from analysis.formats import table_csv
 
-from ..i18n import _l
+from ..i18n import _, _l
 from ..models import Assignment, QuestionnaireResponse, Study, Worker
 from ..worker_records import iso_utc, pilot_filter, worker_label
-from .params import Fail, param
+from .params import Fail, declarations, param, value_problem
 from .stages import Stage
 
 PARTS = ("pre", "post")
@@ -71,32 +71,28 @@ class Item:
     required: bool = False
 
 
-def _options(*pairs: tuple[str, LazyString]) -> tuple[tuple[str, LazyString], ...]:
-    return tuple(pairs)
-
-
 # Ready-made sets a study includes by name. Their values are stable English keys (the export's), their labels
 # translated.
 SETS: dict[str, tuple[Item, ...]] = {
     "demographics": (
         Item("age", "number", _l("Your age in years"), low=16, high=120, required=True),
-        Item("gender", "choice", _l("Gender"), _options(
+        Item("gender", "choice", _l("Gender"), (
             ("female", _l("Female")), ("male", _l("Male")), ("diverse", _l("Non-binary or another gender")),
             ("not_said", _l("Prefer not to say")))),
-        Item("vision", "choice", _l("Your eyesight while doing this task"), _options(
+        Item("vision", "choice", _l("Your eyesight while doing this task"), (
             ("normal", _l("Normal, without glasses or lenses")), ("corrected", _l("Corrected to normal (glasses or lenses worn)")),
             ("impaired", _l("Impaired, not fully corrected")), ("not_said", _l("Prefer not to say"))), required=True),
-        Item("colour_vision", "choice", _l("Colour vision"), _options(
+        Item("colour_vision", "choice", _l("Colour vision"), (
             ("normal", _l("Normal")), ("deficient", _l("A colour vision deficiency (colour blindness)")),
             ("unknown", _l("I do not know")))),
     ),
     "viewing": (
-        Item("device", "choice", _l("What did you use for this task?"), _options(
+        Item("device", "choice", _l("What did you use for this task?"), (
             ("desktop", _l("A desktop computer with a separate monitor")), ("laptop", _l("A laptop")),
             ("tablet", _l("A tablet")), ("phone", _l("A phone"))), required=True),
         Item("screen_inches", "number", _l("Screen size (diagonal, in inches), if you know it"), low=3, high=120),
         Item("distance_cm", "number", _l("About how far were your eyes from the screen (cm)?"), low=10, high=300),
-        Item("lighting", "choice", _l("The room's lighting"), _options(
+        Item("lighting", "choice", _l("The room's lighting"), (
             ("dark", _l("Dark")), ("dim", _l("Dim")), ("normal", _l("Normal indoor light")),
             ("bright", _l("Bright, or sunlight on the screen")))),
     ),
@@ -183,8 +179,6 @@ def parts(settings: Mapping[str, Any] | None) -> dict[str, tuple[Item, ...]]:
 
 def _own_item(raw: Any, number: int) -> tuple[str, Item]:
     """One ``[[questionnaire.items]]`` table as ``(part, Item)``, its keys checked against :class:`ItemParams`."""
-    from .params import declarations, value_problem
-
     where = f"items[{number}]"
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where} must be a table")
@@ -252,8 +246,6 @@ def validate_answers(items: Sequence[Item], form: Mapping[str, Any]) -> tuple[di
     (choice, text), a number, a list of strings (multiple) or None (not answered). Fields that name no item are
     ignored. Errors (field name -> a message for the worker, in their language) leave nothing to store.
     """
-    from flask_babel import gettext as _
-
     answers: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for item in items:
