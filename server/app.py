@@ -18,7 +18,8 @@ import experiment_ui
 from .config import secret_key
 from .db import close_request_session, database_url, make_engine, make_session_factory, upgrade
 from .errors import ApiError
-from .i18n import gettext
+from .i18n import DEFAULT_LOCALE, gettext
+from .reasons import entry_code, reason_text
 from .paradigms.entry import BUSY
 from .services import Services, init_app
 from .validation import StrictJSONProvider
@@ -229,8 +230,19 @@ def _api_error(exc: ApiError):
     if exc.code == BUSY:  # a new worker over the admission rate: a page that tries again by itself
         return (render_template("waiting.html", title=gettext("Please wait a moment"), retry_s=exc.retry_after_s or 1.0),
                 exc.status, exc.headers)
-    return (render_template("error.html", title=gettext("Cannot continue"), message=exc.message, setting=exc.setting),
+    return (render_template("error.html", title=gettext("Cannot continue"), message=_worker_message(exc), setting=exc.setting),
             exc.status, exc.headers)
+
+
+def _worker_message(exc: ApiError) -> str:
+    """An error page's message: for an entry refused for a reason of server/reasons.py, in the worker's
+    language (the error's own English words, which name the cause more closely, on English pages)."""
+    from flask_babel import get_locale
+
+    code = entry_code(exc.code)
+    if code is None or str(get_locale() or DEFAULT_LOCALE) == DEFAULT_LOCALE:
+        return exc.message
+    return reason_text(code, None) or exc.message
 
 
 def _http_error(exc: HTTPException):

@@ -17,10 +17,11 @@ from analysis.sockpuppets import FINGERPRINT_COLUMNS  # keyed hashes of the entr
 
 from . import wages
 from .codes import latest_per_worker, participants
-from .paradigms.display_monitor import DISPLAY_COLUMNS, display_columns
-from .models import Study, Worker
+from .models import Assignment, Study, Worker
 from .paradigms import paradigm_for, viewing
 from .paradigms.core import spec_for
+from .paradigms.display_monitor import DISPLAY_COLUMNS, display_columns
+from .paradigms.questionnaire import QUESTIONNAIRE_COLUMNS, questionnaire_rows, study_parts_of
 from .worker_records import pilot_filter, pseudonym, study_salt, worker_label
 from .worker_time import PaySettings
 
@@ -32,6 +33,8 @@ __all__ = ["FINGERPRINT_COLUMNS", "LOCALE_COLUMNS", "RECRUITER_COLUMNS", "export
 RECRUITER_COLUMNS = ("completion_status", "completion_code", "pilot")  # pilot: 1 for pilots (server/pilot.py)
 # The language the worker's pages were shown in (worker.locale, server/i18n.py), in every kind of study's workers.csv.
 LOCALE_COLUMNS = ("locale",)
+# Why the worker was turned away, stopped or refused: a code of server/reasons.py (blank: not turned away).
+REASON_COLUMN = "reason_code"
 
 
 # ---------------------------------------------------------------- workers
@@ -54,16 +57,30 @@ def workers_csv_text(session: Session, study: Study, *, salt: bytes | None,
                   select(Worker.external_id, Worker.address_group, Worker.agent_group, Worker.locale)
                   .where(Worker.study_id == study.id))}
     unknown = dict.fromkeys(FINGERPRINT_COLUMNS + LOCALE_COLUMNS, "")
+    reasons = {worker_label(raw, salt): {REASON_COLUMN: code} for raw, code in worker_reason_codes(session, study.id)}
     checked, viewing_columns = _viewing_columns(session, study, salt)
     display = {worker_label(raw, salt): values for raw, values in display_columns(session, study.id).items()}
     undisplayed = dict.fromkeys(DISPLAY_COLUMNS, "")
     records = [{**record, **recruiter_columns(recruited.get(record["worker_id"])),
-                **groups.get(record["worker_id"], unknown), **display.get(record["worker_id"], undisplayed),
-                **pay.get(record["worker_id"], unpaid),
+                **groups.get(record["worker_id"], unknown), **reasons.get(record["worker_id"], {REASON_COLUMN: ""}),
+                **display.get(record["worker_id"], undisplayed), **pay.get(record["worker_id"], unpaid),
                 **checked.get(record["worker_id"], dict.fromkeys(viewing_columns, ""))}
                for record in records]
-    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + LOCALE_COLUMNS + DISPLAY_COLUMNS
-                      + wages.WORKER_COLUMNS + viewing_columns, records), len(records))
+    return (table_csv(tuple(columns) + RECRUITER_COLUMNS + FINGERPRINT_COLUMNS + LOCALE_COLUMNS + (REASON_COLUMN,)
+                      + DISPLAY_COLUMNS + wages.WORKER_COLUMNS + viewing_columns, records), len(records))
+
+
+def worker_reason_codes(session: Session, study_id: int) -> list[tuple[str, str]]:
+    """``(raw worker ID, reason code)`` of each worker of the study whose participation ended for a reason of
+    server/reasons.py: the worker's own (turned away in the study), else their latest assignment's (a full
+    study, a refused display)."""
+    codes: dict[str, str] = {}
+    for raw, own, assignment_code in session.execute(
+            select(Worker.external_id, Worker.status_reason_code, Assignment.reason_code)
+            .join(Assignment, Assignment.worker_id == Worker.id).where(Worker.study_id == study_id)
+            .order_by(Assignment.id)):
+        codes[raw] = own or assignment_code or ""
+    return [(raw, code) for raw, code in codes.items() if code]
 
 
 def _viewing_columns(session: Session, study: Study, salt: bytes | None) -> tuple[dict[str, dict[str, Any]], tuple]:
@@ -119,4 +136,8 @@ def export_study(session: Session, study: Study, *, salt: bytes | None, include_
     export.files["workers_meta.csv"], n_workers = workers_csv_text(session, study, salt=salt, pay_settings=pay_settings,
                                                                    include_pilot=include_pilot)
     export.report.append(("workers_meta.csv", f"{n_workers} workers"))
+    if any(study_parts_of(study).values()):  # a study with a questionnaire: its answers, one row per item
+        rows = questionnaire_rows(session, study, salt=salt, include_pilot=include_pilot)
+        export.files["questionnaire.csv"] = table_csv(QUESTIONNAIRE_COLUMNS, rows)
+        export.report.append(("questionnaire.csv", f"{len(rows)} answers"))
     return export

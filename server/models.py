@@ -68,6 +68,10 @@ class Worker(Base):
     # active | disqualified (failed the quiz: for good) | stopped (hidden gold accuracy fell below the threshold)
     status: Mapped[str] = mapped_column(String(16), default="active")
     status_reason: Mapped[str | None] = mapped_column(Text)
+    # Why, as a code of server/reasons.py and the arguments its message is filled with (the worker reads it in
+    # their language); NULL while active, and for workers turned away before codes existed.
+    status_reason_code: Mapped[str | None] = mapped_column(String(40))
+    status_reason_args: Mapped[dict[str, Any] | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # Motion studies: the RDK screening result (r of u and v pooled); a worker who passed it once
     # skips the RDK block in later assignments of the study.
@@ -114,6 +118,10 @@ class Assignment(Base):
     entry_params: Mapped[dict[str, Any] | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[dt.datetime | None]
+    # Why this assignment ended other than by completion (a code of server/reasons.py: its worker's, or this
+    # assignment's alone, such as study_full or a refused display), with its message's arguments.
+    reason_code: Mapped[str | None] = mapped_column(String(40))
+    reason_args: Mapped[dict[str, Any] | None]
     # A copy of the worker's pilot flag, kept by server/pilot.py: a vote reads only its locked assignment
     # row, and a pilot's vote fills no pair's target.
     pilot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -136,6 +144,33 @@ class DisplayEvent(Base):
     paused_ms: Mapped[int] = mapped_column(BigInteger, default=0)  # a resumption's: how long the pause lasted
     window: Mapped[dict[str, Any] | None]                    # {width, height, dpr} when it happened
     screen: Mapped[dict[str, Any] | None]                    # {width, height}
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class EntryRefusal(Base):
+    """How many entries of a study were refused before any participant existed, per reason code
+    (server/reasons.py): one counter row per study and code, so a flood of refusals grows no table."""
+    __tablename__ = "entry_refusal"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
+    code: Mapped[str] = mapped_column(String(40), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)
+    last_at: Mapped[dt.datetime | None]
+
+
+class QuestionnaireResponse(Base):
+    """A worker's answers to one part (``pre`` or ``post``) of the study's questionnaire
+    (server/paradigms/questionnaire.py): stored once per assignment and part, validated before; never read by
+    anything that pays, stops or codes."""
+    __tablename__ = "questionnaire_response"
+    __table_args__ = (UniqueConstraint("assignment_id", "part"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id", ondelete="CASCADE"))
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    part: Mapped[str] = mapped_column(String(8))
+    answers: Mapped[dict[str, Any]]      # item name -> a string, a number, a list of strings or null
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 

@@ -285,5 +285,5 @@ def end_simulated(session: Session, study: Study, external_ids: list[str], reaso
         Assignment.study_id == study.id, Worker.simulated, Worker.external_id.in_(external_ids),
         Assignment.stage.not_in([str(stage) for stage in TERMINAL_STAGES]))).all()
     for assignment in open_:
-        stop(assignment, Stage.STOPPED, reason)
+        stop(assignment, "simulated_gave_up", why=reason)
     return len(open_)

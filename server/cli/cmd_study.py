@@ -103,7 +103,8 @@ def list_studies(database_url: str | None) -> None:
 @click.argument("slug")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: slug, name, kind, status, progress, settings, display (policy, min_window) and "
-                   "devices (the device classes admitted).")
+                   "devices (the device classes admitted), reasons (per reason code: workers turned away and "
+                   "entries refused; docs/reasons.md).")
 @DATABASE_OPTION
 def show(slug: str, as_json: bool, database_url: str | None) -> None:
     """Show a study's parameters and progress."""
@@ -123,6 +124,7 @@ def show(slug: str, as_json: bool, database_url: str | None) -> None:
         requirement = _requirement(session, study)
         click.echo(window_line(requirement))
         click.echo(f"devices admitted: {', '.join(requirement.devices())}")
+        click.echo(_reasons_line(session, study))
         for warning in _warnings(session, study):
             click.echo(warning, err=True)
         for key, value in study.config.items():
@@ -303,6 +305,17 @@ def _requirement(session, study):
     return paradigm_for(study).window_requirement(session, study)
 
 
+def _reasons_line(session, study) -> str:
+    """Why workers were turned away (server/reasons.py): per code, workers and refused entries."""
+    from server.refusals import reason_counts
+
+    counted = reason_counts(session, study.id)
+    if not counted:
+        return "turned away: none yet"
+    return "turned away: " + ", ".join(f"{code} {n['workers'] or n['entries']}" + (" entries" if not n["workers"] else "")
+                                       for code, n in counted.items())
+
+
 def _show_json(session, study) -> str:
     """``study show --json``: ``display.min_window`` is ``[width, height]`` in CSS px (at devicePixelRatio 1);
     ``devices`` the device classes the study admits (desktop, tablet, phone: ``WindowRequirement.devices``)."""
@@ -311,6 +324,7 @@ def _show_json(session, study) -> str:
     from server.paradigms import paradigm_for
     from server.paradigms.display import LAPTOP_WINDOW
     from server.paradigms.media import show_media
+    from server.refusals import reason_counts
 
     requirement = _requirement(session, study)
     data = {"slug": study.slug, "name": study.name, "kind": paradigm_for(study).kind, "status": study.status,
@@ -321,7 +335,8 @@ def _show_json(session, study) -> str:
                         "needs_mouse": requirement.needs_mouse, "laptop_window": list(LAPTOP_WINDOW),
                         "fits_laptop": requirement.fits()},
             "devices": list(requirement.devices()),
-            "media": show_media(study.config)}
+            "media": show_media(study.config),
+            "reasons": reason_counts(session, study.id)}
     return json.dumps(data, indent=1, default=str)
 
 

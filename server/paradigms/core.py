@@ -36,8 +36,9 @@ from ..allocation import now
 from ..db import autocommit_driver_connection
 from ..errors import ApiError, invalid, reject_unknown
 from ..fingerprints import EntryFingerprint
-from ..i18n import _l, gettext
+from ..i18n import gettext
 from ..models import Assignment, Page, Study, Worker, utcnow
+from ..reasons import reason, reason_text
 from ..tokens import TokenClaims, new_nonce
 from .display import WindowRequirement
 from .media import media_of
@@ -46,9 +47,6 @@ from .recruiters import code_completion
 from .remote_hint import clean_display_cues
 from .stages import TERMINAL_STAGES, TURNED_AWAY, Stage, earns_code
 
-# Lazy: told in the language of the page that shows it (server/i18n.py).
-FULL_MESSAGE = _l("This study has no work left for you right now: every remaining task is taken by other "
-                  "participants. Nothing was recorded for payment.")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]{1,200}")
 # The client-made ID of every response (vote_id, response_id).
 UUID_PATTERN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -344,24 +342,53 @@ def complete(assignment: Assignment) -> None:
     code only as :func:`stop` gives one (stopped after paid units)."""
     worker = assignment.worker
     if worker.status in TURNED_AWAY:
-        stop(assignment, Stage(worker.status), worker.status_reason or "")
+        follow_worker(assignment)
         return
     assignment.stage = Stage.COMPLETED
     assignment.completed_at = utcnow()
     give_code(assignment)
 
 
-def stop(assignment: Assignment, stage: Stage, message: str) -> None:
-    """Turn the worker away (``stopped`` or ``disqualified``) in this assignment and in the study.
+def stop(assignment: Assignment, code: str, **args: Any) -> None:
+    """Turn the worker away in this assignment and in the study for the reason ``code``
+    (:data:`server.reasons.REASONS`: it says the stage, ``stopped`` or ``disqualified``, and the message,
+    filled with ``args``, which the worker reads in their language).
 
+    The worker's record keeps the code, its arguments and the message in English (``status_reason``).
     The assignment gets a completion code only when it earned one (:func:`~server.paradigms.stages.earns_code`:
     stopped after paid units); a disqualified worker has none."""
+    why = reason(code)
+    if why.stage not in TURNED_AWAY:
+        raise ValueError(f"reason {code!r} does not turn a worker away (its stage is {why.stage})")
+    worker = assignment.worker
+    worker.status, worker.status_reason = why.stage, why.english(args)
+    worker.status_reason_code, worker.status_reason_args = code, args or None
+    follow_worker(assignment)
+
+
+def follow_worker(assignment: Assignment) -> None:
+    """End ``assignment`` as its worker was turned away (in it or in another assignment of the study): the
+    worker's stage, reason code and arguments."""
+    worker = assignment.worker
+    end_assignment(assignment, Stage(worker.status), worker.status_reason_code, worker.status_reason_args)
+
+
+def end_assignment(assignment: Assignment, stage: Stage, code: str | None, args: dict[str, Any] | None = None) -> None:
+    """Move ``assignment`` to the terminal ``stage`` for the reason ``code`` (this assignment's own, such
+    as ``study_full`` or a refused display, which leaves the worker as they were), with a completion code
+    only when it earned one."""
     assignment.stage = stage
+    assignment.reason_code, assignment.reason_args = code, args or None
     if earns_code(stage, assignment.pages_completed):
         give_code(assignment)
-    worker = assignment.worker
-    worker.status = stage
-    worker.status_reason = message
+
+
+def reason_message(assignment: Assignment) -> str | None:
+    """What the worker of an ended ``assignment`` reads, in their language: its reason code's message, else
+    (records made before codes) the worker's stored reason."""
+    if assignment.stage == Stage.FULL:
+        return reason_text("study_full", None)
+    return reason_text(assignment.reason_code, assignment.reason_args, assignment.worker.status_reason)
 
 
 def completion_info(assignment: Assignment | FinishedRow) -> dict[str, Any] | None:
@@ -421,7 +448,7 @@ def refused_after_the_end(record: RecordResponse) -> RecordResponse:
         if status not in TURNED_AWAY:
             return record(session, assignment, payload)
         ended = assignment.load(session)
-        stop(ended, Stage(status), ended.worker.status_reason or "")
+        follow_worker(ended)
         try:
             return record(session, assignment._replace(stage=ended.stage), payload)
         except ApiError as exc:
@@ -1017,10 +1044,8 @@ class Paradigm:
 
     def stop_message(self, session: Session, assignment: Assignment) -> str | None:
         """What the worker is told at stages disqualified and stopped (why) and full; else None."""
-        if assignment.stage == Stage.FULL:
-            return str(FULL_MESSAGE)
-        if assignment.stage in TURNED_AWAY:
-            return assignment.worker.status_reason
+        if assignment.stage == Stage.FULL or assignment.stage in TURNED_AWAY:
+            return reason_message(assignment)
         return None
 
     def instructions(self, session: Session, study: Study, spec) -> str:
@@ -1290,12 +1315,15 @@ class Paradigm:
                 "study_id": study.id, "platform": platform, "external_id": worker_id, "pilot": pilot is not None,
                 "simulated": pilot == "simulated",
                 **{k: v or None for k, v in (fingerprint or EntryFingerprint("", ""))._asdict().items()}}).one()
-        stage = Stage(worker.status) if worker.status in TURNED_AWAY else Stage.CONSENT
-        if stage == Stage.CONSENT and not self.work_left(session, study, worker.id):
-            stage = Stage.FULL  # told at once, before consent and instructions, instead of after the quiz
+        stage, code, args = Stage.CONSENT, None, None
+        if worker.status in TURNED_AWAY:  # turned away in an earlier assignment: so is this one, for that reason
+            stage, code, args = Stage(worker.status), worker.status_reason_code, worker.status_reason_args
+        elif not self.work_left(session, study, worker.id):
+            stage, code = Stage.FULL, "study_full"  # told at once, before consent and instructions, not after the quiz
         assignment = Assignment(study_id=study.id, worker_id=worker.id, platform=platform,
                                 external_id=assignment_id, hit_id=hit_id, turk_submit_to=turk_submit_to,
-                                stage=stage, token_nonce=new_nonce(), pilot=worker.pilot)
+                                stage=stage, token_nonce=new_nonce(), pilot=worker.pilot,
+                                reason_code=code, reason_args=args)
         session.add(assignment)
         session.flush()
         return assignment, True
@@ -1306,7 +1334,7 @@ class Paradigm:
         if assignment.pages_completed >= self.pay_unit(spec).required:
             complete(assignment)
         else:
-            assignment.stage = Stage.FULL
+            end_assignment(assignment, Stage.FULL, "study_full")
 
     def reopen_if_room(self, session: Session, assignment: Assignment) -> None:
         """A worker at stage ``full`` tries again: when work is free again (reservations lapsed), move on
@@ -1316,3 +1344,5 @@ class Paradigm:
         if not self.work_left(session, assignment.study, assignment.worker_id):
             return
         self.reopen(session, assignment, self.spec_for(session, assignment.study_id))
+        if assignment.stage != Stage.FULL:
+            assignment.reason_code = assignment.reason_args = None  # no longer turned away: not counted

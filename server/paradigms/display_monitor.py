@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 
 from .. import validation as check
 from ..errors import invalid, reject_unknown
-from ..i18n import _
 from ..models import Assignment, DisplayEvent, Worker, utcnow
 from .core import ended_error, stop
 from .display import WindowRequirement
@@ -161,7 +160,7 @@ def record_display_event(session: Session, assignment, payload: Any, spec) -> tu
                                                "paused": body.paused_ms}).one()
     stage = assignment.stage
     if body.event == "paused" and past_limit(changes, limit_of(spec)):
-        stop(session.get(Assignment, assignment.id), Stage.STOPPED, turned_away_message())
+        stop(session.get(Assignment, assignment.id), DISPLAY_CHANGED)
         stage = Stage.STOPPED
     return 201, _answer(changes, paused, spec, stage)
 
@@ -169,12 +168,6 @@ def record_display_event(session: Session, assignment, payload: Any, spec) -> tu
 def past_limit(changes: int, limit: int) -> bool:
     """Whether ``changes`` display changes exceed the study's ``limit`` (-1: never)."""
     return limit >= 0 and changes > limit
-
-
-def turned_away_message() -> str:
-    """What a worker turned away for display changes reads (reason code :data:`DISPLAY_CHANGED`)."""
-    return _("The zoom, the screen or the window size changed too often during the trials, so this study has "
-             "ended for you. Thank you for your time.")
 
 
 def _answer(changes: int, paused_ms: int, spec, stage: str) -> dict[str, Any]:

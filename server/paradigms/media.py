@@ -40,7 +40,6 @@ import numpy as np
 
 from stimuli.media import IMAGE, VIDEO, MediaError, manifest_media, probe
 
-from ..i18n import gettext
 from .params import param
 from .studyfile import StudyDefinitionError
 
@@ -166,16 +165,13 @@ def needed_mbps(media: dict, spec: MediaParams) -> float:
     return float(spec.min_mbps) if spec.min_mbps > 0 else float(media.get("max_mbps", 0.0))
 
 
-def slow_connection_reason(measured_mbps: float | None, needed: float) -> str:
-    """What a worker refused by the connection check is told, and what their record keeps: the cause and
-    the numbers (``measured_mbps`` None: the test file did not arrive in the time the minimum allows)."""
+def slow_connection_reason(measured_mbps: float | None, needed: float) -> tuple[str, dict[str, str]]:
+    """Why a worker refused by the connection check is turned away: a reason code of server/reasons.py and its
+    message's arguments, the cause and the numbers (``measured_mbps`` None: the test file did not arrive in
+    the time the minimum allows)."""
     if measured_mbps is None or measured_mbps >= needed:
-        return gettext("Your internet connection is too slow for this study's videos: it loaded a test file at less "
-                 "than %(needed)s Mbit/s, and the videos need at least %(needed)s Mbit/s to load in time.",
-                 needed=format(needed, ".1f"))
-    return gettext("Your internet connection is too slow for this study's videos: it loaded a test file at %(measured)s "
-             "Mbit/s, and the videos need at least %(needed)s Mbit/s to load in time.",
-             measured=format(measured_mbps, ".1f"), needed=format(needed, ".1f"))
+        return "connection_timeout", {"needed": f"{needed:.1f}"}
+    return "slow_connection", {"measured": f"{measured_mbps:.1f}", "needed": f"{needed:.1f}"}
 
 
 def drift_column(log: dict[str, Any] | None) -> dict[str, Any]:
@@ -253,12 +249,11 @@ def decode_types(media: dict) -> tuple[str, ...]:
     return tuple(_decode_type(codec) for codec in media["codecs"])
 
 
-def cannot_decode_reason(media: dict, types: Sequence[str]) -> str:
-    """What a worker refused by the decoding check is told, and what their record keeps: each codec of the
-    study's clips whose MIME type (one of :func:`decode_types`) their browser said it cannot decode."""
+def cannot_decode_reason(media: dict, types: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Why a worker refused by the decoding check is turned away (a reason code and its arguments): each codec
+    of the study's clips whose MIME type (one of :func:`decode_types`) their browser said it cannot decode."""
     named = [f"{codec.upper()} ({_decode_type(codec)})" for codec in media["codecs"] if _decode_type(codec) in types]
-    return gettext("Your browser cannot play this study's videos: it cannot decode %(codecs)s. Try another browser, "
-             "such as a current Chrome, Edge or Safari.", codecs=" / ".join(named))
+    return "cannot_decode", {"codecs": " or ".join(named)}
 
 
 def _fields(info: dict) -> dict:

@@ -82,7 +82,7 @@ from .studyfile import (MAX_DOLLARS, RECRUITERS, StoredSpec, StudyDefinitionErro
 PARAM_KEY = "perceptlab.param"
 # Sections every template ends with, in this order (shared mixins); [study] always comes first.
 LEADING_SECTIONS = ("study",)
-TRAILING_SECTIONS = ("entry", "texts", "stopping", "mturk")
+TRAILING_SECTIONS = ("entry", "texts", "stopping", "questionnaire", "mturk")
 TEMPLATE_WIDTH = 112     # characters per template line that wrapping aims for
 COMMENT_COLUMN_CAP = 44  # a key line longer than this has its documentation on the lines below it
 # What the template shows, commented out, for a long text left at its default (``placeholder=``).

@@ -33,15 +33,14 @@ from stimuli.viewing import (GAP_DIRECTIONS, PLATE_DIGITS, brightness_patch, col
 
 from .. import validation as check
 from ..errors import ApiError, invalid
-from ..i18n import _
 from ..models import Assignment, Study, ViewingResult, Worker
+from ..reasons import reason_text
 from .core import stop
 from .screen import BLIND_SPOT_CM, blind_spot_distance, card_px_per_mm
 from .sections import VIEWING_CHECKS, ViewingParams
 from .stages import Stage
 
-# The reason code of each failed check (server/reasons.py's registry is to name them; the code is stored in
-# ViewingResult.check and passed to stop() with the message below).
+# The reason code of each failed check, registered in server/reasons.py with its message (REASONS below).
 REASON_CODES = {name: f"viewing_{name}" for name in VIEWING_CHECKS}
 # The row holding the card's measure (px per mm, devicePixelRatio): no check of its own, needed by two.
 SCREEN = "screen"
@@ -231,19 +230,13 @@ def allowed_errors(check_name: str, spec) -> int:
             "distance": 0}[check_name]
 
 
-def failure_message(check_name: str, measures: dict[str, Any] | None = None, spec=None) -> str:
-    """What a worker who failed ``check_name`` reads (in their language)."""
-    if check_name == "brightness":
-        return _("You did not count the faint shapes right, so your screen's brightness or contrast is too low "
-                 "to see the differences this study asks about. You cannot take part with this screen.")
-    if check_name == "colour":
-        return _("You did not read the numbers in the coloured dots right. This study needs normal colour vision "
-                 "(or a screen that shows colours faithfully), so you cannot take part.")
+def failure_args(check_name: str, measures: dict[str, Any] | None = None, spec=None) -> dict[str, str]:
+    """The arguments of the message a worker who failed ``check_name`` reads (its reason code's, server/reasons.py)."""
     if check_name == "acuity":
-        return _("You did not see the gaps of the small rings right. This study needs you to see fine detail at "
-                 "%(cm)s cm from the screen, so you cannot take part.", cm=f"{spec.distance_cm:g}")
-    return _("You sit about %(measured)s cm from the screen; this study needs about %(needed)s cm. You cannot "
-             "take part from there.", measured=f"{measures['distance_cm']:.0f}", needed=f"{spec.distance_cm:g}")
+        return {"cm": f"{spec.distance_cm:g}"}
+    if check_name == "distance":
+        return {"measured": f"{measures['distance_cm']:.0f}", "needed": f"{spec.distance_cm:g}"}
+    return {}
 
 
 def _store(session: Session, assignment: Assignment, spec, check_name: str, answers: Any, errors: int, items: int,
@@ -255,10 +248,9 @@ def _store(session: Session, assignment: Assignment, spec, check_name: str, answ
                               measures=measures))
     session.flush()
     if not passed:
-        message = failure_message(check_name, measures, spec)
-        # Reason code REASON_CODES[check_name] (viewing_<check>): the ViewingResult row keeps it for now.
-        stop(assignment, Stage.DISQUALIFIED, message)
-        return {"passed": False, "reason": REASON_CODES[check_name], "message": message}
+        args = failure_args(check_name, measures, spec)
+        stop(assignment, REASON_CODES[check_name], **args)
+        return {"passed": False, "reason": REASON_CODES[check_name], "message": reason_text(REASON_CODES[check_name], args)}
     return {"passed": True, "pending": list(pending_checks(session, spec, assignment.worker_id))}
 
 

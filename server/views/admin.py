@@ -9,6 +9,7 @@ HTML pages
                                                  filled in by dashboard.js; motion: server-rendered, refreshed live)
     POST /admin/studies/<slug>/pause | /resume
     GET  /admin/studies/<slug>/workers.csv       ?raw_worker_ids=1
+    GET  /admin/studies/<slug>/questionnaire.csv ?raw_worker_ids=1 (server/paradigms/questionnaire.py)
     GET  /admin/studies/<slug>/motion/<name>     the files of the paradigm's downloads (motion studies:
                                                  motion.csv, rdk.csv, frames.csv, calibration.csv)
                                                  (?raw_worker_ids=1)
@@ -41,9 +42,12 @@ from .. import auth, exports, wages
 from ..admin_support import (_user_name, admin_error, csv_download, download_salt, flag, protect,  # noqa: F401
                              study_or_404)
 from ..db import db_session
-from ..models import Assignment, Study, as_utc, utcnow
+from ..models import Assignment, QuestionnaireResponse, Study, as_utc, utcnow
 from ..paradigms import paradigm_for, spec_from_config, viewing
 from ..paradigms.core import spec_for
+from ..paradigms.questionnaire import questionnaire_csv_text, study_parts_of
+from ..reasons import REASONS
+from ..refusals import reason_counts
 from ..paradigms.stages import TERMINAL_STAGES
 from ..worker_time import PaySettings
 
@@ -143,7 +147,19 @@ def study_page(slug: str):
                            stopping=_stopping_record(session, study), stopping_forecasting=_forecasting(study),
                            stopping_can_forecast=_can_forecast(paradigm),
                            viewing=viewing.dashboard_summary(session, study, spec_for(session, study.id)),
+                           reasons=reason_counts(session, study.id), reason_stages={code: known.stage for code, known in REASONS.items()},
+                           **_questionnaire_context(session, study),
                            **paradigm.dashboard_context(session, study, salt))
+
+
+def _questionnaire_context(session, study: Study) -> dict:
+    """What the study page says of the study's questionnaire: its parts ("before", "after") and how many
+    parts participants answered."""
+    parts = study_parts_of(study)
+    answered = session.scalar(select(func.count()).select_from(QuestionnaireResponse)
+                              .where(QuestionnaireResponse.study_id == study.id)) if any(parts.values()) else 0
+    return {"questionnaire_parts": [word for part, word in (("pre", "before"), ("post", "after")) if parts[part]],
+            "questionnaire_answered": answered}
 
 
 def _stopping_record(session, study: Study):
@@ -231,6 +247,17 @@ def workers_csv(slug: str):
     text, _ = exports.workers_csv_text(db_session(), study, salt=download_salt(study, raw), pay_settings=pay_settings(),
                                        include_pilot=flag("include_pilot"))
     return csv_download(text, f"{slug}-workers{'-raw-ids' if raw else ''}.csv")
+
+
+@bp.get("/studies/<slug>/questionnaire.csv")
+@auth.login_required
+def questionnaire_csv(slug: str):
+    """The study's questionnaire answers (server/paradigms/questionnaire.py; ``?raw_worker_ids=1``)."""
+    study = study_or_404(slug)
+    raw = flag("raw_worker_ids")
+    text = questionnaire_csv_text(db_session(), study, salt=download_salt(study, raw),
+                                  include_pilot=flag("include_pilot"))
+    return csv_download(text, f"{slug}-questionnaire{'-raw-ids' if raw else ''}.csv")
 
 
 @bp.get("/studies/<slug>/motion/<name>")

@@ -35,10 +35,12 @@ from ..paradigms.core import (HOLDS_ALLOCATION_LOCK, AssignmentRow, ResponseKind
                               consent_in_one_statement, environment_in_one_statement, finish_in_one_statement,
                               lock_assignment, lock_assignment_row, record_environment, record_in_one_statement,
                               response_kinds, spec_for, study_paradigm)
+from ..paradigms.questionnaire import check_pre_answered
 from ..pilot import pilot_entry
 from ..services import app_services
 from ..tokens import BadToken, TokenClaims, assignment_token, read_token
 from ..validation import json_object_body, text
+from ..refusals import counted_entry_refusals
 from .entry_limit import admission, per_app, request_fingerprint, shared_store
 from .stimuli import stimulus_urls_of
 
@@ -209,12 +211,13 @@ def create_assignment(slug: str):
     pilot = pilot_entry(current_app.config["SECRET_KEY"], slug, body.get("pilot"), body.get("simulated"))
     # The same entry rules as the HTML entry /s/<slug> (server/paradigms/entry.py), and the same rate limit.
     platform = body.get("platform", "link")
-    assignment, created = paradigm_for(study).enter(
-        db_session(), study, platform=platform, worker_id=body.get("worker_id"),
-        assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
-        signature=body.get("signature"), access_key=body.get("access_key"),
-        admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None), pilot=pilot,
-        fingerprint=request_fingerprint(study))
+    with counted_entry_refusals(db_session(), study.id):  # a refused entry is counted by its reason code
+        assignment, created = paradigm_for(study).enter(
+            db_session(), study, platform=platform, worker_id=body.get("worker_id"),
+            assignment_id=body.get("assignment_id"), hit_id=body.get("hit_id"), turk_submit_to=body.get("turk_submit_to"),
+            signature=body.get("signature"), access_key=body.get("access_key"),
+            admit_new=admission(study, spec_for(db_session(), study.id), platform, signed=pilot is not None),
+            pilot=pilot, fingerprint=request_fingerprint(study))
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     checks = viewing.entry_fields(spec_for(db_session(), study.id), f"{request.script_root}/w/{token}/viewing", study,
                                   assignment.worker_id, simulated=pilot is not None and body.get("simulated") is True)
@@ -258,6 +261,7 @@ def post_action(assignment_id: str):
     session = db_session()
     paradigm, spec = study_paradigm(session, assignment.study_id)
     check_stopping_after(assignment.study_id, spec)
+    check_pre_answered(session, assignment, spec, body["action"])
     moved = paradigm.perform_action(session, assignment, body["action"])
     if session.info.pop(HOLDS_ALLOCATION_LOCK, False):
         # Work was handed out under the study's allocation lock (a page start): committed now, so that the

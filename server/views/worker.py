@@ -13,17 +13,20 @@ from ..errors import ApiError, invalid
 from ..i18n import choose_locale, force_locale, gettext, use_locale
 from ..models import Assignment, Study
 from ..paradigms import paradigm_for, viewing
-from ..paradigms.core import (FULL_MESSAGE, completion_info, lock_assignment, spec_for, stop,
+from ..paradigms.core import (completion_info, reason_message, lock_assignment, spec_for, stop,
                               study_paradigm)
 from ..paradigms.display_monitor import monitor_config
 from ..paradigms.media import cannot_decode_reason, media_of, slow_connection_reason, stimulus_word
 from ..paradigms.entry import PREVIEW_ASSIGNMENT
+from ..paradigms.questionnaire import (MAX_FORM_BYTES, MAX_ITEMS, MAX_TEXT, pending_part, store_answers,
+                                       study_parts, validate_answers)
 from ..paradigms.recruiters import Recruiter, remember_entry
 from ..paradigms.consent import fill_consent
 from ..paradigms.stages import Stage
 from ..pilot import PILOT_PLATFORM, pilot_entry
 from ..tokens import BadToken, assignment_token, read_token
 from ..worker_time import PaySettings, TimeEstimate, cached_time_estimate, fill_time
+from ..refusals import add_entry_refusal, counted_entry_refusals
 from .entry_limit import admission, request_fingerprint
 from .stimuli import stimulus_urls
 
@@ -56,38 +59,43 @@ def entry(slug: str):
                                **paradigm.examples(session, study))
     pilot = pilot_entry(current_app.config["SECRET_KEY"], study.slug, args.get("pilot"), args.get("simulated"))
     try:
-        if "assignmentId" in args:
-            # The same [entry] rules as plain links: access key, signature, a HIT of the study
-            # (server/paradigms/entry.py, check_mturk_entry).
-            assignment, _ = paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
-                                           assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
-                                           turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
-                                           access_key=args.get("key"), pilot=pilot,
-                                           admit_new=admission(study, spec, "mturk", signed=pilot is not None),
-                                           fingerprint=request_fingerprint(study))
-        elif pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
-            assignment, _ = paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None, pilot=pilot,
-                                           admit_new=admission(study, spec, PILOT_PLATFORM, signed=True),
-                                           fingerprint=request_fingerprint(study))
-        else:
-            # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
-            # which parameters name the participant (server/paradigms/recruiters.py).
-            recruiter = Recruiter.of(study.config)
-            params = recruiter.check_entry(args)
-            assignment, _ = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
-                                           signature=args.get("sig"), access_key=args.get("key"),
-                                           admit_new=admission(study, spec, "link"),
-                                           fingerprint=request_fingerprint(study))
-            remember_entry(assignment, params)
-        if assignment.worker.locale is None or choose_locale(spec.languages, "", query=args.get("lang")):
-            # a returning worker keeps theirs unless they ask for another
-            assignment.worker.locale = locale
-        session.commit()
+        with counted_entry_refusals(session, study.id):  # a refused entry is counted by its reason code
+            assignment, _ = _enter(session, study, paradigm, spec, pilot, args)
+            if assignment.worker.locale is None or choose_locale(spec.languages, "", query=args.get("lang")):
+                # a returning worker keeps theirs unless they ask for another
+                assignment.worker.locale = locale
+            session.commit()
     except BaseException:
         session.rollback()
         raise
     token = assignment_token(current_app.config["SECRET_KEY"], assignment)
     return redirect(url_for("worker.stage_page", token=token))
+
+
+def _enter(session, study: Study, paradigm, spec, pilot, args) -> tuple[Assignment, bool]:
+    """Enter ``study`` from the entry URL's ``args`` (MTurk, the experimenter's preview or a plain link)."""
+    if "assignmentId" in args:
+        # The same [entry] rules as plain links: access key, signature, a HIT of the study
+        # (server/paradigms/entry.py, check_mturk_entry).
+        return paradigm.enter(session, study, platform="mturk", worker_id=args.get("workerId"),
+                              assignment_id=args.get("assignmentId"), hit_id=args.get("hitId"),
+                              turk_submit_to=args.get("turkSubmitTo"), signature=args.get("sig"),
+                              access_key=args.get("key"), pilot=pilot,
+                              admit_new=admission(study, spec, "mturk", signed=pilot is not None),
+                              fingerprint=request_fingerprint(study))
+    if pilot is not None:  # the experimenter's preview: a new pilot participant (server/pilot.py)
+        return paradigm.enter(session, study, platform=PILOT_PLATFORM, worker_id=None, pilot=pilot,
+                              admit_new=admission(study, spec, PILOT_PLATFORM, signed=True),
+                              fingerprint=request_fingerprint(study))
+    # The study's [entry] rules decide which links admit (server/paradigms/entry.py), its recruiter
+    # which parameters name the participant (server/paradigms/recruiters.py).
+    recruiter = Recruiter.of(study.config)
+    params = recruiter.check_entry(args)
+    assignment, created = paradigm.enter(session, study, platform="link", worker_id=recruiter.participant(args),
+                                         signature=args.get("sig"), access_key=args.get("key"),
+                                         admit_new=admission(study, spec, "link"), fingerprint=request_fingerprint(study))
+    remember_entry(assignment, params)
+    return assignment, created
 
 
 def assignment_of_token(token: str) -> Assignment:
@@ -127,6 +135,9 @@ def stage_page(token: str):
             consent = fill_time(consent, estimate)
         return render_template("consent.html", paragraphs=_paragraphs(consent), text_language=text_language,
                                time_estimate=estimate, **common)
+    part = pending_part(session, assignment, spec)
+    if part is not None:  # before the instructions, or after the work and before the completion page
+        return _questionnaire_page(assignment, spec, part, common)
     if stage == Stage.INSTRUCTIONS:
         # the study file's translation, else the paradigm's (e.g. no word of crops a study does not have)
         text = spec.translations.get(locale, {}).get("instructions") or paradigm.instructions(session, study, spec)
@@ -143,7 +154,7 @@ def stage_page(token: str):
         return render_template("done.html", completion=completion_info(assignment),
                                auto_redirect=True, earnings=payments.assignment_earnings(study, assignment), **common)
     if stage == Stage.FULL:  # no work left before the required units: no code, no submit form (no_work_left)
-        return render_template("full.html", message=FULL_MESSAGE, **common)
+        return render_template("full.html", message=reason_message(assignment), **common)
     # disqualified or stopped: why (the worker's status reason, or why the display was refused)
     return render_template("stopped.html", message=paradigm.stop_message(session, assignment),
                            completion=completion_info(assignment), **common)
@@ -175,11 +186,58 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in text.split("\n\n") if p.strip()]
 
 
+def _questionnaire_page(assignment: Assignment, spec, part: str, common: dict, answers: dict | None = None,
+                        errors: dict | None = None, status: int = 200):
+    return render_template("questionnaire.html", part=part, items=study_parts(spec)[part], answers=answers or {},
+                           errors=errors or {}, **common), status
+
+
+@bp.post("/w/<token>/questionnaire")
+def questionnaire(token: str):
+    """The answers of the part of the study's questionnaire the worker owes now (server/paradigms/questionnaire.py):
+    stored and on to the next page (303), or 422 with each field's problem (the page again, or JSON
+    ``{"error": "invalid_answers", "message", "fields": {item: problem}}`` for a client asking for JSON); nothing
+    is stored then. 413 for a body above MAX_FORM_BYTES. A part already answered, or none owed: 303, nothing changes."""
+    if (request.content_length or 0) > MAX_FORM_BYTES:
+        raise ApiError(413, "too_large", f"the answers are limited to {MAX_FORM_BYTES} bytes")
+    request.max_content_length = MAX_FORM_BYTES  # a body without a length (chunked) is cut off there too
+    session = db_session()
+    try:
+        assignment = lock_assignment(session, assignment_of_token(token).id)
+        spec = spec_for(session, assignment.study_id)
+        part = pending_part(session, assignment, spec)
+        if part is not None:
+            answers, errors = validate_answers(study_parts(spec)[part], request.form)
+            if errors:
+                session.rollback()
+                if request.accept_mimetypes.best == "application/json":
+                    return jsonify({"error": "invalid_answers", "message": gettext("Please check the marked answers."),
+                                    "fields": errors}), 422
+                common = {"study": assignment.study, "spec": spec, "token": token, "assignment": assignment,
+                          "stimulus_url": stimulus_urls(assignment.study),
+                          "paradigm_pages": paradigm_for(assignment.study).worker_pages}
+                return _questionnaire_page(assignment, spec, part, common, answers=_given(request.form),
+                                           errors=errors, status=422)
+            store_answers(session, assignment, part, answers)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return redirect(url_for("worker.stage_page", token=token), code=303)
+
+
+def _given(form) -> dict[str, list[str]]:
+    """What the worker had entered, to show again beside the problems (capped as the form is)."""
+    return {key: [v[:MAX_TEXT] for v in form.getlist(key)] for key in list(form)[:MAX_ITEMS * 2]}
+
+
 def _advance(token: str, action: str):
     session = db_session()
     try:
         assignment = assignment_of_token(token)
-        paradigm, _ = study_paradigm(session, assignment.study_id)
+        paradigm, spec = study_paradigm(session, assignment.study_id)
+        if action == "instructions_done" and pending_part(session, assignment, spec) == "pre":
+            return redirect(url_for("worker.stage_page", token=token), code=303)  # the questionnaire first
         paradigm.perform_action(session, lock_assignment(session, assignment.id), action)
         session.commit()
     except BaseException:
@@ -224,19 +282,20 @@ def unable(token: str):
         assignment = lock_assignment(session, assignment_of_token(token).id)
         use_locale(assignment.worker.locale or spec_for(session, assignment.study_id).default_language)  # the reason's
         requirement = paradigm_for(assignment.study).window_requirement(session, assignment.study)
-        reason = refusal(requirement, assignment.study)
+        code, args = refusal(requirement, assignment.study)
         if assignment.stage != Stage.CONSENT:
             raise ApiError(409, "wrong_stage", "the entry checks turn workers away only before consent")
-        stop(assignment, Stage.DISQUALIFIED, reason)
+        stop(assignment, code, **args)
         session.commit()
     except BaseException:
         session.rollback()
         raise
-    return jsonify({"stage": str(Stage.DISQUALIFIED), "message": reason})
+    return jsonify({"stage": str(Stage.DISQUALIFIED), "message": reason_message(assignment), "code": code})
 
 
 def _unable_refusal(body):
-    """The check that ``/unable``'s ``body`` reports, as ``refusal(requirement, study) -> reason``.
+    """The check that ``/unable``'s ``body`` reports, as ``refusal(requirement, study) -> (code, args)`` (a
+    reason code of server/reasons.py and its message's arguments).
 
     Raises
     ------
@@ -258,7 +317,7 @@ def _unable_refusal(body):
                   'or {"reason": "cannot_decode", "types": [distinct MIME types the page checked]}')
 
 
-def _slow_connection(needed: float, measured: float | None) -> str:
+def _slow_connection(needed: float, measured: float | None) -> tuple[str, dict]:
     if needed <= 0:
         raise ApiError(409, "no_connection_check", "this study does not check the connection")
     if measured is not None and measured >= needed:
@@ -266,12 +325,40 @@ def _slow_connection(needed: float, measured: float | None) -> str:
     return slow_connection_reason(measured, needed)
 
 
-def _cannot_decode(checked: tuple[str, ...], media: dict, types: list[str]) -> str:
+def _cannot_decode(checked: tuple[str, ...], media: dict, types: list[str]) -> tuple[str, dict]:
     if not checked:
         raise ApiError(409, "no_decoding_check", "this study does not check decoding")
     if set(types) - set(checked):
         raise invalid(f"the study's page checks only {list(checked)}")
     return cannot_decode_reason(media, types)
+
+
+# The device check's problems (device_check.js deviceProblems) the consent page reports for counting.
+DEVICE_REFUSALS = {"phone": "device_phone", "tablet": "device_tablet", "screen_too_small": "screen_too_small",
+                   "window_too_small": "window_too_small"}
+
+
+@bp.post("/w/<token>/refused")
+def refused(token: str):
+    """The consent page's device check found a problem (body ``{"problem": "phone" | "tablet" | "screen_too_small"
+    | "window_too_small"}``): counted for the study under its reason code (server/refusals.py), nothing stored on
+    the worker's record (a window can still be enlarged). 204; 400 for another body; 409 after consent."""
+    body = request.get_json(silent=True)
+    code = DEVICE_REFUSALS.get(body.get("problem")) if isinstance(body, dict) and set(body) == {"problem"} \
+        and isinstance(body.get("problem"), str) else None
+    if code is None:
+        raise invalid(f'the body must be {{"problem": one of {sorted(DEVICE_REFUSALS)}}}')
+    session = db_session()
+    try:
+        assignment = assignment_of_token(token)
+        if assignment.stage != Stage.CONSENT:
+            raise ApiError(409, "wrong_stage", "the device check reports only before consent")
+        add_entry_refusal(session, assignment.study_id, code)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return "", 204
 
 
 @bp.post("/w/<token>/retry")

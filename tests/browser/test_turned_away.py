@@ -9,7 +9,6 @@ from sqlalchemy import func, select
 from server.models import Assignment
 from server.paradigms.paired.models import Vote
 from server.paradigms.core import stop
-from server.paradigms.stages import Stage
 from server.services import app_services
 from tests.server.conftest import WorkerClient
 
@@ -32,8 +31,7 @@ def test_a_click_after_a_stop_elsewhere_is_refused_quietly_and_the_stop_page_sho
     trial = page.locator("#trial")
     expect(trial).to_have_attribute("data-accepting", "true")
     with app_services(app).sessions() as session:  # stopped by a quality rule in the other HIT
-        stop(session.get(Assignment, int(elsewhere.assignment_id)), Stage.STOPPED,
-             "Too many check questions were answered wrongly.")
+        stop(session.get(Assignment, int(elsewhere.assignment_id)), "gold_accuracy", wrong=3, total=10)
         session.commit()
     # Whatever the trial page's notice shows is kept in sessionStorage (the stop page is a new document).
     page.evaluate("""() => {

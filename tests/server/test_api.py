@@ -27,6 +27,7 @@ from server.services import app_services
 from .api_support import (API_PREFIX, METHODS, SPEC, SpecClient, _deref, db_snapshot, expect_error, request_errors,
                           response_errors)
 from .conftest import WorkerClient, gold_side
+from .reason_support import counts
 
 
 # ---------------------------------------------------------------- database helpers
@@ -281,16 +282,20 @@ MALFORMED = [
 
 def _check_refusals(app, client, url, headers, cases) -> list[str]:
     """Send each ``(label, request kwargs, word the message must contain)``; expect 400 invalid_request and
-    no change to the database. Returns the list of problems (all cases run even if one fails)."""
+    no change to the database but the count of refused entries (``entry_refusal``, server/refusals.py).
+    Returns the list of problems (all cases run even if one fails)."""
+    def snapshot():
+        return {table: rows for table, rows in db_snapshot(app).items() if table != "entry_refusal"}
+
     problems = []
-    before = db_snapshot(app)
+    before = snapshot()
     for label, kwargs, mentions in cases:
         try:
             response = client.post(url, headers=headers, **kwargs)
             expect_error(response, 400, "invalid_request", mentions)
         except AssertionError as exc:
             problems.append(f"{url} {label}: {exc}".splitlines()[0][:400])
-        after = db_snapshot(app)
+        after = snapshot()
         if after != before:
             problems.append(f"{url} {label}: the database changed")
             before = after
@@ -360,6 +365,8 @@ def test_invalid_entry_bodies(app, study, client):
     problems = _check_refusals(app, client, url, {}, cases)
     assert not problems, "\n".join(problems)
     assert count(app, Assignment) == 0
+    # The entries the entry rules refused (not the bodies refused before them) are counted as bad_entry.
+    assert set(counts(app, study)) == {"bad_entry"} and counts(app, study)["bad_entry"]["entries"] >= 8
     assert client.post(url, json=good).status_code == 201
 
 
@@ -665,7 +672,10 @@ def test_unknown_and_paused_studies(app, study, client):
         session.commit()
     before = db_snapshot(app)
     expect_error(client.post(f"/api/v1/studies/{study}/assignments", json=body), 409, "study_paused", "paused")
-    assert db_snapshot(app) == before
+    after = db_snapshot(app)
+    # Nothing stored but the refusal's count (server/refusals.py): one row per study and reason code.
+    assert [row[1:3] for row in after.pop("entry_refusal")] == [("study_paused", 1)]
+    assert {**after, "entry_refusal": []} == before
 
 
 def test_paused_study_lets_started_workers_resume(app, study, client):

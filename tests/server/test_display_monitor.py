@@ -76,7 +76,7 @@ def test_pauses_are_counted_once_and_turn_the_worker_away_past_the_limit(app, li
     past = _post(client, worker, _pause("window"))
     assert past.status_code == 201 and past.json["stage"] == "stopped" and past.json["display_changes"] == 3
     state = worker.state()
-    assert state["stage"] == "stopped" and "changed too often" in state["message"]
+    assert state["stage"] == "stopped" and "changed during the task more often" in state["message"]
     row = _worker_row(app, worker)
     assert (row.status, row.display_changes, row.paused_ms) == ("stopped", 3, 3750)
     # Nothing new once the assignment ended; a retry of a stored event is still answered.

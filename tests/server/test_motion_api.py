@@ -22,6 +22,7 @@ from server.services import app_services
 
 from .api_support import SpecClient
 from .motion_support import REFRESH_MS, SMALL, MotionWorker, create_motion_study, write_motion_study
+from .reason_support import counts, one, recorded
 
 
 def count(app, model) -> int:
@@ -178,6 +179,7 @@ def test_slow_or_irregular_display_is_refused(app, motion_study):
     assert refused.status_code == 200
     assert not refused.json["accepted"] and refused.json["stage"] == "disqualified"
     assert "30 times a second" in refused.json["reason"]
+    assert recorded(app, slow.assignment_id) == (None, "refresh_too_slow")  # the display's, not the worker's
     state = slow.state()
     assert state["stage"] == "disqualified" and state["message"] == refused.json["reason"]
     assert state["trials"] == [] and state["completion"] is None
@@ -194,6 +196,7 @@ def test_slow_or_irregular_display_is_refused(app, motion_study):
         assert [r.accepted for r in rows] == [False, False] and len(rows[1].refresh_intervals["ms"]) == 80
         # The display failed, not the worker: the worker may come back with another one.
         assert {w.status for w in session.scalars(select(Worker))} == {"active"}
+    assert counts(app, motion_study) == {**one("refresh_too_slow"), **one("refresh_irregular")}
 
 
 def test_random_responder_is_disqualified_for_good(app, motion_study):
@@ -216,6 +219,8 @@ def test_random_responder_is_disqualified_for_good(app, motion_study):
     # A new HIT of the same worker starts disqualified.
     again = MotionWorker(app, motion_study, platform="mturk", worker_id="RANDOM1")
     assert again.entry["stage"] == "disqualified"
+    assert recorded(app, again.assignment_id) == ("motion_screening", "motion_screening")
+    assert counts(app, motion_study) == one("motion_screening")
 
 
 def test_worker_who_passed_screening_skips_the_rdk_block(app, motion_clips, tmp_path):

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from server import exports
 from server.cli import cli
+from server.paradigms.display_monitor import DISPLAY_COLUMNS
 from server.paradigms.motion.export import MOTION_WORKERS_COLUMNS
 from server.wages import WORKER_COLUMNS
 
@@ -33,7 +34,8 @@ def test_motion_workers_csv_has_motion_columns(app, admin, motion_study, tmp_pat
     header, rows = _rows(download.get_data(as_text=True))
     # then every study's recruiter columns, time on task and pay (server/exports.py, server/wages.py)
     assert header == (list(MOTION_WORKERS_COLUMNS) + list(exports.RECRUITER_COLUMNS) + list(exports.FINGERPRINT_COLUMNS)
-                      + list(exports.LOCALE_COLUMNS) + list(WORKER_COLUMNS))
+                      + list(exports.LOCALE_COLUMNS) + [exports.REASON_COLUMN] + list(DISPLAY_COLUMNS)
+                      + list(WORKER_COLUMNS))
     assert not {"pages", "n_votes", "gold_correct", "gold_total", "gold_accuracy", "quiz"} & set(header)
 
     salt = exports.study_salt(SECRET, motion_study)

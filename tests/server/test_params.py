@@ -269,7 +269,7 @@ def test_pages_quality_and_display_are_declared_once_and_each_paradigm_keeps_its
             assert [getattr(own[name].param, k) for k in keep] == [getattr(mixin_key.param, k) for k in keep], name
         # The shared sections follow the paradigm's own, before [entry]: the template reads as before ([viewing]:
         # the display monitor's keys, server/paradigms/display_monitor.py).
-        assert sections(spec_class)[-8:-4] == ["pages", "quality", "display", "viewing"]
+        assert sections(spec_class)[-9:-5] == ["pages", "quality", "display", "viewing"]
     paired, rating = (cls(slug="x", name="x", manifests=()) for cls in (StudySpec, RatingSpec))
     assert (paired.quiz_size, rating.quiz_size) == (5, 4)
     assert (paired.reward_per_page, rating.reward_per_page) == ("1.50", "0.90")

@@ -13,6 +13,7 @@ from server.paradigms.rating.scales import normalise, scale_of, valid_rating
 from server.services import app_services
 
 from .rating_support import SMALL, RatingWorker, create_rating_study, shown_answer, trial_facts
+from .reason_support import counts, one, recorded
 
 
 @pytest.mark.parametrize("method, role, inside, outside", [
@@ -72,6 +73,8 @@ def test_hidden_checks_out_of_range_stop_a_worker(app, rating_manifest, tmp_path
         assert status == 201 and "feedback" not in body  # hidden checks are never told apart
         wrong += is_check
     assert worker.state()["stage"] == "stopped" and wrong == 2  # stopped once two checks were answered wrongly
+    assert recorded(app, worker.assignment_id) == ("gold_accuracy", "gold_accuracy")
+    assert counts(app, slug) == one("gold_accuracy")
     with app_services(app).sessions() as session:
         results = session.execute(select(RatingGoldResult.is_quiz, RatingGoldResult.correct)).all()
     assert results == [(False, False), (False, False)]
@@ -90,6 +93,8 @@ def test_a_straight_lined_page_stops_a_worker(app, rating_manifest, tmp_path):
     assert body["stage"] == "stopped" and body["page_complete"] is True
     state = liner.state()
     assert "same" in state["message"] and state["progress"]["pages_completed"] == 0 and state["completion"] is None
+    assert recorded(app, liner.assignment_id) == ("straight_lining", "straight_lining")
+    assert counts(app, slug) == one("straight_lining")
 
 
 def test_the_training_uses_both_kinds_of_check_and_feeds_back(app, rating_study):

@@ -118,6 +118,8 @@ def test_every_key_is_read(study_dir):
 slug = "all-keys"
 name = "All keys"
 manifests = ["prepared/manifest.json"]
+languages = ["en", "de"]
+default_language = "de"
 seed = 7
 [design]
 degree = 4
@@ -158,6 +160,8 @@ instructions = """Click.
 Twice."""
 researcher = "Dr A. Lee"
 contact = "a.lee@x.example"
+[texts.translations.de]
+consent = "Einverstanden?"
 [stopping]
 halfwidth = 0.05
 units = "anchored"
@@ -179,6 +183,25 @@ unfaithful = "exclude"
 max_repeats = 1
 reference_position = "before"
 min_mbps = 2.5
+[viewing]
+checks = ["brightness", "colour", "distance", "acuity"]
+when = "after_instructions"
+distance_cm = 55
+distance_tolerance = 0.2
+brightness_delta = 6
+brightness_errors = 1
+colour_plates = 3
+colour_errors = 1
+acuity_logmar = 0.2
+acuity_trials = 6
+acuity_errors = 2
+max_display_changes = 4
+[questionnaire]
+pre = ["demographics"]
+[[questionnaire.items]]
+name = "noticed"
+type = "text"
+label = "Noticed anything?"
 '''
     spec = read_study_file(write(study_dir, text))
     assert dataclasses.asdict(spec) == {
@@ -197,7 +220,13 @@ min_mbps = 2.5
         "max_participants": 200, "max_cost": "300", "notify_only": True,
         "mturk": {"title": "Compare frames"}, "replays": 1, "max_stall_ms": 400.0, "max_extra_playing_ms": 2000.0,
         "max_dropped_share": 0.1, "unfaithful": "exclude", "max_repeats": 1, "min_mbps": 2.5, "reference_position": "before",
-        "max_display_changes": 3, "base_dir": str(study_dir.resolve())}
+        "checks": ("brightness", "colour", "distance", "acuity"), "when": "after_instructions", "distance_cm": 55.0,
+        "distance_tolerance": 0.2, "brightness_delta": 6, "brightness_errors": 1, "colour_plates": 3, "colour_errors": 1,
+        "acuity_logmar": 0.2, "acuity_trials": 6, "acuity_errors": 2, "max_display_changes": 4,
+        "languages": ("en", "de"), "default_language": "de", "translations": {"de": {"consent": "Einverstanden?"}},
+        "questionnaire": {"pre": ("demographics",),
+                          "items": ({"name": "noticed", "type": "text", "label": "Noticed anything?"},)},
+        "base_dir": str(study_dir.resolve())}
     assert StudySpec.from_config(spec.to_config()) == spec
 
 
@@ -525,7 +554,7 @@ def test_cli_create_list_show_pause_resume_template(study_dir, tmp_path):
     result = _cli("study", "show", "cli-study", "--database-url", url)
     assert result.exit_code == 0
     assert result.output.startswith("cli-study: CLI study (active)")
-    assert "votes_per_pair = 3" in result.output and "consent" not in result.output
+    assert "votes_per_pair = 3" in result.output and "consent =" not in result.output
 
     assert _cli("study", "pause", "cli-study", "--database-url", url).output.strip() == "cli-study: paused"
     assert re.search(r"^cli-study\s+paused", _cli("study", "list", "--database-url", url).output, re.M)

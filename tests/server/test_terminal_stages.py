@@ -140,7 +140,7 @@ def test_a_worker_stopped_in_one_hit_completes_no_other(app, study):
     hit_a.start()
     with _session(app) as session:
         assignment = session.get(Assignment, int(hit_a.assignment_id))
-        stop(assignment, Stage.STOPPED, "Too many check questions were answered wrongly.")
+        stop(assignment, "gold_accuracy", wrong=3, total=10)
         session.commit()
     # HIT B cannot finish: it is stopped too, with its paid page (a code for review, as the payment plan lists it).
     finished = hit_b.action("finish")
@@ -185,7 +185,7 @@ def test_a_motion_worker_disqualified_in_one_session_calibrates_no_other(app, mo
         assert client.post(f"/api/v1/assignments/{first}/actions", headers=headers,
                            json={"action": action}).status_code == 200
     with _session(app) as session:  # the screening of the second session turned the worker away
-        stop(session.get(Assignment, int(second)), Stage.DISQUALIFIED, "The motion test failed.")
+        stop(session.get(Assignment, int(second)), "motion_screening", r="0.10", needed="0.50")
         session.commit()
     calibration = {"card_width_px": 323.5, "card_height_px": 204.0, "refresh_intervals_ms": [1000 / 60] * 60,
                    "fullscreen": True, "device_pixel_ratio": 1, "screen_width": 1920, "screen_height": 1080,

@@ -25,6 +25,7 @@ from server.services import app_services
 
 from .api_support import SpecClient
 from .rating_support import RatingWorker, create_rating_study
+from .reason_support import counts, one
 
 STUDY = {"pages": {"ratings_per_page": 4, "min_pages": 1, "max_pages": 2, "reward_per_page": "0.50",
                    "bonus_per_page": "0.40"},
@@ -251,6 +252,10 @@ def test_the_connection_check_needs_the_clips_bit_rate_and_turns_away_only_befor
     with app_services(app).sessions() as session:
         worker = session.scalar(select(Worker).where(Worker.external_id == "C1"))
         assert (worker.status, worker.status_reason) == ("disqualified", message)
+    assert answer.json["code"] == worker.status_reason_code == "slow_connection"
+    timed_out = client.post(unable_url("C3"), json={"reason": "slow_connection", "measured_mbps": None}, headers=json_only)
+    assert timed_out.json["code"] == "connection_timeout" and f"less than {needed:.1f}" in timed_out.json["message"]
+    assert counts(app, slug) == {**one("connection_timeout"), **one("slow_connection")}
     again = client.post(url, json={"reason": "slow_connection", "measured_mbps": None}, headers=json_only)
     assert again.status_code == 409 and again.json["error"] == "wrong_stage"
 
@@ -298,6 +303,7 @@ def test_a_browser_that_cannot_decode_the_clips_is_turned_away_before_consent_wi
     assert message == (f"Your browser cannot play this study's videos: it cannot decode H264 ({h264}). "
                        "Try another browser, such as a current Chrome, Edge or Safari.")
     assert record("D1") == ("disqualified", message)
+    assert answer.json["code"] == "cannot_decode" and counts(app, slug) == one("cannot_decode")
     again = client.post(url, json={"reason": "cannot_decode", "types": [h264]}, headers=json_only)
     assert again.status_code == 409 and again.json["error"] == "wrong_stage"
 

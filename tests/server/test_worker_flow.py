@@ -8,6 +8,7 @@ from server.paradigms.paired.models import GoldResult, Trial, Vote
 from server.services import app_services
 
 from .conftest import WorkerClient
+from .reason_support import counts, one, recorded
 
 
 def _count(app, model, *where) -> int:
@@ -56,3 +57,5 @@ def test_failed_quiz_disqualifies_for_good(app, study):
     again = WorkerClient(client, study, worker_id="WBAD")
     assert again.entry["stage"] == "disqualified"
     assert _count(app, Worker, Worker.status == "disqualified") == 1
+    assert recorded(app, again.assignment_id) == ("quiz_failed", "quiz_failed")  # the worker's reason, in each HIT
+    assert counts(app, study) == one("quiz_failed")

@@ -128,6 +128,23 @@ async function reportUnable(unableUrl, body) {
   return null;
 }
 
+// The device problems the study counts per reason code (server/reasons.py; views/worker.py DEVICE_REFUSALS).
+const COUNTED_PROBLEMS = ['phone', 'tablet', 'screen_too_small', 'window_too_small'];
+
+/** Report the first device problem of the consent page (`url`: its `data-refused`) for the study's counts, once
+ *  per assignment and problem in this tab (a resize or a reload does not count it again); nothing waits for it. */
+function reportDeviceProblem(url, problems) {
+  const problem = problems.find((p) => COUNTED_PROBLEMS.includes(p.code));
+  if (!url || !problem) return;
+  const key = `perceptlab-refused:${url}:${problem.code}`;
+  try {
+    if (sessionStorage.getItem(key)) return;
+    sessionStorage.setItem(key, '1');
+  } catch (error) { /* storage refused: report anyway */ }
+  fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, credentials: 'same-origin',
+    body: JSON.stringify({ problem: problem.code }) }).catch(() => {});
+}
+
 /** Run the check in `box` (the _device_check.html element) now and whenever the window changes. */
 export function startDeviceCheck(box) {
   const requirement = JSON.parse(box.dataset.requirement);
@@ -152,6 +169,7 @@ export function startDeviceCheck(box) {
     }
     // The preview has nothing to hide (accepting happens on the platform's page).
     for (const part of guarded) part.hidden = problems.length > 0 || checking;
+    reportDeviceProblem(box.dataset.refused, problems);
   };
   render();
   if (decoding === null) {

@@ -44,16 +44,17 @@ from stimuli.rdk import rdk_dot_movie, rdk_trial_params, rdk_vector
 
 from ... import validation as check
 from ...allocation import now, release_other_pages, renew_page, reservation_end
-from ...i18n import gettext, lazy_ngettext
+from ...i18n import lazy_ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...exports import pseudonym
 from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
+from ...reasons import REASONS
 from . import export as motion_export, study as motion_study
-from ..core import (FULL_MESSAGE, MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
+from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
                    ResultsAnalysis, ResultsOptions, StudyExport, TimePrior, UrlFor, add_trials, allocation_lock,
-                   as_object, check_replay, complete, completion_info, ended_error, new_page, open_trials, page_count,
-                   refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
+                   as_object, check_replay, complete, completion_info, end_assignment, ended_error, new_page, open_trials, page_count,
+                   reason_message, refused_after_the_end, seeded_rng, spec_for, stop, with_assignment_object)
 from ..display import WindowRequirement
 # The card and blind-spot figures are the floor's (server/paradigms/screen.py), shared with the [viewing] checks.
 from ..screen import BLIND_SPOT_CM, CARD_HEIGHT_MM, CARD_WIDTH_MM, blind_spot_distance, calibration_figures  # noqa: F401
@@ -177,15 +178,15 @@ def record_calibration(session: Session, assignment: Assignment, payload: Any) -
         raise ended_error(assignment.stage)
     if assignment.stage != Stage.CALIBRATION:
         raise ApiError(409, "wrong_stage", f"no calibration is accepted at stage {assignment.stage}")
-    figures = _measure(values, spec)
+    figures, refusal = _measure(values, spec)
     calibration = Calibration(assignment_id=assignment.id, worker_id=assignment.worker_id,
                               study_id=assignment.study_id, body_sha256=digest, **figures)
     session.add(calibration)
     session.flush()
-    if calibration.reason is not None:
+    if refusal is not None:
         # The display, not the worker, failed: a later assignment on another display may start again.
         # No completion code: nothing was done that earns one.
-        assignment.stage = Stage.DISQUALIFIED
+        end_assignment(assignment, Stage.DISQUALIFIED, *refusal)
     elif assignment.worker.screening_passed:
         _start_main_block(session, assignment, spec)
     elif not PARADIGM.work_left(session, assignment.study, assignment.worker_id):
@@ -209,21 +210,22 @@ def _recalibrate(session: Session, calibration: Calibration, assignment: Assignm
     refused as at the first calibration."""
     earlier = list(calibration.refresh_intervals.get("earlier", []))
     earlier.append({**{key: getattr(calibration, key) for key in _EARLIER_FIGURES}, "replaced_at": now(session).isoformat()})
-    figures = _measure(values, spec)
+    figures, refusal = _measure(values, spec)
     figures["refresh_intervals"] = {**figures["refresh_intervals"], "earlier": earlier}
     for key, value in figures.items():
         setattr(calibration, key, value)
     calibration.body_sha256 = digest
-    if calibration.reason is not None:
+    if refusal is not None:
         # Refused mid-block: the answered trials stay; the completion code follows the rules of a
         # disqualification (none for the display alone).
-        assignment.stage = Stage.DISQUALIFIED
+        end_assignment(assignment, Stage.DISQUALIFIED, *refusal)
     return _calibration_body(calibration, assignment)
 
 
-def _measure(values: dict[str, Any], spec: MotionSpec) -> dict[str, Any]:
+def _measure(values: dict[str, Any], spec: MotionSpec) -> tuple[dict[str, Any], tuple[str, dict] | None]:
     """The columns of a Calibration row from a parsed body: px/mm, viewing distances, refresh rate, and
-    ``accepted``/``reason`` (a display too slow or irregular for the study is refused)."""
+    ``accepted``/``reason`` (a display too slow or irregular for the study is refused), with the refusal's
+    reason code and arguments (server/reasons.py), or None."""
     try:
         refresh = estimate_refresh(values["refresh_intervals_ms"], min_samples=spec.refresh_samples)
     except ValueError as exc:
@@ -238,15 +240,13 @@ def _measure(values: dict[str, Any], spec: MotionSpec) -> dict[str, Any]:
             # A sweep stopped by a stray key or a card set far off: measure again (nothing is stored).
             raise invalid(f"blind_spot_px: the sweeps give a viewing distance of {measured_cm:.0f} cm; "
                           f"{low:g} to {high:g} cm is plausible")
-    reason = None
+    refusal = None
     min_refresh_hz = max(spec.min_refresh_hz, check.REFRESH_HZ[0])
     if refresh.hz < min_refresh_hz:
-        reason = (f"Your display refreshes {refresh.hz:.0f} times a second; this study needs at least "
-                  f"{min_refresh_hz:g}. You cannot take part with this display.")
+        refusal = ("refresh_too_slow", {"hz": f"{refresh.hz:.0f}", "needed": f"{min_refresh_hz:g}"})
     elif refresh.irregular_fraction > spec.max_refresh_irregular:
-        reason = (f"Your display's refresh is irregular ({refresh.irregular_fraction:.0%} of the frames were "
-                  "late or early), so the clips cannot be shown with correct timing. Closing other programs "
-                  "and tabs may help in a new attempt.")
+        refusal = ("refresh_irregular", {"late": f"{refresh.irregular_fraction:.0%}"})
+    reason = None if refusal is None else REASONS[refusal[0]].english(refusal[1])
     return dict(
         card_width_px=values["card_width_px"], card_height_px=values["card_height_px"], px_per_mm=px_per_mm,
         viewing_distance_cm=distance_cm, refresh_hz=refresh.hz, refresh_median_ms=refresh.median_ms,
@@ -255,7 +255,7 @@ def _measure(values: dict[str, Any], spec: MotionSpec) -> dict[str, Any]:
         screen_width=values["screen_width"], screen_height=values["screen_height"],
         window_width=values["window_width"], window_height=values["window_height"],
         blind_spot_px=None if measured_cm is None else {"px": values["blind_spot_px"]},
-        measured_distance_cm=measured_cm, accepted=reason is None, reason=reason)
+        measured_distance_cm=measured_cm, accepted=reason is None, reason=reason), refusal
 
 
 def reopen_motion(session: Session, assignment: Assignment, spec: MotionSpec) -> None:
@@ -559,11 +559,8 @@ def _end_block(session: Session, assignment: Assignment, kind: str, spec: Motion
     if worker.screening_passed:
         _start_main_block(session, assignment, spec)
     else:
-        shown = gettext("undefined") if math.isnan(r) else f"{r:.2f}"
-        stop(assignment, Stage.DISQUALIFIED,
-             gettext("Your answers in the motion test did not follow the motion closely enough (r = %(r)s; %(needed)s is "
-               "needed). Thank you for your time; you cannot continue with this study.", r=shown,
-               needed=format(spec.screening_min_r, ".2f")))
+        shown = "undefined" if math.isnan(r) else f"{r:.2f}"
+        stop(assignment, "motion_screening", r=shown, needed=f"{spec.screening_min_r:.2f}")
 
 
 def screening_score(session: Session, assignment_id: int, spec: MotionSpec) -> float:
@@ -679,10 +676,12 @@ def stop_message(session: Session, assignment: Assignment, calibration: Calibrat
     """Why a disqualified or stopped worker cannot go on (screening, or the refused display), or that the
     study is full; else None."""
     if assignment.stage == Stage.FULL:
-        return FULL_MESSAGE
+        return reason_message(assignment)
     if assignment.stage not in TURNED_AWAY:
         return None
-    worker = assignment.worker
+    if assignment.reason_code is not None:  # in the worker's language
+        return reason_message(assignment)
+    worker = assignment.worker  # records made before reason codes
     if worker.status in TURNED_AWAY and worker.status_reason:
         return worker.status_reason
     if calibration is None:

@@ -30,6 +30,7 @@ from ..display_monitor import DisplayMonitorParams
 from ..sections import ViewingParams
 from ..params import (TEXT_PLACEHOLDER, EntryParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       study_template)
+from ..questionnaire import QuestionnaireParams
 from ..studyfile import StudyDefinitionError, common_root, load_study_toml
 from .models import MotionClip, MotionProbe
 
@@ -74,7 +75,7 @@ MTURK_TEXTS = {
 
 @dataclass(frozen=True, kw_only=True)
 class MotionSpec(StudyParams, EntryParams, TextsParams, MTurkParams, ViewingParams,
-                 DisplayMonitorParams):
+                 DisplayMonitorParams, QuestionnaireParams):
     """Every parameter of a motion study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config`` (with ``kind = "motion"``)."""
     kind: str = param(KIND, section="study", choices=(KIND,), doc='"motion": a motion-matching study')

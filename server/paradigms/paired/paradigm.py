@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from ... import validation as check
 from ...allocation import now, release_other_pages, reservation_end, reservation_end_at
-from ...i18n import gettext, lazy_ngettext
+from ...i18n import lazy_ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...openapi import load_part
 from ...models import Assignment, Page, Study, Worker, utcnow
@@ -38,7 +38,7 @@ from ...tokens import TokenClaims
 from . import active as paired_active, export as paired_export, pilots as paired_pilots, study as paired_study
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, NewPage, Paradigm, PayUnit, ResponseKind,
                    ResultsAnalysis, ResultsOptions, StudyExport, StudyRef, TimePrior, UrlFor, add_trials,
-                   allocation_lock, as_object, check_replay, ended_error, ended_message_and_completion,
+                   allocation_lock, as_object, check_replay, ended_error, follow_worker, ended_message_and_completion,
                    fixed_study_facts, move_to, new_page, open_trials, page_count, refused_after_the_end, seeded_rng,
                    spec_for, stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
@@ -351,7 +351,7 @@ def _start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         _PAGE_START_FACTS, {"worker_id": assignment.worker_id, "assignment_id": assignment.id}).one()
     if status in TURNED_AWAY:  # stopped in another of the worker's HITs
         assignment = as_object(session, assignment)
-        stop(assignment, status, reason)
+        follow_worker(assignment)
         return assignment
     if trial_pages >= spec.max_pages:
         return _no_work_left(session, assignment, spec)
@@ -792,10 +792,8 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
             mark_page_done(session, trial.page_id)
             assignment_object = assignment.load(session)
             if correct < spec.accuracy_threshold * total - 1e-9:
-                stop(assignment_object, Stage.DISQUALIFIED,
-                     gettext("You answered %(correct)s of %(total)s quiz questions correctly; %(needed)s are needed. You "
-                       "cannot take part in this study.", correct=correct, total=total,
-                       needed=format(spec.accuracy_threshold, ".0%")))
+                stop(assignment_object, "quiz_failed", correct=correct, total=total,
+                     needed=f"{spec.accuracy_threshold:.0%}")
             else:
                 _start_trials_page(session, assignment_object, spec)
             return assignment_object.stage
@@ -804,9 +802,7 @@ def _after_vote(session: Session, assignment: AssignmentRow, trial: StoredVote, 
         correct, total = _gold_score(session, _HIDDEN_GOLD_SCORE, {"worker_id": assignment.worker_id})
         if total >= spec.gold_min_answered and correct < spec.accuracy_threshold * total - 1e-9:
             assignment_object = assignment.load(session)
-            stop(assignment_object, Stage.STOPPED,
-                 gettext("Too many check questions were answered wrongly (%(wrong)s of %(total)s). Thank you for your "
-                   "time; you cannot continue with this study.", wrong=total - correct, total=total))
+            stop(assignment_object, "gold_accuracy", wrong=total - correct, total=total)
             return assignment_object.stage
     if open_left == 0 and assignment.stage == Stage.TRIALS:
         mark_page_done(session, trial.page_id)

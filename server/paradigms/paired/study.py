@@ -23,6 +23,7 @@ from ..display_monitor import DisplayMonitorParams
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, Fail, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
+from ..questionnaire import QuestionnaireParams
 from ..sections import DisplayParams, PagesParams, QualityParams, ViewingParams
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import Pair, Stimulus, StudySet
@@ -97,7 +98,8 @@ DEFAULT_INSTRUCTIONS = default_instructions()
 
 @dataclass(frozen=True, kw_only=True)
 class StudySpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams):
+                DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams,
+                QuestionnaireParams):
     """Every parameter of a study, declared once (server/paradigms/params.py) and validated; stored as
     ``Study.config``."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {

@@ -32,14 +32,14 @@ from sqlalchemy.orm import Session
 
 from ... import validation as check
 from ...allocation import release_other_pages, reservation_end, reservation_end_at
-from ...i18n import gettext, lazy_ngettext, ngettext
+from ...i18n import lazy_ngettext
 from ...errors import ApiError, invalid, reject_unknown
 from ...models import Assignment, Page, Study, Worker, utcnow
 from ...openapi import load_part
 from ...tokens import TokenClaims
 from ..core import (MAX_ROW_ID, UUID_PATTERN, AssignmentRow, DemoStudy, Paradigm, PayUnit, ResponseKind, ResultsAnalysis,
                     ResultsOptions, StudyExport, TimePrior, UrlFor,
-                    add_trials, allocation_lock, as_object, check_replay, ended_error, ended_message_and_completion,
+                    add_trials, allocation_lock, as_object, check_replay, ended_error, follow_worker, ended_message_and_completion,
                     fixed_study_facts, move_to, new_page, page_count, refused_after_the_end, seeded_rng, spec_for,
                     stop, stored_media, study_ref)
 from ..paged import WORKER_TRIAL_PAGES, PageSteps, end_page, mark_page_done, paged_action, worker_trial_pages
@@ -126,7 +126,7 @@ def start_trials_page(session: Session, assignment: Assignment | AssignmentRow,
         _PAGE_START_FACTS, {"worker_id": assignment.worker_id, "assignment_id": assignment.id}).one()
     if status in TURNED_AWAY:  # stopped in another of the worker's HITs
         assignment = as_object(session, assignment)
-        stop(assignment, Stage(status), reason or "")
+        follow_worker(assignment)
         return assignment
     if trial_pages >= spec.max_pages:
         return _no_work_left(session, assignment, spec)
@@ -362,10 +362,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             mark_page_done(session, rating.page_id)
             worker = assignment.load(session)
             if below_threshold(correct, total, spec.accuracy_threshold):
-                stop(worker, Stage.DISQUALIFIED,
-                     gettext("You answered %(correct)s of %(total)s training questions as expected; %(needed)s are needed. "
-                       "You cannot take part in this study.", correct=correct, total=total,
-                       needed=format(spec.accuracy_threshold, ".0%")))
+                stop(worker, "quiz_failed", correct=correct, total=total, needed=f"{spec.accuracy_threshold:.0%}")
             else:
                 start_trials_page(session, worker, spec)
             return worker.stage
@@ -374,9 +371,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
         correct, total = _score(session, _HIDDEN_SCORE, {"worker_id": assignment.worker_id})
         if total >= spec.gold_min_answered and below_threshold(correct, total, spec.accuracy_threshold):
             worker = assignment.load(session)
-            stop(worker, Stage.STOPPED, gettext("Too many check questions were answered far from their known answer "
-                                          "(%(wrong)s of %(total)s). Thank you for your time; you cannot continue "
-                                          "with this study.", wrong=total - correct, total=total))
+            stop(worker, "gold_accuracy", wrong=total - correct, total=total)
             return worker.stage
     if rating.open_left == 0 and assignment.stage == Stage.TRIALS:
         mark_page_done(session, rating.page_id)
@@ -384,10 +379,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             lined = straight_lined_pages(session, assignment.worker_id)
             if lined >= spec.straight_line_pages:
                 worker = assignment.load(session)  # the page does not count as completed: no work was done
-                stop(worker, Stage.STOPPED, ngettext(
-                    "Every answer on %(num)s page was the same. Thank you for your time; you cannot continue with "
-                    "this study.", "Every answer on %(num)s pages was the same. Thank you for your time; you cannot "
-                    "continue with this study.", lined))
+                stop(worker, "straight_lining", pages=lined)
                 return worker.stage
         return end_page(session, assignment, spec)
     return assignment.stage

@@ -51,6 +51,7 @@ from ..display_monitor import DisplayMonitorParams
 from ..media import MediaParams, decode_types, needed_mbps, study_media, write_check_clips
 from ..params import (TEXT_PLACEHOLDER, EntryParams, StoppingParams, MTurkParams, StudyParams, TextsParams, param, parse_spec,
                       redeclare, study_template)
+from ..questionnaire import QuestionnaireParams
 from ..sections import DisplayParams, PagesParams, QualityParams, ViewingParams
 from ..studyfile import StudyDefinitionError, check_resolve_items, common_root, load_manifest_json
 from .models import GOLD_LOW, HIDDEN_REFERENCE, TEST, RatingStimulus
@@ -142,7 +143,8 @@ RATING_UNITS = "points"  # [stopping] units of ratings
 
 @dataclass(frozen=True, kw_only=True)
 class RatingSpec(StudyParams, EntryParams, TextsParams, StoppingParams, MTurkParams, PagesParams, QualityParams,
-                 DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams):
+                 DisplayParams, MediaParams, ViewingParams, DisplayMonitorParams,
+                QuestionnaireParams):
     """Every parameter of a rating study, declared once (:mod:`server.paradigms.params`), validated;
     stored as ``Study.config`` (with ``kind = "rating"``)."""
     SECTION_DOCS: ClassVar[dict[str, str]] = {
