@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .base import UserError
+from .base import FINITE_FLOAT, UserError
 from .cmd_stimuli import stimuli_group
 
 # Spelled out here so that --help does not import numpy/OpenCV; a test keeps
@@ -65,8 +65,8 @@ def build_demo_command(out: Path, scenes: int, size: str, seed: int, methods: st
 @click.option("--size", default="320x180", show_default=True, metavar="WxH",
               help="Frame size in pixels, width x height (even, 64..1920 each).")
 @click.option("--fps", default=25, show_default=True, type=click.IntRange(1, 60), help="Frame rate.")
-@click.option("--seconds", default=2.0, show_default=True, type=click.FloatRange(0.2, 20),
-              help="Length of every clip.")
+@click.option("--seconds", default=2.0, show_default=True, type=FINITE_FLOAT,
+              help="Length of every clip, 0.2 to 20.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the noisy versions' noise.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it already exists.")
 def build_demo_video_command(out: Path, contents: int, size: str, fps: int, seconds: float, seed: int,

@@ -63,7 +63,7 @@ def test_the_same_seed_gives_the_same_noise(demo, tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--size", "95x64"], "even"), (["--size", "32x32"], "64 to 1920"), (["--size", "2000x100"], "64 to 1920"), (["--size", "wide"], "WIDTHxHEIGHT"),
-    (["--contents", "7"], "--contents"), (["--seconds", "0"], "--seconds"),
+    (["--contents", "7"], "--contents"), (["--seconds", "0"], "seconds must be 0.2 to 20"),
 ])
 def test_bad_options_get_one_error_line(tmp_path, args, fragment):
     result = CliRunner().invoke(cli, ["stimuli", "build-demo-video", str(tmp_path / "v"), *args])
