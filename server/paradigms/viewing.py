@@ -239,11 +239,14 @@ def failure_message(check_name: str, measures: dict[str, Any] | None = None, spe
     if check_name == "colour":
         return _("You did not read the numbers in the coloured dots right. This study needs normal colour vision "
                  "(or a screen that shows colours faithfully), so you cannot take part.")
+    # The figures are formatted before the call: Babel skips an f-string inside a marked call.
+    needed_cm = format(spec.distance_cm, "g")
     if check_name == "acuity":
         return _("You did not see the gaps of the small rings right. This study needs you to see fine detail at "
-                 "%(cm)s cm from the screen, so you cannot take part.", cm=f"{spec.distance_cm:g}")
+                 "%(cm)s cm from the screen, so you cannot take part.", cm=needed_cm)
+    measured_cm = format(measures["distance_cm"], ".0f")
     return _("You sit about %(measured)s cm from the screen; this study needs about %(needed)s cm. You cannot "
-             "take part from there.", measured=f"{measures['distance_cm']:.0f}", needed=f"{spec.distance_cm:g}")
+             "take part from there.", measured=measured_cm, needed=needed_cm)
 
 
 def _store(session: Session, assignment: Assignment, spec, check_name: str, answers: Any, errors: int, items: int,
