@@ -197,6 +197,48 @@ def test_a_german_worker_walks_a_whole_rating_study_without_english(german_page,
     assert assignment_of(app, "DE2").pages_completed == 2
 
 
+def _brightness_counts(app, external_id: str) -> list[int]:
+    """The shape counts the server expects of worker ``external_id`` in the brightness check."""
+    from server.models import Study, Worker
+    from server.paradigms import viewing
+    from server.paradigms.core import spec_for
+
+    with app_services(app).sessions() as session:
+        worker = session.scalars(select(Worker).where(Worker.external_id == external_id)).one()
+        study = session.get(Study, worker.study_id)
+        return viewing.expected(app.config["SECRET_KEY"], study, worker.id, "brightness", spec_for(session, study.id))
+
+
+def test_the_german_brightness_and_colour_checks_show_no_english(german_page, app, live_server, demo_stimuli,
+                                                                 tmp_path, english_fragments, screenshot):
+    """The [viewing] checks' page in German: the brightness patches, a colour plate, and the reason a worker who
+    read no plate is turned away (on the checks' page and on the page that ends the study)."""
+    page, seen = german_page, set()
+    path = write_study_file(tmp_path, demo_stimuli, "viewing-de", **SMALL_STUDY,
+                            viewing={"checks": ["brightness", "colour"]})
+    slug = _create(app, _with_languages(path, ["en", "de"]))
+    page.goto(f"{live_server}/s/{slug}?participant=DE3")
+    expect(page.locator("#viewing-brightness")).to_be_visible()
+    expect(page.locator("#viewing h1")).to_have_text("Bevor Sie beginnen: Ihr Bildschirm und Ihre Augen")
+    _check_german(page, english_fragments, "brightness check", seen)
+    screenshot(page, "viewing-brightness")
+    for index, count in enumerate(_brightness_counts(app, "DE3")):
+        page.click(f"#viewing-count-{index} button[data-value='{count}']")
+    page.click("#viewing-next")
+    expect(page.locator("#viewing-colour p").first).to_contain_text("Tafel 1 von 2")
+    _check_german(page, english_fragments, "colour check", seen)
+    page.click("#viewing-no-digit")
+    expect(page.locator("#viewing-colour p").first).to_contain_text("Tafel 2 von 2")
+    page.click("#viewing-no-digit")
+    expect(page.locator("#viewing-outcome")).to_have_attribute("data-outcome", "failed")
+    expect(page.locator("#viewing-message")).to_contain_text("Zahlen in den farbigen Punkten")
+    _check_german(page, english_fragments, "colour failed", seen)
+    page.click("#viewing-leave")
+    expect(page.locator("main#stopped")).to_contain_text("Zahlen in den farbigen Punkten")
+    _check_german(page, english_fragments, "stopped", seen)
+    assert seen == {"brightness check", "colour check", "colour failed", "stopped"}
+
+
 def _box(page, selector: str) -> dict:
     box = page.locator(selector).first.bounding_box()
     assert box is not None, selector
