@@ -240,13 +240,17 @@ def _measure(values: dict[str, Any], spec: MotionSpec) -> dict[str, Any]:
                           f"{low:g} to {high:g} cm is plausible")
     reason = None
     min_refresh_hz = max(spec.min_refresh_hz, check.REFRESH_HZ[0])
+    # In the worker's language (the page's, X-Perceptlab-Locale); the figures formatted before the call, which
+    # Babel would skip with an f-string inside.
     if refresh.hz < min_refresh_hz:
-        reason = (f"Your display refreshes {refresh.hz:.0f} times a second; this study needs at least "
-                  f"{min_refresh_hz:g}. You cannot take part with this display.")
+        hz, needed_hz = format(refresh.hz, ".0f"), format(min_refresh_hz, "g")
+        reason = gettext("Your display refreshes %(hz)s times a second; this study needs at least %(needed)s. You "
+                         "cannot take part with this display.", hz=hz, needed=needed_hz)
     elif refresh.irregular_fraction > spec.max_refresh_irregular:
-        reason = (f"Your display's refresh is irregular ({refresh.irregular_fraction:.0%} of the frames were "
-                  "late or early), so the clips cannot be shown with correct timing. Closing other programs "
-                  "and tabs may help in a new attempt.")
+        late = format(refresh.irregular_fraction, ".0%")
+        reason = gettext("Your display's refresh is irregular (%(late)s of the frames were late or early), so the "
+                         "clips cannot be shown with correct timing. Closing other programs and tabs may help in a "
+                         "new attempt.", late=late)
     return dict(
         card_width_px=values["card_width_px"], card_height_px=values["card_height_px"], px_per_mm=px_per_mm,
         viewing_distance_cm=distance_cm, refresh_hz=refresh.hz, refresh_median_ms=refresh.median_ms,
