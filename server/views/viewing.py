@@ -12,9 +12,10 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
 
 from ..db import db_session
+from ..i18n import use_locale
 from ..paradigms import viewing
 from ..paradigms.core import lock_assignment, spec_for
-from .worker import assignment_of_token
+from .worker import assignment_of_token, page_locale
 
 bp = Blueprint("viewing", __name__)
 
@@ -30,6 +31,7 @@ def page(token: str):
     session = db_session()
     spec = spec_for(session, assignment.study_id)
     stage, action = viewing.GATES.get(getattr(spec, "when", ""), (None, None))
+    page_locale(session, assignment, spec)
     if assignment.stage != stage or not viewing.pending(session, spec, assignment.worker_id, action):
         return redirect(url_for("worker.stage_page", token=token))
     return viewing_page(token, assignment, spec)
@@ -55,7 +57,10 @@ def _recorded(record):
     session = db_session()
     try:
         assignment = lock_assignment(session, assignment_of_token(request.view_args["token"]).id)
-        answer = record(session, assignment, spec_for(session, assignment.study_id), request.get_json(silent=True))
+        spec = spec_for(session, assignment.study_id)
+        # A failed check's reason is written in the worker's language: the page shows it, and so does the stop.
+        use_locale(assignment.worker.locale or spec.default_language)
+        answer = record(session, assignment, spec, request.get_json(silent=True))
         session.commit()
     except BaseException:
         session.rollback()

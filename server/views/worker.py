@@ -116,7 +116,7 @@ def stage_page(token: str):
     session = db_session()
     paradigm = paradigm_for(study)
     spec = spec_for(session, study.id)
-    locale = _page_locale(session, assignment, spec)
+    locale = page_locale(session, assignment, spec)
     common = {"study": study, "spec": spec, "token": token, "assignment": assignment,
               "stimulus_url": stimulus_urls(study), "paradigm_pages": paradigm.worker_pages}
     stage = assignment.stage
@@ -160,7 +160,7 @@ def stage_page(token: str):
                            completion=completion_info(assignment), **common)
 
 
-def _page_locale(session, assignment: Assignment, spec) -> str:
+def page_locale(session, assignment: Assignment, spec) -> str:
     """The language of this worker's pages (server/i18n.py), now in use: the one chosen at entry; a ``?lang=``
     among the study's languages switches it for good; a worker who entered before languages were stored
     gets the entry rules' choice (kept from then on)."""

@@ -24,6 +24,8 @@ from tests.browser._rating_support import SMALL_RATING_STUDY, RatingWalker, assi
 from tests.browser._worker_support import Walker, _any_side, _votes, correct_side
 from tests.server.conftest import SMALL_STUDY, write_study_file
 
+from .conftest import tick_until
+
 pytestmark = pytest.mark.timeout(240)
 
 LAPTOP = {"width": 1366, "height": 657}
@@ -195,6 +197,85 @@ def test_a_german_worker_walks_a_whole_rating_study_without_english(german_page,
     assert seen == {"consent", "instructions", "training", "trial", "page done", "done"}
     assert {tuple(labels) for labels in walker.labels.values()} == {("Referenz", "Test")}
     assert assignment_of(app, "DE2").pages_completed == 2
+
+
+def _brightness_counts(app, external_id: str) -> list[int]:
+    """The shape counts the server expects of worker ``external_id`` in the brightness check."""
+    from server.models import Study, Worker
+    from server.paradigms import viewing
+    from server.paradigms.core import spec_for
+
+    with app_services(app).sessions() as session:
+        worker = session.scalars(select(Worker).where(Worker.external_id == external_id)).one()
+        study = session.get(Study, worker.study_id)
+        return viewing.expected(app.config["SECRET_KEY"], study, worker.id, "brightness", spec_for(session, study.id))
+
+
+def _enter_german_checks(page, app, live_server, demo_stimuli, tmp_path, checks: list[str], participant: str) -> None:
+    """A study in English and German with the [viewing] ``checks`` (before consent), entered by ``participant``."""
+    path = write_study_file(tmp_path, demo_stimuli, f"viewing-{participant.lower()}", **SMALL_STUDY,
+                            viewing={"checks": checks})
+    page.goto(f"{live_server}/s/{_create(app, _with_languages(path, ['en', 'de']))}?participant={participant}")
+
+
+def test_the_german_brightness_and_colour_checks_show_no_english(german_page, app, live_server, demo_stimuli,
+                                                                 tmp_path, english_fragments, screenshot):
+    """The [viewing] checks' page in German: the brightness patches, a colour plate, and the reason a worker who
+    read no plate is turned away (on the checks' page and on the page that ends the study)."""
+    page, seen = german_page, set()
+    _enter_german_checks(page, app, live_server, demo_stimuli, tmp_path, ["brightness", "colour"], "DE3")
+    expect(page.locator("#viewing-brightness")).to_be_visible()
+    expect(page.locator("#viewing h1")).to_have_text("Bevor Sie beginnen: Ihr Bildschirm und Ihre Augen")
+    _check_german(page, english_fragments, "brightness check", seen)
+    screenshot(page, "viewing-brightness")
+    for index, count in enumerate(_brightness_counts(app, "DE3")):
+        page.click(f"#viewing-count-{index} button[data-value='{count}']")
+    page.click("#viewing-next")
+    expect(page.locator("#viewing-colour p").first).to_contain_text("Tafel 1 von 2")
+    _check_german(page, english_fragments, "colour check", seen)
+    page.click("#viewing-no-digit")
+    expect(page.locator("#viewing-colour p").first).to_contain_text("Tafel 2 von 2")
+    page.click("#viewing-no-digit")
+    expect(page.locator("#viewing-outcome")).to_have_attribute("data-outcome", "failed")
+    expect(page.locator("#viewing-message")).to_contain_text("Zahlen in den farbigen Punkten")
+    _check_german(page, english_fragments, "colour failed", seen)
+    page.click("#viewing-leave")
+    expect(page.locator("main#stopped")).to_contain_text("Zahlen in den farbigen Punkten")
+    _check_german(page, english_fragments, "stopped", seen)
+    assert seen == {"brightness check", "colour check", "colour failed", "stopped"}
+
+
+def test_the_german_card_and_blind_spot_steps_show_no_english(browser, app, live_server, demo_stimuli, tmp_path,
+                                                              english_fragments, screenshot):
+    """The shared calibration steps (calibration.js, blind_spot.js) in German, through the [viewing] distance
+    check: the card, the blind spot's sweeps and the measured distance, and the reason of a worker too far away."""
+    context = browser.new_context(viewport=LAPTOP, locale="de-DE")
+    page, seen = context.new_page(), set()
+    page.set_default_timeout(15_000)
+    page.clock.install()   # the refresh measure and the blind spot's dot run on the page's clock
+    try:
+        _enter_german_checks(page, app, live_server, demo_stimuli, tmp_path, ["distance"], "DE4")
+        expect(page.locator("#calibration h2")).to_have_text("Bildschirmkalibrierung")
+        tick_until(page, lambda: page.locator("#calib-continue").is_enabled())
+        expect(page.locator("#calib-refresh")).to_contain_text("pro Sekunde aktualisiert")
+        _check_german(page, english_fragments, "card step", seen)
+        screenshot(page, "card")
+        page.locator("#calib-continue").click()
+        expect(page.locator("#calibration h2")).to_have_text("Bildschirmkalibrierung: Sehabstand")
+        _check_german(page, english_fragments, "blind spot", seen)
+        for _ in range(5):   # each sweep stopped after 3 s (85 mm from the square): about 35 cm, not the study's 60
+            page.locator("#bs-start").click()
+            page.clock.run_for(3000)
+            page.keyboard.press(" ")
+        expect(page.locator("#bs-message")).to_contain_text("Sie sitzen etwa")
+        _check_german(page, english_fragments, "distance measured", seen)
+        screenshot(page, "blind-spot")
+        page.locator("#calib-continue").click()
+        expect(page.locator("#viewing-message")).to_contain_text("Aus dieser Entfernung können Sie nicht teilnehmen")
+        _check_german(page, english_fragments, "distance failed", seen)
+    finally:
+        context.close()
+    assert seen == {"card step", "blind spot", "distance measured", "distance failed"}
 
 
 def _box(page, selector: str) -> dict:

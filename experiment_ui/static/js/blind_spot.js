@@ -17,6 +17,7 @@
 // Space, which is the answer key); a dot that reaches the left edge unanswered is a failed sweep.
 
 import { el } from './dom.js';
+import { t, tn, tParts } from './i18n.js';
 
 export const info = Object.freeze({
   name: 'blind-spot',
@@ -44,7 +45,7 @@ export function defaults() {
 
 /** A distance as both calibration steps state it: "65 cm (26 inches)". */
 export function distanceText(cm) {
-  return `${Math.round(cm)} cm (${Math.round(cm / 2.54)} inches)`;
+  return t('%(cm)s cm (%(inches)s inches)', { cm: Math.round(cm), inches: Math.round(cm / 2.54) });
 }
 
 /** Viewing distance (cm) from the sweeps' square-to-dot distances (px) and the card's px/mm. */
@@ -87,16 +88,18 @@ export class BlindSpot {
     this.stage = el('div', { id: 'bs-stage', class: 'bs-stage' }, this.square, this.dot);
     this.countEl = el('p', { id: 'bs-count', class: 'calib-readout', 'aria-live': 'polite' });
     this.messageEl = el('p', { id: 'bs-message', class: 'bs-message', role: 'status' });
-    this.startButton = el('button', { type: 'button', id: 'bs-start', class: 'pc-button pc-button-primary', text: 'Start' });
-    this.redoButton = el('button', { type: 'button', id: 'bs-redo', class: 'pc-button', text: 'Measure again', hidden: true });
-    this.root = el('section', { id: 'blind-spot', class: 'bs', 'aria-label': 'Viewing distance' },
+    this.startButton = el('button', { type: 'button', id: 'bs-start', class: 'pc-button pc-button-primary', text: t('Start') });
+    this.redoButton = el('button', { type: 'button', id: 'bs-redo', class: 'pc-button', text: t('Measure again'), hidden: true });
+    // The sentence's marked-up words, made apart: Babel does not extract a t() nested in tParts()'s arguments.
+    const marked = { eye: el('strong', { text: t('right eye') }), start: el('strong', { text: t('Start') }),
+                     space: el('kbd', { text: t('Space') }) };
+    this.root = el('section', { id: 'blind-spot', class: 'bs', 'aria-label': t('Viewing distance') },
       el('p', { id: 'bs-target', class: 'calib-distance', 'data-cm': this.targetCm.toFixed(2),
-                text: `Sit about ${distanceText(this.targetCm)} from the screen, as on the card step, and keep that `
-                  + 'distance during the study. We now check it.' }),
-      el('p', {}, 'Close your ', el('strong', { text: 'right' }), ' eye (or cover it with your '
-        + 'right hand) and look at the black square with your left eye. Click ', el('strong', { text: 'Start' }),
-        ': a red dot moves to the left. Keep looking at the square and press ', el('kbd', { text: 'Space' }),
-        ' the moment the dot disappears.'),
+                text: t('Sit about %(distance)s from the screen, as on the card step, and keep that distance during '
+                  + 'the study. We now check it.', { distance: distanceText(this.targetCm) }) }),
+      el('p', {}, ...tParts('Close your %(eye)s (or cover it with your right hand) and look at the black square '
+        + 'with your left eye. Click %(start)s: a red dot moves to the left. Keep looking at the square and press '
+        + '%(space)s the moment the dot disappears.', marked)),
       this.stage,
       el('div', { class: 'pc-actions bs-actions' }, this.startButton, this.redoButton, this.countEl),
       this.messageEl);
@@ -125,7 +128,7 @@ export class BlindSpot {
 
   renderCount() {
     const n = this.params.blind_spot_repetitions;
-    this.countEl.textContent = `Sweep ${Math.min(this.sweeps.length + 1, n)} of ${n}`;
+    this.countEl.textContent = t('Sweep %(k)s of %(n)s', { k: Math.min(this.sweeps.length + 1, n), n });
     this.countEl.dataset.done = String(this.sweeps.length);
   }
 
@@ -148,14 +151,14 @@ export class BlindSpot {
     this.place(x0);
     this.dot.hidden = false;
     document.addEventListener('keydown', this.onKey);
-    const step = (t) => {
+    const step = (time) => {  // not `t`: that is the translation function
       if (!this.moving) return;
-      if (t0 === null) t0 = t;
-      const x = x0 - speed * (t - t0);
+      if (t0 === null) t0 = time;
+      const x = x0 - speed * (time - t0);
       if (x <= radius) {  // the dot reached the left edge of the band: no answer
         this.stopSweep();
-        this.say('The dot reached the edge. Keep your right eye closed, look only at the square, and press Space '
-          + 'as soon as the dot disappears. Start again when ready.', 'retry');
+        this.say(t('The dot reached the edge. Keep your right eye closed, look only at the square, and press Space '
+          + 'as soon as the dot disappears. Start again when ready.'), 'retry');
         return;
       }
       this.place(x);
@@ -186,7 +189,8 @@ export class BlindSpot {
     this.sweeps.push(Math.round(px * 10) / 10);
     this.renderCount();
     if (this.sweeps.length < this.params.blind_spot_repetitions) {
-      this.say(`Recorded. ${this.params.blind_spot_repetitions - this.sweeps.length} more to go: click Start again.`);
+      this.say(tn('Recorded. %(num)s more sweep to go: click Start again.',
+        'Recorded. %(num)s more sweeps to go: click Start again.', this.params.blind_spot_repetitions - this.sweeps.length));
       return;
     }
     this.finish();
@@ -196,8 +200,8 @@ export class BlindSpot {
     const p = this.params;
     const cm = blindSpotDistance(this.sweeps, this.pxPerMm, p.blind_spot_deg);
     if (!(cm >= p.blind_spot_min_cm && cm <= p.blind_spot_max_cm)) {
-      this.say(`That gave ${Math.round(cm)} cm, which cannot be right (the card may be off, or Space came too early `
-        + 'or too late). Please measure again.', 'retry');
+      this.say(t('That gave %(cm)s cm, which cannot be right (the card may be off, or Space came too early or too '
+        + 'late). Please measure again.', { cm: Math.round(cm) }), 'retry');
       this.sweeps = [];
       this.renderCount();
       return;
@@ -207,10 +211,15 @@ export class BlindSpot {
     this.root.dataset.distanceCm = cm.toFixed(2);
     const off = cm - this.targetCm;
     const close = Math.abs(off) <= p.blind_spot_tolerance * this.targetCm;
-    this.say(`You sit about ${distanceText(cm)} from the screen; the study needs about ${distanceText(this.targetCm)}. `
-      + (close ? 'Good: keep this distance during the study.'
-        : `Please move about ${Math.round(Math.abs(off))} cm ${off < 0 ? 'farther back' : 'closer'}, `
-          + 'then click Measure again (or Continue if you stay where you are).'), close ? 'done' : 'retry');
+    const measured = t('You sit about %(distance)s from the screen; the study needs about %(needed)s.',
+      { distance: distanceText(cm), needed: distanceText(this.targetCm) });
+    const moveBy = { cm: Math.round(Math.abs(off)) };
+    const advice = close ? t('Good: keep this distance during the study.')
+      : off < 0 ? t('Please move about %(cm)s cm farther back, then click Measure again (or Continue if you stay '
+        + 'where you are).', moveBy)
+        : t('Please move about %(cm)s cm closer, then click Measure again (or Continue if you stay where you are).',
+          moveBy);
+    this.say(`${measured} ${advice}`, close ? 'done' : 'retry');
     this.root.dataset.distanceOk = String(close);
     this.resolve({ sweeps_px: [...this.sweeps], distance_cm: cm });
   }

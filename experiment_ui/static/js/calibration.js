@@ -24,6 +24,7 @@
 
 import { el, unlessAborted } from './dom.js';
 import { BlindSpot, distanceText } from './blind_spot.js';
+import { t, tParts } from './i18n.js';
 
 export const info = Object.freeze({
   name: 'screen-calibration',
@@ -47,8 +48,9 @@ export const info = Object.freeze({
     viewing_distance_cm: { type: 'float', default: null,
                            description: 'The one distance the worker is asked to keep (cm); null: where px_per_degree px make 1° '
                              + '(the motion study\'s). The [viewing] checks state theirs.' },
-    purpose: { type: 'string', default: 'The movies must appear at the right size.',
-               description: 'Why the card is matched: the first words of the card step.' },
+    purpose: { type: 'string', default: null,
+               description: 'Why the card is matched: the first words of the card step (null: "The movies must '
+                 + 'appear at the right size.", in the page\'s language).' },
   }),
 });
 
@@ -81,13 +83,13 @@ export function measureRefresh(n, { warmup = 5, onProgress = null } = {}) {
     const intervals = [];
     let last = null;
     let seen = 0;
-    const step = (t) => {
+    const step = (time) => {  // not `t`: that is the translation function
       seen += 1;
       if (seen > warmup && last !== null) {
-        intervals.push(t - last);
+        intervals.push(time - last);
         if (onProgress) onProgress(intervals.length, n);
       }
-      last = t;
+      last = time;
       if (intervals.length >= n) resolve(intervals);
       else requestAnimationFrame(step);
     };
@@ -147,42 +149,47 @@ export class Calibration {
   buildDom() {
     const p = this.params;
     this.cardEl = el('div', { id: 'calib-card', class: 'calib-card', role: 'img',
-                              'aria-label': 'On-screen card: resize it to match a real card' },
+                              'aria-label': t('On-screen card: resize it to match a real card') },
       el('span', { class: 'calib-card-stripe' }),
-      this.handle = el('span', { id: 'calib-handle', class: 'calib-handle', title: 'Drag to resize' }));
+      this.handle = el('span', { id: 'calib-handle', class: 'calib-handle', title: t('Drag to resize') }));
     this.lockEl = el('input', { type: 'checkbox', id: 'calib-lock', checked: true });
     this.sizeEl = el('p', { id: 'calib-size', class: 'calib-readout' });
     this.distanceEl = el('p', { id: 'calib-distance', class: 'calib-distance' });
     this.refreshBar = el('progress', { id: 'calib-refresh-progress', max: 1, value: 0 });
-    this.refreshEl = el('p', { id: 'calib-refresh', class: 'calib-readout', text: 'Measuring your screen’s refresh rate…' });
-    this.fsButton = el('button', { type: 'button', id: 'calib-fullscreen', class: 'pc-button', text: 'Switch to full screen' });
+    this.refreshEl = el('p', { id: 'calib-refresh', class: 'calib-readout', text: t('Measuring your screen’s refresh rate…') });
+    this.fsButton = el('button', { type: 'button', id: 'calib-fullscreen', class: 'pc-button', text: t('Switch to full screen') });
     this.fsEl = el('span', { id: 'calib-fullscreen-status', class: 'calib-readout' });
     this.continueButton = el('button', { type: 'button', id: 'calib-continue', class: 'pc-button pc-button-primary',
-                                         text: 'Continue', disabled: true });
+                                         text: t('Continue'), disabled: true });
     this.messageEl = el('div', { id: 'calib-message', class: 'pc-notice', role: 'alert', hidden: true });
     // Text beside the card, not above it, so that the page fits a laptop's window (1280 x 600 and up)
     // without scrolling: the card stays where it was measured, and Continue stays in view.
     this.cardPage = el('div', { id: 'calib-card-page', class: 'calib-layout' },
       el('div', { class: 'calib-text' },
-        el('p', { text: `${p.purpose} Hold a credit card (or any card of the same size, `
-          + `${p.card_width_mm} × ${p.card_height_mm} mm) flat against the screen over the rectangle and resize the `
-          + 'rectangle until it matches the card exactly.' }),
-        el('p', {}, 'Use the arrow keys (hold ', el('kbd', { text: 'Shift' }), ' for bigger steps) or drag the corner handle.'),
-        el('label', { class: 'calib-lock' }, this.lockEl, ' Keep the card’s shape (untick to change width with ',
-          el('kbd', { text: '←' }), ' ', el('kbd', { text: '→' }), ' and height with ', el('kbd', { text: '↑' }), ' ',
-          el('kbd', { text: '↓' }), ')'),
+        el('p', { text: `${p.purpose || t('The movies must appear at the right size.')} `
+          + t('Hold a credit card (or any card of the same size, %(width)s × %(height)s mm) flat against the screen '
+            + 'over the rectangle and resize the rectangle until it matches the card exactly.',
+          { width: p.card_width_mm, height: p.card_height_mm }) }),
+        el('p', {}, ...tParts('Use the arrow keys (hold %(shift)s for bigger steps) or drag the corner handle.',
+          { shift: el('kbd', { text: 'Shift' }) })),
+        el('label', { class: 'calib-lock' }, this.lockEl, ' ',
+          ...tParts('Keep the card’s shape (untick to change width with %(left)s %(right)s and height with %(up)s '
+            + '%(down)s)', { left: el('kbd', { text: '←' }), right: el('kbd', { text: '→' }),
+            up: el('kbd', { text: '↑' }), down: el('kbd', { text: '↓' }) })),
         this.sizeEl, this.distanceEl,
         el('div', { class: 'calib-refresh' }, this.refreshEl, this.refreshBar)),
       this.stage = el('div', { class: 'calib-stage' }, this.cardEl));
     this.blindPage = el('div', { id: 'calib-blind-spot-page', hidden: true });
     const again = this.recalibration;
+    // The percentages are whole values ("100 %"): a bare % in a msgid would read as a format directive.
+    const percent = (dpr) => `${Math.round(dpr * 100)} %`;
     const zoomNote = again ? el('p', { id: 'calib-recalibration', class: 'pc-notice', role: 'status',
-      text: `The page zoom changed (${Math.round(again.fromDpr * 100)} % to ${Math.round(again.toDpr * 100)} % of `
-        + 'the screen’s pixels), so the movies would now appear at another size. Please match the card once more; '
-        + 'your answers so far are kept. Leave the zoom as it is from now on.' }) : null;
+      text: t('The page zoom changed (%(from)s to %(to)s of the screen’s pixels), so the movies would now appear at '
+        + 'another size. Please match the card once more; your answers so far are kept. Leave the zoom as it is '
+        + 'from now on.', { from: percent(again.fromDpr), to: percent(again.toDpr) }) }) : null;
     this.root = el('section', { id: 'calibration', class: 'pc-panel calib', 'data-step': 'card',
                                 'data-recalibration': String(Boolean(again)) },
-      el('h2', { text: again ? 'Screen calibration, once more' : 'Screen calibration' }),
+      el('h2', { text: again ? t('Screen calibration, once more') : t('Screen calibration') }),
       zoomNote, this.cardPage, this.blindPage,
       this.messageEl,
       el('div', { class: 'pc-actions calib-actions' }, this.continueButton, this.fsButton, this.fsEl));
@@ -214,8 +221,8 @@ export class Calibration {
     });
     this.intervals = intervals;
     const hz = 1000 / median(intervals);
-    this.refreshEl.textContent = `Your screen refreshes ${hz.toFixed(1)} times per second (${hz.toFixed(1)} Hz; `
-      + `at least ${this.params.min_refresh_hz} Hz is needed).`;
+    this.refreshEl.textContent = t('Your screen refreshes %(hz)s times per second (%(hz)s Hz; at least %(min)s Hz '
+      + 'is needed).', { hz: hz.toFixed(1), min: this.params.min_refresh_hz });
     this.refreshEl.dataset.hz = hz.toFixed(3);
     this.root.dataset.refreshDone = 'true';
     this.continueButton.disabled = false;
@@ -283,10 +290,11 @@ export class Calibration {
     this.cardEl.dataset.width = width.toFixed(2);
     this.cardEl.dataset.height = height.toFixed(2);
     const f = calibrationFigures(width, height, this.params);
-    this.sizeEl.textContent = `Card: ${width.toFixed(0)} × ${height.toFixed(0)} pixels = ${f.px_per_mm.toFixed(2)} pixels per mm`;
+    this.sizeEl.textContent = t('Card: %(width)s × %(height)s pixels = %(px_per_mm)s pixels per mm',
+      { width: width.toFixed(0), height: height.toFixed(0), px_per_mm: f.px_per_mm.toFixed(2) });
     this.sizeEl.dataset.pxPerMm = f.px_per_mm.toFixed(4);
-    this.distanceEl.textContent = `Sit so that your eyes are about ${distanceText(f.viewing_distance_cm)} from the `
-      + 'screen, and keep that distance during the study.';
+    this.distanceEl.textContent = t('Sit so that your eyes are about %(distance)s from the screen, and keep that '
+      + 'distance during the study.', { distance: distanceText(f.viewing_distance_cm) });
     this.distanceEl.dataset.cm = f.viewing_distance_cm.toFixed(2);
   }
 
@@ -296,11 +304,11 @@ export class Calibration {
       if (!target.requestFullscreen) throw new Error('not supported');
       await target.requestFullscreen();
       this.fullscreen = true;
-      this.fsEl.textContent = 'Full screen on.';
+      this.fsEl.textContent = t('Full screen on.');
     } catch (error) {
       // Refused (e.g. inside MTurk's iframe): record it and carry on.
       this.fullscreen = false;
-      this.fsEl.textContent = 'Full screen is not available here; please maximise the window instead.';
+      this.fsEl.textContent = t('Full screen is not available here; please maximise the window instead.');
     }
     this.fsEl.dataset.fullscreen = String(this.fullscreen);
   }
@@ -317,7 +325,7 @@ export class Calibration {
     const { px_per_mm: pxPerMm, viewing_distance_cm: targetCm } = calibrationFigures(
       this.card.width, this.card.height, this.params);
     this.root.dataset.step = 'blind-spot';
-    this.root.querySelector('h2').textContent = 'Screen calibration: viewing distance';
+    this.root.querySelector('h2').textContent = t('Screen calibration: viewing distance');
     this.cardPage.hidden = true;
     this.blindPage.hidden = false;
     this.showMessage('');
@@ -351,13 +359,13 @@ export class Calibration {
     try {
       result = await this.submit(body);
     } catch (error) {
-      this.showMessage(`Could not save the calibration (${error.message}). Please try again.`);
+      this.showMessage(t('Could not save the calibration (%(error)s). Please try again.', { error: error.message }));
       this.continueButton.disabled = false;
       return;
     }
     if (result && result.accepted === false) {
       this.root.dataset.outcome = 'disqualified';
-      this.showMessage(result.reason || 'Sorry, this screen does not meet the study’s requirements.');
+      this.showMessage(result.reason || t('Sorry, this screen does not meet the study’s requirements.'));
       this.dispose();
       this.resolve(result);
       return;

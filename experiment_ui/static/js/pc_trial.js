@@ -443,13 +443,14 @@ export class PairedComparison {
       return img;
     };
     const column = (image, name) => [
-      make(image.full, 0, 'pc-full', `${name}, whole image`),
-      ...sortedCrops(image).map((crop, i) => make(crop.url, i + 1, 'pc-crop', `${name}, zoomed region ${i + 1}`)),
+      make(image.full, 0, 'pc-full', t('%(name)s, whole image', { name })),
+      ...sortedCrops(image).map((crop, i) => make(crop.url, i + 1, 'pc-crop',
+        t('%(name)s, zoomed region %(k)s', { name, k: i + 1 }))),
     ];
     const columns = {
-      left: column(trial.left, 'Left'),
-      reference: column(trial.reference, 'Reference'),
-      right: column(trial.right, 'Right'),
+      left: column(trial.left, t('Left')),
+      reference: column(trial.reference, t('Reference')),
+      right: column(trial.right, t('Right')),
     };
     await Promise.all(all.map(decoded));
     return columns;

@@ -242,6 +242,8 @@ def _measure(values: dict[str, Any], spec: MotionSpec) -> tuple[dict[str, Any], 
                           f"{low:g} to {high:g} cm is plausible")
     refusal = None
     min_refresh_hz = max(spec.min_refresh_hz, check.REFRESH_HZ[0])
+    # In the worker's language (the page's, X-Perceptlab-Locale); the figures formatted before the call, which
+    # Babel would skip with an f-string inside.
     if refresh.hz < min_refresh_hz:
         refusal = ("refresh_too_slow", {"hz": f"{refresh.hz:.0f}", "needed": f"{min_refresh_hz:g}"})
     elif refresh.irregular_fraction > spec.max_refresh_irregular:
