@@ -275,8 +275,9 @@ def validate_answers(items: Sequence[Item], form: Mapping[str, Any]) -> tuple[di
             if number is None:
                 errors[item.name] = _("Please enter a number.")
             elif not item.low <= number <= item.high:
-                errors[item.name] = _("Please enter a number from %(low)s to %(high)s.", low=f"{item.low:g}",
-                                      high=f"{item.high:g}")
+                # The bounds are formatted before the call: Babel cannot extract an f-string argument.
+                low, high = format(item.low, "g"), format(item.high, "g")
+                errors[item.name] = _("Please enter a number from %(low)s to %(high)s.", low=low, high=high)
             else:
                 answers[item.name] = int(number) if number.is_integer() else number
         else:
