@@ -205,6 +205,8 @@ def questionnaire(token: str):
     try:
         assignment = lock_assignment(session, assignment_of_token(token).id)
         spec = spec_for(session, assignment.study_id)
+        worker_locale = assignment.worker.locale
+        use_locale(worker_locale if worker_locale in spec.languages else spec.default_language)  # the problems'
         part = pending_part(session, assignment, spec)
         if part is not None:
             answers, errors = validate_answers(study_parts(spec)[part], request.form)

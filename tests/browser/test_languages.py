@@ -337,3 +337,30 @@ def test_the_arabic_pages_are_mirrored_but_a_pair_keeps_its_sides(browser, app, 
     assert en["box"]["x"] < en["label"]["x"] + 30 and ar["box"]["x"] > ar["label"]["x"] + ar["label"]["width"] - 30
     # At 1366 x 657 the mirrored consent still fits: its button is inside the window.
     assert ar["button"]["y"] + ar["button"]["height"] <= LAPTOP["height"]
+
+
+def test_the_german_questionnaire_fits_a_laptop_and_shows_no_english(german_page, app, live_server, demo_stimuli,
+                                                                     tmp_path, english_fragments, screenshot):
+    """The ready-made questionnaire sets in German (its longer words), as a study asks them before and after the
+    task (here both before, so that no work is needed in between): no English, and each part fits 1366x657 and
+    1280x600 with its button in view, unscrolled."""
+    page, seen = german_page, set()
+    for part, sets in (("pre", ["demographics"]), ("post", ["viewing", "comments"])):
+        path = write_study_file(tmp_path, demo_stimuli, f"asked-{part}", **SMALL_STUDY, questionnaire={"pre": sets})
+        page.set_viewport_size(LAPTOP)
+        page.goto(f"{live_server}/s/{_create(app, _with_languages(path, ['en', 'de']))}?participant=DEQ-{part}")
+        page.check("#agree")
+        page.click("#btn-consent")
+        expect(page.locator("main#questionnaire[data-part=pre]")).to_be_visible()
+        _check_german(page, english_fragments, f"{part} questionnaire", seen)
+        for width, height in ((1366, 657), (1280, 600)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate("window.scrollTo(0, 0)")
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            box = page.locator("#btn-questionnaire").bounding_box()
+            assert box["y"] + box["height"] <= height, (part, width, height, box)
+        screenshot(page, f"questionnaire-{part}-de")
+        page.click("#btn-questionnaire")  # nothing answered: each required question says so, in German
+        expect(page.locator("#questionnaire-errors")).to_be_visible()
+        _check_german(page, english_fragments, f"{part} questionnaire refused", seen)
+    assert len(seen) == 4
