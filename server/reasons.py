@@ -68,7 +68,10 @@ REASONS: dict[str, Reason] = {r.code: r for r in (
     Reason("study_full", _F, _l("This study has no work left for you right now: every remaining task is taken by other "
                                 "participants. Nothing was recorded for payment."), "no work left before the units the HIT requires"),
     Reason("quiz_failed", _D, _l("You answered %(correct)s of %(total)s quiz questions as expected; %(needed)s are "
-                                 "needed. You cannot take part in this study."), "the quiz (training) scored below [quality] accuracy_threshold"),
+                                 "needed. You cannot take part in this study."), "paired comparison: the quiz scored below [quality] accuracy_threshold"),
+    Reason("training_failed", _D, _l("You answered %(correct)s of %(total)s training questions as expected; %(needed)s "
+                                     "are needed. You cannot take part in this study."),
+           "ratings: the training scored below [quality] accuracy_threshold"),
     Reason("gold_accuracy", _S, _l("Too many check questions were answered wrongly (%(wrong)s of %(total)s). Thank you "
                                    "for your time; you cannot continue with this study."), "hidden check accuracy fell below the threshold"),
     Reason("straight_lining", _S, _l("Every answer on %(pages)s pages was the same. Thank you for your time; you cannot "

@@ -146,7 +146,7 @@ def test_display_changes_pause_the_trial_and_past_the_limit_turn_the_worker_away
     # A third change, the window below the study's need (ACR: 898 x 560 at the least), is one too many.
     _metrics(cdp, 700, 500, 1)
     tick_until(page, lambda: page.locator("main#stopped").count() > 0)
-    expect(page.locator("main#stopped")).to_contain_text("changed too often")
+    expect(page.locator("main#stopped")).to_contain_text("changed during the task more often")
     assert _events(app, assignment_id)[-1] == ("paused", "window", 0)
     worker = _worker(app, "WZOOM")
     assert (worker.display_changes, worker.status) == (3, "stopped")

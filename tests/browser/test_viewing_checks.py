@@ -9,6 +9,7 @@ Screenshots of each check go to $PERCEPTLAB_SCREENSHOTS when it is set (tests/br
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -181,7 +182,8 @@ def test_each_check_failed_at_a_laptop_says_why(app, live_server, context_page, 
         why = "numbers in the coloured dots"
     elif check == "distance":
         _card(page, distance_cm=100)
-        why = "about 100 cm from the screen"
+        # The sweeps stop within a frame of where 100 cm puts the blind spot: the server's figure is 99-101 cm.
+        why = re.compile(r"about (99|100|101) cm from the screen")
     else:
         _card(page)
         _acuity(page, [_wrong(d) for d in _truth(app, worker, "acuity")])

@@ -362,7 +362,7 @@ def _after_rating(session: Session, assignment: AssignmentRow, rating: StoredRat
             mark_page_done(session, rating.page_id)
             worker = assignment.load(session)
             if below_threshold(correct, total, spec.accuracy_threshold):
-                stop(worker, "quiz_failed", correct=correct, total=total, needed=f"{spec.accuracy_threshold:.0%}")
+                stop(worker, "training_failed", correct=correct, total=total, needed=f"{spec.accuracy_threshold:.0%}")
             else:
                 start_trials_page(session, worker, spec)
             return worker.stage
