@@ -124,6 +124,9 @@ class WindowRequirement:
     min_window: tuple[int, int]
     policy: str = "fit"
     needs_mouse: bool = False          # a touch-only device cannot take part (motion: mouse movements)
+    # A [viewing] check draws a credit card at its real size (distance, acuity: sections.ViewingParams.needs_card);
+    # 85.6 mm is wider than a phone's screen held upright, so no phone can take part.
+    needs_card: bool = False
     layouts: tuple[Layout, ...] = ()   # per geometry, for the browser's own ratio
     min_image_scale: float = 1.0
     floor: tuple[int, int] = (0, 0)
@@ -143,10 +146,11 @@ class WindowRequirement:
     def devices(self) -> tuple[str, ...]:
         """The device classes the study admits (the one device rule): desktop always; a tablet or a phone when
         the study needs no mouse and its window fits the class's least window (:data:`TABLET_WINDOW`,
-        :data:`PHONE_WINDOW`). Prolific's device list, ``study show`` and the entry pages' check use it."""
+        :data:`PHONE_WINDOW`); no phone when a check needs a card drawn at its real size. Prolific's device
+        list, ``study show`` and the entry pages' check use it."""
         if self.needs_mouse:
             return ("desktop",)
-        small = (("tablet", TABLET_WINDOW), ("phone", PHONE_WINDOW))
+        small = (("tablet", TABLET_WINDOW),) + (() if self.needs_card else (("phone", PHONE_WINDOW),))
         return ("desktop", *(name for name, window in small if self.fits(window)))
 
     def describe(self) -> str:

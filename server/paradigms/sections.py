@@ -126,6 +126,11 @@ class ViewingParams:
                                doc="acuity: gaps that may be named wrong (fewer than acuity_trials; with 4 "
                                    "directions, 4 of 5 right by guessing is 1.6 %)")
 
+    def needs_card(self) -> bool:
+        """Whether a check starts with the card drawn at its real size (distance, acuity): no phone can show it
+        (the one device rule, display.WindowRequirement.devices)."""
+        return bool({"distance", "acuity"} & set(self.checks))
+
     def validate(self, fail: Fail) -> None:
         """Known checks, each once; fewer allowed errors than items."""
         unknown = [c for c in self.checks if c not in VIEWING_CHECKS]

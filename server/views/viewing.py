@@ -9,11 +9,13 @@ The token is the worker page's; answers are taken only while the worker stands a
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
 
 from ..db import db_session
 from ..i18n import use_locale
-from ..paradigms import viewing
+from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import lock_assignment, spec_for
 from .worker import assignment_of_token, page_locale
 
@@ -40,7 +42,13 @@ def page(token: str):
 def viewing_page(token: str, assignment, spec) -> str:
     """The checks' page of ``assignment`` (also what the consent stage shows while checks before it are pending)."""
     config = viewing.page_config(spec, request.script_root + f"/w/{token}/viewing")
-    return render_template("viewing.html", study=assignment.study, token=token, config=config)
+    # The device check first, as on the consent page: a phone never meets a card it cannot show (the video
+    # connection and decoding checks stay on the consent page, so that they run once).
+    requirement = replace(paradigm_for(assignment.study).window_requirement(db_session(), assignment.study),
+                          decode=(), min_mbps=0.0)
+    return render_template("viewing.html", study=assignment.study, token=token, config=config,
+                           requirement=requirement, assignment=assignment,
+                           unable_url=url_for("worker.unable", token=token))
 
 
 @bp.get("/w/<token>/viewing/image/<check>/<int:index>")

@@ -26,6 +26,8 @@ from .conftest import tick_until
 
 LAPTOP = {"viewport": {"width": 1366, "height": 657}}
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
+# A study a phone may take (the one device rule, display.WindowRequirement.devices): the demo's images at a fifth.
+PHONE_STUDY = {"min_window_width": 360, "min_window_height": 560, "min_image_scale": 0.2}
 ARROW = {"up": "↑", "right": "→", "down": "↓", "left": "←"}
 
 
@@ -46,9 +48,11 @@ def context_page(browser):
         context.close()
 
 
-def _enter(app, live_server, page, demo_stimuli, tmp_path, **keys):
-    """A study with ``[viewing]`` ``keys``, one worker entered; the page at their first page (the checks)."""
-    slug = create_test_study(app, demo_stimuli, tmp_path, slug="viewing", **SMALL_STUDY, viewing=keys)
+def _enter(app, live_server, page, demo_stimuli, tmp_path, display=None, **keys):
+    """A study with ``[viewing]`` ``keys`` (and a ``[display]``), one worker entered; the page at their first page
+    (the checks)."""
+    slug = create_test_study(app, demo_stimuli, tmp_path, slug="viewing", **SMALL_STUDY, viewing=keys,
+                             **({"display": display} if display else {}))
     worker = WorkerClient(app.test_client(), slug)
     page.goto(f"{live_server}/w/{worker.token}/")
     expect(page.locator("#viewing")).to_be_visible()
@@ -198,7 +202,7 @@ def test_each_check_failed_at_a_laptop_says_why(app, live_server, context_page, 
 
 def test_brightness_and_colour_passed_on_a_phone(app, live_server, context_page, demo_stimuli, tmp_path):
     page = context_page(PHONE)
-    worker = _enter(app, live_server, page, demo_stimuli, tmp_path, checks=["brightness", "colour"])
+    worker = _enter(app, live_server, page, demo_stimuli, tmp_path, PHONE_STUDY, checks=["brightness", "colour"])
     _brightness(page, _truth(app, worker, "brightness"), touch=True, shot="brightness-phone")
     _colour(page, _truth(app, worker, "colour"), touch=True, shot="colour-phone")
     expect(page.locator("#viewing-root")).to_have_attribute("data-outcome", "passed")
@@ -210,7 +214,7 @@ def test_brightness_and_colour_passed_on_a_phone(app, live_server, context_page,
 @pytest.mark.parametrize("check", ["brightness", "colour"])
 def test_brightness_and_colour_failed_on_a_phone(app, live_server, context_page, demo_stimuli, tmp_path, check):
     page = context_page(PHONE)
-    worker = _enter(app, live_server, page, demo_stimuli, tmp_path, checks=[check])
+    worker = _enter(app, live_server, page, demo_stimuli, tmp_path, PHONE_STUDY, checks=[check])
     if check == "brightness":
         _brightness(page, [0, 0], touch=True)
     else:
@@ -220,6 +224,19 @@ def test_brightness_and_colour_failed_on_a_phone(app, live_server, context_page,
     _fits(page)
     _shot(page, f"failed-{check}-phone")
     assert _results(app, worker)[check][0] is False
+
+
+@pytest.mark.parametrize("check", ["distance", "acuity"])
+def test_a_phone_is_told_at_once_that_a_card_check_needs_a_larger_screen(app, live_server, context_page, demo_stimuli,
+                                                                        tmp_path, check):
+    """A check that draws the card at its real size (85.6 mm) keeps phones out of a study whose window fits one:
+    the device check on the checks' page says so before any card, and the checks stay hidden."""
+    page = context_page(PHONE)
+    _enter(app, live_server, page, demo_stimuli, tmp_path, PHONE_STUDY, checks=["brightness", check])
+    expect(page.locator("#device-check")).to_have_attribute("data-device", "phone")
+    expect(page.locator("#device-check .device-problem")).to_contain_text("phone")
+    expect(page.locator("#viewing-root")).to_be_hidden()
+    _fits(page)
 
 
 def test_checks_after_the_instructions_lead_to_the_task(app, live_server, context_page, demo_stimuli, tmp_path):

@@ -194,6 +194,8 @@ def test_the_device_classes_a_study_admits_follow_its_window():
     assert WindowRequirement(min_window=(360, 560)).devices() == ("desktop", "tablet", "phone")
     assert WindowRequirement(min_window=(390, 560)).devices() == ("desktop", "tablet")
     assert WindowRequirement(min_window=(360, 480), needs_mouse=True).devices() == ("desktop",)
+    # A [viewing] check that draws the card at its real size (85.6 mm): wider than any phone, fine on a tablet.
+    assert WindowRequirement(min_window=(360, 480), needs_card=True).devices() == ("desktop", "tablet")
 
 
 def test_a_device_is_classed_by_its_input_and_its_screen():
@@ -214,7 +216,9 @@ def test_a_device_is_classed_by_its_input_and_its_screen():
 # The study's [display] window -> the classes it admits (the demo's images, at min_image_scale 0.2, need less
 # than each floor).
 DEVICE_STUDIES = {"desk": ((1300, 680), ("desktop",)), "tab": ((1000, 600), ("desktop", "tablet")),
-                  "any": ((360, 560), ("desktop", "tablet", "phone"))}
+                  "any": ((360, 560), ("desktop", "tablet", "phone")),
+                  # the same window with the acuity check: its card does not fit a phone (sections.needs_card)
+                  "card": ((360, 560), ("desktop", "tablet"))}
 
 
 def test_prolific_study_show_and_the_entry_pages_admit_the_same_devices(app, database_url, demo_stimuli, tmp_path):
@@ -222,8 +226,9 @@ def test_prolific_study_show_and_the_entry_pages_admit_the_same_devices(app, dat
 
     client = app.test_client()
     for slug, ((width, height), admitted) in DEVICE_STUDIES.items():
+        checks = {"viewing": {"checks": ["brightness", "acuity"]}} if slug == "card" else {}
         create_test_study(app, demo_stimuli, tmp_path, slug, **SMALL_STUDY, display={
-            "min_window_width": width, "min_window_height": height, "min_image_scale": 0.2})
+            "min_window_width": width, "min_window_height": height, "min_image_scale": 0.2}, **checks)
         shown = json.loads(_cli("study", "show", slug, "--json", "--database-url", database_url).output)
         assert shown["display"]["min_window"] == [width, height]
         assert tuple(shown["devices"]) == admitted
@@ -239,6 +244,9 @@ def test_prolific_study_show_and_the_entry_pages_admit_the_same_devices(app, dat
         assert prolific_devices(requirement) == tuple("mobile" if d == "phone" else d for d in admitted)
         consent = client.get(f"/s/{slug}?participant=D-{slug}", follow_redirects=True).get_data(as_text=True)
         assert tuple(_requirement_of_page(consent)["devices"]) == admitted
+        if slug == "card":  # the checks come before consent, and check the device first
+            assert 'id="viewing"' in consent
+            continue
         stated = {1: "a computer (no phone or tablet)", 2: "a computer or a tablet (no phone)",
                   3: "a computer, a tablet or a phone"}[len(admitted)]
         assert stated in consent

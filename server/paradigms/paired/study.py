@@ -202,7 +202,8 @@ def window_requirement(spec: StudySpec, sets=None, media: dict | None = None) ->
         media = study_media(scenes, common_root([folder.resolve() for folder, _ in scenes]))
     requirement = pc_requirement(spec.policy, spec.min_image_scale, (spec.min_window_width, spec.min_window_height),
                                  sets, names)
-    return replace(requirement, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec))
+    return replace(requirement, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec),
+                   needs_card=spec.needs_card())
 
 
 # ---------------------------------------------------------------- manifests -> rows

@@ -265,7 +265,8 @@ def window_for(spec, sizes, media: dict | None = None) -> WindowRequirement:
                      + c["scale"] + c["pad"] + c["margin"])
     floor = (spec.min_window_width, spec.min_window_height)
     return WindowRequirement(min_window=(width, height), policy=spec.policy, min_image_scale=spec.min_image_scale,
-                             floor=floor, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec))
+                             floor=floor, decode=decode_types(media or {}), min_mbps=needed_mbps(media or {}, spec),
+                             needs_card=spec.needs_card())
 
 
 def window_requirement(spec: RatingSpec) -> WindowRequirement:
