@@ -56,6 +56,23 @@ QUESTIONNAIRE_COLUMNS = ("worker_id", "part", "item", "kind", "value", "answered
 
 
 @dataclass(frozen=True)
+class StudyText:
+    """A study file's own words (an item's label or option) with their translations: shown in the language of
+    the page (the request's locale, server/i18n.py) where the study file gives one, else as written."""
+
+    text: str
+    translations: tuple[tuple[str, str], ...] = ()  # (locale, text)
+
+    def __str__(self) -> str:
+        from flask_babel import get_locale  # None outside a request: the text as written
+
+        return dict(self.translations).get(str(get_locale() or ""), self.text)
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
 class Item:
     """One question: ``name`` (the export's ``item``), ``kind`` (:data:`KINDS`), the worker's ``label``,
     ``options`` as ``(value, label)`` pairs (choices; the value is stored), the bounds of a number
@@ -63,8 +80,8 @@ class Item:
 
     name: str
     kind: str
-    label: str | LazyString
-    options: tuple[tuple[str, str | LazyString], ...] = ()
+    label: str | LazyString | StudyText
+    options: tuple[tuple[str, str | LazyString | StudyText], ...] = ()
     low: float | None = None
     high: float | None = None
     max_length: int = 500
@@ -119,6 +136,10 @@ class ItemParams:
     max_length: int = param(500, section="questionnaire.items", low=1, high=MAX_TEXT,
                             doc="a text's longest answer, in characters")
     required: bool = param(False, section="questionnaire.items", doc="whether the worker must answer it")
+    translations: dict = param({}, section="questionnaire.items",
+                               doc='the label and options in the study\'s other languages (of [study] languages): '
+                                   '{de = {label = "...", options = ["...", ...]}}, the options in the order above; '
+                                   "the export keeps the options as written")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +168,11 @@ class QuestionnaireParams:
             parts(self.questionnaire)
         except ValueError as exc:
             fail(f"questionnaire: {exc}")
+            return
+        languages = getattr(self, "languages", ())
+        for language in sorted(translated_languages(self.questionnaire) - set(languages)):
+            fail(f"questionnaire: items translated into {language!r}, which is not one of study.languages "
+                 f"{list(languages)}")
 
 
 def parts(settings: Mapping[str, Any] | None) -> dict[str, tuple[Item, ...]]:
@@ -209,13 +235,45 @@ def _own_item(raw: Any, number: int) -> tuple[str, Item]:
         raise ValueError(f"{where}: low must not exceed high")
     if any(len(text) > MAX_LABEL for text in (values["label"], *options)):
         raise ValueError(f"{where}: a label or option is longer than {MAX_LABEL} characters")
-    item = Item(values["name"], kind, values["label"], tuple((o, o) for o in options),
+    labels, option_texts = _translated(values["translations"], len(options), where)
+    item = Item(values["name"], kind, StudyText(values["label"], labels),
+                tuple((o, StudyText(o, tuple((language, texts[k]) for language, texts in option_texts)))
+                      for k, o in enumerate(options)),
                 low=float(values["low"]), high=float(values["high"]), max_length=values["max_length"],
                 required=values["required"])
     return values["part"], item
 
 
+def _translated(translations: Mapping[str, Any], n_options: int,
+                where: str) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """An item's ``translations`` table as ``((locale, label), ...)`` and ``((locale, options), ...)`` (a language
+    that translates the options translates all of them, in their order)."""
+    labels, options = [], []
+    for language, texts in translations.items():
+        if not isinstance(texts, Mapping) or set(texts) - {"label", "options"}:
+            raise ValueError(f"{where}.translations.{language} must be a table of label and options")
+        label, translated = texts.get("label"), texts.get("options")
+        if label is not None:
+            if not isinstance(label, str) or not label or len(label) > MAX_LABEL:
+                raise ValueError(f"{where}.translations.{language}.label must be a text of 1 to {MAX_LABEL} characters")
+            labels.append((language, label))
+        if translated is not None:
+            if (not isinstance(translated, (list, tuple)) or len(translated) != n_options
+                    or not all(isinstance(t, str) and 0 < len(t) <= MAX_LABEL for t in translated)):
+                raise ValueError(f"{where}.translations.{language}.options must be {n_options} texts, one per option")
+            options.append((language, tuple(translated)))
+    return tuple(labels), tuple(options)
+
+
+def translated_languages(settings: Mapping[str, Any] | None) -> set[str]:
+    """The languages the study's own items are translated into (each must be one of ``[study] languages``)."""
+    return {language for raw in (settings or {}).get("items", ()) if isinstance(raw, Mapping)
+            for language in (raw.get("translations") or {})}
+
+
 def _type_problem(value: Any, expected: Any) -> str | None:
+    if expected is dict:
+        return None if isinstance(value, Mapping) else f"has the wrong type: {value!r}"
     if expected is bool:
         ok = isinstance(value, bool)
     elif expected is float:

@@ -222,3 +222,52 @@ def test_every_paradigm_asks_the_pre_task_part_before_its_instructions(app, kind
     assert worker.action("instructions_done").json["error"] == "questionnaire_first"
     assert client.post(f"/w/{worker.token}/questionnaire", data={"device": "laptop"}).status_code == 303
     assert worker.action("instructions_done").status_code == 200 and _stored(app) == 1
+
+
+TRANSLATED_ITEM = '''
+[[questionnaire.items]]
+name = "artefact"
+part = "pre"
+type = "choice"
+label = "Which artefact did you notice most?"
+options = ["blur", "noise"]
+required = true
+translations = {de = {label = "Welches Artefakt fiel Ihnen am meisten auf?", options = ["Unschärfe", "Rauschen"]}}
+'''
+
+
+def _bilingual(tmp_path, demo_stimuli, item=TRANSLATED_ITEM, languages='["en", "de"]'):
+    path = write_study_file(tmp_path, demo_stimuli, "quest-de", **SMALL_STUDY, questionnaire={"post": ["comments"]})
+    path.write_text(path.read_text().replace("[study]\n", f"[study]\nlanguages = {languages}\n", 1) + item)
+    return path
+
+
+def test_a_studys_own_items_are_asked_in_the_workers_language_and_stored_as_written(app, demo_stimuli, tmp_path):
+    with app_services(app).sessions() as session:
+        slug = create_study(session, read_study_file(_bilingual(tmp_path, demo_stimuli))).slug
+        session.commit()
+    client = app.test_client()
+    worker = WorkerClient(client, slug)
+    _consent(client, worker.token)
+    german = client.get(f"/w/{worker.token}/?lang=de").get_data(as_text=True)
+    assert "Welches Artefakt fiel Ihnen am meisten auf?" in german and "Unschärfe" in german
+    assert "Which artefact" not in german and 'value="blur"' in german  # the value sent is the option as written
+    english = client.get(f"/w/{worker.token}/?lang=en").get_data(as_text=True)
+    assert "Which artefact did you notice most?" in english and "Unschärfe" not in english
+    refused = client.post(f"/w/{worker.token}/questionnaire?lang=de", data={"artefact": "Unschärfe"})
+    assert refused.status_code == 422 and _stored(app) == 0  # an option is its value, not its translation
+    assert client.post(f"/w/{worker.token}/questionnaire", data={"artefact": "blur"}).status_code == 303
+    with app_services(app).sessions() as session:
+        assert session.scalar(select(QuestionnaireResponse.answers)) == {"artefact": "blur"}
+
+
+@pytest.mark.parametrize("item, languages, problem", [
+    (TRANSLATED_ITEM, '["en"]', "items translated into 'de', which is not one of study.languages"),
+    (TRANSLATED_ITEM.replace('["Unschärfe", "Rauschen"]', '["Unschärfe"]'), '["en", "de"]',
+     "translations.de.options must be 2 texts, one per option"),
+    (TRANSLATED_ITEM.replace('label = "Welches', 'title = "Welches'), '["en", "de"]',
+     "translations.de must be a table of label and options"),
+])
+def test_a_bad_translation_of_an_item_is_refused(demo_stimuli, tmp_path, item, languages, problem):
+    with pytest.raises(StudyDefinitionError, match=problem):
+        read_study_file(_bilingual(tmp_path, demo_stimuli, item, languages))
