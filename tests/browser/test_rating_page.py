@@ -274,7 +274,8 @@ def test_the_page_computes_the_servers_window(open_page):
             for floor in ((1, 1), (1000, 600)):
                 for size in ((512, 512), (1920, 1080), (333, 250)):
                     spec = SimpleNamespace(method=method, policy=policy, min_image_scale=scale,
-                                           min_window_width=floor[0], min_window_height=floor[1])
+                                           min_window_width=floor[0], min_window_height=floor[1],
+                                           needs_card=lambda: False)  # no [viewing] card check
                     server = window_for(spec, [size]).min_window
                     browser = page.evaluate("""async ([sizes, policy, scale, floor]) => {
                       const { ratingWindowNeeded } = await import('/static/js/rating_trial.js');
