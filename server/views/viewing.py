@@ -14,10 +14,9 @@ from dataclasses import replace
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
 
 from ..db import db_session
-from ..i18n import use_locale
 from ..paradigms import paradigm_for, viewing
 from ..paradigms.core import lock_assignment, spec_for
-from .worker import assignment_of_token, page_locale
+from .worker import assignment_of_token, page_locale, use_worker_locale
 
 bp = Blueprint("viewing", __name__)
 
@@ -67,7 +66,7 @@ def _recorded(record):
         assignment = lock_assignment(session, assignment_of_token(request.view_args["token"]).id)
         spec = spec_for(session, assignment.study_id)
         # A failed check's reason is written in the worker's language: the page shows it, and so does the stop.
-        use_locale(assignment.worker.locale or spec.default_language)
+        use_worker_locale(assignment.worker, spec)
         answer = record(session, assignment, spec, request.get_json(silent=True))
         session.commit()
     except BaseException:

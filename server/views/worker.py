@@ -172,6 +172,12 @@ def page_locale(session, assignment: Assignment, spec) -> str:
         if chosen != worker.locale:
             worker.locale = chosen
             session.commit()
+    return use_worker_locale(worker, spec)
+
+
+def use_worker_locale(worker, spec) -> str:
+    """Put the worker's stored language in use (a request that changes no choice: an answer, a refusal), or the
+    study's default when it is not one of the study's languages; return it."""
     locale = worker.locale if worker.locale in spec.languages else spec.default_language
     use_locale(locale)
     return locale
@@ -205,8 +211,7 @@ def questionnaire(token: str):
     try:
         assignment = lock_assignment(session, assignment_of_token(token).id)
         spec = spec_for(session, assignment.study_id)
-        worker_locale = assignment.worker.locale
-        use_locale(worker_locale if worker_locale in spec.languages else spec.default_language)  # the problems'
+        use_worker_locale(assignment.worker, spec)  # the problems' language
         part = pending_part(session, assignment, spec)
         if part is not None:
             answers, errors = validate_answers(study_parts(spec)[part], request.form)
@@ -282,7 +287,7 @@ def unable(token: str):
     session = db_session()
     try:
         assignment = lock_assignment(session, assignment_of_token(token).id)
-        use_locale(assignment.worker.locale or spec_for(session, assignment.study_id).default_language)  # the reason's
+        use_worker_locale(assignment.worker, spec_for(session, assignment.study_id))  # the reason's language
         requirement = paradigm_for(assignment.study).window_requirement(session, assignment.study)
         code, args = refusal(requirement, assignment.study)
         if assignment.stage != Stage.CONSENT:
